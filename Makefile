@@ -1,0 +1,87 @@
+# Salus: share one NVIDIA GPU among unmodified deep-learning processes.
+#
+#   make            build libsalus.so, simgpu, the workloads and the tools
+#   make test       every test (unit and multi-process), then a summary line
+#   make demo       jobs sharing a (simulated) GPU, with and without Salus
+#   make bench      the paper's experiments, reproduced (bench/results/)
+#   make install PREFIX=/usr/local
+#
+# Each directory adds its targets from its own module.mk; this file holds
+# what they share.  Everything is built under build/.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= sm_90
+PYTHON    ?= python3
+PREFIX    ?= /usr/local
+CC        ?= cc
+CFLAGS    ?= -O2 -g
+TEST_TIMEOUT ?= 120
+
+B   := build
+GEN := $(B)/gen
+
+# Flags every C file of the project gets.
+WARN     := -Wall -Wextra -Werror
+BASE_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -pthread \
+               -I$(CUDA_HOME)/include -I$(GEN) -Isrc
+DEPFLAGS  = -MMD -MP
+
+# Filled in by the module.mk files.
+ALL_TARGETS :=
+TESTS       :=
+CLEAN_EXTRA :=
+
+.PHONY: all deps deps-test test demo bench bench-quick install clean
+all:
+
+# The driver's cuGetProcAddress map, derived from the toolkit's headers.
+PROCMAP_H := $(GEN)/cu_procmap.h
+$(PROCMAP_H): src/intercept/gen_procmap.py $(CUDA_HOME)/include/cudaTypedefs.h | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(PYTHON) $< $(CUDA_HOME)/include/cudaTypedefs.h $@
+
+# Objects: build/obj/<path>.o from <path>.c, with header dependencies.
+# A module adds its own flags with a target-specific MOD_CFLAGS.
+$(B)/obj/%.o: %.c | $(PROCMAP_H)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(MOD_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+# Set-up of a fresh machine (see mk/deps.sh); stamps so that it runs once.
+$(B)/.deps-build: mk/deps.sh
+	@mkdir -p $(B)
+	@sh mk/deps.sh build
+	@touch $@
+$(B)/.deps-test: mk/deps.sh
+	@mkdir -p $(B)
+	@sh mk/deps.sh test
+	@touch $@
+deps: $(B)/.deps-build
+deps-test: $(B)/.deps-test
+
+# libsalus is every .c file under src/; a module adds rules of its own (a
+# generated header, say) in its module.mk.
+SALUS_SRCS := $(wildcard src/*/*.c)
+include $(wildcard src/*/module.mk sim/module.mk workloads/module.mk \
+                   tools/module.mk bench/module.mk tests/module.mk)
+
+# libsalus.so: every module of src/, linked with hidden visibility so that it
+# exports only what is marked SALUS_EXPORT (the wrapped driver symbols, dlsym
+# and the documented salus_* functions).  It does not link libcuda: the real
+# driver is opened when a process first uses CUDA.
+SALUS_OBJS := $(SALUS_SRCS:%.c=$(B)/obj/%.o)
+$(SALUS_OBJS): MOD_CFLAGS := -fvisibility=hidden
+LIBSALUS := $(B)/libsalus.so
+$(LIBSALUS): $(SALUS_OBJS)
+	$(CC) -shared -Wl,-soname,libsalus.so -Wl,-Bsymbolic -Wl,-z,now -o $@ $^ -ldl -lpthread -lrt
+ALL_TARGETS += $(LIBSALUS)
+
+all: $(ALL_TARGETS)
+
+test: $(B)/.deps-test all $(TESTS)
+	@sh mk/run-tests.sh $(B)/tests/logs $(TEST_TIMEOUT) $(TESTS)
+
+clean:
+	rm -rf $(B) $(CLEAN_EXTRA)
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

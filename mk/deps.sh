@@ -1,0 +1,66 @@
+#!/bin/sh
+# Check, and where we may install, what the build needs on a Debian machine.
+#
+#   mk/deps.sh build|test|demo|bench
+#
+# Each need is a file or command that proves a package is there, and the
+# Debian package that provides it.  Missing packages are installed with
+# apt-get when we run as root; otherwise we stop and print the exact command.
+# The CUDA toolkit is not a Debian package we can install: its absence is
+# reported with what to set.
+set -eu
+
+what=${1:-build}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+
+# need <test> <package>: "test" is -h:<header>, -c:<command>, -p:<python module>
+missing=""
+need() {
+    case "$1" in
+    -h:*) f=${1#-h:}; [ -e "/usr/include/$f" ] || [ -e "/usr/local/include/$f" ] && return 0 ;;
+    -c:*) command -v "${1#-c:}" >/dev/null 2>&1 && return 0 ;;
+    -p:*) /usr/bin/python3 -c "import ${1#-p:}" >/dev/null 2>&1 && return 0 ;;
+    esac
+    case " $missing " in *" $2 "*) ;; *) missing="$missing $2" ;; esac
+}
+
+need -c:python3 python3
+need -c:gcc gcc
+need -c:make make
+need -h:gelf.h libelf-dev
+need -h:jemalloc/jemalloc.h libjemalloc-dev
+need -h:ncurses.h libncurses-dev
+case "$what" in
+test|demo|bench)
+    need -h:cmocka.h libcmocka-dev
+    need -c:tmux tmux
+    need -c:timeout coreutils
+    ;;
+esac
+case "$what" in
+bench) need -p:matplotlib python3-matplotlib ;;
+esac
+
+if [ -n "$missing" ]; then
+    cmd="apt-get install -y --no-install-recommends$missing"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "deps: installing$missing"
+        if ! { apt-get install -y --no-install-recommends $missing >/dev/null 2>&1 ||
+               { apt-get update >/dev/null 2>&1 &&
+                 apt-get install -y --no-install-recommends $missing >/dev/null; }; }; then
+            echo "deps: '$cmd' failed; run it by hand to see why" >&2
+            exit 1
+        fi
+    else
+        echo "deps: missing Debian packages:$missing" >&2
+        echo "deps: install them with:  sudo apt-get update && sudo $cmd" >&2
+        exit 1
+    fi
+fi
+
+if [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ ! -f "$CUDA_HOME/include/cudaTypedefs.h" ]; then
+    echo "deps: no CUDA toolkit at CUDA_HOME=$CUDA_HOME (need bin/nvcc and include/cudaTypedefs.h)" >&2
+    echo "deps: install the CUDA toolkit, or run make with CUDA_HOME=<its directory>" >&2
+    exit 1
+fi
+exit 0

@@ -1,0 +1,88 @@
+/*
+ * testutil.h - what the multi-process tests share: paths into the build tree,
+ * unique names for shared memory, child processes with an environment and a
+ * timeout, and readers for the JSON lines that libsalus (SALUS_REPORT) and
+ * simgpu (SIMGPU_TRACE) write.
+ *
+ * Tests run from anywhere: paths are found from the test binary's own
+ * location, build/tests/<name>.  Every child gets a deadline; a child that
+ * passes it is killed and reported, so a hang fails one test instead of the run.
+ */
+#ifndef SALUS_TESTUTIL_H
+#define SALUS_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Absolute path of <build>/<rel> in buf (e.g. "sim/libcuda.so.1"). */
+const char *tu_build_path(const char *rel, char *buf, size_t len);
+/* Absolute path of <source root>/<rel> in buf. */
+const char *tu_source_path(const char *rel, char *buf, size_t len);
+/* A fresh directory for this test binary's files, made on first use. */
+const char *tu_tmpdir(void);
+/* "/<prefix>-<pid>-<n>": a shared-memory name no other test uses. */
+const char *tu_unique_name(const char *prefix, char *buf, size_t len);
+
+/* An environment: the test's own, with variables set or removed. */
+typedef struct tu_env {
+    char **vars;   /* NULL-terminated "NAME=value" */
+    size_t n, cap;
+} tu_env_t;
+void tu_env_init(tu_env_t *env);              /* copy of environ */
+void tu_env_set(tu_env_t *env, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void tu_env_unset(tu_env_t *env, const char *name);
+void tu_env_free(tu_env_t *env);
+/* The usual set-up for a run over simgpu: LD_LIBRARY_PATH to build/sim,
+ * SIMGPU_STATE and SALUS_TABLE unique to this call, SIMGPU_MEMORY=16G. */
+void tu_env_simgpu(tu_env_t *env, const char *state_name);
+/* The same, with libsalus preloaded. */
+void tu_env_salus(tu_env_t *env, const char *state_name, const char *table_name);
+
+/* A child process; its stdout and stderr go to files in tu_tmpdir(). */
+typedef struct tu_proc {
+    pid_t pid;
+    char out_path[512], err_path[512];
+    int status;        /* from waitpid, valid once exited */
+    int exited;        /* 1 once reaped */
+    int timed_out;     /* 1 when tu_wait killed it at the deadline */
+} tu_proc_t;
+int  tu_spawn(tu_proc_t *p, char *const argv[], const tu_env_t *env);
+/* Wait up to timeout_ms; kill (SIGKILL) and mark timed_out past it.
+ * Returns the exit code (0-255), 128+signal, or -1 on timeout. */
+int  tu_wait(tu_proc_t *p, int timeout_ms);
+/* spawn + wait. */
+int  tu_run(char *const argv[], const tu_env_t *env, int timeout_ms, tu_proc_t *p);
+
+/* Whole file, NUL-terminated, malloc'd; NULL if it cannot be read. */
+char *tu_read_file(const char *path, size_t *len);
+/* The n-th (0-based) line of text that contains needle, copied to buf. */
+int tu_find_line(const char *text, const char *needle, int n, char *buf, size_t len);
+/* Count lines of text that contain needle. */
+int tu_count_lines(const char *text, const char *needle);
+
+/* Flat JSON objects (one per line): the value of "key". Return 0 if found. */
+int tu_json_num(const char *obj, const char *key, double *out);
+int tu_json_str(const char *obj, const char *key, char *buf, size_t len);
+
+/* One kernel of a SIMGPU_TRACE file. */
+typedef struct tu_kernel {
+    int pid, device;
+    uint64_t context, stream;
+    char name[64];
+    uint64_t start_ns, end_ns;
+} tu_kernel_t;
+/* Load a trace, sorted by start_ns. Returns the count, -1 if unreadable. */
+long tu_trace_load(const char *path, tu_kernel_t **out);
+/* GPU time of pid in [from, to) in ns (from = to = 0: the whole trace). */
+uint64_t tu_trace_busy(const tu_kernel_t *k, long n, int pid, uint64_t from, uint64_t to);
+/* Number of times consecutive kernels (by start) belong to different pids. */
+long tu_trace_switches(const tu_kernel_t *k, long n);
+
+/* Monotonic clock in ns. */
+uint64_t tu_now_ns(void);
+/* Sleep ms milliseconds. */
+void tu_sleep_ms(int ms);
+
+#endif /* SALUS_TESTUTIL_H */
