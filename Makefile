@@ -81,6 +81,10 @@ all: $(ALL_TARGETS)
 test: $(B)/.deps-test all $(TESTS)
 	@sh mk/run-tests.sh $(B)/tests/logs $(TEST_TIMEOUT) $(TESTS)
 
+# Until the tools land their own demo, two training jobs share simgpu.
+demo: $(B)/.deps-test all
+	@sh mk/demo.sh
+
 clean:
 	rm -rf $(B) $(CLEAN_EXTRA)
 

@@ -16,4 +16,4 @@ $(B)/tests/$(1): $(B)/obj/tests/$(1).o $(TESTUTIL_OBJS) $(2)
 	$$(CC) $$(CFLAGS) -pthread -o $$@ $$(filter %.o %.a,$$^) $(3) $$(TEST_LDLIBS)
 endef
 
-include $(wildcard tests/*.mk)
+include $(filter-out tests/module.mk,$(wildcard tests/*.mk))

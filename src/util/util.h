@@ -1,0 +1,74 @@
+/*
+ * util.h - what every module of libsalus shares: the log, the reading of
+ * SALUS_* variables, and the clock.
+ *
+ * Nothing here is on the launch fast path: variables are read once, at
+ * start-up, and the log is for events, not for calls.
+ */
+#ifndef SALUS_UTIL_H
+#define SALUS_UTIL_H
+
+#include <stdint.h>
+
+/* Symbols libsalus exports; everything else is hidden (-fvisibility=hidden). */
+#define SALUS_EXPORT __attribute__((visibility("default")))
+
+#define UTIL_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define UTIL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- log ----------------------------------------------------------------
+ * SALUS_LOG=error|warn|info|debug (default warn), on stderr, each line
+ * "salus[<pid>]: <level>: <message>", written with one write(2) so that lines
+ * of several threads or processes never interleave. */
+typedef enum {
+    UTIL_LOG_ERROR = 0,
+    UTIL_LOG_WARN = 1,
+    UTIL_LOG_INFO = 2,
+    UTIL_LOG_DEBUG = 3,
+} util_log_level_t;
+
+extern int util_log_level;
+/* Read SALUS_LOG; a bad value is reported and warn is used. */
+void util_log_init(void);
+void util_log_write(util_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define UTIL_LOG(level, ...)                                     \
+    do {                                                         \
+        if ((int)(level) <= util_log_level)                      \
+            util_log_write((level), __VA_ARGS__);                \
+    } while (0)
+#define util_error(...) UTIL_LOG(UTIL_LOG_ERROR, __VA_ARGS__)
+#define util_warn(...)  UTIL_LOG(UTIL_LOG_WARN, __VA_ARGS__)
+#define util_info(...)  UTIL_LOG(UTIL_LOG_INFO, __VA_ARGS__)
+#define util_debug(...) UTIL_LOG(UTIL_LOG_DEBUG, __VA_ARGS__)
+
+/* Say something once per process: the first caller to flip *flag logs. */
+#define util_log_once(flag, level, ...)                                  \
+    do {                                                                 \
+        if (!__atomic_exchange_n((flag), 1, __ATOMIC_RELAXED))           \
+            UTIL_LOG(level, __VA_ARGS__);                                \
+    } while (0)
+
+/* ---- SALUS_* variables --------------------------------------------------
+ * Each reader returns 0 and writes *out when the variable is set and valid,
+ * 1 when it is unset or empty (*out untouched), and -1 when it is set but
+ * invalid: then it has said, once, which variable was wrong, what it holds
+ * and which forms are accepted, and the caller keeps its default. */
+
+/* Sizes: "<n>[K|M|G|T][i][B]" (powers of 1024; "0" allowed), or "<p>%" of
+ * `whole` (a percentage, 0 < p <= 100, needs whole > 0). */
+int util_parse_size(const char *text, uint64_t whole, uint64_t *out);
+int util_env_size(const char *name, uint64_t whole, uint64_t *out);
+/* Integers in [min, max]. */
+int util_env_long(const char *name, long min, long max, long *out);
+/* One of a NULL-terminated list of words; *out is its index. */
+int util_env_choice(const char *name, const char *const choices[], int *out);
+/* The value as a string (NULL when unset or empty). */
+const char *util_env_str(const char *name);
+
+/* ---- clock -------------------------------------------------------------- */
+/* CLOCK_MONOTONIC in nanoseconds: the clock simgpu's trace uses too. */
+uint64_t util_now_ns(void);
+
+#endif /* SALUS_UTIL_H */

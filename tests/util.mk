@@ -1,0 +1,1 @@
+$(eval $(call salus_test,test_util,$(B)/obj/src/util/util.o,))
