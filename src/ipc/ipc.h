@@ -1,0 +1,152 @@
+/*
+ * ipc.h - the arbitration table: one POSIX shared-memory object per user (or
+ * per named group) through which the processes sharing a GPU agree on who
+ * runs and how much memory each holds.  There is no daemon: every decision
+ * is taken by the processes themselves, under the table's lock, and survives
+ * any of them being killed.
+ *
+ * This module is the mechanism only: the table's creation, attachment and
+ * validation, its lock, one slot per process with a liveness test that PID
+ * reuse cannot fool, the reaping of dead slots, and futex waits.  What the
+ * slots and devices hold beyond a process's identity belongs to the modules
+ * that use them: each module (sched, memory) owns an opaque area in every
+ * slot, in every device and in the table's header, lays it out itself and
+ * checks every value it reads back, since a peer may have died mid-write.
+ *
+ * Naming: /salus-<uid> by default, mode 0600: a user's table is private.
+ * SALUS_GROUP=<group> shares one table, /salus-group-<group>, mode 0660,
+ * among the members of that group.  SALUS_TABLE=<name> names another table.
+ */
+#ifndef SALUS_IPC_H
+#define SALUS_IPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Sizes fixed by the ABI version: a table of another version is refused. */
+#define SHM_ABI_VERSION        1u
+#define SHM_MAX_SLOTS          128   /* processes sharing one table */
+#define SHM_MAX_DEVICES        16
+#define SHM_SLOT_AREA_BYTES    1024  /* per module, per slot */
+#define SHM_DEVICE_AREA_BYTES  2048  /* per module, per device */
+#define SHM_GLOBAL_AREA_BYTES  1024  /* per module, once */
+#define SHM_NAME_BYTES         32    /* process name, NUL included */
+#define SHM_TABLE_NAME_BYTES   64
+
+/* The modules that own areas. */
+typedef enum shm_area {
+    SHM_AREA_SCHED = 0,
+    SHM_AREA_MEM = 1,
+    SHM_AREAS
+} shm_area_t;
+
+/* What a process is doing, as peers and salus-top see it. */
+typedef enum shm_state {
+    SHM_FREE = 0,       /* slot unused */
+    SHM_IDLE,           /* registered, not using the GPU */
+    SHM_RUNNING,        /* holds the GPU (or runs under pack) */
+    SHM_WAIT_GPU,       /* waiting for the lease */
+    SHM_WAIT_MEM,       /* waiting for memory (admission or a limit) */
+    SHM_STATES
+} shm_state_t;
+
+const char *shm_state_name(shm_state_t state);
+
+/* A process's identity, as written in its slot. */
+typedef struct shm_ident {
+    pid_t pid;
+    uid_t uid;
+    uint32_t gen;              /* claim count of the slot: (slot, gen) names a process */
+    shm_state_t state;
+    uint64_t start_ticks;      /* /proc/<pid>/stat starttime, for display */
+    uint64_t registered_ns;    /* CLOCK_MONOTONIC at registration */
+    char name[SHM_NAME_BYTES]; /* comm of the process, NUL-terminated */
+} shm_ident_t;
+
+typedef struct shm_table shm_table_t;
+
+/* Called with the table locked, for a slot whose process has died, before
+ * the slot is freed: the module gives back what the process held (a lease,
+ * memory).  `slot_area` is the dead slot's area of that module. */
+typedef void (*shm_reap_fn)(shm_table_t *t, int slot, void *slot_area, void *ctx);
+/* Called with the table locked after a process died holding the lock: the
+ * module makes its shared state consistent again (rebuild sums from slots). */
+typedef void (*shm_repair_fn)(shm_table_t *t, void *ctx);
+
+/* ---- opening -------------------------------------------------------------
+ * Errors are negative errno values; the message has been logged once, naming
+ * the table and what to do (remove a stale table with `salus reset`, ...). */
+
+typedef struct shm_open_opts {
+    const char *name;      /* NULL: from SALUS_TABLE / SALUS_GROUP / uid */
+    const char *group;     /* NULL: from SALUS_GROUP */
+    int create;            /* create the table when it does not exist */
+    int read_only;         /* monitors: map read-only, never claim a slot */
+} shm_open_opts_t;
+
+/* The table of this process, opened (created if need be) on first call from
+ * SALUS_TABLE / SALUS_GROUP; NULL when it cannot be used, which has been said
+ * once: the caller then passes calls through.  Shared by sched and memory. */
+shm_table_t *shm_process_table(void);
+
+/* The table's name as SALUS_TABLE / SALUS_GROUP / the uid give it. */
+int  shm_default_name(char *buf, size_t len);
+int  shm_open_table(const shm_open_opts_t *opts, shm_table_t **out);
+void shm_close_table(shm_table_t *t);
+const char *shm_table_name(const shm_table_t *t);
+/* Remove a table by name (salus reset). */
+int  shm_unlink_table(const char *name);
+
+/* ---- the lock ------------------------------------------------------------
+ * A process-shared robust mutex guards structural changes: claiming and
+ * freeing slots, leases, admissions.  Counters and accounting use atomics
+ * and need no lock.  shm_lock waits at most a few seconds (a peer that holds
+ * the lock that long is hung or hostile: the caller fails open); when the
+ * previous holder died, it runs the repair functions before returning. */
+int  shm_lock(shm_table_t *t);
+void shm_unlock(shm_table_t *t);
+
+void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,
+                   shm_repair_fn repair, void *ctx);
+
+/* ---- slots ----------------------------------------------------------------
+ * A process claims one slot for its life.  It holds a POSIX record lock on a
+ * byte that stands for the slot: the kernel drops it when the process dies,
+ * fork() does not pass it on, and a new process with a recycled pid does not
+ * hold it.  Liveness is "that byte is locked", tested with F_GETLK. */
+
+/* The calling process's slot, claimed on first call; -1 if the table is
+ * full or unusable (said once).  A forked child has none until it calls. */
+int  shm_self(shm_table_t *t);
+/* The calling process's slot if it has one, else -1; never claims. */
+int  shm_self_peek(const shm_table_t *t);
+/* Give the slot back (process exit). */
+void shm_release_self(shm_table_t *t);
+/* 1 when the slot's process is alive, 0 when dead or free. */
+int  shm_slot_alive(shm_table_t *t, int slot);
+/* Reap every dead slot (reap functions, then free it). Takes the lock
+ * unless already held (`locked`). Returns the number reaped, or <0. */
+int  shm_reap_dead(shm_table_t *t, int locked);
+
+/* A validated copy of a slot's identity; -1 when free or invalid. */
+int  shm_slot_ident(shm_table_t *t, int slot, shm_ident_t *out);
+/* Generation of a slot (0 when free). */
+uint32_t shm_slot_gen(shm_table_t *t, int slot);
+void shm_set_state(shm_table_t *t, int slot, shm_state_t state);
+
+/* ---- module areas --------------------------------------------------------
+ * 64-byte aligned, zeroed when the table is made; a slot's areas are zeroed
+ * when the slot is claimed.  slot/device out of range -> NULL. */
+void *shm_slot_area(shm_table_t *t, int slot, shm_area_t area);
+void *shm_device_area(shm_table_t *t, int device, shm_area_t area);
+void *shm_global_area(shm_table_t *t, shm_area_t area);
+
+/* ---- futex waits -----------------------------------------------------------
+ * On a 32-bit word of the table (process-shared futex).  wait returns 0 when
+ * woken or when *word != expected, ETIMEDOUT past timeout_ns (0: no wait
+ * limit), EINTR on a signal. */
+int  shm_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns);
+int  shm_futex_wake(uint32_t *word, int count);
+
+#endif /* SALUS_IPC_H */

@@ -1,0 +1,90 @@
+/*
+ * shm_layout.h - the bytes of the arbitration table, private to src/ipc.
+ *
+ *   header | slots[SHM_MAX_SLOTS] | devices[SHM_MAX_DEVICES]
+ *
+ * Every part is 64-byte aligned so that a module's hot words do not share a
+ * cache line with a peer's.  Layout changes bump SHM_ABI_VERSION.
+ *
+ * Invariants (under the lock, between operations):
+ *   slot.state == SHM_FREE  <=>  no process owns the slot
+ *   slot.state != SHM_FREE  ==>  its owner holds the record lock at
+ *                                SHM_LIVE_BASE + index, or has died
+ *   slot.gen increases by one at every claim: (index, gen) names a process
+ */
+#ifndef SALUS_SHM_LAYOUT_H
+#define SALUS_SHM_LAYOUT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ipc/ipc.h"
+
+#define SHM_MAGIC 0x3142415453554c53ull   /* "SLUSTAB1" */
+
+/* Record-lock offsets, far past the end of the object: locks there stand for
+ * things, they guard no bytes.  INIT serializes creation; LIVE+i is slot i. */
+#define SHM_LOCK_INIT  ((off_t)1 << 40)
+#define SHM_LIVE_BASE  (SHM_LOCK_INIT + 64)
+
+typedef struct shm_header {
+    uint64_t magic;
+    uint32_t abi_version;
+    uint32_t ready;              /* 1 once initialized (release store) */
+    uint64_t size;               /* sizeof(shm_layout_t) */
+    uint32_t max_slots, max_devices;
+    uint32_t slot_area, device_area, global_area;
+    uint32_t creator_uid;
+    int32_t  creator_pid;
+    uint32_t pad0;
+    uint64_t created_ns;
+    uint64_t changes;            /* bumped at every claim / free (monitors) */
+    pthread_mutex_t lock;        /* robust, process-shared */
+    uint8_t pad1[64];
+} __attribute__((aligned(64))) shm_header_t;
+
+typedef struct shm_slot_id {
+    uint32_t state;              /* shm_state_t; atomic */
+    uint32_t gen;
+    int32_t  pid;
+    uint32_t uid;
+    uint64_t start_ticks;
+    uint64_t registered_ns;
+    char     name[SHM_NAME_BYTES];
+} __attribute__((aligned(64))) shm_slot_id_t;
+
+typedef struct shm_slot {
+    shm_slot_id_t id;
+    uint8_t area[SHM_AREAS][SHM_SLOT_AREA_BYTES] __attribute__((aligned(64)));
+} shm_slot_t;
+
+typedef struct shm_device {
+    uint8_t area[SHM_AREAS][SHM_DEVICE_AREA_BYTES] __attribute__((aligned(64)));
+} shm_device_t;
+
+typedef struct shm_layout {
+    shm_header_t hdr;
+    uint8_t global[SHM_AREAS][SHM_GLOBAL_AREA_BYTES] __attribute__((aligned(64)));
+    shm_slot_t slots[SHM_MAX_SLOTS];
+    shm_device_t devices[SHM_MAX_DEVICES];
+} shm_layout_t;
+
+/* The process-local handle of a mapped table. */
+struct shm_table {
+    int fd;
+    int read_only;
+    shm_layout_t *map;
+    char name[SHM_TABLE_NAME_BYTES];
+    int self;                    /* our slot, -1 if none */
+    pid_t self_pid;              /* the process that claimed `self` (fork check) */
+    struct {
+        shm_reap_fn reap;
+        shm_repair_fn repair;
+        void *ctx;
+    } hooks[SHM_AREAS];
+};
+
+/* slots.c, for table.c */
+void shm_repair_locked(shm_table_t *t);
+
+#endif /* SALUS_SHM_LAYOUT_H */

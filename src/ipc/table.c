@@ -1,0 +1,464 @@
+/*
+ * table.c - the arbitration table's life: its name, creation, attachment and
+ * validation, its lock, the module areas, and futex waits.
+ *
+ * Divided into: names; opening (create or attach, then validate); the
+ * process's own table; the lock; areas; futexes.
+ *
+ * Creation race.  The creator and every attacher take a record lock on the
+ * INIT byte before looking at the object; whoever holds it and finds the
+ * object empty (size 0, or a header never marked ready because its creator
+ * died half-way) initializes it and marks it ready with a release store.
+ * Nobody uses a table whose `ready` it has not read as 1 with an acquire load,
+ * so a half-made table is never seen.  The INIT lock is taken with a deadline:
+ * a peer that holds it for seconds is hung, and we fail open rather than hang.
+ *
+ * One fd per table per process.  POSIX record locks belong to the process and
+ * are all dropped when it closes any fd of the file, so a process opens its
+ * table once (shm_process_table) and keeps it open until it exits.
+ */
+#include "ipc/shm_layout.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define INIT_LOCK_WAIT_NS  (2000ull * 1000 * 1000)
+#define TABLE_LOCK_WAIT_S  3
+
+static const char *const state_names[SHM_STATES] = {
+    "free", "idle", "running", "waiting-gpu", "waiting-mem",
+};
+
+const char *shm_state_name(shm_state_t state)
+{
+    return (unsigned)state < SHM_STATES ? state_names[state] : "invalid";
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+/* A POSIX shm name: one leading '/', then [A-Za-z0-9._-], at most 62 chars. */
+static int valid_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 2 || n >= SHM_TABLE_NAME_BYTES || name[0] != '/')
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int shm_default_name(char *buf, size_t len)
+{
+    const char *table = util_env_str("SALUS_TABLE");
+    const char *group = util_env_str("SALUS_GROUP");
+    char name[SHM_TABLE_NAME_BYTES + 8];
+    if (table)
+        snprintf(name, sizeof name, "%s%s", table[0] == '/' ? "" : "/", table);
+    else if (group)
+        snprintf(name, sizeof name, "/salus-group-%s", group);
+    else
+        snprintf(name, sizeof name, "/salus-%u", (unsigned)getuid());
+    if (!valid_name(name) || strlen(name) + 1 > len) {
+        util_error("SALUS_TABLE / SALUS_GROUP give the table name \"%s\", which is not "
+                   "accepted: it takes letters, digits, '.', '_' and '-', at most 62 of "
+                   "them", name);
+        return -EINVAL;
+    }
+    memcpy(buf, name, strlen(name) + 1);
+    return 0;
+}
+
+/* ---- opening ------------------------------------------------------------ */
+
+static int group_id(const char *group, gid_t *out)
+{
+    struct group gr, *res = NULL;
+    char buf[4096];
+    if (getgrnam_r(group, &gr, buf, sizeof buf, &res) != 0 || !res) {
+        util_error("SALUS_GROUP=\"%s\" is not a group of this machine; name a group "
+                   "whose members share the GPU (see getent group)", group);
+        return -EINVAL;
+    }
+    *out = res->gr_gid;
+    return 0;
+}
+
+static int record_lock(int fd, int cmd, short type, off_t at)
+{
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+    return fcntl(fd, cmd, &fl);
+}
+
+/* The INIT lock, with a deadline. */
+static int init_lock(int fd, const char *name)
+{
+    uint64_t deadline = util_now_ns() + INIT_LOCK_WAIT_NS;
+    while (record_lock(fd, F_SETLK, F_WRLCK, SHM_LOCK_INIT) != 0) {
+        if ((errno != EAGAIN && errno != EACCES) || util_now_ns() > deadline) {
+            util_error("table %s: another process has been setting it up for 2 s "
+                       "and seems hung; Salus passes calls through for this process", name);
+            return -ETIMEDOUT;
+        }
+        struct timespec ts = { 0, 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void init_layout(shm_layout_t *m)
+{
+    memset(m, 0, sizeof *m);
+    m->hdr.magic = SHM_MAGIC;
+    m->hdr.abi_version = SHM_ABI_VERSION;
+    m->hdr.size = sizeof *m;
+    m->hdr.max_slots = SHM_MAX_SLOTS;
+    m->hdr.max_devices = SHM_MAX_DEVICES;
+    m->hdr.slot_area = SHM_SLOT_AREA_BYTES;
+    m->hdr.device_area = SHM_DEVICE_AREA_BYTES;
+    m->hdr.global_area = SHM_GLOBAL_AREA_BYTES;
+    m->hdr.creator_uid = (uint32_t)getuid();
+    m->hdr.creator_pid = (int32_t)getpid();
+    m->hdr.created_ns = util_now_ns();
+
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&m->hdr.lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    __atomic_store_n(&m->hdr.ready, 1, __ATOMIC_RELEASE);
+}
+
+/* Refuse a table we must not use: of another user without a group, or open
+ * to everyone. */
+static int check_owner(int fd, const char *name, const char *group, gid_t gid)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if (st.st_mode & 0007) {
+        util_error("table %s has mode %03o: it is open to every user of the machine, so "
+                   "Salus will not trust it; remove it with `salus reset --force` "
+                   "(or rm /dev/shm%s)", name, (unsigned)(st.st_mode & 0777), name);
+        return -EPERM;
+    }
+    if (!group && st.st_uid != geteuid()) {
+        util_error("table %s belongs to uid %u: tables are private to their user unless "
+                   "SALUS_GROUP names a group that shares one; set SALUS_TABLE to a name "
+                   "of your own, or SALUS_GROUP", name, (unsigned)st.st_uid);
+        return -EPERM;
+    }
+    if (group && st.st_gid != gid) {
+        util_error("table %s is not in group %s; remove it with `salus reset` or choose "
+                   "another SALUS_TABLE", name, group);
+        return -EPERM;
+    }
+    return 0;
+}
+
+static int validate(const shm_layout_t *m, const char *name)
+{
+    const shm_header_t *h = &m->hdr;
+    char what[128];
+    if (h->magic != SHM_MAGIC)
+        snprintf(what, sizeof what, "is not a Salus table (bad magic)");
+    else if (h->abi_version != SHM_ABI_VERSION)
+        snprintf(what, sizeof what, "was made by another version of Salus (table ABI %u, "
+                 "this library's %u)", h->abi_version, SHM_ABI_VERSION);
+    else if (h->size != sizeof *m || h->max_slots != SHM_MAX_SLOTS ||
+             h->max_devices != SHM_MAX_DEVICES || h->slot_area != SHM_SLOT_AREA_BYTES ||
+             h->device_area != SHM_DEVICE_AREA_BYTES || h->global_area != SHM_GLOBAL_AREA_BYTES)
+        snprintf(what, sizeof what, "has another layout (corrupted, or made by another "
+                 "build of Salus)");
+    else
+        return 0;
+    util_error("table %s %s; Salus passes calls through for this process; once no "
+               "process uses that table, remove it with `salus reset`, or set SALUS_TABLE "
+               "to another name", name, what);
+    return -EPROTO;
+}
+
+static int open_fd(const char *name, const shm_open_opts_t *o, mode_t mode, int *created)
+{
+    int flags = (o->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+    *created = 0;
+    for (int tries = 0; tries < 3; tries++) {
+        int fd = shm_open(name, flags, mode);
+        if (fd >= 0 || errno != ENOENT || !o->create || o->read_only)
+            return fd >= 0 ? fd : -errno;
+        fd = shm_open(name, flags | O_CREAT | O_EXCL, mode);
+        if (fd >= 0) {
+            *created = 1;
+            return fd;
+        }
+        if (errno != EEXIST)
+            return -errno;
+    }
+    return -EAGAIN;
+}
+
+static void say_open_error(const char *name, int err)
+{
+    if (err == -EACCES)
+        util_error("table %s: permission denied; it belongs to another user or group. "
+                   "Set SALUS_TABLE to a name of your own, or SALUS_GROUP to a group "
+                   "that shares it", name);
+    else if (err != -ENOENT)
+        util_error("table %s cannot be opened: %s; Salus passes calls through",
+                   name, strerror(-err));
+}
+
+/* With the INIT lock held: make the object a table if it is not one yet. */
+static int map_table(shm_table_t *t, int created)
+{
+    struct stat st;
+    int prot = t->read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+    if (fstat(t->fd, &st) != 0)
+        return -errno;
+    if (st.st_size == 0 && !t->read_only) {
+        if (ftruncate(t->fd, (off_t)sizeof(shm_layout_t)) != 0)
+            return -errno;
+        st.st_size = (off_t)sizeof(shm_layout_t);
+    }
+    if (st.st_size == 0)
+        return -EAGAIN;                      /* a monitor, before the creator */
+    if ((size_t)st.st_size != sizeof(shm_layout_t)) {
+        util_error("table %s is %lld bytes, not the %zu this version of Salus uses; "
+                   "remove it with `salus reset` once no process uses it, or set "
+                   "SALUS_TABLE to another name", t->name, (long long)st.st_size,
+                   sizeof(shm_layout_t));
+        return -EPROTO;
+    }
+    void *m = mmap(NULL, sizeof(shm_layout_t), prot, MAP_SHARED, t->fd, 0);
+    if (m == MAP_FAILED)
+        return -errno;
+    t->map = m;
+    int ready = __atomic_load_n(&t->map->hdr.ready, __ATOMIC_ACQUIRE);
+    if (!ready && !t->read_only) {
+        if (!created && t->map->hdr.magic != 0 && t->map->hdr.magic != SHM_MAGIC)
+            return validate(t->map, t->name);   /* someone else's object */
+        init_layout(t->map);                     /* new, or its creator died */
+    } else if (!ready) {
+        return -EAGAIN;
+    }
+    return validate(t->map, t->name);
+}
+
+int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
+{
+    shm_open_opts_t o = opts ? *opts : (shm_open_opts_t){ .create = 1 };
+    char name[SHM_TABLE_NAME_BYTES];
+    gid_t gid = 0;
+    int err, created;
+
+    if (o.name) {
+        if (!valid_name(o.name)) {
+            util_error("\"%s\" is not a table name: it takes '/' then letters, digits, "
+                       "'.', '_' and '-'", o.name);
+            return -EINVAL;
+        }
+        snprintf(name, sizeof name, "%s", o.name);
+    } else if ((err = shm_default_name(name, sizeof name)) != 0) {
+        return err;
+    }
+    if (!o.group)
+        o.group = util_env_str("SALUS_GROUP");
+    if (o.group && (err = group_id(o.group, &gid)) != 0)
+        return err;
+
+    shm_table_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    t->self = -1;
+    t->read_only = o.read_only;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    mode_t mode = o.group ? 0660 : 0600;
+
+    t->fd = open_fd(name, &o, mode, &created);
+    if (t->fd < 0) {
+        err = t->fd;
+        say_open_error(name, err);
+        goto out_free;
+    }
+    if (created) {
+        /* shm_open's mode passes through the umask: set it exactly. */
+        if (fchmod(t->fd, mode) != 0 ||
+            (o.group && fchown(t->fd, (uid_t)-1, gid) != 0)) {
+            err = -errno;
+            util_error("table %s: cannot give it mode %03o%s%s: %s", name, (unsigned)mode,
+                       o.group ? " and group " : "", o.group ? o.group : "",
+                       strerror(-err));
+            shm_unlink(name);
+            goto out_close;
+        }
+    }
+    if ((err = check_owner(t->fd, name, o.group, gid)) != 0)
+        goto out_close;
+    if (!t->read_only && (err = init_lock(t->fd, name)) != 0)
+        goto out_close;
+    err = map_table(t, created);
+    if (!t->read_only)
+        record_lock(t->fd, F_SETLK, F_UNLCK, SHM_LOCK_INIT);
+    if (err != 0)
+        goto out_unmap;
+    *out = t;
+    return 0;
+
+out_unmap:
+    if (t->map)
+        munmap(t->map, sizeof(shm_layout_t));
+out_close:
+    close(t->fd);
+out_free:
+    free(t);
+    return err;
+}
+
+void shm_close_table(shm_table_t *t)
+{
+    if (!t)
+        return;
+    shm_release_self(t);
+    munmap(t->map, sizeof(shm_layout_t));
+    close(t->fd);
+    free(t);
+}
+
+const char *shm_table_name(const shm_table_t *t)
+{
+    return t->name;
+}
+
+int shm_unlink_table(const char *name)
+{
+    if (!valid_name(name))
+        return -EINVAL;
+    return shm_unlink(name) == 0 ? 0 : -errno;
+}
+
+/* ---- the process's own table -------------------------------------------- */
+
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+static shm_table_t *process_table;
+
+static void open_process_table(void)
+{
+    shm_table_t *t;
+    if (shm_open_table(NULL, &t) == 0)
+        process_table = t;
+}
+
+shm_table_t *shm_process_table(void)
+{
+    pthread_once(&process_once, open_process_table);
+    return process_table;
+}
+
+/* ---- the lock ----------------------------------------------------------- */
+
+int shm_lock(shm_table_t *t)
+{
+    static int said_hung, said_broken;
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += TABLE_LOCK_WAIT_S;
+
+    int rc = pthread_mutex_clocklock(&t->map->hdr.lock, CLOCK_MONOTONIC, &deadline);
+    if (rc == 0)
+        return 0;
+    if (rc == EOWNERDEAD) {
+        /* The holder died mid-change: repair before anyone else looks. */
+        util_info("table %s: a process died holding the table's lock; repairing", t->name);
+        shm_repair_locked(t);
+        pthread_mutex_consistent(&t->map->hdr.lock);
+        return 0;
+    }
+    if (rc == ETIMEDOUT)
+        util_log_once(&said_hung, UTIL_LOG_ERROR,
+                      "table %s: its lock has been held for %d s by a process that seems "
+                      "hung; this process goes on without waiting for it", t->name,
+                      TABLE_LOCK_WAIT_S);
+    else
+        util_log_once(&said_broken, UTIL_LOG_ERROR,
+                      "table %s: its lock is unusable (%s); remove the table with "
+                      "`salus reset` once no process uses it", t->name, strerror(rc));
+    return -rc;
+}
+
+void shm_unlock(shm_table_t *t)
+{
+    pthread_mutex_unlock(&t->map->hdr.lock);
+}
+
+void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,
+                   shm_repair_fn repair, void *ctx)
+{
+    if ((unsigned)area >= SHM_AREAS)
+        return;
+    t->hooks[area].reap = reap;
+    t->hooks[area].repair = repair;
+    t->hooks[area].ctx = ctx;
+}
+
+/* ---- areas -------------------------------------------------------------- */
+
+void *shm_slot_area(shm_table_t *t, int slot, shm_area_t area)
+{
+    if (!t || slot < 0 || slot >= SHM_MAX_SLOTS || (unsigned)area >= SHM_AREAS)
+        return NULL;
+    return t->map->slots[slot].area[area];
+}
+
+void *shm_device_area(shm_table_t *t, int device, shm_area_t area)
+{
+    if (!t || device < 0 || device >= SHM_MAX_DEVICES || (unsigned)area >= SHM_AREAS)
+        return NULL;
+    return t->map->devices[device].area[area];
+}
+
+void *shm_global_area(shm_table_t *t, shm_area_t area)
+{
+    if (!t || (unsigned)area >= SHM_AREAS)
+        return NULL;
+    return t->map->global[area];
+}
+
+/* ---- futexes -----------------------------------------------------------
+ * Shared (not FUTEX_PRIVATE) futexes on words of the mapping: the kernel
+ * keys them by the object's inode and offset, so processes that map the table
+ * at different addresses wait on the same word. */
+
+int shm_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns)
+{
+    struct timespec ts, *tsp = NULL;
+    if (timeout_ns) {
+        ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
+        ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
+        tsp = &ts;
+    }
+    long rc = syscall(SYS_futex, word, FUTEX_WAIT, expected, tsp, NULL, 0);
+    if (rc == 0 || errno == EAGAIN)
+        return 0;
+    return errno;
+}
+
+int shm_futex_wake(uint32_t *word, int count)
+{
+    long rc = syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0);
+    return rc < 0 ? -errno : (int)rc;
+}
