@@ -12,3 +12,24 @@ $(WL_PTX): workloads/kernels.cu | $(B)/.deps-build
 	$(NVCC) -ptx -arch=$(subst sm_,compute_,$(CUDA_ARCH)) -o $@ $<
 
 ALL_TARGETS += $(WL_CUBIN) $(WL_PTX)
+
+# The programs: C over the driver API, linked against the toolkit's stub
+# libcuda (DT_NEEDED libcuda.so.1), so that at run time LD_LIBRARY_PATH
+# picks simgpu or the real driver.  They find the module beside themselves
+# (build/bin/../workloads/kernels.cubin), hence the dependency on it.
+WL_LIB_SRCS := workloads/wl_util.c workloads/wl_opt.c workloads/wl_gpu.c \
+               workloads/wl_mem.c workloads/presets.c
+WL_LIB_OBJS := $(WL_LIB_SRCS:%.c=$(B)/obj/%.o)
+WL_PROGS    := $(B)/bin/salus-train $(B)/bin/salus-infer
+WL_LDLIBS   := -L$(CUDA_HOME)/lib64/stubs -lcuda -lm -lrt -lpthread
+
+$(WL_LIB_OBJS) $(B)/obj/workloads/train.o $(B)/obj/workloads/infer.o: | $(B)/.deps-build
+
+$(B)/bin/salus-train: $(B)/obj/workloads/train.o $(WL_LIB_OBJS) | $(WL_CUBIN) $(WL_PTX)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(WL_LDLIBS)
+$(B)/bin/salus-infer: $(B)/obj/workloads/infer.o $(WL_LIB_OBJS) | $(WL_CUBIN) $(WL_PTX)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(WL_LDLIBS)
+
+ALL_TARGETS += $(WL_PROGS)
