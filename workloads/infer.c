@@ -119,14 +119,16 @@ static int serve_one(infer_run_t *r, uint64_t arrival_ns)
     return wl_samples_add(&r->latency_ms, ms);
 }
 
-/* Arrival times are drawn ahead of service, from the seed alone, so that
- * two runs with one seed see the same arrivals whatever the GPU does. */
+/* Arrival times come from the seed alone, counted from the start of
+ * service, so that two runs with one seed see the same arrivals (and, with
+ * --seconds, the same number of requests) whatever the GPU does. */
 static int serve(infer_run_t *r)
 {
     const infer_cfg_t *t = r->cfg;
     wl_rng_t rng;
     wl_rng_seed(&rng, (uint64_t)t->c.seed);
     r->serve_start_ns = r->last_done_ns = wl_now_ns();
+    uint64_t cutoff = t->c.seconds > 0 ? r->serve_start_ns + (uint64_t)(t->c.seconds * 1e9) : 0;
     double offset_s = 0;
     for (long long i = 0; !t->requests || i < t->requests; i++) {
         uint64_t arrival;
@@ -136,7 +138,7 @@ static int serve(infer_run_t *r)
         } else {
             arrival = wl_now_ns();
         }
-        if (wl_stop_requested() || (r->deadline_ns && arrival >= r->deadline_ns))
+        if (wl_stop_requested() || (cutoff && arrival >= cutoff))
             break;
         if (arrival > wl_now_ns() && wl_sleep_until(arrival))
             break;

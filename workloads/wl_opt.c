@@ -22,30 +22,38 @@ const char *const wl_oom_names[] = { "fail", "retry", NULL };
 
 /* ---- sizes -------------------------------------------------------------- */
 
-/* "N[.N][K|M|G|T][B|iB]", powers of 1024; fractions round up to a byte. */
+/* "N[.N][K|M|G|T][B|iB]", powers of 1024; a fraction needs a unit and
+ * rounds up to a byte.  Nothing else: no sign, space or exponent. */
 int wl_parse_size(const char *s, uint64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+')
+    const char *p = s;
+    if (!p || !(*p >= '0' && *p <= '9'))
         return -1;
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v < 0)
-        return -1;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    int fraction = 0;
+    if (*p == '.') {
+        fraction = 1;
+        if (!(*++p >= '0' && *p <= '9'))
+            return -1;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    double v = strtod(s, NULL);
     double mult = 1;
-    switch (*end) {
-    case 'k': case 'K': mult = 1024.0; end++; break;
-    case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    switch (*p) {
+    case 'k': case 'K': mult = 1024.0; p++; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; p++; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; p++; break;
+    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; p++; break;
     default: break;
     }
-    if (mult > 1 && (strcasecmp(end, "iB") == 0 || strcasecmp(end, "B") == 0))
-        end += strlen(end);
-    if (*end)
+    if (mult > 1 && (strcasecmp(p, "iB") == 0 || strcasecmp(p, "B") == 0))
+        p += strlen(p);
+    if (*p || (fraction && mult == 1))
         return -1;
     double bytes = ceil(v * mult);
-    if (bytes >= 18446744073709551615.0)
+    if (!isfinite(bytes) || bytes >= 18446744073709551615.0)
         return -1;
     *out = (uint64_t)bytes;
     return 0;
