@@ -1,0 +1,221 @@
+/*
+ * intercept.h - the interception layer of libsalus: its whole interface.
+ *
+ * libsalus sees every driver call a framework makes through three paths:
+ *   - programs linked to libcuda call our exported wrappers directly
+ *     (LD_PRELOAD puts libsalus first in the symbol search);
+ *   - programs that dlopen libcuda and dlsym a versioned name get our wrapper
+ *     from the dlsym override (dlsym.c);
+ *   - the CUDA runtime asks cuGetProcAddress, which the dlsym override
+ *     answers with our resolver (resolver.c), which answers with the wrapper
+ *     of exactly the export the driver chose.
+ * The wrapped exports and their categories are one list, hooks.list, turned
+ * into the X-macro HOOK_LIST by gen_hooks.py; everything here is expanded from
+ * it.  Everything else resolves to the real driver untouched.
+ *
+ * Other modules do not include this header (data flows intercept -> sched /
+ * memory): the wrappers call them.  It is the interface for the tests: the
+ * hook table, the real-function table they can swap (the seam), the driver
+ * map, the counters and the report.
+ *
+ * Include <cuda.h> in either mode before or through this header; nothing
+ * here depends on __CUDA_API_VERSION_INTERNAL (export names are only pasted
+ * or stringified, never expanded).
+ */
+#ifndef SALUS_INTERCEPT_H
+#define SALUS_INTERCEPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "cu_procmap.h"
+#include "hook_list.h"
+#include "util/util.h"
+
+/* ---- the hook table ------------------------------------------------------
+ * One id per wrapped export, in the list's order: sorted by export name. */
+#define HOOK_ID_ROW_(cat, export, ...) HOOK_##export,
+typedef enum hook_id {
+    HOOK_LIST(HOOK_ID_ROW_)
+    HOOK_COUNT
+} hook_id_t;
+
+typedef enum hook_category {
+    HOOK_CAT_LAUNCH,   /* submits work: gated by the scheduler */
+    HOOK_CAT_SYNC,     /* the host waits for the GPU: iteration boundaries */
+    HOOK_CAT_ALLOC,    /* device memory: admission and accounting */
+    HOOK_CAT_FREE,
+    HOOK_CAT_INFO,     /* memory queries: answered with the process's view */
+    HOOK_CAT_LIFE,     /* driver and context lifecycle */
+    HOOK_CAT_RESOLVE,  /* cuGetProcAddress */
+    HOOK_CAT_COUNT
+} hook_category_t;
+
+/* The kinds a category row names (hooks.list kind=...). */
+typedef enum { HOOK_SYNC_STREAM, HOOK_SYNC_CTX, HOOK_SYNC_EVENT, HOOK_SYNC_COPY } hook_sync_kind_t;
+typedef enum {
+    HOOK_MEM_DEVICE, HOOK_MEM_PITCH, HOOK_MEM_MANAGED, HOOK_MEM_ASYNC,
+    HOOK_MEM_POOL, HOOK_MEM_VMM, HOOK_MEM_ARRAY
+} hook_mem_kind_t;
+typedef enum {
+    HOOK_LIFE_INIT, HOOK_LIFE_RETAIN, HOOK_LIFE_RELEASE, HOOK_LIFE_CREATE, HOOK_LIFE_DESTROY
+} hook_life_kind_t;
+
+/* Per id, from the list: the export's name (sorted), its category, its base
+ * name, version and per-thread flag, and our wrapper of it. */
+extern const char *const hook_names[HOOK_COUNT];
+extern const hook_category_t hook_categories[HOOK_COUNT];
+extern const char *const hook_category_names[HOOK_CAT_COUNT];
+extern const char *const hook_bases[HOOK_COUNT];
+extern const int hook_versions[HOOK_COUNT];
+extern const unsigned char hook_per_thread[HOOK_COUNT];
+extern void *const hook_wrappers[HOOK_COUNT];
+/* The id of a wrapped export, or -1. */
+int hook_find(const char *export_name);
+
+/* ---- the real driver -----------------------------------------------------
+ * One slot per wrapped export: where its wrapper forwards.  Until the driver
+ * is loaded a slot holds a stub that loads it, on first need: from
+ * SALUS_REAL_LIBCUDA=<path>, else libcuda.so.1 found the usual way.  A slot
+ * whose export the driver lacks keeps its stub, which answers
+ * CUDA_ERROR_NOT_FOUND; if the driver cannot be loaded every stub answers
+ * CUDA_ERROR_NOT_INITIALIZED (and says once why, and what to do).
+ *
+ * Ordering: slots are written once by the loader, under its lock, with
+ * release stores, and read by the wrappers with relaxed loads.  A wrapper that
+ * reads the stub goes through the loader's lock (acquire) before calling the
+ * real function; one that reads a real pointer reaches only the driver's
+ * code, mapped by a dlopen that completed before the store, through an address
+ * dependency. */
+#define HOOK_REAL_FIELD_(cat, export, ...) CU_PFN_##export f_##export;
+typedef union hook_real {
+    struct { HOOK_LIST(HOOK_REAL_FIELD_) } fn;
+    void *slot[HOOK_COUNT];
+} hook_real_t;
+extern hook_real_t hook_real;
+
+/* The real function of an export, as its wrapper calls it. */
+#define HOOK_REAL(export) __atomic_load_n(&hook_real.fn.f_##export, __ATOMIC_RELAXED)
+
+/* Load the driver and fill the table, once.  0, or -1 if it cannot be loaded
+ * (said once on stderr).  Safe from any thread; a call made while this thread
+ * is loading (a driver constructor calling back) answers -1. */
+int hook_real_load(void);
+/* The driver's handle once loaded (NULL before, or with a fake table). */
+void *hook_real_handle(void);
+
+/* Test seam (as SQLite's aSyscall[]): make `fake` the driver.  Its non-NULL
+ * slots replace the real functions; a NULL slot is an export the driver
+ * lacks.  hook_real_reset() returns to the unloaded state, so that the next
+ * call loads a driver again (with the environment as it is then). */
+void hook_real_install(const hook_real_t *fake);
+void hook_real_reset(void);
+
+/* ---- the driver map (procmap.c) ------------------------------------------
+ * What cuGetProcAddress(symbol, version, flags) returns, as an export name:
+ * flags 0 (default) or 1 (legacy stream): the newest legacy variant whose
+ * version is <= version; flags 2 (per-thread default stream): the newest
+ * per-thread variant <= version if there is one, else as legacy.  Returns 0
+ * and writes *export_name, or -1: unknown symbol, version too low, other
+ * flags. */
+int hook_procmap_lookup(const char *symbol, int version, cuuint64_t flags,
+                        const char **export_name);
+
+/* ---- the dlsym override (dlsym.c) ----------------------------------------
+ * The exported dlsym is an assembly trampoline: it asks hook_dlsym_decide and
+ * returns its answer when non-NULL, else jumps (a tail call, whatever the
+ * optimization level) to the real dlsym with the original arguments, so that
+ * RTLD_NEXT and dlerror() behave as if libsalus were not there. */
+void *hook_dlsym_decide(void *handle, const char *name);
+/* glibc's dlsym, found with dlvsym; for libsalus's own lookups. */
+void *hook_dlsym_real(void *handle, const char *name);
+
+/* ---- counters and the report (report.c) ----------------------------------
+ * Each thread counts in a block of its own, reached through an initial-exec
+ * TLS pointer and registered on the thread's first driver call; a thread's
+ * exit folds its block into the process's sums.  Counts are per process:
+ * a fork() child starts from zero and reports only if it calls the driver. */
+typedef struct hook_counts {
+    uint64_t launches;          /* calls of LAUNCH wrappers */
+    uint64_t syncs;             /* calls of SYNC wrappers that made the host wait */
+    uint64_t allocs;            /* successful ALLOC calls */
+    uint64_t frees;             /* successful FREE calls */
+    uint64_t bytes_allocated;   /* sum of the sizes asked by successful ALLOCs */
+    uint64_t resolver_wrapped;  /* cuGetProcAddress answered with a wrapper */
+    uint64_t resolver_passed;   /* ... with the driver's own answer */
+    uint64_t calls[HOOK_COUNT]; /* calls of each wrapper */
+} hook_counts_t;
+
+/* A thread's block.  hook_tls is never NULL: a thread starts on
+ * hook_unregistered, whose counts are discarded and whose dispatch table
+ * sends launches to first-call stubs that register the thread (then call the
+ * wrapper again).  A registered block dispatches to hook_real.  So the launch
+ * fast path has no branch: count, load the dispatch table, jump.  (A branch
+ * there would make GCC copy the stack arguments of cuLaunchKernel - 5 loads,
+ * 5 stores and 4 register saves - around its tail call; keep it branch-free.) */
+typedef struct hook_block {
+    const hook_real_t *dispatch; /* written by the owner thread only */
+    hook_counts_t c;             /* written by the owner thread only (launches unused) */
+    struct hook_block *next;     /* registry links, under the registry lock */
+    struct hook_block **pprev;
+} hook_block_t;
+
+extern __thread hook_block_t *hook_tls __attribute__((tls_model("initial-exec")));
+extern hook_block_t hook_unregistered;
+/* The first-call stubs of the LAUNCH wrappers (wrappers.c); other slots NULL. */
+extern const hook_real_t hook_first_table;
+/* Register the calling thread: its block from now on.  Never fails (a shared
+ * fallback block takes the counts if memory is short). */
+hook_block_t *hook_thread_register(void);
+
+/* The calling thread's block, registering it on its first call. */
+static inline hook_block_t *hook_block(void)
+{
+    hook_block_t *b = hook_tls;
+    if (UTIL_UNLIKELY(b == &hook_unregistered))
+        b = hook_thread_register();
+    return b;
+}
+
+/* Add to a counter of the calling thread's block: a relaxed load and a
+ * volatile store, not a read-modify-write.  Only the owner writes; readers
+ * (snapshots, under the registry lock) use relaxed atomic loads and see a
+ * recent value.  The store is volatile, as the kernel's WRITE_ONCE: a single
+ * store the compiler may not tear, merge or drop.  Not __atomic_store_n:
+ * GCC treats it as a possible write to the incoming stack arguments, and
+ * cuLaunchKernel's wrapper would reload and re-store them (5 loads, 5 stores,
+ * 4 register saves) around its tail call. */
+static inline void hook_add(uint64_t *counter, uint64_t n)
+{
+    *(volatile uint64_t *)counter = __atomic_load_n(counter, __ATOMIC_RELAXED) + n;
+}
+
+/* Entry of every wrapper but the launches': count the call, return the block. */
+static inline hook_block_t *hook_enter(hook_id_t id)
+{
+    hook_block_t *b = hook_block();
+    hook_add(&b->c.calls[id], 1);
+    return b;
+}
+
+/* The process's counts: exited threads plus the running ones. */
+void hook_counts_snapshot(hook_counts_t *out);
+/* The report object (one line of JSON, no newline) in buf; its length, or
+ * -1 if it does not fit. */
+int hook_report_format(char *buf, size_t cap);
+/* Append the report to SALUS_REPORT, if set and this process made a driver
+ * call; what the exit handler does.  0, or -1 (said on stderr). */
+int hook_report_write(void);
+
+/* Report contributors.  A module with counters of its own (sched, memory)
+ * defines in its header and code
+ *     int <module>_report_fields(char *buf, size_t cap);
+ * writing "name":value pairs separated by commas (no braces, no leading or
+ * trailing comma) and returning their length as snprintf does; the report
+ * appends them.  report.c references each weakly, so a module that does not
+ * exist yet contributes nothing. */
+
+#endif /* SALUS_INTERCEPT_H */

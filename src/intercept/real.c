@@ -1,0 +1,172 @@
+/*
+ * real.c - the real driver: loaded on first need, and the table of its
+ * functions that every wrapper forwards to.
+ *
+ * Divided into: the lazy stubs (the table's initial contents); loading the
+ * driver and filling the table; the test seam.
+ *
+ * The driver is never loaded in a process that does not use CUDA: LD_PRELOAD
+ * reaches every program a shell starts.  The first wrapper called (or the
+ * first dlsym of a wrapped name, or the first cuGetProcAddress) goes through
+ * a stub, which loads the driver: SALUS_REAL_LIBCUDA=<path> if set, else
+ * libcuda.so.1, already loaded (RTLD_NOLOAD) or found the usual way.
+ *
+ * Locking: load_lock serializes loading and the seam; load_state is written
+ * under it with release stores and read with acquire loads, so a thread that
+ * sees it set also sees the table it guards.  Table slots: see intercept.h.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include "intercept/intercept.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+/* ---- the lazy stubs ------------------------------------------------------ */
+
+/* Bind id: load the driver if need be.  CUDA_SUCCESS when the slot now holds
+ * the driver's function, CUDA_ERROR_NOT_INITIALIZED when there is no driver,
+ * CUDA_ERROR_NOT_FOUND when the driver lacks the export. */
+static CUresult real_bind(hook_id_t id);
+
+#define LAZY_(cat, export, ...)                                               \
+    static CUresult CUDAAPI lazy_##export CU_PARAMS_##export                  \
+    {                                                                         \
+        CUresult rc = real_bind(HOOK_##export);                               \
+        if (rc != CUDA_SUCCESS)                                               \
+            return rc;                                                        \
+        return HOOK_REAL(export) CU_ARGS_##export;                            \
+    }
+HOOK_LIST(LAZY_)
+
+#define LAZY_SLOT_(cat, export, ...) .f_##export = lazy_##export,
+static const hook_real_t real_lazy = { .fn = { HOOK_LIST(LAZY_SLOT_) } };
+
+hook_real_t hook_real = { .fn = { HOOK_LIST(LAZY_SLOT_) } };
+
+/* ---- loading ------------------------------------------------------------- */
+
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static int load_state;              /* 0 not tried, 1 loaded, -1 failed */
+static void *driver;                /* under load_lock; NULL with a fake table */
+static __thread int loading;        /* this thread holds load_lock, loading */
+
+static void *real_open(const char **what)
+{
+    const char *path = util_env_str("SALUS_REAL_LIBCUDA");
+    if (path) {
+        *what = path;
+        return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    *what = "libcuda.so.1";
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return h ? h : dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+}
+
+/* Fill the table from h.  -1 if h is libsalus itself (its symbols are our
+ * wrappers: forwarding to them would recurse). */
+static int real_fill(void *h, const char *what)
+{
+    void *fn[HOOK_COUNT];
+    for (int i = 0; i < HOOK_COUNT; i++) {
+        fn[i] = hook_dlsym_real(h, hook_names[i]);
+        if (fn[i] && fn[i] == hook_wrappers[i]) {
+            util_error("the CUDA driver %s is libsalus itself; CUDA calls fail with "
+                       "CUDA_ERROR_NOT_INITIALIZED. Set SALUS_REAL_LIBCUDA to the "
+                       "path of the real libcuda.so.1", what);
+            return -1;
+        }
+    }
+    int missing = 0;
+    for (int i = 0; i < HOOK_COUNT; i++) {
+        if (fn[i])
+            __atomic_store_n(&hook_real.slot[i], fn[i], __ATOMIC_RELEASE);
+        else
+            missing++;
+    }
+    util_debug("CUDA driver %s loaded; %d of %d wrapped exports absent from it",
+               what, missing, HOOK_COUNT);
+    return 0;
+}
+
+/* Under load_lock. */
+static int real_load_locked(void)
+{
+    const char *what;
+    void *h = real_open(&what);
+    if (!h) {
+        const char *why = dlerror();
+        util_error("cannot load the CUDA driver %s: %s. CUDA calls fail with "
+                   "CUDA_ERROR_NOT_INITIALIZED. Install the NVIDIA driver, or set "
+                   "SALUS_REAL_LIBCUDA to the path of libcuda.so.1",
+                   what, why ? why : "not found");
+        return -1;
+    }
+    if (real_fill(h, what) != 0)
+        return -1;
+    driver = h;
+    return 1;
+}
+
+int hook_real_load(void)
+{
+    int state = __atomic_load_n(&load_state, __ATOMIC_ACQUIRE);
+    if (UTIL_LIKELY(state != 0))
+        return state > 0 ? 0 : -1;
+    if (loading)       /* the driver's constructor called back into us */
+        return -1;
+    pthread_mutex_lock(&load_lock);
+    state = load_state;
+    if (state == 0) {
+        loading = 1;
+        state = real_load_locked();
+        loading = 0;
+        __atomic_store_n(&load_state, state, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&load_lock);
+    return state > 0 ? 0 : -1;
+}
+
+void *hook_real_handle(void)
+{
+    if (__atomic_load_n(&load_state, __ATOMIC_ACQUIRE) <= 0)
+        return NULL;
+    return driver;
+}
+
+static CUresult real_bind(hook_id_t id)
+{
+    if (hook_real_load() != 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (__atomic_load_n(&hook_real.slot[id], __ATOMIC_ACQUIRE) == real_lazy.slot[id]) {
+        static int said[HOOK_COUNT];
+        util_log_once(&said[id], UTIL_LOG_WARN,
+                      "the CUDA driver has no %s: the call fails with CUDA_ERROR_NOT_FOUND "
+                      "(is the driver older than the program?)", hook_names[id]);
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- the test seam -------------------------------------------------------- */
+
+void hook_real_install(const hook_real_t *fake)
+{
+    pthread_mutex_lock(&load_lock);
+    for (int i = 0; i < HOOK_COUNT; i++)
+        __atomic_store_n(&hook_real.slot[i], fake->slot[i] ? fake->slot[i] : real_lazy.slot[i],
+                         __ATOMIC_RELEASE);
+    driver = NULL;
+    __atomic_store_n(&load_state, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&load_lock);
+}
+
+void hook_real_reset(void)
+{
+    pthread_mutex_lock(&load_lock);
+    for (int i = 0; i < HOOK_COUNT; i++)
+        __atomic_store_n(&hook_real.slot[i], real_lazy.slot[i], __ATOMIC_RELEASE);
+    driver = NULL;
+    __atomic_store_n(&load_state, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&load_lock);
+}

@@ -1,0 +1,261 @@
+/*
+ * wrappers.c - the exported wrappers of every export in hooks.list, one macro
+ * per category, and the hook table (names, categories, wrapper addresses).
+ *
+ * Divided into: the table; the helpers the list's expressions call; the
+ * category events (where the scheduler and memory admission plug in); the
+ * category macros and their expansion over HOOK_LIST.
+ *
+ * Each wrapper is defined under the export's exact name with its prototype
+ * from CU_PARAMS_<export>; __CUDA_API_VERSION_INTERNAL makes cuda.h declare
+ * every export under that name, so the compiler checks each definition
+ * against the driver's own declaration.  A wrapper counts in its thread's
+ * block (no lock, no atomic read-modify-write, no syscall) and calls the real
+ * function through hook_real.  No lock here.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include "intercept/intercept.h"
+
+#include <string.h>
+
+/* ---- the table ----------------------------------------------------------- */
+
+#define NAME_(cat, export, ...) #export,
+const char *const hook_names[HOOK_COUNT] = { HOOK_LIST(NAME_) };
+
+#define CATEGORY_(cat, export, ...) HOOK_CAT_##cat,
+const hook_category_t hook_categories[HOOK_COUNT] = { HOOK_LIST(CATEGORY_) };
+
+const char *const hook_category_names[HOOK_CAT_COUNT] = {
+    "LAUNCH", "SYNC", "ALLOC", "FREE", "INFO", "LIFE", "RESOLVE",
+};
+
+#define BASE_(cat, export, base, ...) #base,
+const char *const hook_bases[HOOK_COUNT] = { HOOK_LIST(BASE_) };
+
+#define VERSION_(cat, export, base, version, ...) version,
+const int hook_versions[HOOK_COUNT] = { HOOK_LIST(VERSION_) };
+
+#define PER_THREAD_(cat, export, base, version, pt, ...) pt,
+const unsigned char hook_per_thread[HOOK_COUNT] = { HOOK_LIST(PER_THREAD_) };
+
+/* The resolver's two entries are defined in resolver.c; cuda.h declares them. */
+#define WRAPPER_(cat, export, ...) (void *)export,
+void *const hook_wrappers[HOOK_COUNT] = { HOOK_LIST(WRAPPER_) };
+
+int hook_find(const char *export_name)
+{
+    int lo = 0, hi = HOOK_COUNT;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(hook_names[mid], export_name);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* ---- helpers of the list's expressions ----------------------------------- */
+
+static inline CUstream hook_config_stream(const CUlaunchConfig *config)
+{
+    return config ? config->hStream : NULL;
+}
+
+/* A 2D or 3D copy makes the host wait when it writes host memory; with
+ * unified addressing the destination may be host memory too. */
+#define hook_copy_to_host(desc) \
+    ((desc) && ((desc)->dstMemoryType == CU_MEMORYTYPE_HOST || \
+                (desc)->dstMemoryType == CU_MEMORYTYPE_UNIFIED))
+
+static uint64_t hook_format_bytes(CUarray_format format)
+{
+    switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    default: return 4;   /* 32-bit formats; the rest are estimates */
+    }
+}
+
+/* Bytes an array asks for: width x height x depth elements (0 is 1). */
+static uint64_t hook_array_bytes_of(size_t w, size_t h, size_t d, unsigned ch,
+                                    CUarray_format format)
+{
+    return (uint64_t)w * (h ? h : 1) * (d ? d : 1) * (ch ? ch : 1) * hook_format_bytes(format);
+}
+
+static uint64_t hook_array_bytes(const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    return d ? hook_array_bytes_of(d->Width, d->Height, 0, d->NumChannels, d->Format) : 0;
+}
+
+static uint64_t hook_array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    return d ? hook_array_bytes_of(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0;
+}
+
+/* ---- category events -----------------------------------------------------
+ * Each wrapper calls its category's events; these are the places the next
+ * modules plug in.  Today they count. */
+
+/* Before work is submitted: the fast path, given the calling thread's block.
+ * The scheduler's lease gate (one relaxed load) goes here.  Keep the launch
+ * path branch-free (see hook_block_t in intercept.h): a gate can, like the
+ * registration, choose the table the launch is dispatched through. */
+static inline __attribute__((always_inline))
+void hook_on_launch(hook_block_t *b, hook_id_t id, const void *work, CUstream stream)
+{
+    (void)work;
+    (void)stream;
+    hook_add(&b->c.calls[id], 1);
+}
+
+/* After the host waited for the GPU: an iteration boundary candidate. */
+static inline void hook_on_sync(hook_block_t *b, hook_sync_kind_t kind, const void *object,
+                                CUresult rc)
+{
+    (void)kind;
+    (void)object;
+    (void)rc;
+    hook_add(&b->c.syncs, 1);
+}
+
+/* Before an allocation reaches the driver: memory admission reserves `size`
+ * here, and gives it back if the driver then fails. */
+static inline CUresult hook_before_alloc(hook_block_t *b, hook_mem_kind_t kind, uint64_t size)
+{
+    (void)b;
+    (void)kind;
+    (void)size;
+    return CUDA_SUCCESS;
+}
+
+static inline void hook_on_alloc(hook_block_t *b, hook_mem_kind_t kind, uint64_t handle,
+                                 uint64_t size)
+{
+    (void)kind;
+    (void)handle;
+    hook_add(&b->c.allocs, 1);
+    hook_add(&b->c.bytes_allocated, size);
+}
+
+static inline void hook_on_free(hook_block_t *b, hook_mem_kind_t kind, uint64_t handle)
+{
+    (void)kind;
+    (void)handle;
+    hook_add(&b->c.frees, 1);
+}
+
+static inline void hook_on_life(hook_life_kind_t kind, CUresult rc)
+{
+    (void)kind;
+    (void)rc;
+}
+
+/* ---- the wrappers -------------------------------------------------------- */
+
+#define HOOK_WRAPPER_(cat, ...) HOOK_WRAP_##cat(__VA_ARGS__)
+
+/* The fast path: the thread's block, count, tail-call through the block's
+ * dispatch table.  An unregistered thread's table holds hook_first_<export>,
+ * which registers the thread and calls the wrapper again. */
+#define HOOK_WRAP_LAUNCH(export, base, version, pt, work, stream)                \
+    SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
+    {                                                                           \
+        hook_block_t *b = hook_tls;                                             \
+        hook_on_launch(b, HOOK_##export, (const void *)(work), (CUstream)(stream)); \
+        return __atomic_load_n(&b->dispatch->fn.f_##export, __ATOMIC_RELAXED)   \
+            CU_ARGS_##export;                                                   \
+    }
+
+#define HOOK_WRAP_SYNC(export, base, version, pt, kind, object, when)            \
+    SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
+    {                                                                           \
+        hook_block_t *b = hook_enter(HOOK_##export);                            \
+        int waits = (when) != 0;                                                \
+        CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
+        if (waits)                                                              \
+            hook_on_sync(b, kind, (const void *)(object), rc);                  \
+        return rc;                                                              \
+    }
+
+#define HOOK_WRAP_ALLOC(export, base, version, pt, kind, out, size)              \
+    SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
+    {                                                                           \
+        hook_block_t *b = hook_enter(HOOK_##export);                            \
+        uint64_t bytes = (uint64_t)(size);                                      \
+        CUresult rc = hook_before_alloc(b, kind, bytes);                        \
+        if (rc != CUDA_SUCCESS)                                                 \
+            return rc;                                                          \
+        rc = HOOK_REAL(export) CU_ARGS_##export;                                \
+        if (rc == CUDA_SUCCESS)                                                 \
+            hook_on_alloc(b, kind, (out) ? (uint64_t)(uintptr_t)*(out) : 0, bytes); \
+        return rc;                                                              \
+    }
+
+#define HOOK_WRAP_FREE(export, base, version, pt, kind, handle)                  \
+    SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
+    {                                                                           \
+        hook_block_t *b = hook_enter(HOOK_##export);                            \
+        uint64_t h = (uint64_t)(uintptr_t)(handle);                             \
+        CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
+        if (rc == CUDA_SUCCESS)                                                 \
+            hook_on_free(b, kind, h);                                           \
+        return rc;                                                              \
+    }
+
+/* cuMemGetInfo_v2, cuDeviceTotalMem_v2: memory answers the process's own
+ * view here. */
+#define HOOK_WRAP_INFO(export, base, version, pt)                                \
+    SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
+    {                                                                           \
+        hook_enter(HOOK_##export);                                              \
+        return HOOK_REAL(export) CU_ARGS_##export;                              \
+    }
+
+#define HOOK_WRAP_LIFE(export, base, version, pt, kind)                          \
+    SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
+    {                                                                           \
+        hook_enter(HOOK_##export);                                              \
+        CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
+        hook_on_life(kind, rc);                                                 \
+        return rc;                                                              \
+    }
+
+/* Hand-written in resolver.c. */
+#define HOOK_WRAP_RESOLVE(export, base, version, pt)
+
+HOOK_LIST(HOOK_WRAPPER_)
+
+/* ---- first calls of a thread ---------------------------------------------- */
+
+#define FIRST_(cat, export, ...) FIRST_##cat(export)
+#define FIRST_LAUNCH(export)                                                    \
+    static __attribute__((noinline, cold)) CUresult CUDAAPI                     \
+    hook_first_##export CU_PARAMS_##export                                      \
+    {                                                                           \
+        hook_thread_register();                                                 \
+        return export CU_ARGS_##export;                                         \
+    }
+#define FIRST_SYNC(export)
+#define FIRST_ALLOC(export)
+#define FIRST_FREE(export)
+#define FIRST_INFO(export)
+#define FIRST_LIFE(export)
+#define FIRST_RESOLVE(export)
+HOOK_LIST(FIRST_)
+
+#define FIRST_SLOT_(cat, export, ...) FIRST_SLOT_##cat(export)
+#define FIRST_SLOT_LAUNCH(export) .f_##export = hook_first_##export,
+#define FIRST_SLOT_SYNC(export)
+#define FIRST_SLOT_ALLOC(export)
+#define FIRST_SLOT_FREE(export)
+#define FIRST_SLOT_INFO(export)
+#define FIRST_SLOT_LIFE(export)
+#define FIRST_SLOT_RESOLVE(export)
+const hook_real_t hook_first_table = { .fn = { HOOK_LIST(FIRST_SLOT_) } };
