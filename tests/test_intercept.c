@@ -1,0 +1,606 @@
+/*
+ * test_intercept.c - the interception layer without a GPU or simgpu.
+ *
+ * The test binary links the intercept objects themselves, so its wrappers,
+ * resolver and dlsym are libsalus's, and the real-function table can be
+ * swapped for fakes (the seam).  Divided into: the hook table and the
+ * exported symbols; the wrappers against fakes (every one passes through to
+ * exactly its own slot; the counts of each category); the resolver against a
+ * fake cuGetProcAddress; the loader and the dlsym override against a fake
+ * libcuda.so.1; the report and fork(); child processes with libsalus
+ * preloaded (a process without CUDA, a missing driver, RTLD_NEXT).
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "intercept/intercept.h"
+#include "lib/testutil.h"
+
+/* ---- fakes of every wrapped export ----------------------------------------
+ * fake_<export> counts its calls and answers FAKE_RC + its id, so a test can
+ * tell which slot a wrapper reached. */
+#define FAKE_RC 1000
+static int fake_called[HOOK_COUNT];
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define FAKE_(cat, export, ...)                                              \
+    static CUresult CUDAAPI fake_##export CU_PARAMS_##export                 \
+    {                                                                        \
+        fake_called[HOOK_##export]++;                                        \
+        return (CUresult)(FAKE_RC + HOOK_##export);                          \
+    }
+HOOK_LIST(FAKE_)
+#pragma GCC diagnostic pop
+
+#define FAKE_SLOT_(cat, export, ...) .f_##export = fake_##export,
+static const hook_real_t fakes = { .fn = { HOOK_LIST(FAKE_SLOT_) } };
+
+/* call_<export>(): the wrapper called with every argument zero.  DECLS turns
+ * a CU_PARAMS_ list "(T0 a0, T1 a1)" into "T0 a0 = {0}; T1 a1 = {0};";
+ * WHEN_ARGS_ drops it for a "(void)" list (whose CU_ARGS_ is "()"). */
+#define CAT_(a, b) CAT2_(a, b)
+#define CAT2_(a, b) a##b
+#define WHEN_ARGS_(...) CAT_(WHEN_, __VA_OPT__(1))
+#define WHEN_(x)
+#define WHEN_1(x) x
+#define DECL1_(p) p = {0};
+#define NARGS_(...) NARGS_N_(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define NARGS_N_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, n, ...) n
+#define DECLS(...) CAT_(DECLS_, NARGS_(__VA_ARGS__))(__VA_ARGS__)
+#define DECLS_1(p) DECL1_(p)
+#define DECLS_2(p, ...) DECL1_(p) DECLS_1(__VA_ARGS__)
+#define DECLS_3(p, ...) DECL1_(p) DECLS_2(__VA_ARGS__)
+#define DECLS_4(p, ...) DECL1_(p) DECLS_3(__VA_ARGS__)
+#define DECLS_5(p, ...) DECL1_(p) DECLS_4(__VA_ARGS__)
+#define DECLS_6(p, ...) DECL1_(p) DECLS_5(__VA_ARGS__)
+#define DECLS_7(p, ...) DECL1_(p) DECLS_6(__VA_ARGS__)
+#define DECLS_8(p, ...) DECL1_(p) DECLS_7(__VA_ARGS__)
+#define DECLS_9(p, ...) DECL1_(p) DECLS_8(__VA_ARGS__)
+#define DECLS_10(p, ...) DECL1_(p) DECLS_9(__VA_ARGS__)
+#define DECLS_11(p, ...) DECL1_(p) DECLS_10(__VA_ARGS__)
+#define DECLS_12(p, ...) DECL1_(p) DECLS_11(__VA_ARGS__)
+#define CALL_DECLS_(args, params) WHEN_ARGS_ args (DECLS params)
+#define CALL_(cat, export, ...)                                              \
+    static CUresult call_##export(void)                                      \
+    {                                                                        \
+        CALL_DECLS_(CU_ARGS_##export, CU_PARAMS_##export)                    \
+        return export CU_ARGS_##export;                                      \
+    }
+HOOK_LIST(CALL_)
+
+#define CALL_SLOT_(cat, export, ...) call_##export,
+static CUresult (*const calls[HOOK_COUNT])(void) = { HOOK_LIST(CALL_SLOT_) };
+
+static int setup_fakes(void **state)
+{
+    (void)state;
+    memset(fake_called, 0, sizeof fake_called);
+    hook_real_install(&fakes);
+    return 0;
+}
+
+static hook_counts_t counts(void)
+{
+    hook_counts_t c;
+    hook_counts_snapshot(&c);
+    return c;
+}
+
+/* ---- the hook table --------------------------------------------------------- */
+
+typedef struct { const char *base, *export_name; int version, pt; } map_row_t;
+#define MAP_ROW_(base, version, pt, export) { #base, #export, version, pt },
+static const map_row_t map_rows[] = { CU_PROCMAP(MAP_ROW_) };
+#define N_MAP (sizeof map_rows / sizeof map_rows[0])
+
+static const map_row_t *map_find(const char *export_name)
+{
+    for (size_t i = 0; i < N_MAP; i++)
+        if (strcmp(map_rows[i].export_name, export_name) == 0)
+            return &map_rows[i];
+    return NULL;
+}
+
+static void test_table_matches_the_map(void **state)
+{
+    (void)state;
+    for (int i = 0; i < HOOK_COUNT; i++) {
+        const map_row_t *row = map_find(hook_names[i]);
+        assert_non_null(row);
+        assert_string_equal(row->base, hook_bases[i]);
+        assert_int_equal(row->version, hook_versions[i]);
+        assert_int_equal(row->pt, hook_per_thread[i]);
+        assert_int_equal(hook_find(hook_names[i]), i);
+        assert_non_null(hook_wrappers[i]);
+        assert_true((int)hook_categories[i] < HOOK_CAT_COUNT);
+        if (i > 0)
+            assert_true(strcmp(hook_names[i - 1], hook_names[i]) < 0);
+        for (int j = 0; j < i; j++)
+            assert_ptr_not_equal(hook_wrappers[i], hook_wrappers[j]);
+    }
+    assert_int_equal(hook_find("cuMemAlloc"), -1);
+    assert_int_equal(hook_find(""), -1);
+    assert_int_equal(hook_find("zz"), -1);
+    assert_int_equal(hook_find("cuLaunchKernel_"), -1);
+}
+
+/* What design.md says must be wrapped is, and a listed legacy export's
+ * per-thread twin is listed too. */
+static void test_table_covers_the_categories(void **state)
+{
+    (void)state;
+    static const struct { const char *name; hook_category_t cat; } must[] = {
+        { "cuLaunchKernel", HOOK_CAT_LAUNCH }, { "cuLaunchKernelEx", HOOK_CAT_LAUNCH },
+        { "cuLaunchCooperativeKernel", HOOK_CAT_LAUNCH }, { "cuGraphLaunch", HOOK_CAT_LAUNCH },
+        { "cuStreamSynchronize", HOOK_CAT_SYNC }, { "cuCtxSynchronize", HOOK_CAT_SYNC },
+        { "cuEventSynchronize", HOOK_CAT_SYNC }, { "cuMemcpyDtoH_v2", HOOK_CAT_SYNC },
+        { "cuMemcpy", HOOK_CAT_SYNC }, { "cuMemcpy_ptds", HOOK_CAT_SYNC },
+        { "cuMemAlloc_v2", HOOK_CAT_ALLOC }, { "cuMemAllocPitch_v2", HOOK_CAT_ALLOC },
+        { "cuMemAllocManaged", HOOK_CAT_ALLOC }, { "cuMemAllocAsync", HOOK_CAT_ALLOC },
+        { "cuMemAllocFromPoolAsync", HOOK_CAT_ALLOC }, { "cuMemCreate", HOOK_CAT_ALLOC },
+        { "cuArrayCreate_v2", HOOK_CAT_ALLOC }, { "cuArray3DCreate_v2", HOOK_CAT_ALLOC },
+        { "cuMemFree_v2", HOOK_CAT_FREE }, { "cuMemFreeAsync", HOOK_CAT_FREE },
+        { "cuMemRelease", HOOK_CAT_FREE }, { "cuArrayDestroy", HOOK_CAT_FREE },
+        { "cuMemGetInfo_v2", HOOK_CAT_INFO }, { "cuDeviceTotalMem_v2", HOOK_CAT_INFO },
+        { "cuInit", HOOK_CAT_LIFE }, { "cuDevicePrimaryCtxRetain", HOOK_CAT_LIFE },
+        { "cuDevicePrimaryCtxRelease_v2", HOOK_CAT_LIFE }, { "cuCtxCreate_v2", HOOK_CAT_LIFE },
+        { "cuCtxCreate_v3", HOOK_CAT_LIFE }, { "cuCtxDestroy_v2", HOOK_CAT_LIFE },
+        { "cuGetProcAddress", HOOK_CAT_RESOLVE }, { "cuGetProcAddress_v2", HOOK_CAT_RESOLVE },
+    };
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
+        int id = hook_find(must[i].name);
+        if (id < 0)
+            fail_msg("%s is not wrapped", must[i].name);
+        assert_int_equal(hook_categories[id], must[i].cat);
+    }
+    for (int i = 0; i < HOOK_COUNT; i++) {
+        for (size_t r = 0; r < N_MAP && !hook_per_thread[i]; r++) {
+            size_t n = strlen(hook_names[i]);
+            const char *e = map_rows[r].export_name;
+            if (map_rows[r].pt && strncmp(e, hook_names[i], n) == 0 &&
+                (strcmp(e + n, "_ptsz") == 0 || strcmp(e + n, "_ptds") == 0) &&
+                hook_find(e) < 0)
+                fail_msg("%s is wrapped but not its per-thread form %s", hook_names[i], e);
+        }
+    }
+}
+
+/* libsalus.so exports the list, dlsym and salus_* functions: nothing else. */
+static void test_exported_symbols(void **state)
+{
+    (void)state;
+    char lib[512], cmd[600], line[256];
+    tu_build_path("libsalus.so", lib, sizeof lib);
+    snprintf(cmd, sizeof cmd, "nm -D --defined-only '%s' 2>/dev/null", lib);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        skip();
+    int seen[HOOK_COUNT] = { 0 }, total = 0, has_dlsym = 0;
+    while (fgets(line, sizeof line, p)) {
+        char addr[64], type[8], name[200];
+        if (sscanf(line, "%63s %7s %199s", addr, type, name) != 3)
+            continue;
+        total++;
+        int id = hook_find(name);
+        if (id >= 0)
+            seen[id]++;
+        else if (strcmp(name, "dlsym") == 0)
+            has_dlsym = 1;
+        else if (strncmp(name, "salus_", 6) != 0)
+            fail_msg("libsalus.so exports %s, which is neither wrapped nor salus_*", name);
+    }
+    if (pclose(p) != 0 && total == 0)
+        skip();   /* no nm here */
+    assert_true(has_dlsym);
+    for (int i = 0; i < HOOK_COUNT; i++)
+        if (seen[i] != 1)
+            fail_msg("libsalus.so does not export %s", hook_names[i]);
+}
+
+/* ---- the wrappers ----------------------------------------------------------- */
+
+static void test_every_wrapper_reaches_its_own_slot(void **state)
+{
+    (void)state;
+    for (int i = 0; i < HOOK_COUNT; i++) {
+        if (hook_categories[i] == HOOK_CAT_RESOLVE)
+            continue;   /* the resolver has its own tests */
+        memset(fake_called, 0, sizeof fake_called);
+        hook_counts_t before = counts();
+        CUresult rc = calls[i]();
+        hook_counts_t after = counts();
+        if ((int)rc != FAKE_RC + i)
+            fail_msg("%s returned %d, not its slot's %d", hook_names[i], (int)rc, FAKE_RC + i);
+        for (int j = 0; j < HOOK_COUNT; j++)
+            if (fake_called[j] != (j == i))
+                fail_msg("%s reached the slot of %s", hook_names[i], hook_names[j]);
+        assert_int_equal(after.calls[i] - before.calls[i], 1);
+        assert_int_equal(after.launches - before.launches, hook_categories[i] == HOOK_CAT_LAUNCH);
+        /* The driver failed: nothing was allocated or freed. */
+        assert_int_equal(after.allocs, before.allocs);
+        assert_int_equal(after.frees, before.frees);
+    }
+}
+
+static struct {
+    CUfunction f;
+    unsigned g[3], b[3], shared;
+    CUstream stream;
+    void **params, **extra;
+} launch_seen;
+
+static CUresult CUDAAPI fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                    CUstream stream, void **params, void **extra)
+{
+    launch_seen.f = f;
+    launch_seen.g[0] = gx, launch_seen.g[1] = gy, launch_seen.g[2] = gz;
+    launch_seen.b[0] = bx, launch_seen.b[1] = by, launch_seen.b[2] = bz;
+    launch_seen.shared = shared;
+    launch_seen.stream = stream;
+    launch_seen.params = params;
+    launch_seen.extra = extra;
+    return CUDA_SUCCESS;
+}
+
+/* All eleven arguments, five of them on the stack, arrive unchanged. */
+static void test_launch_passes_every_argument(void **state)
+{
+    (void)state;
+    hook_real_t t = fakes;
+    t.fn.f_cuLaunchKernel = fake_launch;
+    t.fn.f_cuLaunchKernel_ptsz = fake_launch;
+    hook_real_install(&t);
+    void *params[1], *extra[1];
+    hook_counts_t before = counts();
+    for (int pt = 0; pt < 2; pt++) {
+        memset(&launch_seen, 0, sizeof launch_seen);
+        CUresult rc = (pt ? cuLaunchKernel_ptsz : cuLaunchKernel)(
+            (CUfunction)0x1234, 2, 3, 4, 5, 6, 7, 8, (CUstream)0x5678, params, extra);
+        assert_int_equal(rc, CUDA_SUCCESS);
+        assert_ptr_equal(launch_seen.f, (CUfunction)0x1234);
+        assert_int_equal(launch_seen.g[0], 2);
+        assert_int_equal(launch_seen.g[2], 4);
+        assert_int_equal(launch_seen.b[0], 5);
+        assert_int_equal(launch_seen.b[2], 7);
+        assert_int_equal(launch_seen.shared, 8);
+        assert_ptr_equal(launch_seen.stream, (CUstream)0x5678);
+        assert_ptr_equal(launch_seen.params, params);
+        assert_ptr_equal(launch_seen.extra, extra);
+    }
+    hook_counts_t after = counts();
+    assert_int_equal(after.launches - before.launches, 2);
+    assert_int_equal(after.calls[HOOK_cuLaunchKernel_ptsz] - before.calls[HOOK_cuLaunchKernel_ptsz], 1);
+}
+
+static CUresult CUDAAPI fake_alloc(CUdeviceptr *p, size_t size)
+{
+    if (size > (1u << 30))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = 0x7000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fake_pitch(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned e)
+{
+    (void)e;
+    *p = 0x8000;
+    *pitch = (w + 511) & ~(size_t)511;
+    (void)h;
+    return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fake_array(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    (void)d;
+    *a = (CUarray)0x9000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fake_free(CUdeviceptr p)
+{
+    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static void test_memory_counts(void **state)
+{
+    (void)state;
+    hook_real_t t = fakes;
+    t.fn.f_cuMemAlloc_v2 = fake_alloc;
+    t.fn.f_cuMemAllocPitch_v2 = fake_pitch;
+    t.fn.f_cuArrayCreate_v2 = fake_array;
+    t.fn.f_cuMemFree_v2 = fake_free;
+    hook_real_install(&t);
+    hook_counts_t before = counts();
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    CUarray a = NULL;
+    assert_int_equal(cuMemAlloc_v2(&p, 3000), CUDA_SUCCESS);
+    assert_int_equal(p, 0x7000);
+    assert_int_equal(cuMemAlloc_v2(&p, 2ull << 30), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(cuMemAllocPitch_v2(&p, &pitch, 100, 10, 4), CUDA_SUCCESS);
+    CUDA_ARRAY_DESCRIPTOR d = { .Width = 64, .Height = 8, .Format = CU_AD_FORMAT_HALF,
+                                .NumChannels = 2 };
+    assert_int_equal(cuArrayCreate_v2(&a, &d), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(0), CUDA_ERROR_INVALID_VALUE);
+    hook_counts_t after = counts();
+    assert_int_equal(after.allocs - before.allocs, 3);
+    assert_int_equal(after.bytes_allocated - before.bytes_allocated,
+                     3000 + 100 * 10 + 64 * 8 * 2 * 2);
+    assert_int_equal(after.frees - before.frees, 1);
+    assert_int_equal(after.calls[HOOK_cuMemAlloc_v2] - before.calls[HOOK_cuMemAlloc_v2], 2);
+}
+
+static void test_sync_counts(void **state)
+{
+    (void)state;
+    hook_counts_t before = counts();
+    CUDA_MEMCPY2D to_device = { .dstMemoryType = CU_MEMORYTYPE_DEVICE };
+    CUDA_MEMCPY2D to_host = { .dstMemoryType = CU_MEMORYTYPE_HOST };
+    CUDA_MEMCPY3D to_unified = { .dstMemoryType = CU_MEMORYTYPE_UNIFIED };
+    char buf[8];
+    /* The fakes fail; the host waited all the same. */
+    cuStreamSynchronize(NULL);
+    cuStreamSynchronize_ptsz(NULL);
+    cuCtxSynchronize();
+    cuEventSynchronize(NULL);
+    cuMemcpyDtoH_v2(buf, 0, sizeof buf);
+    cuMemcpy2D_v2(&to_device);      /* not a wait */
+    cuMemcpy2D_v2(&to_host);
+    cuMemcpy2D_v2(NULL);            /* not a wait; no crash */
+    cuMemcpy3D_v2_ptds(&to_unified);
+    hook_counts_t after = counts();
+    assert_int_equal(after.syncs - before.syncs, 7);
+    assert_int_equal(after.calls[HOOK_cuMemcpy2D_v2] - before.calls[HOOK_cuMemcpy2D_v2], 3);
+    assert_int_equal(after.launches, before.launches);
+}
+
+/* A driver without the export: the wrapper answers CUDA_ERROR_NOT_FOUND. */
+static void test_missing_export(void **state)
+{
+    (void)state;
+    hook_real_t t = fakes;
+    t.fn.f_cuLaunchKernelEx = NULL;
+    hook_real_install(&t);
+    assert_int_equal(cuLaunchKernelEx(NULL, NULL, NULL, NULL), CUDA_ERROR_NOT_FOUND);
+    assert_int_equal(cuLaunchKernelEx_ptsz(NULL, NULL, NULL, NULL), FAKE_RC + HOOK_cuLaunchKernelEx_ptsz);
+}
+
+/* Threads register on their first launch; their counts outlive them. */
+enum { N_THREADS = 4, N_PER_THREAD = 1000 };
+static pthread_barrier_t launched, checked;
+static void *launcher(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < N_PER_THREAD; i++)
+        cuGraphLaunch_ptsz(NULL, NULL);
+    pthread_barrier_wait(&launched);
+    pthread_barrier_wait(&checked);
+    return NULL;
+}
+
+static void test_thread_counts(void **state)
+{
+    (void)state;
+    pthread_t t[N_THREADS];
+    pthread_barrier_init(&launched, NULL, N_THREADS + 1);
+    pthread_barrier_init(&checked, NULL, N_THREADS + 1);
+    hook_counts_t before = counts();
+    for (int i = 0; i < N_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, launcher, NULL), 0);
+    pthread_barrier_wait(&launched);
+    hook_counts_t running = counts();      /* their blocks are live */
+    pthread_barrier_wait(&checked);
+    for (int i = 0; i < N_THREADS; i++)
+        pthread_join(t[i], NULL);
+    hook_counts_t after = counts();        /* folded at exit */
+    assert_int_equal(running.launches - before.launches, N_THREADS * N_PER_THREAD);
+    assert_int_equal(after.launches - before.launches, N_THREADS * N_PER_THREAD);
+    assert_int_equal(fake_called[HOOK_cuGraphLaunch_ptsz], N_THREADS * N_PER_THREAD);
+    pthread_barrier_destroy(&launched);
+    pthread_barrier_destroy(&checked);
+}
+
+/* ---- the resolver ------------------------------------------------------------
+ * A fake cuGetProcAddress that answers a distinct address per symbol (and,
+ * when asked to, another at the header's version), and records its calls. */
+static char answers[4];   /* addresses the fake driver hands out */
+static struct {
+    int calls, versions[4];
+    const char *symbol;
+    cuuint64_t flags;
+    CUdriverProcAddressQueryResult *status;
+    CUresult rc;          /* what the fake returns */
+    int differs_at_header;
+} gpa;
+
+static CUresult CUDAAPI fake_gpa5(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                  CUdriverProcAddressQueryResult *status)
+{
+    if (gpa.calls < 4)
+        gpa.versions[gpa.calls] = version;
+    if (gpa.calls++ == 0) {      /* the caller's question, not a second one */
+        gpa.symbol = symbol;
+        gpa.flags = flags;
+        gpa.status = status;
+    }
+    if (gpa.rc != CUDA_SUCCESS || !symbol || !pfn)
+        return gpa.rc != CUDA_SUCCESS ? gpa.rc : CUDA_ERROR_INVALID_VALUE;
+    int known = strncmp(symbol, "cuNoSuch", 8) != 0;
+    *pfn = !known ? NULL
+         : gpa.differs_at_header && version == CU_PROCMAP_HEADER_VERSION ? (void *)&answers[1]
+         : (void *)&answers[0];
+    if (status)
+        *status = known ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fake_gpa4(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    return fake_gpa5(symbol, pfn, version, flags, NULL);
+}
+
+static int setup_resolver(void **state)
+{
+    (void)state;
+    memset(&gpa, 0, sizeof gpa);
+    hook_real_t t = fakes;
+    t.fn.f_cuGetProcAddress_v2 = fake_gpa5;
+    t.fn.f_cuGetProcAddress = fake_gpa4;
+    hook_real_install(&t);
+    return 0;
+}
+
+/* Resolve with the 5-argument form; the answer, or "untouched". */
+static void *resolve(const char *symbol, int version, cuuint64_t flags)
+{
+    void *fn = (void *)&answers[3];
+    CUdriverProcAddressQueryResult status = 77;
+    gpa.calls = 0;
+    CUresult rc = cuGetProcAddress_v2(symbol, &fn, version, flags, &status);
+    assert_int_equal(rc, CUDA_SUCCESS);
+    assert_ptr_equal(gpa.status, &status);      /* the driver got our caller's status */
+    return fn;
+}
+
+#define WRAPPER(export) hook_wrappers[HOOK_##export]
+#define DRIVER ((void *)&answers[0])
+
+static void test_resolver_variants(void **state)
+{
+    (void)state;
+    hook_counts_t before = counts();
+    assert_ptr_equal(resolve("cuLaunchKernel", 12000, 0), WRAPPER(cuLaunchKernel));
+    assert_string_equal(gpa.symbol, "cuLaunchKernel");
+    assert_int_equal(gpa.versions[0], 12000);
+    assert_int_equal(gpa.flags, 0);
+    assert_ptr_equal(resolve("cuLaunchKernel", 12000, 1), WRAPPER(cuLaunchKernel));
+    assert_ptr_equal(resolve("cuLaunchKernel", 12000, 2), WRAPPER(cuLaunchKernel_ptsz));
+    assert_int_equal(gpa.flags, 2);
+    assert_ptr_equal(resolve("cuLaunchKernel", 4000, 2), WRAPPER(cuLaunchKernel));
+    assert_ptr_equal(resolve("cuMemcpyDtoH", 12000, 2), WRAPPER(cuMemcpyDtoH_v2_ptds));
+    assert_ptr_equal(resolve("cuMemcpyDtoH", 12000, 0), WRAPPER(cuMemcpyDtoH_v2));
+    assert_ptr_equal(resolve("cuMemAlloc", 3020, 0), WRAPPER(cuMemAlloc_v2));
+    assert_ptr_equal(resolve("cuMemAlloc", 3020, 2), WRAPPER(cuMemAlloc_v2));
+    assert_ptr_equal(resolve("cuMemAlloc", 2000, 0), DRIVER);    /* cuMemAlloc: not wrapped */
+    assert_ptr_equal(resolve("cuCtxSynchronize", 12000, 0), WRAPPER(cuCtxSynchronize));
+#if CU_PROCMAP_HEADER_VERSION >= 13000
+    assert_ptr_equal(resolve("cuCtxSynchronize", 13000, 0), WRAPPER(cuCtxSynchronize_v2));
+#endif
+    assert_ptr_equal(resolve("cuModuleLoad", 12000, 0), DRIVER);
+    assert_ptr_equal(resolve("cuGetExportTable", 12000, 0), DRIVER);
+    assert_ptr_equal(resolve("cuMemAlloc", 12000, 3), DRIVER);   /* unknown flags */
+    hook_counts_t after = counts();
+    assert_int_equal(after.resolver_wrapped - before.resolver_wrapped,
+                     CU_PROCMAP_HEADER_VERSION >= 13000 ? 10 : 9);
+    assert_int_equal(after.resolver_passed - before.resolver_passed, 4);
+    assert_int_equal(after.calls[HOOK_cuGetProcAddress_v2] - before.calls[HOOK_cuGetProcAddress_v2],
+                     CU_PROCMAP_HEADER_VERSION >= 13000 ? 14 : 13);
+}
+
+/* cudart asks for the resolver itself: 4 arguments at 11030, 5 at 12000. */
+static void test_resolver_self_lookup(void **state)
+{
+    (void)state;
+    assert_ptr_equal(resolve("cuGetProcAddress", 12000, 0), WRAPPER(cuGetProcAddress_v2));
+    assert_ptr_equal(resolve("cuGetProcAddress", 11030, 0), WRAPPER(cuGetProcAddress));
+    assert_ptr_equal(WRAPPER(cuGetProcAddress_v2), (void *)cuGetProcAddress_v2);
+    void *fn = NULL;
+    gpa.calls = 0;
+    assert_int_equal(cuGetProcAddress("cuGetProcAddress", &fn, 11030, 0), CUDA_SUCCESS);
+    assert_ptr_equal(fn, (void *)cuGetProcAddress);
+    assert_int_equal(gpa.calls, 1);
+    assert_null(gpa.status);                    /* through the 4-argument real one */
+    assert_int_equal(cuGetProcAddress("cuLaunchKernel", &fn, 12000, 2), CUDA_SUCCESS);
+    assert_ptr_equal(fn, WRAPPER(cuLaunchKernel_ptsz));
+}
+
+/* The driver's answer stands when it has no function or fails. */
+static void test_resolver_driver_answers(void **state)
+{
+    (void)state;
+    hook_counts_t before = counts();
+    void *fn = (void *)&answers[3];
+    CUdriverProcAddressQueryResult status = 77;
+    assert_int_equal(cuGetProcAddress_v2("cuNoSuchFunction", &fn, 12000, 0, &status), CUDA_SUCCESS);
+    assert_null(fn);
+    assert_int_equal(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+
+    gpa.rc = CUDA_ERROR_INVALID_VALUE;
+    fn = (void *)&answers[3];
+    status = 77;
+    assert_int_equal(cuGetProcAddress_v2("cuLaunchKernel", &fn, 99000, 0, &status),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_ptr_equal(fn, &answers[3]);          /* untouched */
+    assert_int_equal(status, 77);
+    gpa.rc = CUDA_SUCCESS;
+
+    /* NULL arguments go to the driver, which judges them. */
+    assert_int_equal(cuGetProcAddress_v2(NULL, &fn, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetProcAddress_v2("cuInit", NULL, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGetProcAddress(NULL, NULL, 12000, 0), CUDA_ERROR_INVALID_VALUE);
+    /* The status is optional. */
+    fn = NULL;
+    assert_int_equal(cuGetProcAddress_v2("cuInit", &fn, 12000, 0, NULL), CUDA_SUCCESS);
+    assert_ptr_equal(fn, WRAPPER(cuInit));
+    hook_counts_t after = counts();
+    assert_int_equal(after.resolver_passed - before.resolver_passed, 5);
+    assert_int_equal(after.resolver_wrapped - before.resolver_wrapped, 1);
+}
+
+/* Above the header's version the driver may know a newer variant: wrap only
+ * if it gives the same function at the header's version. */
+static void test_resolver_version_skew(void **state)
+{
+    (void)state;
+    int newer = CU_PROCMAP_HEADER_VERSION + 1000;
+    assert_ptr_equal(resolve("cuLaunchKernel", newer, 2), WRAPPER(cuLaunchKernel_ptsz));
+    assert_int_equal(gpa.calls, 2);
+    assert_int_equal(gpa.versions[0], newer);
+    assert_int_equal(gpa.versions[1], CU_PROCMAP_HEADER_VERSION);
+    gpa.differs_at_header = 1;
+    assert_ptr_equal(resolve("cuLaunchKernel", newer, 2), DRIVER);
+    assert_ptr_equal(resolve("cuMemAlloc", newer, 0), DRIVER);
+    /* At or below the header's version there is no second question. */
+    assert_ptr_equal(resolve("cuMemAlloc", CU_PROCMAP_HEADER_VERSION, 0), WRAPPER(cuMemAlloc_v2));
+    assert_int_equal(gpa.calls, 1);
+}
+
+#define RESOLVER_TESTS                                                        \
+    cmocka_unit_test_setup(test_resolver_variants, setup_resolver),           \
+    cmocka_unit_test_setup(test_resolver_self_lookup, setup_resolver),        \
+    cmocka_unit_test_setup(test_resolver_driver_answers, setup_resolver),     \
+    cmocka_unit_test_setup(test_resolver_version_skew, setup_resolver),
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_matches_the_map),
+        cmocka_unit_test(test_table_covers_the_categories),
+        cmocka_unit_test(test_exported_symbols),
+        cmocka_unit_test_setup(test_every_wrapper_reaches_its_own_slot, setup_fakes),
+        cmocka_unit_test_setup(test_launch_passes_every_argument, setup_fakes),
+        cmocka_unit_test_setup(test_memory_counts, setup_fakes),
+        cmocka_unit_test_setup(test_sync_counts, setup_fakes),
+        cmocka_unit_test_setup(test_missing_export, setup_fakes),
+        cmocka_unit_test_setup(test_thread_counts, setup_fakes),
+        RESOLVER_TESTS
+    };
+    return cmocka_run_group_tests_name("intercept", tests, NULL, NULL);
+}

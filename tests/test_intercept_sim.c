@@ -1,0 +1,241 @@
+/*
+ * test_intercept_sim.c - every path into the driver, over simgpu, with
+ * libsalus preloaded: a program linked to libcuda (legacy and per-thread
+ * builds), cuLaunchKernelEx, dlopen + dlsym of versioned names,
+ * cuGetProcAddress (5 arguments with flags 0 and 2, 4 arguments), and the
+ * CUDA runtime itself (libcudart resolving its whole driver table).
+ *
+ * Each run is a child process (tests/clients) with its own SIMGPU_STATE,
+ * SALUS_REPORT and SIMGPU_TRACE; the test holds libsalus's report and
+ * simgpu's trace against what the client says it did.  Skipped, saying why,
+ * when simgpu or the kernels are not built.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include "hook_list.h"
+#include "lib/testutil.h"
+
+#ifndef CUDA_HOME_DIR
+#define CUDA_HOME_DIR "/usr/local/cuda"
+#endif
+#define CHILD_MS 30000
+
+#define NAME_(cat, export, ...) #export,
+static const char *const wrapped[] = { HOOK_LIST(NAME_) };
+
+static int is_wrapped(const char *name)
+{
+    for (size_t i = 0; i < sizeof wrapped / sizeof wrapped[0]; i++)
+        if (strcmp(wrapped[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static int have(const char *rel)
+{
+    char path[512];
+    struct stat st;
+    if (stat(tu_build_path(rel, path, sizeof path), &st) == 0)
+        return 1;
+    fprintf(stderr, "skipping: %s is not built (make %s)\n", path, path);
+    return 0;
+}
+
+/* What one run left: the client's line, its report, its kernels. */
+typedef struct run {
+    tu_proc_t p;
+    int rc;
+    char *out, *err, *report;
+    long kernels;           /* salus_spin kernels of the client's pid */
+} run_t;
+
+static void run_free(run_t *r)
+{
+    free(r->out);
+    free(r->err);
+    free(r->report);
+}
+
+static void run_client(run_t *r, const char *client, const char *mode, int cudart, int debug)
+{
+    char prog[512], cubin[512], report[600], trace[600], state[64], table[64], sim[512];
+    memset(r, 0, sizeof *r);
+    snprintf(report, sizeof report, "%s/report-%s-%s.json", tu_tmpdir(), client, mode);
+    snprintf(trace, sizeof trace, "%s/trace-%s-%s.json", tu_tmpdir(), client, mode);
+    unlink(report);
+    unlink(trace);
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, tu_unique_name("isim", state, sizeof state),
+                 tu_unique_name("itab", table, sizeof table));
+    tu_env_set(&env, "SALUS_REPORT", "%s", report);
+    tu_env_set(&env, "SIMGPU_TRACE", "%s", trace);
+    if (cudart)
+        tu_env_set(&env, "LD_LIBRARY_PATH", "%s:%s/lib64", tu_build_path("sim", sim, sizeof sim),
+                   CUDA_HOME_DIR);
+    if (debug)
+        tu_env_set(&env, "SALUS_LOG", "debug");
+    else
+        tu_env_unset(&env, "SALUS_LOG");
+    snprintf(prog, sizeof prog, "tests/clients/%s", client);
+    tu_build_path(prog, prog, sizeof prog);
+    tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin);
+    char *argv[] = { prog, (char *)mode, cubin, NULL };
+    r->rc = tu_run(argv, &env, CHILD_MS, &r->p);
+    r->out = tu_read_file(r->p.out_path, NULL);
+    r->err = tu_read_file(r->p.err_path, NULL);
+    r->report = tu_read_file(report, NULL);
+    tu_kernel_t *k = NULL;
+    long n = tu_trace_load(trace, &k);
+    for (long i = 0; i < n; i++)
+        if (k[i].pid == r->p.pid && strcmp(k[i].name, "salus_spin") == 0)
+            r->kernels++;
+    free(k);
+    tu_env_free(&env);
+}
+
+static double num(const char *obj, const char *key)
+{
+    double v = -1;
+    if (!obj || tu_json_num(obj, key, &v) != 0)
+        fail_msg("no \"%s\" in %s", key, obj ? obj : "(nothing)");
+    return v;
+}
+
+/* ---- one path at a time ------------------------------------------------------- */
+
+static void check_path(const char *client, const char *mode, int per_thread)
+{
+    if (!have("sim/libcuda.so.1") || !have("workloads/kernels.cubin"))
+        skip();
+    run_t r;
+    run_client(&r, client, mode, 0, 0);
+    if (r.rc != 0)
+        fail_msg("%s %s exited %d: %s", client, mode, r.rc, r.err ? r.err : "");
+    const char *did = r.out, *rep = r.report;
+    assert_non_null(did);
+    assert_non_null(rep);
+    assert_int_equal(tu_count_lines(rep, "\"pid\""), 1);
+    assert_int_equal((int)num(rep, "pid"), (int)r.p.pid);
+    assert_int_equal(num(rep, "launches"), num(did, "launches"));
+    assert_int_equal(num(rep, "syncs"), num(did, "syncs"));
+    assert_int_equal(num(rep, "allocs"), num(did, "allocs"));
+    assert_int_equal(num(rep, "frees"), num(did, "frees"));
+    assert_int_equal(num(rep, "bytes_allocated"), num(did, "bytes"));
+    assert_int_equal(num(rep, "resolver_wrapped"), num(did, "expect_wrapped"));
+    assert_int_equal(num(rep, "resolver_passed"), num(did, "expect_passed"));
+    /* The wrapper of exactly the variant the client asked for ran. */
+    char launch[64];
+    assert_int_equal(tu_json_str(did, "launch_export", launch, sizeof launch), 0);
+    assert_int_equal(num(rep, launch), num(did, "launches"));
+    assert_int_equal(num(rep, per_thread ? "cuStreamSynchronize_ptsz" : "cuStreamSynchronize"), 1);
+    assert_int_equal(num(rep, per_thread ? "cuMemcpyDtoH_v2_ptds" : "cuMemcpyDtoH_v2"), 1);
+    /* And simgpu ran the kernels. */
+    assert_int_equal(r.kernels, (long)num(did, "launches"));
+    run_free(&r);
+}
+
+static void test_direct(void **state)      { (void)state; check_path("drvclient", "direct", 0); }
+static void test_direct_ptds(void **state) { (void)state; check_path("drvclient_ptds", "direct", 1); }
+static void test_launch_ex(void **state)   { (void)state; check_path("drvclient", "launchex", 0); }
+static void test_dlsym(void **state)       { (void)state; check_path("drvclient", "dlsym", 0); }
+static void test_getproc(void **state)     { (void)state; check_path("drvclient", "getproc", 0); }
+static void test_getproc_pt(void **state)  { (void)state; check_path("drvclient", "getproc-pt", 1); }
+static void test_getproc11(void **state)   { (void)state; check_path("drvclient", "getproc11", 0); }
+
+/* ---- the CUDA runtime ----------------------------------------------------------- */
+
+typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+/* The export simgpu itself answers for (symbol, version, flags), or NULL. */
+static const char *sim_answer(gpa_t gpa, const char *symbol, int version, unsigned long long flags)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult status;
+    if (gpa(symbol, &fn, version, flags, &status) != CUDA_SUCCESS || !fn)
+        return NULL;
+    Dl_info info;
+    if (!dladdr(fn, &info) || !info.dli_sname)
+        return "?";
+    return info.dli_sname;
+}
+
+/* libcudart resolves its driver table through libsalus: every lookup the
+ * debug log shows is answered with our wrapper exactly when simgpu's own
+ * answer is an export we wrap, and then with the wrapper of that export. */
+static void test_cudart(void **state)
+{
+    (void)state;
+    char sim[512];
+    if (!have("sim/libcuda.so.1") || !have("tests/clients/cudart_probe"))
+        skip();
+    run_t r;
+    run_client(&r, "cudart_probe", "", 1, 1);
+    assert_false(r.p.timed_out);
+    assert_true(WIFEXITED(r.p.status));          /* the runtime's error, not a signal */
+    if (r.rc != 0 && r.rc != 2)
+        fail_msg("cudart_probe exited %d: %s", r.rc, r.out ? r.out : "");
+    void *h = dlopen(tu_build_path("sim/libcuda.so.1", sim, sizeof sim), RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    gpa_t gpa = (gpa_t)dlsym(h, "cuGetProcAddress_v2");
+    assert_non_null(gpa);
+
+    int lookups = 0, wraps = 0, per_thread_wraps = 0;
+    char line[512];
+    for (int i = 0; tu_find_line(r.err, ": debug: resolve ", i, line, sizeof line) == 0; i++) {
+        char symbol[128], chosen[128], verdict[32];
+        int version;
+        unsigned long long flags;
+        const char *at = strstr(line, "resolve ");
+        if (sscanf(at, "resolve %127[^@]@%d flags=%llu -> %127s %31s", symbol, &version, &flags,
+                   chosen, verdict) != 5)
+            fail_msg("unreadable: %s", line);
+        lookups++;
+        const char *sim_export = sim_answer(gpa, symbol, version, flags);
+        int should_wrap = sim_export && is_wrapped(sim_export);
+        int did_wrap = strcmp(verdict, "wrapped") == 0;
+        if (should_wrap != did_wrap || (did_wrap && strcmp(chosen, sim_export) != 0))
+            fail_msg("%s@%d flags %llu: simgpu answers %s, libsalus %s %s", symbol, version, flags,
+                     sim_export ? sim_export : "nothing", chosen, verdict);
+        wraps += did_wrap;
+        per_thread_wraps += did_wrap && flags == 2 && (strstr(chosen, "_ptsz") || strstr(chosen, "_ptds"));
+    }
+    dlclose(h);
+    fprintf(stderr, "cudart: %d lookups through libsalus, %d wrapped (%d per-thread)\n",
+            lookups, wraps, per_thread_wraps);
+    assert_true(lookups >= 400);
+    assert_true(wraps > 0);
+    /* The report agrees with the log. */
+    assert_non_null(r.report);
+    assert_int_equal(num(r.report, "resolver_wrapped"), wraps);
+    assert_int_equal(num(r.report, "resolver_passed"), lookups - wraps);
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_direct),
+        cmocka_unit_test(test_direct_ptds),
+        cmocka_unit_test(test_launch_ex),
+        cmocka_unit_test(test_dlsym),
+        cmocka_unit_test(test_getproc),
+        cmocka_unit_test(test_getproc_pt),
+        cmocka_unit_test(test_getproc11),
+        cmocka_unit_test(test_cudart),
+    };
+    return cmocka_run_group_tests_name("intercept_sim", tests, NULL, NULL);
+}
