@@ -90,8 +90,9 @@ static void run_client(run_t *r, const char *client, const char *mode, int cudar
         tu_env_set(&env, "SALUS_LOG", "debug");
     else
         tu_env_unset(&env, "SALUS_LOG");
-    snprintf(prog, sizeof prog, "tests/clients/%s", client);
-    tu_build_path(prog, prog, sizeof prog);
+    char rel[128];
+    snprintf(rel, sizeof rel, "tests/clients/%s", client);
+    tu_build_path(rel, prog, sizeof prog);
     tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin);
     char *argv[] = { prog, (char *)mode, cubin, NULL };
     r->rc = tu_run(argv, &env, CHILD_MS, &r->p);
@@ -199,10 +200,15 @@ static void test_cudart(void **state)
         char symbol[128], chosen[128], verdict[32];
         int version;
         unsigned long long flags;
-        const char *at = strstr(line, "resolve ");
-        if (sscanf(at, "resolve %127[^@]@%d flags=%llu -> %127s %31s", symbol, &version, &flags,
-                   chosen, verdict) != 5)
+        /* "resolve <symbol>@<version> flags=<f> -> <export> <verdict> ..."; the
+         * runtime's first question is for the empty name. */
+        const char *at = strstr(line, "resolve ") + strlen("resolve ");
+        const char *sep = strchr(at, '@');
+        if (!sep || (size_t)(sep - at) >= sizeof symbol ||
+            sscanf(sep + 1, "%d flags=%llu -> %127s %31s", &version, &flags, chosen, verdict) != 4)
             fail_msg("unreadable: %s", line);
+        memcpy(symbol, at, (size_t)(sep - at));
+        symbol[sep - at] = '\0';
         lookups++;
         const char *sim_export = sim_answer(gpa, symbol, version, flags);
         int should_wrap = sim_export && is_wrapped(sim_export);

@@ -43,7 +43,7 @@ KINDS = {
     "SYNC": ("HOOK_SYNC_", {"STREAM", "CTX", "EVENT", "COPY"}),
     "ALLOC": ("HOOK_MEM_", {"DEVICE", "PITCH", "MANAGED", "ASYNC", "POOL", "VMM", "ARRAY"}),
     "FREE": ("HOOK_MEM_", {"DEVICE", "PITCH", "MANAGED", "ASYNC", "POOL", "VMM", "ARRAY"}),
-    "LIFE": ("HOOK_LIFE_", {"INIT", "RETAIN", "RELEASE", "CREATE", "DESTROY"}),
+    "LIFE": ("HOOK_LIFE_", {"INIT", "RETAIN", "RELEASE", "RESET", "CREATE", "DESTROY"}),
 }
 
 

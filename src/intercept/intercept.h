@@ -29,7 +29,6 @@
 #include <stdint.h>
 
 #include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include "cu_procmap.h"
 #include "hook_list.h"
@@ -61,7 +60,8 @@ typedef enum {
     HOOK_MEM_POOL, HOOK_MEM_VMM, HOOK_MEM_ARRAY
 } hook_mem_kind_t;
 typedef enum {
-    HOOK_LIFE_INIT, HOOK_LIFE_RETAIN, HOOK_LIFE_RELEASE, HOOK_LIFE_CREATE, HOOK_LIFE_DESTROY
+    HOOK_LIFE_INIT, HOOK_LIFE_RETAIN, HOOK_LIFE_RELEASE, HOOK_LIFE_RESET, HOOK_LIFE_CREATE,
+    HOOK_LIFE_DESTROY
 } hook_life_kind_t;
 
 /* Per id, from the list: the export's name (sorted), its category, its base
@@ -90,7 +90,7 @@ int hook_find(const char *export_name);
  * real function; one that reads a real pointer reaches only the driver's
  * code, mapped by a dlopen that completed before the store, through an address
  * dependency. */
-#define HOOK_REAL_FIELD_(cat, export, ...) CU_PFN_##export f_##export;
+#define HOOK_REAL_FIELD_(cat, export, ...) CUresult (CUDAAPI *f_##export) CU_PARAMS_##export;
 typedef union hook_real {
     struct { HOOK_LIST(HOOK_REAL_FIELD_) } fn;
     void *slot[HOOK_COUNT];
