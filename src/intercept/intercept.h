@@ -34,6 +34,10 @@
 #include "hook_list.h"
 #include "util/util.h"
 
+/* Everything declared here is internal to libsalus: references to it need
+ * no GOT (the wrappers' exports are marked SALUS_EXPORT where defined). */
+#pragma GCC visibility push(hidden)
+
 /* ---- the hook table ------------------------------------------------------
  * One id per wrapped export, in the list's order: sorted by export name. */
 #define HOOK_ID_ROW_(cat, export, ...) HOOK_##export,
@@ -217,5 +221,7 @@ int hook_report_write(void);
  * trailing comma) and returning their length as snprintf does; the report
  * appends them.  report.c references each weakly, so a module that does not
  * exist yet contributes nothing. */
+
+#pragma GCC visibility pop
 
 #endif /* SALUS_INTERCEPT_H */
