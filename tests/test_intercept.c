@@ -1,14 +1,18 @@
 /*
- * test_intercept.c - the interception layer without a GPU or simgpu.
+ * test_intercept.c - the hook table, the wrappers and the resolver, against
+ * fake drivers.
  *
  * The test binary links the intercept objects themselves, so its wrappers,
  * resolver and dlsym are libsalus's, and the real-function table can be
  * swapped for fakes (the seam).  Divided into: the hook table and the
- * exported symbols; the wrappers against fakes (every one passes through to
- * exactly its own slot; the counts of each category); the resolver against a
- * fake cuGetProcAddress; the loader and the dlsym override against a fake
- * libcuda.so.1; the report and fork(); child processes with libsalus
- * preloaded (a process without CUDA, a missing driver, RTLD_NEXT).
+ * exported symbols of libsalus.so; the wrappers against fakes (every one
+ * reaches exactly its own slot; the counts of each category; threads); the
+ * resolver against a fake cuGetProcAddress (variants, flags, self-lookup,
+ * the driver's own answers, version skew).  The loader, the dlsym override,
+ * the report and child processes are in test_intercept_load.c.
+ *
+ * Like the wrappers it tests, it includes cuda.h with
+ * __CUDA_API_VERSION_INTERNAL: it calls and fakes exports by their exact names.
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <setjmp.h>

@@ -204,9 +204,11 @@ void hook_counts_snapshot(hook_counts_t *out)
 
 /* ---- the report ---------------------------------------------------------- */
 
-/* Modules that add fields (see intercept.h); NULL until they exist. */
-extern int sched_report_fields(char *buf, size_t cap) __attribute__((weak));
-extern int mem_report_fields(char *buf, size_t cap) __attribute__((weak));
+/* Modules that add fields (see intercept.h); NULL until they exist.  Hidden:
+ * resolved inside libsalus at link time, never from the program. */
+#define REPORT_MODULE_ __attribute__((weak, visibility("hidden")))
+extern int sched_report_fields(char *buf, size_t cap) REPORT_MODULE_;
+extern int mem_report_fields(char *buf, size_t cap) REPORT_MODULE_;
 
 /* Append to buf at *len, as snprintf; -1 once it no longer fits. */
 static int put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
