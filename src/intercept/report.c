@@ -12,9 +12,11 @@
  * into `retired` when the thread exits.  A snapshot sums retired + live.
  *
  * registry_lock guards live, spare, retired, armed and report_path.  Block
- * counters are written by their owner only, with relaxed stores, and read by
- * snapshots with relaxed loads: a snapshot taken while threads run sees each
- * counter at some recent value, which is all a report needs.
+ * counters are written by their owner only (hook_add: a single volatile
+ * store) and read by snapshots with relaxed atomic loads: a snapshot taken
+ * while threads run sees each counter at some recent value, which is all a
+ * report needs.  A block's dispatch pointer is read and written by its owner
+ * only.
  *
  * fork(): the child inherits the parent's blocks.  The prepare handler takes
  * registry_lock so that no registration is half done; the child handler
