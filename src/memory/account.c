@@ -1,0 +1,534 @@
+/*
+ * account.c - the shared side of memory accounting: grants of device budget
+ * to processes, their return, the reclaim of peers' spare, waits for memory,
+ * admission of reserving jobs, and what happens when a process dies.
+ *
+ * Divided into: sums over slots; the reclaim log; reclaiming spare; grants
+ * (take, give, shrink); waits and wakes; admission; reap and repair hooks.
+ *
+ * Locking.  Every change of a grant (sd.granted), of a reservation, of a
+ * slot's wait and of a device's identity or budget is made under the table's
+ * lock, by the owner of the slot, except two: a reclaimer (a process that
+ * was refused) takes another slot's spare, and a reaper zeroes a dead slot.
+ * The spare word sd.avail is also changed without the lock by its owner's
+ * threads, always with one atomic read-modify-write, so no interleaving of
+ * owners and reclaimers loses or invents a byte.  Device-wide sums are
+ * recomputed from the live slots under the lock (see mem_layout.h).
+ *
+ * Death.  A process killed anywhere gives back exactly its slot: its grant
+ * and reservation stop counting once the slot is freed (by whoever reaps
+ * it), whatever it was doing to its own counters.  A reclaimer killed between
+ * its two writes to another slot (avail, then granted) leaves the reclaim log
+ * behind; the next process that takes the lock finishes the write.
+ *
+ * Waking.  A process waiting for memory counts itself in dev.waiters (under
+ * the lock) before it last tries, reads wake_seq, and sleeps on it with a
+ * timeout.  A free adds to its spare (a seq_cst read-modify-write) and then
+ * reads dev.waiters (seq_cst): either the free precedes the waiter's
+ * increment, and the waiter's try, which reclaims spare, sees the freed bytes;
+ * or the free sees the waiter and bumps wake_seq.  The timeout (20 ms) also
+ * makes the waiter reap dead peers, so memory of a killed process reaches it
+ * within 100 ms.
+ */
+#include "memory/mem_layout.h"
+#include "util/util.h"
+
+#include <limits.h>
+#include <string.h>
+
+#define MEM_WAIT_SLICE_NS (20ull * 1000 * 1000)
+
+static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline uint64_t clampb(uint64_t v) { return v > MEM_MAX_BYTES ? MEM_MAX_BYTES : v; }
+#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static mem_slot_t *area_of(shm_table_t *t, int slot)
+{
+    return shm_slot_area(t, slot, SHM_AREA_MEM);
+}
+
+/* ---- sums over slots ----------------------------------------------------
+ * Each value clamped so that a scribbling peer cannot overflow a sum. */
+void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
+        if (j == skip || shm_slot_gen(t, j) == 0)
+            continue;
+        mem_slot_t *a = area_of(t, j);
+        mem_sdev_t *sd = &a->dev[d];
+        uint64_t g = clampb(LOAD(&sd->granted)), r = clampb(LOAD(&sd->reserved));
+        uint64_t spare = MEM_SPARE(LOAD(&sd->avail));
+        uint64_t u = g > spare ? g - spare : 0;
+        s->granted += g;
+        s->used += u;
+        s->reserved += r;
+        s->committed += umax(g, r);
+        s->held += umax(u, r);
+        if (LOAD(&a->wait_dev) == (uint32_t)d + 1) {
+            s->waiters++;
+            s->queued += LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
+        }
+    }
+}
+
+void mem_publish_locked(shm_table_t *t, int d)
+{
+    mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
+    mem_sums_t s;
+    if (!dev)
+        return;
+    mem_sums(t, d, -1, &s);
+    STORE(&dev->sum_granted, s.granted);
+    STORE(&dev->sum_used, s.used);
+    STORE(&dev->sum_reserved, s.reserved);
+    STORE(&dev->sum_committed, s.committed);
+    STORE(&dev->queued, s.queued);
+    __atomic_store_n(&dev->waiters, s.waiters, __ATOMIC_SEQ_CST);
+}
+
+/* ---- the reclaim log ----------------------------------------------------
+ * A valid log seen under the lock belongs to a reclaimer that died holding
+ * it (a live one clears it before unlocking).  If its CAS happened (slot j,
+ * same process, avail carries the log's tag) and its granted write did not
+ * (granted_tag differs), finish it. */
+void mem_fix_log(shm_table_t *t, int d)
+{
+    mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
+    if (!dev || !__atomic_load_n(&dev->log.valid, __ATOMIC_SEQ_CST))
+        return;
+    mem_reclaim_log_t log = dev->log;
+    mem_slot_t *a = area_of(t, log.slot);
+    if (a && log.slot_gen != 0 && shm_slot_gen(t, log.slot) == log.slot_gen) {
+        mem_sdev_t *sd = &a->dev[d];
+        uint64_t g = LOAD(&sd->granted);
+        if (MEM_TAG(LOAD(&sd->avail)) == log.tag && LOAD(&sd->granted_tag) != log.tag) {
+            STORE(&sd->granted, g > log.take ? g - log.take : 0);
+            STORE(&sd->granted_tag, log.tag);
+            util_info("memory: finished the reclaim of a process that died holding the "
+                      "table's lock (slot %d, %llu bytes)", log.slot,
+                      (unsigned long long)log.take);
+        }
+    }
+    __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);
+}
+
+/* ---- reclaiming spare ----------------------------------------------------
+ * Take from slot j's spare on d what lies above its reservation, for a
+ * refused peer.  Ordering: the log is complete (valid written last) before
+ * the CAS; granted follows the CAS; the log is cleared last.  A death at any
+ * point leaves either no CAS (the log's tag is not in avail: nothing to do)
+ * or a CAS without its granted write (mem_fix_log subtracts take). */
+static uint64_t reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j)
+{
+    mem_sdev_t *sd = &area_of(t, j)->dev[d];
+    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
+    for (;;) {
+        uint64_t g = clampb(LOAD(&sd->granted)), r = LOAD(&sd->reserved);
+        uint64_t take = umin(MEM_SPARE(w), g > r ? g - r : 0);
+        if (take == 0)
+            return 0;
+        uint32_t tag = (MEM_TAG(w) + 1) & 0xffff;
+        dev->log.slot = j;
+        dev->log.slot_gen = shm_slot_gen(t, j);
+        dev->log.tag = tag;
+        dev->log.take = take;
+        __atomic_store_n(&dev->log.valid, 1, __ATOMIC_SEQ_CST);
+        uint64_t nw = ((uint64_t)tag << MEM_SPARE_BITS) | (MEM_SPARE(w) - take);
+        if (__atomic_compare_exchange_n(&sd->avail, &w, nw, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+            STORE(&sd->granted, g - take);
+            STORE(&sd->granted_tag, tag);
+            __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);
+            return take;
+        }
+        __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);   /* w reloaded: retry */
+    }
+}
+
+static uint64_t reclaim_locked(shm_table_t *t, mem_dev_t *dev, int d, int self)
+{
+    uint64_t taken = 0;
+    for (int j = 0; j < SHM_MAX_SLOTS; j++)
+        if (j != self && shm_slot_gen(t, j) != 0)
+            taken += reclaim_one(t, dev, d, j);
+    return taken;
+}
+
+/* ---- grants --------------------------------------------------------------
+ * The process's own sd changes here under the lock; its other threads keep
+ * taking and giving spare with atomics meanwhile. */
+
+static void note_peak(mem_sdev_t *sd, uint64_t spare_after)
+{
+    uint64_t g = LOAD(&sd->granted);
+    uint64_t used = g > spare_after ? g - spare_after : 0;
+    uint64_t p = LOAD(&sd->peak);
+    while (used > p && !__atomic_compare_exchange_n(&sd->peak, &p, used, 1,
+                                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+void mem_note_peak(mem_sdev_t *sd, uint64_t spare_after)
+{
+    note_peak(sd, spare_after);
+}
+
+/* Take the whole spare (keeping the tag); returns it. */
+static uint64_t take_all(mem_sdev_t *sd)
+{
+    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
+    while (!__atomic_compare_exchange_n(&sd->avail, &w, w & ~MEM_SPARE_MASK, 1,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
+    return MEM_SPARE(w);
+}
+
+static void add_spare(mem_sdev_t *sd, uint64_t bytes)
+{
+    if (bytes)
+        __atomic_add_fetch(&sd->avail, bytes, __ATOMIC_SEQ_CST);
+}
+
+/* Grow ld's grant by `need` bytes at least, by a chunk more when that fits:
+ * within its limit, and within the device's budget once what the others
+ * commit is counted, after reclaiming their spare and reaping the dead if
+ * need be.  Returns MEM_FIT with *grant set, or why not. */
+static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *grant)
+{
+    shm_table_t *t = mem_p.t;
+    mem_sdev_t *sd = ld->sd;
+    mem_dev_t *dev = ld->dev;
+    uint64_t g0 = clampb(LOAD(&sd->granted)), r = LOAD(&sd->reserved);
+    uint64_t limit = LOAD(&sd->limit), budget = LOAD(&dev->budget);
+    if (g0 > limit || need > limit - g0)
+        return MEM_OVER_LIMIT;
+    uint64_t extra = need < ld->chunk ? umin(ld->chunk, limit - g0 - need) : 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        mem_sums_t o;
+        mem_sums(t, ld->d, mem_p.slot, &o);
+        uint64_t room = budget > o.committed ? budget - o.committed : 0;
+        if (umax(g0 + need, r) <= room) {
+            uint64_t x = need + umin(extra, room - umax(g0 + need, r));
+            STORE(&sd->granted, g0 + x);
+            *grant = x;
+            return MEM_FIT;
+        }
+        if (attempt == 0 && budget > o.held &&
+            umax(g0 + need, r) <= budget - o.held) {
+            reclaim_locked(t, dev, ld->d, mem_p.slot);      /* enough spare out there */
+            continue;
+        }
+        if (shm_reap_dead(t, 1) <= 0)
+            break;                                          /* nobody dead: full */
+    }
+    return MEM_OVER_DEVICE;
+}
+
+/* Take `bytes` for an allocation, under the lock. */
+static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes)
+{
+    mem_sdev_t *sd = ld->sd;
+    uint64_t spare, grant;
+    if (mem_take_fast(sd, bytes, &spare)) {
+        note_peak(sd, spare);
+        return MEM_FIT;
+    }
+    uint64_t a = take_all(sd);
+    if (a >= bytes) {                       /* freed meanwhile */
+        add_spare(sd, a - bytes);
+        note_peak(sd, MEM_SPARE(LOAD(&sd->avail)));
+        return MEM_FIT;
+    }
+    mem_fit_t fit = grant_locked(ld, bytes - a, &grant);
+    if (fit != MEM_FIT) {
+        add_spare(sd, a);
+        return fit;
+    }
+    add_spare(sd, grant - (bytes - a));
+    note_peak(sd, MEM_SPARE(LOAD(&sd->avail)));
+    return MEM_FIT;
+}
+
+/* ---- giving back --------------------------------------------------------- */
+
+void mem_wake(mem_dev_t *dev)
+{
+    __atomic_add_fetch(&dev->wake_seq, 1, __ATOMIC_SEQ_CST);
+    shm_futex_wake(&dev->wake_seq, INT_MAX);
+}
+
+/* Return the spare beyond a chunk to the device (never below the
+ * reservation, which is the job's anyway). */
+static void shrink(mem_local_dev_t *ld)
+{
+    shm_table_t *t = mem_p.t;
+    mem_sdev_t *sd = ld->sd;
+    uint64_t x;
+    if (shm_lock(t) != 0)
+        return;
+    mem_fix_log(t, ld->d);
+    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
+    uint64_t g = LOAD(&sd->granted), r = LOAD(&sd->reserved);
+    do {
+        uint64_t spare = MEM_SPARE(w);
+        x = umin(spare > ld->chunk ? spare - ld->chunk : 0, g > r ? g - r : 0);
+    } while (x && !__atomic_compare_exchange_n(&sd->avail, &w, w - x, 1, __ATOMIC_SEQ_CST,
+                                               __ATOMIC_SEQ_CST));
+    if (x) {
+        STORE(&sd->granted, g - x);
+        mem_publish_locked(t, ld->d);
+    }
+    shm_unlock(t);
+}
+
+void mem_give_slow(mem_local_dev_t *ld, uint64_t spare)
+{
+    if (spare > ld->shrink_at)
+        shrink(ld);
+    if (__atomic_load_n(&ld->dev->waiters, __ATOMIC_SEQ_CST))
+        mem_wake(ld->dev);
+}
+
+/* ---- waits ----------------------------------------------------------------
+ * The slot's state shows waiting-mem while any thread of the process waits;
+ * the first to wait saves the state, the last to leave restores it.  Called
+ * under the table lock, which guards `waiting`. */
+static int waiting;
+static shm_state_t state_before;
+
+static void enter_wait(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64_t bytes)
+{
+    shm_ident_t id;
+    if (waiting++ == 0) {
+        state_before = SHM_IDLE;
+        if (shm_slot_ident(mem_p.t, mem_p.slot, &id) == 0 && id.state != SHM_WAIT_MEM)
+            state_before = id.state;
+        shm_set_state(mem_p.t, mem_p.slot, SHM_WAIT_MEM);
+    }
+    STORE(&a->wait_kind, kind);
+    STORE(&a->wait_ticket, ticket);
+    STORE(&a->wait_bytes, bytes);
+    __atomic_store_n(&a->wait_dev, (uint32_t)d + 1, __ATOMIC_SEQ_CST);
+    mem_publish_locked(mem_p.t, d);
+}
+
+static void leave_wait(mem_slot_t *a, int d, uint64_t since, int locked)
+{
+    __atomic_store_n(&a->wait_dev, 0, __ATOMIC_SEQ_CST);
+    STORE(&a->wait_kind, MEM_WAIT_NONE);
+    __atomic_add_fetch(&a->waited_ns, util_now_ns() - since, __ATOMIC_RELAXED);
+    if (locked)
+        mem_publish_locked(mem_p.t, d);
+    if (--waiting == 0)
+        shm_set_state(mem_p.t, mem_p.slot, state_before);
+}
+
+/* Sleep until memory is returned on dev (or a slice passes), with the lock
+ * released; 0 with the lock held again, -1 if it cannot be taken again. */
+static int sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d)
+{
+    shm_unlock(mem_p.t);
+    shm_futex_wait(&dev->wake_seq, seq, umin(max_ns, MEM_WAIT_SLICE_NS));
+    if (shm_lock(mem_p.t) != 0)
+        return -1;
+    mem_fix_log(mem_p.t, d);
+    return 0;
+}
+
+/* Over the device's budget with SALUS_MEM_WAIT_MS: wait for peers to give
+ * memory back (or die), up to the deadline.  Lock held on entry; on return
+ * too, unless *lost. */
+static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
+{
+    mem_slot_t *a = mem_p.area;
+    uint64_t start = util_now_ns(), deadline = start + mem_p.cfg.wait_ns;
+    mem_fit_t fit;
+    enter_wait(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
+    for (;;) {
+        uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
+        fit = take_locked(ld, bytes);
+        uint64_t now = util_now_ns();
+        if (fit != MEM_OVER_DEVICE || now >= deadline)
+            break;
+        if (sleep_unlocked(ld->dev, seq, deadline - now, ld->d) != 0) {
+            *lost = 1;
+            break;
+        }
+    }
+    leave_wait(a, ld->d, start, !*lost);
+    return fit;
+}
+
+static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
+{
+    static int said;
+    mem_sdev_t *sd = ld->sd;
+    uint64_t used = LOAD(&sd->granted) - MEM_SPARE(LOAD(&sd->avail));
+    if (fit == MEM_OVER_LIMIT)
+        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %llu bytes on device %d: this "
+                      "process uses %llu of its limit of %llu (SALUS_MEM_LIMIT); the "
+                      "program sees CUDA_ERROR_OUT_OF_MEMORY", (unsigned long long)bytes,
+                      ld->d, (unsigned long long)used, (unsigned long long)LOAD(&sd->limit));
+    else
+        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %llu bytes on device %d: the "
+                      "device's budget of %llu bytes is taken by the processes sharing it%s",
+                      (unsigned long long)bytes, ld->d,
+                      (unsigned long long)LOAD(&ld->dev->budget),
+                      mem_p.cfg.wait_ns ? " (waited SALUS_MEM_WAIT_MS)" :
+                      "; SALUS_MEM_WAIT_MS=<ms> would wait for them to free memory");
+}
+
+int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes)
+{
+    shm_table_t *t = mem_p.t;
+    int lost = 0;
+    if (shm_lock(t) != 0)
+        return 1;
+    mem_fix_log(t, ld->d);
+    mem_fit_t fit = take_locked(ld, bytes);
+    if (fit == MEM_OVER_DEVICE && mem_p.cfg.wait_ns)
+        fit = wait_locked(ld, bytes, &lost);
+    if (lost)
+        return 1;
+    mem_publish_locked(t, ld->d);
+    shm_unlock(t);
+    if (fit == MEM_FIT)
+        return CUDA_SUCCESS;
+    __atomic_add_fetch(&mem_p.area->oom_refusals, 1, __ATOMIC_RELAXED);
+    say_refusal(ld, bytes, fit);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* ---- admission -------------------------------------------------------------
+ * Arrival order: a ticket per request; a waiter is admitted when no live
+ * slot waits on the device with an earlier ticket and its reservation fits
+ * beside what the others commit (their grants and reservations; their spare
+ * is reclaimed if that makes the difference). */
+
+static int is_head(shm_table_t *t, int d, uint32_t ticket)
+{
+    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
+        if (j == mem_p.slot || shm_slot_gen(t, j) == 0)
+            continue;
+        mem_slot_t *a = area_of(t, j);
+        if (LOAD(&a->wait_dev) == (uint32_t)d + 1 && LOAD(&a->wait_kind) == MEM_WAIT_ADMIT &&
+            (int32_t)(LOAD(&a->wait_ticket) - ticket) < 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int admit_fits_locked(mem_local_dev_t *ld, uint64_t reserve)
+{
+    uint64_t mine = umax(LOAD(&ld->sd->granted), reserve), budget = LOAD(&ld->dev->budget);
+    mem_sums_t o;
+    mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
+    if (o.committed + mine <= budget)
+        return 1;
+    if (o.held + mine > budget)
+        return 0;
+    reclaim_locked(mem_p.t, ld->dev, ld->d, mem_p.slot);
+    mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
+    return o.committed + mine <= budget;
+}
+
+CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
+{
+    static int said_lock;
+    shm_table_t *t = mem_p.t;
+    mem_slot_t *a = mem_p.area;
+    int d = ld->d, waited = 0, lost = 0;
+    if (shm_lock(t) != 0) {
+        util_log_once(&said_lock, UTIL_LOG_ERROR, "memory: the table's lock cannot be "
+                      "taken; this job runs without its reservation (SALUS_MEM_RESERVE)");
+        return CUDA_SUCCESS;
+    }
+    mem_fix_log(t, d);
+    uint32_t ticket = ld->dev->next_ticket++;
+    uint64_t start = util_now_ns();
+    enter_wait(a, d, MEM_WAIT_ADMIT, ticket, reserve);
+    for (;;) {
+        uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
+        if (is_head(t, d, ticket) && admit_fits_locked(ld, reserve))
+            break;
+        if (!waited++)
+            util_info("memory: waiting for admission on device %d: %llu bytes reserved "
+                      "(SALUS_MEM_RESERVE) do not fit yet beside the jobs running",
+                      d, (unsigned long long)reserve);
+        if (sleep_unlocked(ld->dev, seq, MEM_WAIT_SLICE_NS, d) != 0) {
+            lost = 1;
+            break;
+        }
+        shm_reap_dead(t, 1);
+    }
+    if (!lost) {
+        STORE(&ld->sd->reserved, reserve);
+        __atomic_or_fetch(&ld->sd->flags, MEM_SDEV_ADMITTED, __ATOMIC_RELAXED);
+    }
+    leave_wait(a, d, start, !lost);
+    if (!lost)
+        shm_unlock(t);
+    mem_wake(ld->dev);                /* the next in line looks again */
+    if (waited)
+        util_info("memory: admitted on device %d after %llu ms", d,
+                  (unsigned long long)((util_now_ns() - start) / 1000000));
+    return CUDA_SUCCESS;
+}
+
+/* ---- the process's room, for its view ----------------------------------- */
+
+uint64_t mem_room_locked(mem_local_dev_t *ld)
+{
+    mem_sdev_t *sd = ld->sd;
+    mem_sums_t o;
+    mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
+    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+    uint64_t used = g > spare ? g - spare : 0;
+    uint64_t limit = LOAD(&sd->limit), budget = LOAD(&ld->dev->budget);
+    uint64_t lim_room = limit > used ? limit - used : 0;
+    uint64_t dev_room = budget > o.held + used ? budget - o.held - used : 0;
+    return umin(lim_room, dev_room);
+}
+
+/* ---- reap and repair hooks -------------------------------------------------
+ * Called under the lock by whichever process frees a slot (its own at exit,
+ * a dead peer's).  Device sums need nothing: the slot drops out of them when
+ * it is freed.  The hook zeroes the slot's accounting (monitors read it
+ * without the lock) and wakes those waiting for memory. */
+void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx)
+{
+    (void)ctx;
+    mem_slot_t *a = area;
+    if (!a)
+        return;
+    if (slot == shm_self_peek(t))
+        __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);   /* released: stop */
+    STORE(&a->wait_dev, 0);
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        mem_sdev_t *sd = &a->dev[d];
+        if (!LOAD(&sd->flags) && !LOAD(&sd->granted) && !LOAD(&sd->reserved))
+            continue;
+        __atomic_store_n(&sd->avail, 0, __ATOMIC_SEQ_CST);
+        STORE(&sd->granted, 0);
+        STORE(&sd->reserved, 0);
+        STORE(&sd->flags, 0);
+        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
+        mem_publish_locked(t, d);
+        mem_wake(dev);
+    }
+}
+
+void mem_repair_hook(shm_table_t *t, void *ctx)
+{
+    (void)ctx;
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
+        if (LOAD(&dev->magic) != MEM_DEV_MAGIC)
+            continue;
+        mem_fix_log(t, d);
+        mem_publish_locked(t, d);
+    }
+}

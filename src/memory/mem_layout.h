@@ -1,0 +1,239 @@
+/*
+ * mem_layout.h - the memory module's bytes in the arbitration table and its
+ * process-local state; private to src/memory (and its tests).
+ *
+ * Shared, in the table's per-module areas:
+ *   slot area   mem_slot_t: per device, the process's grant, its spare
+ *               (avail), reservation, limit and peak; its wait; counters.
+ *   device area mem_dev_t: identity (uuid), capacity, budget; the futex word
+ *               frees bump when someone waits; the admission ticket counter;
+ *               a reclaim log; sums cached for monitors.
+ *
+ * A process holds a grant of device budget per device, taken and returned
+ * under the table's lock in chunks; its allocations are taken from the spare
+ * part of the grant (avail) with a compare-and-swap and need no lock.
+ *
+ * Invariants, for every device d, between operations under the table lock
+ * (live = slot not free; a dead slot counts until reaped):
+ *   sd.used      := sd.granted - spare(sd.avail)           (>= 0)
+ *   sd.used      == sum of the process's live allocations on d
+ *                   + those between mem_alloc_begin and mem_alloc_end
+ *   sd.granted   <= sd.limit
+ *   sum over live slots of max(sd.granted, sd.reserved)  <= dev.budget
+ *   dev.budget   <= dev.capacity < 2^48
+ *   sd.reserved  >  0  only once the job is admitted on d
+ * Device-wide sums are never kept as the truth: they are recomputed from the
+ * live slots under the lock, so a slot freed by any process (with or without
+ * this module's reap hook) drops out of them at once, exactly.
+ */
+#ifndef SALUS_MEM_LAYOUT_H
+#define SALUS_MEM_LAYOUT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ipc/ipc.h"
+#include "memory/memory.h"
+
+#define MEM_SLOT_MAGIC   0x314d454du   /* "MEM1" */
+#define MEM_DEV_MAGIC    0x31564544u   /* "DEV1" */
+
+/* avail = tag (16 bits) | spare bytes (48 bits).  Only reclaimers change
+ * the tag; the owner's compare-and-swaps and additions keep it. */
+#define MEM_SPARE_BITS   48
+#define MEM_SPARE_MASK   ((1ull << MEM_SPARE_BITS) - 1)
+#define MEM_MAX_BYTES    MEM_SPARE_MASK
+#define MEM_TAG(w)       ((uint32_t)((w) >> MEM_SPARE_BITS))
+#define MEM_SPARE(w)     ((w) & MEM_SPARE_MASK)
+
+#define MEM_SDEV_REGISTERED 1u
+#define MEM_SDEV_ADMITTED   2u
+
+enum { MEM_WAIT_NONE = 0, MEM_WAIT_ADMIT = 1, MEM_WAIT_ALLOC = 2 };
+
+/* One process on one device. */
+typedef struct mem_sdev {
+    uint64_t avail;        /* tag | spare: CAS by owner, CAS by reclaimers (locked) */
+    uint64_t granted;      /* under lock (atomic stores for monitors) */
+    uint64_t reserved;     /* admitted reservation; under lock */
+    uint64_t limit;        /* written at registration */
+    uint64_t peak;         /* highest used seen; owner, atomic max */
+    uint32_t granted_tag;  /* tag of the last reclaim applied to granted */
+    uint32_t flags;        /* MEM_SDEV_* */
+} mem_sdev_t;
+
+typedef struct mem_slot {
+    uint32_t magic;        /* MEM_SLOT_MAGIC once the process registered */
+    uint32_t wait_dev;     /* 0: not waiting; else table device + 1 */
+    uint32_t wait_kind;    /* MEM_WAIT_* */
+    uint32_t wait_ticket;  /* admission: arrival order on wait_dev */
+    uint64_t wait_bytes;
+    uint64_t oom_refusals;
+    uint64_t waited_ns;
+    uint8_t  pad[24];
+    mem_sdev_t dev[SHM_MAX_DEVICES];
+} mem_slot_t;
+
+/* Written under the lock before a reclaimer changes another slot's avail
+ * and granted, cleared after: a reclaimer that dies between the two leaves
+ * what the next locker needs to finish its work (mem_fix_log). */
+typedef struct mem_reclaim_log {
+    uint32_t valid;
+    int32_t  slot;
+    uint32_t slot_gen;
+    uint32_t tag;          /* the tag the reclaim's CAS writes */
+    uint64_t take;
+} mem_reclaim_log_t;
+
+typedef struct mem_dev {
+    /* Read by every free (waiters), written when someone waits. */
+    uint32_t wake_seq;     /* futex word: bumped when memory is returned */
+    uint32_t waiters;      /* slots waiting on this device (recomputed, locked) */
+    uint8_t  pad0[56];
+    /* Under the lock. */
+    uint32_t magic;        /* MEM_DEV_MAGIC once registered */
+    uint32_t next_ticket;  /* admission arrival order */
+    uint8_t  uuid[16];
+    uint64_t capacity, headroom, budget;
+    mem_reclaim_log_t log;
+    /* Cached for monitors after each locked change. */
+    uint64_t sum_granted, sum_used, sum_reserved, sum_committed;
+    uint32_t queued, pad1;
+} mem_dev_t;
+
+_Static_assert(sizeof(mem_slot_t) <= SHM_SLOT_AREA_BYTES, "mem slot area");
+_Static_assert(sizeof(mem_dev_t) <= SHM_DEVICE_AREA_BYTES, "mem device area");
+
+/* ---- process-local state (memory.c) ------------------------------------- */
+
+#define MEM_MAX_ORDINALS 64
+
+typedef struct mem_local_dev {
+    mem_sdev_t *sd;        /* own slot's record; NULL until registered (acquire) */
+    mem_dev_t *dev;
+    int d;                 /* table device index */
+    int admitted;
+    int failed;            /* passes through uncounted (said once) */
+    uint64_t chunk;        /* grant extra asked for small allocations */
+    uint64_t shrink_at;    /* spare above this goes back to the device */
+} mem_local_dev_t;
+
+typedef struct mem_config {
+    const char *limit, *reserve;   /* validated text, NULL: unset */
+    uint64_t headroom;             /* bytes, or MEM_HEADROOM_DEFAULT */
+    int headroom_pct;              /* headroom text is a percentage */
+    const char *headroom_text;
+    uint64_t wait_ns;
+} mem_config_t;
+
+enum { MEM_OFF = 0, MEM_ON = 1, MEM_OPEN = 2 };
+
+typedef struct mem_proc {
+    int mode;                      /* MEM_*: acquire load on the fast path */
+    shm_table_t *t;
+    mem_slot_t *area;              /* own slot's area, NULL until registered */
+    int slot;
+    mem_driver_t drv;
+    mem_config_t cfg;
+    pthread_mutex_t lock;          /* registration of devices */
+    mem_local_dev_t dev[MEM_MAX_ORDINALS];
+    mem_local_dev_t *by_index[SHM_MAX_DEVICES];   /* registered, by table device */
+} mem_proc_t;
+
+extern mem_proc_t mem_p;
+
+/* The registered device of an ordinal (-1: the current context's), or NULL
+ * when the module is off or that device passes through uncounted. */
+mem_local_dev_t *mem_local_dev(int device);
+
+/* ---- account.c: grants, reclaim, waits, admission (table lock) ---------- */
+
+typedef enum { MEM_FIT = 0, MEM_OVER_LIMIT, MEM_OVER_DEVICE } mem_fit_t;
+
+/* Take `bytes` from sd's spare with one CAS; 1 on success, with the spare
+ * left in *spare_after.  The CAS keeps the tag: bytes <= spare, no borrow. */
+static inline int mem_take_fast(mem_sdev_t *sd, uint64_t bytes, uint64_t *spare_after)
+{
+    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_RELAXED);
+    while (MEM_SPARE(w) >= bytes)
+        if (__atomic_compare_exchange_n(&sd->avail, &w, w - bytes, 1,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+            *spare_after = MEM_SPARE(w) - bytes;
+            return 1;
+        }
+    return 0;
+}
+
+/* Record a new high of sd's use, from the spare left after a take. */
+void mem_note_peak(mem_sdev_t *sd, uint64_t spare_after);
+
+/* The slow path of an allocation: grant more under the lock (waiting up to
+ * SALUS_MEM_WAIT_MS when the device is full).  CUDA_SUCCESS with `bytes`
+ * taken, CUDA_ERROR_OUT_OF_MEMORY, or 1: the lock is unusable, let it pass
+ * uncounted. */
+int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes);
+void mem_give_slow(mem_local_dev_t *ld, uint64_t spare);
+void mem_wake(mem_dev_t *dev);
+
+/* Return bytes to the spare (one atomic addition: spare + bytes <= granted,
+ * no carry into the tag); past shrink_at the spare beyond a chunk goes back
+ * to the device, and waiters are woken.  Lock-free unless either happens.
+ * Ordering with waiters: see account.c. */
+static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
+{
+    uint64_t w = __atomic_add_fetch(&ld->sd->avail, bytes, __ATOMIC_SEQ_CST);
+    if (__builtin_expect(MEM_SPARE(w) > ld->shrink_at, 0) ||
+        __builtin_expect(__atomic_load_n(&ld->dev->waiters, __ATOMIC_SEQ_CST) != 0, 0))
+        mem_give_slow(ld, MEM_SPARE(w));
+}
+/* Admission of the process on ld's device (SALUS_MEM_RESERVE). */
+CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve);
+/* Room for this process on d, under the lock: what it could still take. */
+uint64_t mem_room_locked(mem_local_dev_t *ld);
+/* Over the live (not free) slots but `skip` (-1: none), on device d; exact
+ * under the lock, a monitor's estimate without it. */
+typedef struct mem_sums {
+    uint64_t granted, used, reserved;
+    uint64_t committed;    /* sum of max(granted, reserved) */
+    uint64_t held;         /* sum of max(used, reserved): what reclaim cannot take */
+    uint32_t waiters, queued;
+} mem_sums_t;
+void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s);
+/* Finish a dead reclaimer's work on device d, under the lock. */
+void mem_fix_log(shm_table_t *t, int d);
+/* Recompute the monitor sums of device d, under the lock. */
+void mem_publish_locked(shm_table_t *t, int d);
+void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx);
+void mem_repair_hook(shm_table_t *t, void *ctx);
+
+/* ---- map.c: the process's live allocations ------------------------------ */
+
+/* What cuMemFree* / cuMemRelease / cuArrayDestroy name: three namespaces. */
+enum { MEM_CLS_PTR = 0, MEM_CLS_VMM = 1, MEM_CLS_ARRAY = 2 };
+
+static inline int mem_kind_class(mem_kind_t kind)
+{
+    return kind == MEM_KIND_VMM ? MEM_CLS_VMM : kind == MEM_KIND_ARRAY ? MEM_CLS_ARRAY
+                                                                       : MEM_CLS_PTR;
+}
+
+typedef struct mem_entry {
+    uint64_t key;          /* 0: empty */
+    uint64_t bytes;
+    int16_t  dev;          /* table device index */
+    uint8_t  cls, kind;
+    uint32_t pad;
+} mem_entry_t;
+
+/* 0; 1 when an entry of the same key was replaced (copied to *replaced);
+ * -1 when there is no room and no memory to grow. */
+int  mem_map_insert(const mem_entry_t *e, mem_entry_t *replaced);
+/* Remove and copy out the entry of (cls, key); 0 if found, -1 if not. */
+int  mem_map_remove(int cls, uint64_t key, mem_entry_t *out);
+/* Empty, forgetting every entry without touching the old storage (fork). */
+void mem_map_reset(void);
+/* Number of entries and the sum of their bytes on table device d (-1: all);
+ * for tests and checks, takes every stripe lock in turn. */
+uint64_t mem_map_sum(int d, uint64_t *count);
+
+#endif /* SALUS_MEM_LAYOUT_H */

@@ -1,0 +1,488 @@
+/*
+ * memory.c - the process's side of memory admission: start-up (the
+ * environment, the driver table, the table), the registration of each
+ * device it uses, fork, and the allocation and free paths.
+ *
+ * Divided into: configuration; start-up; devices (ordinal -> the table's
+ * device, its budget and this process's limit); fork; allocations and frees;
+ * admission.
+ *
+ * Locking.  mem_p.lock (a process mutex) guards start-up and registration;
+ * the table's lock guards what registration writes in the table.  A
+ * registered device is published by a release store of mem_local_dev_t.sd,
+ * read with an acquire load on the fast path, so every other field of it is
+ * seen written.  The fast path takes no lock: one driver call for the
+ * current device, one CAS on the process's own spare, the map's stripe lock.
+ */
+#include "memory/mem_layout.h"
+#include "util/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MIB (1ull << 20)
+#define GIB (1ull << 30)
+
+mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+/* One admission at a time per process (a job never waits on itself). */
+static pthread_mutex_t admit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+enum { OP_PASS = 0, OP_ALLOC = 1, OP_FREE = 2 };
+
+static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* ---- configuration -------------------------------------------------------
+ * Sizes are checked once here (a bad one is said once, and ignored); those
+ * that may be percentages are resolved per device at registration. */
+
+static int is_percent(const char *text)
+{
+    size_t n = strlen(text);
+    return n > 0 && text[n - 1] == '%';
+}
+
+static const char *size_var(const char *name, int zero_ok)
+{
+    uint64_t v;
+    if (util_env_size(name, 100, &v) != 0)
+        return NULL;
+    const char *text = util_env_str(name);
+    if (!zero_ok && v == 0 && !is_percent(text)) {
+        util_error("%s=\"%s\" is not accepted: a limit of 0 would refuse every allocation; "
+                   "give a positive size (e.g. 8G) or a percentage (e.g. 50%%), or unset it "
+                   "for no limit; it is ignored", name, text);
+        return NULL;
+    }
+    return text;
+}
+
+static void read_config(mem_config_t *c)
+{
+    long ms;
+    memset(c, 0, sizeof *c);
+    c->limit = size_var("SALUS_MEM_LIMIT", 0);
+    c->reserve = size_var("SALUS_MEM_RESERVE", 1);
+    c->headroom_text = size_var("SALUS_MEM_HEADROOM", 1);
+    if (util_env_long("SALUS_MEM_WAIT_MS", 0, 24L * 3600 * 1000, &ms) == 0)
+        c->wait_ns = (uint64_t)ms * 1000000ull;
+}
+
+/* The default headroom: 5% of the capacity, within 256 MiB .. 4 GiB, and
+ * never more than half the device. */
+static uint64_t headroom_of(uint64_t capacity)
+{
+    uint64_t h = capacity / 20;
+    if (mem_p.cfg.headroom_text) {
+        uint64_t v;
+        if (util_parse_size(mem_p.cfg.headroom_text, capacity, &v) == 0 && v < capacity)
+            return v;
+        util_error("SALUS_MEM_HEADROOM=\"%s\" leaves nothing of a device of %llu bytes; "
+                   "the default is used", mem_p.cfg.headroom_text,
+                   (unsigned long long)capacity);
+    }
+    h = h < 256 * MIB ? 256 * MIB : h > 4 * GIB ? 4 * GIB : h;
+    return umin(h, capacity / 2);
+}
+
+/* ---- start-up ----------------------------------------------------------- */
+
+static void atfork_child(void);
+
+static int start(const mem_driver_t *drv, shm_table_t *t)
+{
+    if (!drv || !drv->ctx_get_device || !drv->device_total_mem) {
+        util_error("memory: the driver lacks cuCtxGetDevice or cuDeviceTotalMem_v2; "
+                   "allocations pass through without limits");
+        return -1;
+    }
+    mem_p.drv = *drv;
+    read_config(&mem_p.cfg);
+    if (!t)
+        t = shm_process_table();
+    if (!t)
+        return -1;                    /* the table said why */
+    mem_p.t = t;
+    shm_set_hooks(t, SHM_AREA_MEM, mem_reap_hook, mem_repair_hook, NULL);
+    static int atfork_done;
+    if (!atfork_done++)
+        pthread_atfork(NULL, NULL, atfork_child);
+    return 0;
+}
+
+int mem_init(const mem_driver_t *drv, shm_table_t *t)
+{
+    pthread_mutex_lock(&mem_p.lock);
+    int mode = __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE);
+    if (mode == MEM_OFF) {
+        mode = start(drv, t) == 0 ? MEM_ON : MEM_OPEN;
+        __atomic_store_n(&mem_p.mode, mode, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&mem_p.lock);
+    return mode == MEM_ON ? 0 : -1;
+}
+
+/* ---- devices ------------------------------------------------------------
+ * The table knows devices by uuid, so that processes that see them under
+ * other ordinals (CUDA_VISIBLE_DEVICES) share one budget. */
+
+static int own_slot(void)
+{
+    static int said_full;
+    int self = shm_self(mem_p.t);
+    if (self < 0) {
+        util_log_once(&said_full, UTIL_LOG_ERROR, "memory: no slot in the table; "
+                      "allocations pass through without limits");
+        return -1;
+    }
+    if (self != mem_p.slot || !mem_p.area) {
+        mem_p.slot = self;
+        mem_p.area = shm_slot_area(mem_p.t, self, SHM_AREA_MEM);
+    }
+    return 0;
+}
+
+static int device_identity(CUdevice ord, uint64_t *capacity, uint8_t uuid[16])
+{
+    static int said;
+    size_t bytes = 0;
+    CUresult rc = mem_p.drv.device_total_mem(&bytes, ord);
+    if (rc != CUDA_SUCCESS || bytes == 0 || (uint64_t)bytes > MEM_MAX_BYTES) {
+        util_log_once(&said, UTIL_LOG_ERROR, "memory: cuDeviceTotalMem_v2 of device %d "
+                      "answered %d (%zu bytes); its allocations pass through without limits",
+                      (int)ord, (int)rc, bytes);
+        return -1;
+    }
+    CUuuid u;
+    memset(&u, 0, sizeof u);
+    if (!mem_p.drv.device_get_uuid || mem_p.drv.device_get_uuid(&u, ord) != CUDA_SUCCESS)
+        snprintf(u.bytes, sizeof u.bytes, "ordinal:%d", (int)ord);
+    memcpy(uuid, u.bytes, 16);
+    *capacity = bytes;
+    return 0;
+}
+
+/* The table's device of that uuid, claimed if new; under the lock. */
+static int find_device_locked(const uint8_t uuid[16])
+{
+    int first_free = -1;
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
+        if (dev->magic != MEM_DEV_MAGIC) {
+            if (first_free < 0)
+                first_free = d;
+        } else if (memcmp(dev->uuid, uuid, 16) == 0) {
+            return d;
+        }
+    }
+    if (first_free >= 0) {
+        mem_dev_t *dev = shm_device_area(mem_p.t, first_free, SHM_AREA_MEM);
+        memset(dev, 0, sizeof *dev);
+        memcpy(dev->uuid, uuid, 16);
+        __atomic_store_n(&dev->magic, MEM_DEV_MAGIC, __ATOMIC_RELEASE);
+    }
+    return first_free;
+}
+
+/* Set the budget when no live process is registered on d (the first comes,
+ * or all have gone); otherwise keep the one in force.  Under the lock. */
+static void settle_budget_locked(int d, uint64_t capacity)
+{
+    mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
+    int others = 0;
+    for (int j = 0; j < SHM_MAX_SLOTS && !others; j++) {
+        if (j == mem_p.slot || shm_slot_gen(mem_p.t, j) == 0)
+            continue;
+        mem_slot_t *a = shm_slot_area(mem_p.t, j, SHM_AREA_MEM);
+        others = (__atomic_load_n(&a->dev[d].flags, __ATOMIC_RELAXED) & MEM_SDEV_REGISTERED) != 0;
+    }
+    uint64_t headroom = headroom_of(capacity);
+    if (!others || dev->budget == 0 || dev->budget > dev->capacity ||
+        dev->capacity > MEM_MAX_BYTES) {
+        dev->capacity = capacity;
+        dev->headroom = headroom;
+        __atomic_store_n(&dev->budget, capacity - headroom, __ATOMIC_RELAXED);
+    } else if (dev->headroom != headroom || dev->capacity != capacity) {
+        util_info("memory: device %d keeps the budget of the processes already on it "
+                  "(%llu bytes, headroom %llu), not this process's (headroom %llu)", d,
+                  (unsigned long long)dev->budget, (unsigned long long)dev->headroom,
+                  (unsigned long long)headroom);
+    }
+}
+
+/* This process's limit on a device of that budget. */
+static uint64_t limit_of(uint64_t budget)
+{
+    uint64_t v;
+    if (!mem_p.cfg.limit || util_parse_size(mem_p.cfg.limit, budget, &v) != 0 || v == 0)
+        return budget;
+    if (v > budget) {
+        static int said;
+        util_log_once(&said, UTIL_LOG_INFO, "memory: SALUS_MEM_LIMIT=%s is more than the "
+                      "device's budget of %llu bytes: the budget is the limit",
+                      mem_p.cfg.limit, (unsigned long long)budget);
+        return budget;
+    }
+    return v;
+}
+
+static mem_local_dev_t *register_locked(CUdevice ord)
+{
+    mem_local_dev_t *ld = &mem_p.dev[ord];
+    uint64_t capacity;
+    uint8_t uuid[16];
+    if (ld->sd || ld->failed)
+        return ld->sd ? ld : NULL;
+    if (own_slot() != 0) {
+        __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);
+        return NULL;
+    }
+    if (device_identity(ord, &capacity, uuid) != 0) {
+        ld->failed = 1;
+        return NULL;
+    }
+    if (shm_lock(mem_p.t) != 0)
+        return NULL;
+    int d = find_device_locked(uuid);
+    if (d < 0) {
+        shm_unlock(mem_p.t);
+        ld->failed = 1;
+        static int said;
+        util_log_once(&said, UTIL_LOG_ERROR, "memory: the table knows %d devices already; "
+                      "device %d passes through without limits", SHM_MAX_DEVICES, (int)ord);
+        return NULL;
+    }
+    settle_budget_locked(d, capacity);
+    mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
+    mem_sdev_t *sd = &mem_p.area->dev[d];
+    uint64_t budget = dev->budget;
+    __atomic_store_n(&sd->limit, limit_of(budget), __ATOMIC_RELAXED);
+    __atomic_or_fetch(&sd->flags, MEM_SDEV_REGISTERED, __ATOMIC_RELAXED);
+    __atomic_store_n(&mem_p.area->magic, MEM_SLOT_MAGIC, __ATOMIC_RELAXED);
+    mem_publish_locked(mem_p.t, d);
+    shm_unlock(mem_p.t);
+
+    ld->d = d;
+    ld->dev = dev;
+    ld->chunk = budget / 64 < MIB ? MIB : budget / 64 > 64 * MIB ? 64 * MIB : budget / 64;
+    ld->shrink_at = 2 * ld->chunk;
+    mem_p.by_index[d] = ld;
+    __atomic_store_n(&ld->sd, sd, __ATOMIC_RELEASE);
+    return ld;
+}
+
+/* The registered device of an ordinal (-1: the current context's), or NULL
+ * when it passes through uncounted. */
+static mem_local_dev_t *local_dev(int device)
+{
+    CUdevice ord = device;
+    if (device < 0 && mem_p.drv.ctx_get_device(&ord) != CUDA_SUCCESS)
+        return NULL;
+    if (ord < 0 || ord >= MEM_MAX_ORDINALS)
+        return NULL;
+    mem_local_dev_t *ld = &mem_p.dev[ord];
+    if (__builtin_expect(__atomic_load_n(&ld->sd, __ATOMIC_ACQUIRE) != NULL, 1))
+        return ld;
+    pthread_mutex_lock(&mem_p.lock);
+    ld = register_locked(ord);
+    pthread_mutex_unlock(&mem_p.lock);
+    return ld;
+}
+
+mem_local_dev_t *mem_local_dev(int device)
+{
+    if (__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+        return NULL;
+    return local_dev(device);
+}
+
+/* ---- fork ------------------------------------------------------------------
+ * The child inherits no accounting: no slot (shm_self claims one when it
+ * first allocates), no registered device, an empty map.  The parent's
+ * threads may have held mem_p.lock or a stripe lock: both are made anew. */
+static void atfork_child(void)
+{
+    pthread_mutex_init(&mem_p.lock, NULL);
+    pthread_mutex_init(&admit_lock, NULL);
+    mem_p.slot = -1;
+    mem_p.area = NULL;
+    for (int i = 0; i < MEM_MAX_ORDINALS; i++)
+        memset(&mem_p.dev[i], 0, sizeof mem_p.dev[i]);
+    memset(mem_p.by_index, 0, sizeof mem_p.by_index);
+    mem_map_reset();
+}
+
+/* ---- allocations and frees ---------------------------------------------- */
+
+static int is_on(void)
+{
+    return __builtin_expect(__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) == MEM_ON, 1);
+}
+
+CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *op)
+{
+    uint64_t spare;
+    op->state = OP_PASS;
+    op->dev = -1;
+    if (!is_on() || bytes == 0 || (unsigned)kind >= MEM_KINDS)
+        return CUDA_SUCCESS;
+    mem_local_dev_t *ld = local_dev(device);
+    if (!ld)
+        return CUDA_SUCCESS;
+    if (bytes > MEM_MAX_BYTES)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (__builtin_expect(mem_take_fast(ld->sd, bytes, &spare), 1)) {
+        mem_note_peak(ld->sd, spare);
+    } else {
+        int rc = mem_take_slow(ld, bytes);
+        if (rc == 1)
+            return CUDA_SUCCESS;      /* lock unusable: uncounted */
+        if (rc != CUDA_SUCCESS)
+            return (CUresult)rc;
+    }
+    op->bytes = bytes;
+    op->dev = ld->d;
+    op->kind = (uint16_t)kind;
+    op->state = OP_ALLOC;
+    return CUDA_SUCCESS;
+}
+
+/* Undo an allocation the driver made but we cannot keep. */
+static void driver_undo(int cls, uint64_t handle)
+{
+    const mem_driver_t *drv = &mem_p.drv;
+    if (cls == MEM_CLS_PTR && drv->mem_free)
+        drv->mem_free((CUdeviceptr)handle);
+    else if (cls == MEM_CLS_VMM && drv->mem_release)
+        drv->mem_release((CUmemGenericAllocationHandle)handle);
+    else if (cls == MEM_CLS_ARRAY && drv->array_destroy)
+        drv->array_destroy((CUarray)(uintptr_t)handle);
+}
+
+/* A pitched allocation at its true size; -1 if more does not fit. */
+static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
+{
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    uint64_t spare;
+    if (!mem_p.drv.mem_get_address_range ||
+        mem_p.drv.mem_get_address_range(&base, &size, (CUdeviceptr)ptr) != CUDA_SUCCESS ||
+        base != (CUdeviceptr)ptr || size == 0 || (uint64_t)size > MEM_MAX_BYTES)
+        return 0;                     /* unknown: the bound stays */
+    if (size < op->bytes) {
+        mem_give(ld, op->bytes - size);
+    } else if (size > op->bytes) {
+        uint64_t more = size - op->bytes;
+        if (!mem_take_fast(ld->sd, more, &spare) && mem_take_slow(ld, more) != CUDA_SUCCESS)
+            return -1;
+    }
+    op->bytes = size;
+    return 0;
+}
+
+CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle)
+{
+    if (op->state != OP_ALLOC)
+        return rc;
+    op->state = OP_PASS;
+    mem_local_dev_t *ld = mem_p.by_index[op->dev];
+    if (!ld)
+        return rc;
+    if (rc != CUDA_SUCCESS || handle == 0) {
+        mem_give(ld, op->bytes);
+        return rc;
+    }
+    int cls = mem_kind_class((mem_kind_t)op->kind);
+    if (op->kind == MEM_KIND_PITCH && pitch_true_size(ld, op, handle) != 0)
+        goto out_undo;
+    mem_entry_t e = { .key = handle, .bytes = op->bytes, .dev = (int16_t)op->dev,
+                      .cls = (uint8_t)cls, .kind = (uint8_t)op->kind }, old;
+    int r = mem_map_insert(&e, &old);
+    if (r == 1 && mem_p.by_index[old.dev])
+        mem_give(mem_p.by_index[old.dev], old.bytes);
+    if (r >= 0)
+        return rc;
+    static int said;
+    util_log_once(&said, UTIL_LOG_ERROR, "memory: out of host memory to record an "
+                  "allocation; it is refused (CUDA_ERROR_OUT_OF_MEMORY)");
+out_undo:
+    driver_undo(cls, handle);
+    mem_give(ld, op->bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void mem_free_begin(mem_kind_t kind, uint64_t handle, mem_op_t *op)
+{
+    mem_entry_t e;
+    op->state = OP_PASS;
+    if (!is_on() || handle == 0 || (unsigned)kind >= MEM_KINDS)
+        return;
+    if (mem_map_remove(mem_kind_class(kind), handle, &e) != 0)
+        return;                       /* not ours: the driver decides */
+    op->bytes = e.bytes;
+    op->handle = handle;
+    op->dev = e.dev;
+    op->kind = e.kind;
+    op->state = OP_FREE;
+}
+
+void mem_free_end(mem_op_t *op, CUresult rc)
+{
+    if (op->state != OP_FREE)
+        return;
+    op->state = OP_PASS;
+    mem_local_dev_t *ld = mem_p.by_index[op->dev];
+    if (rc == CUDA_SUCCESS) {
+        if (ld)
+            mem_give(ld, op->bytes);
+        return;
+    }
+    /* The driver kept it: so do we. */
+    mem_entry_t e = { .key = op->handle, .bytes = op->bytes, .dev = (int16_t)op->dev,
+                      .cls = (uint8_t)mem_kind_class((mem_kind_t)op->kind),
+                      .kind = (uint8_t)op->kind };
+    if (mem_map_insert(&e, NULL) < 0 && ld)
+        mem_give(ld, op->bytes);      /* cannot track it any more: forget it */
+}
+
+/* ---- admission ---------------------------------------------------------- */
+
+CUresult mem_admit(CUdevice device)
+{
+    if (!is_on() || !mem_p.cfg.reserve || device < 0)
+        return CUDA_SUCCESS;
+    mem_local_dev_t *ld = local_dev(device);
+    if (!ld || __atomic_load_n(&ld->admitted, __ATOMIC_ACQUIRE))
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&admit_lock);
+    CUresult rc = CUDA_SUCCESS;
+    if (ld->admitted)
+        goto out_unlock;
+    uint64_t budget = __atomic_load_n(&ld->dev->budget, __ATOMIC_RELAXED), reserve;
+    uint64_t capacity = ld->dev->capacity;
+    if (util_parse_size(mem_p.cfg.reserve, budget, &reserve) != 0 || reserve == 0)
+        goto out_admitted;
+    if (reserve > budget) {
+        util_error("SALUS_MEM_RESERVE=%s asks %llu bytes, more than device %d can ever give: "
+                   "%llu bytes (its %llu bytes less a headroom of %llu for contexts); the "
+                   "context is refused with CUDA_ERROR_OUT_OF_MEMORY", mem_p.cfg.reserve,
+                   (unsigned long long)reserve, (int)device, (unsigned long long)budget,
+                   (unsigned long long)capacity, (unsigned long long)ld->dev->headroom);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_unlock;
+    }
+    uint64_t limit = __atomic_load_n(&ld->sd->limit, __ATOMIC_RELAXED);
+    if (reserve > limit) {
+        util_warn("SALUS_MEM_RESERVE=%s is more than this process's limit "
+                  "(SALUS_MEM_LIMIT=%s, %llu bytes): %llu bytes are reserved",
+                  mem_p.cfg.reserve, mem_p.cfg.limit ? mem_p.cfg.limit : "",
+                  (unsigned long long)limit, (unsigned long long)limit);
+        reserve = limit;
+    }
+    rc = mem_admit_wait(ld, reserve);
+out_admitted:
+    if (rc == CUDA_SUCCESS)
+        __atomic_store_n(&ld->admitted, 1, __ATOMIC_RELEASE);
+out_unlock:
+    pthread_mutex_unlock(&admit_lock);
+    return rc;
+}

@@ -1,0 +1,148 @@
+/*
+ * memory.h - memory admission: the whole interface of src/memory.
+ *
+ * Every device allocation a process makes is accounted in the arbitration
+ * table before it reaches the driver, against the process's limit
+ * (SALUS_MEM_LIMIT) and the device's budget (capacity - SALUS_MEM_HEADROOM),
+ * and given back when it is freed, when the driver refuses it, or when the
+ * process dies.  Jobs that reserve memory (SALUS_MEM_RESERVE) are admitted
+ * at context creation in arrival order, once their reservation fits, and
+ * nobody else's allocations can take what they reserved.  cuMemGetInfo and
+ * cuDeviceTotalMem answer each process's own view.
+ *
+ * The interception layer calls this module around the driver:
+ *
+ *   mem_op_t op;
+ *   CUresult rc = mem_alloc_begin(MEM_KIND_DEVICE, -1, bytes, &op);
+ *   if (rc != CUDA_SUCCESS) return rc;              // refused: no driver call
+ *   rc = real_cuMemAlloc(&ptr, bytes);
+ *   return mem_alloc_end(&op, rc, ptr);             // accounts, or gives back
+ *
+ *   mem_free_begin(MEM_KIND_DEVICE, ptr, &op);      // unknown ptr: nothing
+ *   rc = real_cuMemFree(ptr);
+ *   mem_free_end(&op, rc);
+ *
+ * Until mem_init has been called, and whenever the table or the driver table
+ * is unusable (said once), every function lets calls through uncounted.
+ * Nothing here exits, aborts or blocks without bound, except a job waiting
+ * for admission, which the user asked for with SALUS_MEM_RESERVE.
+ *
+ * Environment (read by mem_init; sizes take K/M/G/T = powers of 1024, or a
+ * percentage):
+ *   SALUS_MEM_LIMIT=<size|p%>     per process and device; p% of the budget
+ *   SALUS_MEM_HEADROOM=<size|p%>  left to contexts; p% of the capacity
+ *                                 (default 5%, within 256 MiB..4 GiB)
+ *   SALUS_MEM_RESERVE=<size|p%>   guaranteed to the job; admission waits
+ *   SALUS_MEM_WAIT_MS=<ms>        over the budget: wait for peers that long
+ */
+#ifndef SALUS_MEMORY_H
+#define SALUS_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "ipc/ipc.h"
+
+/* The allocation paths; the interception layer's kinds, in its order. */
+typedef enum mem_kind {
+    MEM_KIND_DEVICE = 0,   /* cuMemAlloc_v2                    -> cuMemFree_v2 */
+    MEM_KIND_PITCH,        /* cuMemAllocPitch_v2 (bound first)  -> cuMemFree_v2 */
+    MEM_KIND_MANAGED,      /* cuMemAllocManaged                 -> cuMemFree_v2 */
+    MEM_KIND_ASYNC,        /* cuMemAllocAsync                   -> cuMemFree[Async] */
+    MEM_KIND_POOL,         /* cuMemAllocFromPoolAsync           -> cuMemFree[Async] */
+    MEM_KIND_VMM,          /* cuMemCreate                       -> cuMemRelease */
+    MEM_KIND_ARRAY,        /* cuArrayCreate_v2 / cuArray3DCreate_v2 -> cuArrayDestroy */
+    MEM_KINDS
+} mem_kind_t;
+
+/* The driver, as this module reaches it (the test seam).  Required:
+ * ctx_get_device and device_total_mem; the others may be NULL.  Every value
+ * they return is checked before use. */
+typedef struct mem_driver {
+    CUresult (*ctx_get_device)(CUdevice *dev);
+    CUresult (*device_total_mem)(size_t *bytes, CUdevice dev);
+    CUresult (*device_get_uuid)(CUuuid *uuid, CUdevice dev);
+    /* The true size of a pitched allocation (cuMemGetAddressRange_v2). */
+    CUresult (*mem_get_address_range)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
+    /* To undo an allocation this module cannot record (host memory short). */
+    CUresult (*mem_free)(CUdeviceptr ptr);
+    CUresult (*mem_release)(CUmemGenericAllocationHandle handle);
+    CUresult (*array_destroy)(CUarray array);
+} mem_driver_t;
+
+/* Start accounting for this process: read the environment, open the table
+ * (`t`, or shm_process_table() when NULL) and keep a copy of `drv`.  Once per
+ * process; later calls return the first one's result.  0, or -1 when this
+ * process runs uncounted (said once, with why). */
+int mem_init(const mem_driver_t *drv, shm_table_t *t);
+
+/* An operation in flight, on the caller's stack; opaque. */
+typedef struct mem_op {
+    uint64_t bytes;
+    uint64_t handle;
+    int32_t  dev;          /* table device index, -1: not accounted */
+    uint16_t kind;
+    uint16_t state;
+} mem_op_t;
+
+/* Before an allocation of `bytes` on `device` (-1: the current context's).
+ * CUDA_SUCCESS: call the driver, then mem_alloc_end.  Otherwise the call is
+ * refused with that code (CUDA_ERROR_OUT_OF_MEMORY past a limit, after
+ * SALUS_MEM_WAIT_MS if set) and the driver must not be called. */
+CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *op);
+/* After the driver call that returned `rc`, with the new pointer / handle /
+ * array.  Returns what the caller must return: rc, or
+ * CUDA_ERROR_OUT_OF_MEMORY when the allocation could not be recorded (it has
+ * then been freed again). */
+CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle);
+/* A bound on what cuMemAllocPitch_v2 takes for width x height bytes; the
+ * allocation is then accounted at its true size. */
+static inline uint64_t mem_pitch_bound(size_t width, size_t height)
+{
+    return ((uint64_t)width + 511) / 512 * 512 * (uint64_t)height;
+}
+
+/* Before and after the driver frees `handle` (a device pointer, a VMM handle
+ * or an array, as `kind` says).  Unknown handles are left alone. */
+void mem_free_begin(mem_kind_t kind, uint64_t handle, mem_op_t *op);
+void mem_free_end(mem_op_t *op, CUresult rc);
+
+/* Admission, before cuCtxCreate* / cuDevicePrimaryCtxRetain on `device`:
+ * with SALUS_MEM_RESERVE, waits (state waiting-mem) until the job's
+ * reservation fits, in arrival order; once per process and device.
+ * CUDA_ERROR_OUT_OF_MEMORY when it can never fit (said, with the sizes). */
+CUresult mem_admit(CUdevice device);
+
+/* The process's own view, applied to what the driver answered:
+ * total = its limit (or the budget), free = what it could allocate now;
+ * never more than the driver said. */
+void mem_view_info(size_t *free_bytes, size_t *total_bytes);
+void mem_view_total(size_t *bytes, CUdevice device);
+
+/* The report's fields: "mem_used":N,"mem_peak":N,... (no braces); the
+ * length as snprintf; 0 when the module is not active. */
+int mem_report_fields(char *buf, size_t cap);
+
+/* ---- monitors (salus-top): validated copies, read without the lock ------ */
+typedef struct mem_slot_view {
+    uint64_t used, peak, limit, reserved, granted;   /* over the slot's devices */
+    uint64_t oom_refusals, waited_ms;
+    uint32_t devices;        /* bit d: uses table device d */
+    int32_t  waiting_device; /* table device index, or -1 */
+    int32_t  waiting_admission;  /* 1: waiting to be admitted; 0: for memory */
+} mem_slot_view_t;
+
+typedef struct mem_device_view {
+    uint8_t  uuid[16];
+    uint64_t capacity, headroom, budget;
+    uint64_t used, granted, reserved, committed;     /* over live slots */
+    uint32_t waiters, queued;                        /* queued: for admission */
+} mem_device_view_t;
+
+/* 0 and *out filled, or -1 (slot free, device never used, or inconsistent). */
+int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out);
+int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out);
+
+#endif /* SALUS_MEMORY_H */

@@ -1,0 +1,147 @@
+/*
+ * view.c - what is seen of memory from outside the accounting: each
+ * process's own view of its device (cuMemGetInfo_v2, cuDeviceTotalMem_v2),
+ * the report's counters, and validated copies of slots and devices for
+ * monitors (salus-top), so that no other module reads this module's layout.
+ *
+ * Divided into: the process's view; the report; monitors.
+ *
+ * Locking: the view takes the table's lock (and reaps the dead first, so
+ * that their memory shows as free); monitors read without it, from a
+ * read-only mapping too, and validate what they copy: a slot whose
+ * generation changed under the copy is thrown away, every size is clamped
+ * to the device.
+ */
+#include "memory/mem_layout.h"
+#include "util/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
+/* ---- the process's view -------------------------------------------------- */
+
+static uint64_t used_of(const mem_sdev_t *sd)
+{
+    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+    return g > spare ? g - spare : 0;
+}
+
+void mem_view_info(size_t *free_bytes, size_t *total_bytes)
+{
+    mem_local_dev_t *ld = mem_local_dev(-1);
+    if (!ld || !free_bytes || !total_bytes)
+        return;
+    uint64_t limit = LOAD(&ld->sd->limit), room;
+    if (shm_lock(mem_p.t) == 0) {
+        shm_reap_dead(mem_p.t, 1);
+        mem_fix_log(mem_p.t, ld->d);
+        room = mem_room_locked(ld);
+        shm_unlock(mem_p.t);
+    } else {
+        uint64_t used = used_of(ld->sd);
+        room = limit > used ? limit - used : 0;
+    }
+    uint64_t total = umin(limit, *total_bytes);
+    *total_bytes = (size_t)total;
+    *free_bytes = (size_t)umin(umin(room, *free_bytes), total);
+}
+
+void mem_view_total(size_t *bytes, CUdevice device)
+{
+    mem_local_dev_t *ld = mem_local_dev(device);
+    if (!ld || !bytes)
+        return;
+    *bytes = (size_t)umin(*bytes, LOAD(&ld->sd->limit));
+}
+
+/* ---- the report ----------------------------------------------------------- */
+
+int mem_report_fields(char *buf, size_t cap)
+{
+    mem_slot_t *a = mem_p.area;
+    uint64_t used = 0, peak = 0, limit = 0, reserved = 0;
+    if (!a)
+        return 0;
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        if (!LOAD(&mem_p.by_index[d]))
+            continue;
+        const mem_sdev_t *sd = &a->dev[d];
+        used += used_of(sd);
+        peak += LOAD(&sd->peak);
+        limit = LOAD(&sd->limit) > limit ? LOAD(&sd->limit) : limit;
+        reserved += LOAD(&sd->reserved);
+    }
+    return snprintf(buf, cap, "\"mem_used\":%llu,\"mem_peak\":%llu,\"mem_limit\":%llu,"
+                    "\"mem_reserved\":%llu,\"oom_refusals\":%llu,\"mem_waited_ms\":%llu",
+                    (unsigned long long)used, (unsigned long long)peak,
+                    (unsigned long long)limit, (unsigned long long)reserved,
+                    (unsigned long long)LOAD(&a->oom_refusals),
+                    (unsigned long long)(LOAD(&a->waited_ns) / 1000000));
+}
+
+/* ---- monitors ------------------------------------------------------------ */
+
+int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
+{
+    mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
+    uint32_t gen = shm_slot_gen(t, slot);
+    if (!a || gen == 0 || LOAD(&a->magic) != MEM_SLOT_MAGIC)
+        return -1;
+    mem_slot_view_t v;
+    memset(&v, 0, sizeof v);
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        const mem_sdev_t *sd = &a->dev[d];
+        if (!(LOAD(&sd->flags) & MEM_SDEV_REGISTERED))
+            continue;
+        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
+        uint64_t cap = LOAD(&dev->capacity);
+        if (LOAD(&dev->magic) != MEM_DEV_MAGIC || cap > MEM_MAX_BYTES)
+            continue;
+        v.devices |= 1u << d;
+        v.granted += umin(LOAD(&sd->granted), cap);
+        v.used += umin(used_of(sd), cap);
+        v.peak += umin(LOAD(&sd->peak), cap);
+        v.reserved += umin(LOAD(&sd->reserved), cap);
+        uint64_t limit = umin(LOAD(&sd->limit), cap);
+        v.limit = limit > v.limit ? limit : v.limit;
+    }
+    uint32_t wd = LOAD(&a->wait_dev);
+    v.waiting_device = wd >= 1 && wd <= SHM_MAX_DEVICES ? (int32_t)wd - 1 : -1;
+    v.waiting_admission = v.waiting_device >= 0 && LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
+    v.oom_refusals = LOAD(&a->oom_refusals);
+    v.waited_ms = LOAD(&a->waited_ns) / 1000000;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (shm_slot_gen(t, slot) != gen)
+        return -1;                      /* freed or claimed under us */
+    *out = v;
+    return 0;
+}
+
+int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out)
+{
+    mem_dev_t *dev = shm_device_area(t, device, SHM_AREA_MEM);
+    if (!dev || LOAD(&dev->magic) != MEM_DEV_MAGIC)
+        return -1;
+    mem_device_view_t v;
+    memset(&v, 0, sizeof v);
+    memcpy(v.uuid, dev->uuid, sizeof v.uuid);
+    v.capacity = LOAD(&dev->capacity);
+    v.headroom = LOAD(&dev->headroom);
+    v.budget = LOAD(&dev->budget);
+    if (v.capacity == 0 || v.capacity > MEM_MAX_BYTES || v.budget > v.capacity ||
+        v.headroom > v.capacity)
+        return -1;
+    mem_sums_t s;
+    mem_sums(t, device, -1, &s);
+    v.used = umin(s.used, v.capacity);
+    v.granted = umin(s.granted, v.capacity);
+    v.reserved = umin(s.reserved, v.capacity);
+    v.committed = umin(s.committed, v.capacity);
+    v.waiters = s.waiters;
+    v.queued = s.queued;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,10 @@
+# Memory admission (src/memory): the module driven through its interface
+# with a fake driver, in forked children (test_memory: one process;
+# test_memory_share: several; test_memory_hammer: the hammer, with and
+# without SIGKILLs).
+MEM_TEST_OBJS := $(B)/obj/src/memory/memory.o $(B)/obj/src/memory/account.o \
+                 $(B)/obj/src/memory/map.o $(B)/obj/src/memory/view.o \
+                 $(B)/obj/src/ipc/table.o $(B)/obj/src/ipc/slots.o \
+                 $(B)/obj/src/util/util.o $(B)/obj/tests/test_memory_lib.o
+$(B)/obj/tests/test_memory_lib.o: | $(B)/.deps-test
+$(eval $(call salus_test,test_memory,$(MEM_TEST_OBJS),))
