@@ -1,0 +1,466 @@
+/*
+ * copy.c - copies and memsets: cuMemcpy* (1D, peer, arrays, 2D, 3D) and
+ * cuMemset* (8/16/32-bit, 2D), synchronous and asynchronous.
+ *
+ * Divided into: timing; 1D copies; memsets; 2D/3D copies; entry points
+ * (one macro per family, for the _v2, _ptds and _ptsz exports).
+ *
+ * The bytes move at call time; the transfer then occupies its stream for
+ * size / bandwidth (25 GB/s to or from the host, 1.5 TB/s on the device),
+ * not the compute engine.  A synchronous copy or memset returns when its
+ * transfer ends, after the work enqueued before it: a blocking
+ * device-to-host copy is a host synchronization, as on a real GPU.
+ * Every device-side byte is checked against the range registry first:
+ * a bad pointer is CUDA_ERROR_INVALID_VALUE, never a fault.
+ *
+ * Lock: sim_p.lock from stream resolution to the end of the transfer's
+ * timing; released while a synchronous call sleeps.
+ */
+#include "sim.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+enum { D_HTOD, D_DTOH, D_DTOD, D_ANY };
+
+/* ---- timing ---------------------------------------------------------------------- */
+
+static void transfer(sim_stream_t *s, size_t bytes, uint64_t bw, int sync)
+{
+    uint64_t end = sim_stream_transfer(s, sim_transfer_ns(bytes, bw));
+    if (sync && end > sim_now()) {
+        SIM_UNLOCK();
+        sim_sleep_until(end);
+        SIM_LOCK();
+    }
+}
+
+static int is_device(uintptr_t p)
+{
+    const sim_range_t *r = sim_range_find(p);
+    return r && r->kind != SIM_R_HOST && r->kind != SIM_R_REGISTERED;
+}
+
+/* ---- 1D copies --------------------------------------------------------------------- */
+
+static CUresult copy_1d(void *dst, const void *src, size_t n, int dir, CUstream hs, int ptds,
+                        int sync)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_stream_t *s;
+    CUresult rc = sim_stream_resolve(hs, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        goto out_unlock;
+    rc = CUDA_ERROR_INVALID_VALUE;
+    if (!dst || !src)
+        goto out_unlock;
+    int dd = dir == D_HTOD || dir == D_DTOD, sd = dir == D_DTOH || dir == D_DTOD;
+    if (dir == D_ANY) {
+        dd = sim_range_find((uintptr_t)dst) != NULL;
+        sd = sim_range_find((uintptr_t)src) != NULL;
+    }
+    if ((dd && sim_range_check((uintptr_t)dst, n, PROT_WRITE)) ||
+        (sd && sim_range_check((uintptr_t)src, n, PROT_READ)))
+        goto out_unlock;
+    uint64_t bw = is_device((uintptr_t)dst) && is_device((uintptr_t)src) ? SIM_BW_DEVICE
+                                                                          : SIM_BW_HOST;
+    if (s->capture) {
+        rc = sync ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                  : sim_capture_memcpy(s, dst, src, n, bw);
+        goto out_unlock;
+    }
+    memmove(dst, src, n);
+    transfer(s, n, bw, sync);
+    rc = CUDA_SUCCESS;
+out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+#define PTR(d) ((void *)(uintptr_t)(d))
+
+/* name(args) -> copy_1d(dst, src, n, dir, stream, ptds, sync) */
+#define COPY_SYNC(name, dir, ptds, dtype, stype) \
+    CUresult CUDAAPI name(dtype dst, stype src, size_t n) \
+    { return copy_1d(PTR(dst), (const void *)(uintptr_t)src, n, dir, NULL, ptds, 1); }
+#define COPY_ASYNC(name, dir, ptds, dtype, stype) \
+    CUresult CUDAAPI name(dtype dst, stype src, size_t n, CUstream s) \
+    { return copy_1d(PTR(dst), (const void *)(uintptr_t)src, n, dir, s, ptds, 0); }
+
+COPY_SYNC(cuMemcpyHtoD_v2, D_HTOD, 0, CUdeviceptr, const void *)
+COPY_SYNC(cuMemcpyHtoD_v2_ptds, D_HTOD, 1, CUdeviceptr, const void *)
+COPY_SYNC(cuMemcpyDtoH_v2, D_DTOH, 0, void *, CUdeviceptr)
+COPY_SYNC(cuMemcpyDtoH_v2_ptds, D_DTOH, 1, void *, CUdeviceptr)
+COPY_SYNC(cuMemcpyDtoD_v2, D_DTOD, 0, CUdeviceptr, CUdeviceptr)
+COPY_SYNC(cuMemcpyDtoD_v2_ptds, D_DTOD, 1, CUdeviceptr, CUdeviceptr)
+COPY_SYNC(cuMemcpy, D_ANY, 0, CUdeviceptr, CUdeviceptr)
+COPY_SYNC(cuMemcpy_ptds, D_ANY, 1, CUdeviceptr, CUdeviceptr)
+COPY_ASYNC(cuMemcpyHtoDAsync_v2, D_HTOD, 0, CUdeviceptr, const void *)
+COPY_ASYNC(cuMemcpyHtoDAsync_v2_ptsz, D_HTOD, 1, CUdeviceptr, const void *)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2, D_DTOH, 0, void *, CUdeviceptr)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, D_DTOH, 1, void *, CUdeviceptr)
+COPY_ASYNC(cuMemcpyDtoDAsync_v2, D_DTOD, 0, CUdeviceptr, CUdeviceptr)
+COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, D_DTOD, 1, CUdeviceptr, CUdeviceptr)
+COPY_ASYNC(cuMemcpyAsync, D_ANY, 0, CUdeviceptr, CUdeviceptr)
+COPY_ASYNC(cuMemcpyAsync_ptsz, D_ANY, 1, CUdeviceptr, CUdeviceptr)
+
+static CUresult peer(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n,
+                     CUstream hs, int ptds, int sync)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    int ok = sim_ctx_get(dc) && sim_ctx_get(sc);
+    SIM_UNLOCK();
+    if (!ok)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return copy_1d(PTR(dst), PTR(src), n, D_DTOD, hs, ptds, sync);
+}
+
+CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)
+{
+    return peer(d, dc, s, sc, n, NULL, 0, 1);
+}
+CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                   size_t n)
+{
+    return peer(d, dc, s, sc, n, NULL, 1, 1);
+}
+CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                   size_t n, CUstream st)
+{
+    return peer(d, dc, s, sc, n, st, 0, 0);
+}
+CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s,
+                                        CUcontext sc, size_t n, CUstream st)
+{
+    return peer(d, dc, s, sc, n, st, 1, 0);
+}
+
+/* Arrays as 1D byte ranges: offset into the array's row-major bytes. */
+static CUresult array_span(CUarray a, size_t off, size_t n, char **out)
+{
+    size_t row, h, d;
+    char *data = sim_array_data(a, &row, &h, &d);
+    if (!data)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (off > row * h * d || n > row * h * d - off)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = data + off;
+    return CUDA_SUCCESS;
+}
+
+/* A copy with an array on one or both sides; host/device ends via copy_1d's
+ * checks, so the array's bytes are resolved first (under the lock). */
+static CUresult copy_array(CUarray da, size_t doff, void *dp, CUarray sa, size_t soff,
+                           const void *sp, size_t n, int dir, CUstream hs, int ptds, int sync)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    char *d = dp, *s = (char *)sp;
+    CUresult rc = CUDA_SUCCESS;
+    if (da)
+        rc = array_span(da, doff, n, &d);
+    if (rc == CUDA_SUCCESS && sa)
+        rc = array_span(sa, soff, n, &s);
+    SIM_UNLOCK();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The array side is simgpu's own memory: treat it as checked host bytes. */
+    int kind = da && sa ? D_ANY : da ? (dir == D_DTOD ? D_DTOH : D_ANY)
+                                     : (dir == D_DTOD ? D_HTOD : D_ANY);
+    return copy_1d(d, s, n, kind, hs, ptds, sync);
+}
+
+CUresult CUDAAPI cuMemcpyHtoA_v2(CUarray a, size_t off, const void *src, size_t n)
+{
+    return copy_array(a, off, NULL, NULL, 0, src, n, D_ANY, NULL, 0, 1);
+}
+CUresult CUDAAPI cuMemcpyHtoA_v2_ptds(CUarray a, size_t off, const void *src, size_t n)
+{
+    return copy_array(a, off, NULL, NULL, 0, src, n, D_ANY, NULL, 1, 1);
+}
+CUresult CUDAAPI cuMemcpyAtoH_v2(void *dst, CUarray a, size_t off, size_t n)
+{
+    return copy_array(NULL, 0, dst, a, off, NULL, n, D_ANY, NULL, 0, 1);
+}
+CUresult CUDAAPI cuMemcpyAtoH_v2_ptds(void *dst, CUarray a, size_t off, size_t n)
+{
+    return copy_array(NULL, 0, dst, a, off, NULL, n, D_ANY, NULL, 1, 1);
+}
+CUresult CUDAAPI cuMemcpyDtoA_v2(CUarray a, size_t off, CUdeviceptr src, size_t n)
+{
+    return copy_array(a, off, NULL, NULL, 0, PTR(src), n, D_DTOD, NULL, 0, 1);
+}
+CUresult CUDAAPI cuMemcpyDtoA_v2_ptds(CUarray a, size_t off, CUdeviceptr src, size_t n)
+{
+    return copy_array(a, off, NULL, NULL, 0, PTR(src), n, D_DTOD, NULL, 1, 1);
+}
+CUresult CUDAAPI cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray a, size_t off, size_t n)
+{
+    return copy_array(NULL, 0, PTR(dst), a, off, NULL, n, D_DTOD, NULL, 0, 1);
+}
+CUresult CUDAAPI cuMemcpyAtoD_v2_ptds(CUdeviceptr dst, CUarray a, size_t off, size_t n)
+{
+    return copy_array(NULL, 0, PTR(dst), a, off, NULL, n, D_DTOD, NULL, 1, 1);
+}
+CUresult CUDAAPI cuMemcpyAtoA_v2(CUarray d, size_t doff, CUarray s, size_t soff, size_t n)
+{
+    return copy_array(d, doff, NULL, s, soff, NULL, n, D_ANY, NULL, 0, 1);
+}
+CUresult CUDAAPI cuMemcpyAtoA_v2_ptds(CUarray d, size_t doff, CUarray s, size_t soff, size_t n)
+{
+    return copy_array(d, doff, NULL, s, soff, NULL, n, D_ANY, NULL, 1, 1);
+}
+CUresult CUDAAPI cuMemcpyHtoAAsync_v2(CUarray a, size_t off, const void *src, size_t n,
+                                      CUstream s)
+{
+    return copy_array(a, off, NULL, NULL, 0, src, n, D_ANY, s, 0, 0);
+}
+CUresult CUDAAPI cuMemcpyHtoAAsync_v2_ptsz(CUarray a, size_t off, const void *src, size_t n,
+                                           CUstream s)
+{
+    return copy_array(a, off, NULL, NULL, 0, src, n, D_ANY, s, 1, 0);
+}
+CUresult CUDAAPI cuMemcpyAtoHAsync_v2(void *dst, CUarray a, size_t off, size_t n, CUstream s)
+{
+    return copy_array(NULL, 0, dst, a, off, NULL, n, D_ANY, s, 0, 0);
+}
+CUresult CUDAAPI cuMemcpyAtoHAsync_v2_ptsz(void *dst, CUarray a, size_t off, size_t n,
+                                           CUstream s)
+{
+    return copy_array(NULL, 0, dst, a, off, NULL, n, D_ANY, s, 1, 0);
+}
+
+/* ---- memsets ------------------------------------------------------------------------ */
+
+CUresult sim_memset_do(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
+                       size_t width, size_t height)
+{
+    size_t row = width * elem;
+    if (width > SIZE_MAX / elem || (height > 1 && pitch < row) || dst % elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (height && sim_range_check((uintptr_t)dst, (height - 1) * pitch + row, PROT_WRITE))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t y = 0; y < height; y++) {
+        char *p = (char *)(uintptr_t)dst + y * pitch;
+        if (elem == 1) {
+            memset(p, (int)(value & 0xff), width);
+        } else if (elem == 2) {
+            uint16_t v = (uint16_t)value;
+            for (size_t i = 0; i < width; i++)
+                memcpy(p + 2 * i, &v, 2);
+        } else {
+            uint32_t v = value;
+            for (size_t i = 0; i < width; i++)
+                memcpy(p + 4 * i, &v, 4);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult memset_op(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
+                          size_t width, size_t height, CUstream hs, int ptds, int sync)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_stream_t *s;
+    CUresult rc = sim_stream_resolve(hs, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        goto out_unlock;
+    if (s->capture) {
+        rc = sync ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                  : sim_capture_memset(s, dst, pitch, value, elem, width, height);
+        goto out_unlock;
+    }
+    rc = sim_memset_do(dst, pitch, value, elem, width, height);
+    if (rc == CUDA_SUCCESS)
+        transfer(s, width * elem * height, SIM_BW_DEVICE, sync);
+out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+#define MEMSET_1D(name, elem, vtype, ptds, sync) \
+    CUresult CUDAAPI name(CUdeviceptr d, vtype v, size_t n) \
+    { return memset_op(d, n * elem, v, elem, n, 1, NULL, ptds, sync); }
+#define MEMSET_1D_ASYNC(name, elem, vtype, ptds) \
+    CUresult CUDAAPI name(CUdeviceptr d, vtype v, size_t n, CUstream s) \
+    { return memset_op(d, n * elem, v, elem, n, 1, s, ptds, 0); }
+#define MEMSET_2D(name, elem, vtype, ptds) \
+    CUresult CUDAAPI name(CUdeviceptr d, size_t pitch, vtype v, size_t w, size_t h) \
+    { return memset_op(d, pitch, v, elem, w, h, NULL, ptds, 1); }
+#define MEMSET_2D_ASYNC(name, elem, vtype, ptds) \
+    CUresult CUDAAPI name(CUdeviceptr d, size_t pitch, vtype v, size_t w, size_t h, CUstream s) \
+    { return memset_op(d, pitch, v, elem, w, h, s, ptds, 0); }
+
+MEMSET_1D(cuMemsetD8_v2, 1, unsigned char, 0, 1)
+MEMSET_1D(cuMemsetD8_v2_ptds, 1, unsigned char, 1, 1)
+MEMSET_1D(cuMemsetD16_v2, 2, unsigned short, 0, 1)
+MEMSET_1D(cuMemsetD16_v2_ptds, 2, unsigned short, 1, 1)
+MEMSET_1D(cuMemsetD32_v2, 4, unsigned int, 0, 1)
+MEMSET_1D(cuMemsetD32_v2_ptds, 4, unsigned int, 1, 1)
+MEMSET_1D_ASYNC(cuMemsetD8Async, 1, unsigned char, 0)
+MEMSET_1D_ASYNC(cuMemsetD8Async_ptsz, 1, unsigned char, 1)
+MEMSET_1D_ASYNC(cuMemsetD16Async, 2, unsigned short, 0)
+MEMSET_1D_ASYNC(cuMemsetD16Async_ptsz, 2, unsigned short, 1)
+MEMSET_1D_ASYNC(cuMemsetD32Async, 4, unsigned int, 0)
+MEMSET_1D_ASYNC(cuMemsetD32Async_ptsz, 4, unsigned int, 1)
+MEMSET_2D(cuMemsetD2D8_v2, 1, unsigned char, 0)
+MEMSET_2D(cuMemsetD2D8_v2_ptds, 1, unsigned char, 1)
+MEMSET_2D(cuMemsetD2D16_v2, 2, unsigned short, 0)
+MEMSET_2D(cuMemsetD2D16_v2_ptds, 2, unsigned short, 1)
+MEMSET_2D(cuMemsetD2D32_v2, 4, unsigned int, 0)
+MEMSET_2D(cuMemsetD2D32_v2_ptds, 4, unsigned int, 1)
+MEMSET_2D_ASYNC(cuMemsetD2D8Async, 1, unsigned char, 0)
+MEMSET_2D_ASYNC(cuMemsetD2D8Async_ptsz, 1, unsigned char, 1)
+MEMSET_2D_ASYNC(cuMemsetD2D16Async, 2, unsigned short, 0)
+MEMSET_2D_ASYNC(cuMemsetD2D16Async_ptsz, 2, unsigned short, 1)
+MEMSET_2D_ASYNC(cuMemsetD2D32Async, 4, unsigned int, 0)
+MEMSET_2D_ASYNC(cuMemsetD2D32Async_ptsz, 4, unsigned int, 1)
+
+/* ---- 2D and 3D copies -----------------------------------------------------------------
+ * One side of a copy: where its (x, y, z) origin is and how rows and slices
+ * are laid out; `device` sides are checked against the registry. */
+typedef struct side {
+    char *base;
+    size_t pitch, height;               /* bytes per row, rows per slice */
+    int device, array;
+    size_t arows, aslices;              /* array: its rows and slices */
+} side_t;
+
+static CUresult side_of(side_t *sd, CUmemorytype mt, const void *host, CUdeviceptr dev,
+                        CUarray arr, size_t pitch, size_t height)
+{
+    memset(sd, 0, sizeof *sd);
+    sd->pitch = pitch;
+    sd->height = height;
+    switch ((int)mt) {
+    case CU_MEMORYTYPE_HOST:
+        sd->base = (char *)host;
+        break;
+    case CU_MEMORYTYPE_DEVICE:
+        sd->base = PTR(dev);
+        sd->device = 1;
+        break;
+    case CU_MEMORYTYPE_UNIFIED:
+        sd->base = PTR(dev);
+        sd->device = sim_range_find((uintptr_t)dev) != NULL;
+        break;
+    case CU_MEMORYTYPE_ARRAY:
+        if (!(sd->base = sim_array_data(arr, &sd->pitch, &sd->arows, &sd->aslices)))
+            return CUDA_ERROR_INVALID_HANDLE;
+        sd->height = sd->arows;
+        sd->array = 1;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return sd->base ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Check the box (x, y, z) + (w, h, d) of side sd; its first byte in *at. */
+static CUresult side_check(const side_t *sd, size_t x, size_t y, size_t z, size_t w, size_t h,
+                           size_t d, int prot, char **at)
+{
+    if (h > 1 && sd->pitch < x + w)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d > 1 && sd->height < y + h)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sd->array && (x + w > sd->pitch || y + h > sd->arows || z + d > sd->aslices))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t slice = sd->pitch * sd->height;
+    *at = sd->base + z * slice + y * sd->pitch + x;
+    size_t span = (d - 1) * slice + (h - 1) * sd->pitch + w;
+    if (sd->device && sim_range_check((uintptr_t)*at, span, prot))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+typedef struct box {
+    side_t src, dst;
+    size_t sx, sy, sz, dx, dy, dz, w, h, d;
+} box_t;
+
+static CUresult copy_box(const box_t *b, CUstream hs, int ptds, int sync)
+{
+    SIM_CHECK_INIT();
+    if (!b->w || !b->h || !b->d)
+        return CUDA_SUCCESS;
+    SIM_LOCK();
+    sim_stream_t *s;
+    char *from, *to;
+    CUresult rc = sim_stream_resolve(hs, ptds, &s);
+    if (rc == CUDA_SUCCESS)
+        rc = side_check(&b->src, b->sx, b->sy, b->sz, b->w, b->h, b->d, PROT_READ, &from);
+    if (rc == CUDA_SUCCESS)
+        rc = side_check(&b->dst, b->dx, b->dy, b->dz, b->w, b->h, b->d, PROT_WRITE, &to);
+    if (rc == CUDA_SUCCESS && s->capture)
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (rc != CUDA_SUCCESS)
+        goto out_unlock;
+    for (size_t z = 0; z < b->d; z++)
+        for (size_t y = 0; y < b->h; y++)
+            memmove(to + z * b->dst.pitch * b->dst.height + y * b->dst.pitch,
+                    from + z * b->src.pitch * b->src.height + y * b->src.pitch, b->w);
+    int dev = (b->src.device || b->src.array) && (b->dst.device || b->dst.array);
+    transfer(s, b->w * b->h * b->d, dev ? SIM_BW_DEVICE : SIM_BW_HOST, sync);
+out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream hs, int ptds, int sync)
+{
+    SIM_CHECK_INIT();
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    box_t b = { .sx = c->srcXInBytes, .sy = c->srcY, .dx = c->dstXInBytes, .dy = c->dstY,
+                .w = c->WidthInBytes, .h = c->Height, .d = 1 };
+    SIM_LOCK();
+    CUresult rc = side_of(&b.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray,
+                          c->srcPitch, c->Height);
+    if (rc == CUDA_SUCCESS)
+        rc = side_of(&b.dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray,
+                     c->dstPitch, c->Height);
+    SIM_UNLOCK();
+    return rc != CUDA_SUCCESS ? rc : copy_box(&b, hs, ptds, sync);
+}
+
+static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream hs, int ptds, int sync)
+{
+    SIM_CHECK_INIT();
+    if (!c || c->srcLOD || c->dstLOD)
+        return CUDA_ERROR_INVALID_VALUE;
+    box_t b = { .sx = c->srcXInBytes, .sy = c->srcY, .sz = c->srcZ, .dx = c->dstXInBytes,
+                .dy = c->dstY, .dz = c->dstZ, .w = c->WidthInBytes, .h = c->Height,
+                .d = c->Depth };
+    SIM_LOCK();
+    CUresult rc = side_of(&b.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray,
+                          c->srcPitch, c->srcHeight);
+    if (rc == CUDA_SUCCESS)
+        rc = side_of(&b.dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray,
+                     c->dstPitch, c->dstHeight);
+    SIM_UNLOCK();
+    return rc != CUDA_SUCCESS ? rc : copy_box(&b, hs, ptds, sync);
+}
+
+CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) { return copy_2d(c, NULL, 0, 1); }
+CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *c) { return copy_2d(c, NULL, 1, 1); }
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *c) { return copy_2d(c, NULL, 0, 1); }
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *c)
+{
+    return copy_2d(c, NULL, 1, 1);
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s) { return copy_2d(c, s, 0, 0); }
+CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s)
+{
+    return copy_2d(c, s, 1, 0);
+}
+CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D *c) { return copy_3d(c, NULL, 0, 1); }
+CUresult CUDAAPI cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *c) { return copy_3d(c, NULL, 1, 1); }
+CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream s) { return copy_3d(c, s, 0, 0); }
+CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *c, CUstream s)
+{
+    return copy_3d(c, s, 1, 0);
+}

@@ -1,0 +1,622 @@
+/*
+ * ctx.c - contexts: the per-thread context stack, cuCtxCreate / Destroy and
+ * the cuCtx* queries, and the primary context of each device.
+ *
+ * Divided into: the thread's stack; creating and tearing down a context;
+ * cuCtx* entry points; primary contexts.
+ *
+ * Lock: sim_p.lock guards every context; the stack is thread-local and holds
+ * handles, validated at each use, so a context destroyed by another thread
+ * is refused (CUDA_ERROR_INVALID_CONTEXT) rather than dereferenced.
+ *
+ * A primary context is one object per device and process, with a stable
+ * handle: retain makes it active (refcount > 0), the last release or a reset
+ * frees its resources and makes it inactive; an inactive primary context is
+ * not a valid context until retained again.
+ */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the thread's stack --------------------------------------------------
+ * The epoch check voids a stack inherited through fork(). */
+static __thread struct {
+    uint64_t epoch;
+    int depth;
+    CUcontext stack[SIM_CTX_STACK];
+} tls;
+
+static void tls_check(void)
+{
+    if (tls.epoch != sim_p.epoch) {
+        tls.epoch = sim_p.epoch;
+        tls.depth = 0;
+    }
+}
+
+void sim_ctx_reset_tls(void)
+{
+    tls.depth = 0;
+}
+
+sim_ctx_t *sim_ctx_get(CUcontext h)
+{
+    sim_ctx_t *c = sim_obj_get((uint64_t)(uintptr_t)h, SIM_K_CTX);
+    if (!c || c->destroyed || (c->primary && !c->active))
+        return NULL;
+    return c;
+}
+
+sim_ctx_t *sim_ctx_current(void)
+{
+    tls_check();
+    return tls.depth ? sim_ctx_get(tls.stack[tls.depth - 1]) : NULL;
+}
+
+CUresult sim_ctx_require(sim_ctx_t **out)
+{
+    sim_ctx_t *c = sim_ctx_current();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+static void pop_if_current(sim_ctx_t *c)
+{
+    tls_check();
+    if (tls.depth && tls.stack[tls.depth - 1] == (CUcontext)(uintptr_t)c->handle)
+        tls.depth--;
+}
+
+/* ---- creating and tearing down ----------------------------------------- */
+
+static const size_t default_limit[16] = {
+    [CU_LIMIT_STACK_SIZE] = 1024,
+    [CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20,
+    [CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20,
+    [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+    [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
+    [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64,
+    [CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0,
+};
+
+static CUresult check_flags(unsigned flags)
+{
+    unsigned sched = flags & CU_CTX_SCHED_MASK;
+    if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sched != CU_CTX_SCHED_AUTO && sched != CU_CTX_SCHED_SPIN &&
+        sched != CU_CTX_SCHED_YIELD && sched != CU_CTX_SCHED_BLOCKING_SYNC)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* Make the context's own resources: its id and legacy stream. */
+static CUresult ctx_start(sim_ctx_t *c)
+{
+    c->legacy = sim_stream_new(c, SIM_S_LEGACY, 0, 0);
+    if (!c->legacy)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->btail = c->tail = 0;
+    memcpy(c->limit, default_limit, sizeof c->limit);
+    return CUDA_SUCCESS;
+}
+
+static sim_ctx_t *ctx_new(int dev, unsigned flags, int primary)
+{
+    sim_ctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->handle = sim_obj_new(SIM_K_CTX, c);
+    if (!c->handle)
+        goto out_free;
+    c->id = sim_new_ctx_id();
+    c->device = dev;
+    c->flags = flags;
+    c->primary = primary;
+    if (!primary && ctx_start(c) != CUDA_SUCCESS)
+        goto out_handle;
+    return c;
+out_handle:
+    sim_obj_free(c->handle);
+out_free:
+    free(c);
+    return NULL;
+}
+
+/* Free everything the context owns (it has no work left: callers wait). */
+static void ctx_teardown(sim_ctx_t *c)
+{
+    sim_modules_destroy_ctx(c);
+    sim_streams_destroy_ctx(c);        /* user, per-thread and legacy streams, events */
+    sim_mem_release_ctx(c);
+    sim_arrays_destroy_ctx(c);
+    c->legacy = NULL;
+}
+
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_flags(flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    SIM_LOCK();
+    tls_check();
+    sim_ctx_t *c = NULL;
+    if (tls.depth == SIM_CTX_STACK) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (!(c = ctx_new(dev, flags, 0))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        tls.stack[tls.depth++] = (CUcontext)(uintptr_t)c->handle;
+        *pctx = (CUcontext)(uintptr_t)c->handle;
+    }
+    SIM_UNLOCK();
+    return rc;
+}
+
+/* ---- cuCtx* -------------------------------------------------------------- */
+
+CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice_v1 dev)
+{
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
+                                unsigned int flags, CUdevice dev)
+{
+    if (n < 0 || (n > 0 && !params))
+        return CUDA_ERROR_INVALID_VALUE;
+    return ctx_create(pctx, flags, dev);    /* affinity: every SM anyway */
+}
+
+#ifdef CU_PARAMS_cuCtxCreate_v4
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
+                                unsigned int flags, CUdevice dev)
+{
+    if (params && params->numExecAffinityParams < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return ctx_create(pctx, flags, dev);
+}
+#endif
+
+static CUresult ctx_destroy(CUcontext h)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_ctx_t *c = sim_ctx_get(h);
+    CUresult rc = CUDA_SUCCESS;
+    if (!c || c->primary) {
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+        goto out_unlock;
+    }
+    c->destroyed = 1;                   /* refused from now on; we own it */
+    sim_ctx_wait(c);
+    ctx_teardown(c);
+    pop_if_current(c);
+    sim_obj_free(c->handle);
+    free(c);
+out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+
+static CUresult ctx_push(CUcontext h)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    tls_check();
+    CUresult rc = CUDA_SUCCESS;
+    if (!sim_ctx_get(h))
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else if (tls.depth == SIM_CTX_STACK)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        tls.stack[tls.depth++] = h;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) { return ctx_push(ctx); }
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) { return ctx_push(ctx); }
+
+static CUresult ctx_pop(CUcontext *pctx)
+{
+    SIM_CHECK_INIT();
+    tls_check();
+    if (!tls.depth)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUcontext top = tls.stack[--tls.depth];
+    if (pctx)
+        *pctx = top;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx) { return ctx_pop(pctx); }
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx) { return ctx_pop(pctx); }
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+    SIM_CHECK_INIT();
+    tls_check();
+    if (!ctx) {                         /* NULL pops, or does nothing */
+        if (tls.depth)
+            tls.depth--;
+        return CUDA_SUCCESS;
+    }
+    SIM_LOCK();
+    CUresult rc = CUDA_SUCCESS;
+    if (!sim_ctx_get(ctx))
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else if (tls.depth)
+        tls.stack[tls.depth - 1] = ctx;
+    else
+        tls.stack[tls.depth++] = ctx;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    tls_check();
+    *pctx = tls.depth ? tls.stack[tls.depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+/* The context named by h, or the current one when h is NULL. */
+static CUresult ctx_or_current(CUcontext h, sim_ctx_t **out)
+{
+    if (!h)
+        return sim_ctx_require(out);
+    *out = sim_ctx_get(h);
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static CUresult ctx_get_device(CUdevice *dev, CUcontext h)
+{
+    SIM_CHECK_INIT();
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = ctx_or_current(h, &c);
+    if (rc == CUDA_SUCCESS)
+        *dev = c->device;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *dev) { return ctx_get_device(dev, NULL); }
+#ifdef CU_PARAMS_cuCtxGetDevice_v2
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx) { return ctx_get_device(dev, ctx); }
+#endif
+
+static CUresult ctx_synchronize(CUcontext h)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = ctx_or_current(h, &c);
+    if (rc == CUDA_SUCCESS) {
+        sim_ctx_wait(c);
+        sim_pools_trim_sync();
+    }
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) { return ctx_synchronize(NULL); }
+#ifdef CU_PARAMS_cuCtxSynchronize_v2
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) { return ctx_synchronize(ctx); }
+#endif
+
+CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
+{
+    SIM_CHECK_INIT();
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS)
+        *flags = c->flags;
+    SIM_UNLOCK();
+    return rc;
+}
+
+#ifdef CU_PARAMS_cuCtxSetFlags
+CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
+{
+    SIM_CHECK_INIT();
+    CUresult rc = check_flags(flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS)
+        c->flags = flags;
+    SIM_UNLOCK();
+    return rc;
+}
+#endif
+
+#ifdef CU_PARAMS_cuCtxGetId
+CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+    SIM_CHECK_INIT();
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = ctx_or_current(ctx, &c);
+    if (rc == CUDA_SUCCESS)
+        *id = c->id;
+    SIM_UNLOCK();
+    return rc;
+}
+#endif
+
+CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    SIM_CHECK_INIT();
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = ctx_or_current(ctx, &c);
+    if (rc == CUDA_SUCCESS)
+        *version = 3020;                /* what drivers report for _v2 contexts */
+    SIM_UNLOCK();
+    return rc;
+}
+
+static int limit_known(CUlimit limit)
+{
+    switch (limit) {
+    case CU_LIMIT_STACK_SIZE: case CU_LIMIT_PRINTF_FIFO_SIZE:
+    case CU_LIMIT_MALLOC_HEAP_SIZE: case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
+    case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
+    case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    SIM_CHECK_INIT();
+    if (!limit_known(limit))
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS)
+        c->limit[limit] = value;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxGetLimit(size_t *value, CUlimit limit)
+{
+    SIM_CHECK_INIT();
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!limit_known(limit))
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS)
+        *value = c->limit[limit];
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
+{
+    SIM_CHECK_INIT();
+    if (!config)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS)
+        *config = (CUfunc_cache)c->cache_config;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+{
+    SIM_CHECK_INIT();
+    if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS)
+        c->cache_config = config;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+    SIM_CHECK_INIT();
+    if (least)
+        *least = 0;
+    if (greatest)
+        *greatest = -5;                 /* as Hopper reports */
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxResetPersistingL2Cache(void)
+{
+    SIM_CHECK_INIT();
+    sim_ctx_t *c;
+    SIM_LOCK();
+    CUresult rc = sim_ctx_require(&c);
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
+{
+    SIM_CHECK_INIT();
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c, *p = sim_ctx_get(peer);
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS && (!p || p == c))
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peer)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS && !sim_ctx_get(peer))
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    SIM_UNLOCK();
+    return rc;
+}
+
+/* ---- primary contexts --------------------------------------------------- */
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = CUDA_SUCCESS;
+    SIM_LOCK();
+    sim_ctx_t *c = sim_p.primary[dev];
+    if (!c && !(c = sim_p.primary[dev] = ctx_new(dev, 0, 1))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_unlock;
+    }
+    if (!c->active) {
+        rc = ctx_start(c);
+        if (rc != CUDA_SUCCESS)
+            goto out_unlock;
+        c->active = 1;
+    }
+    c->refcount++;
+    *pctx = (CUcontext)(uintptr_t)c->handle;
+out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+/* Free what the primary context owns and make it inactive. */
+static void primary_deactivate(sim_ctx_t *c)
+{
+    c->active = 0;                      /* refused from now on */
+    sim_ctx_wait(c);
+    ctx_teardown(c);
+    c->refcount = 0;
+}
+
+static CUresult primary_release(CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = CUDA_SUCCESS;
+    SIM_LOCK();
+    sim_ctx_t *c = sim_p.primary[dev];
+    if (!c || !c->active || c->refcount <= 0)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else if (--c->refcount == 0)
+        primary_deactivate(c);
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
+
+static CUresult primary_reset(CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    SIM_LOCK();
+    sim_ctx_t *c = sim_p.primary[dev];
+    if (c && c->active)
+        primary_deactivate(c);
+    SIM_UNLOCK();
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }
+
+static CUresult primary_set_flags(CUdevice dev, unsigned flags)
+{
+    SIM_CHECK_INIT();
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = check_flags(flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    SIM_LOCK();
+    sim_ctx_t *c = sim_p.primary[dev];
+    if (!c && !(c = sim_p.primary[dev] = ctx_new(dev, 0, 1)))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        c->flags = flags;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+    return primary_set_flags(dev, flags);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    return primary_set_flags(dev, flags);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    SIM_CHECK_INIT();
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    SIM_LOCK();
+    sim_ctx_t *c = sim_p.primary[dev];
+    *flags = c ? c->flags : 0;
+    *active = c ? c->active : 0;
+    SIM_UNLOCK();
+    return CUDA_SUCCESS;
+}

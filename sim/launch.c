@@ -1,0 +1,306 @@
+/*
+ * launch.c - kernel launches: parameters, durations, the emulated kernels,
+ * the engine and the trace.
+ *
+ * Divided into: parameter packing (kernelParams or `extra`); launch checks;
+ * the emulated kernels; the launch itself; the cuLaunch* entry points.
+ *
+ * A launch packs its parameters as the device would see them (offsets and
+ * sizes from the module), runs the emulation of salus_fill / salus_axpy on
+ * the host-backed memory at call time, takes its duration (salus_spin: its
+ * first parameter in ns; any other kernel: SIMGPU_KERNEL_NS), asks the
+ * device's engine for its slot (state.c) and writes one trace line.
+ *
+ * Lock: sim_p.lock is held from resolving the stream to the trace write;
+ * the path makes no syscall but that write (and clock_gettime, a vDSO call).
+ */
+#include "sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SIM_PARAM_MAX 32764             /* the driver's limit since CUDA 12.1 */
+
+/* ---- parameters --------------------------------------------------------- */
+
+CUresult sim_pack_params(sim_func_t *f, void **kp, void **extra, void *buf, size_t cap,
+                         size_t *size)
+{
+    if (kp && extra)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (f->param_bytes > cap)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(buf, 0, f->param_bytes);
+    if (kp) {
+        for (int i = 0; i < f->nparams; i++) {
+            if (!kp[i])
+                return CUDA_ERROR_INVALID_VALUE;
+            memcpy((char *)buf + f->params[i].offset, kp[i], f->params[i].size);
+        }
+    } else if (extra) {
+        const void *ptr = NULL;
+        size_t len = 0;
+        int i = 0, have_size = 0;
+        for (; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (i >= 16)                /* no END: refuse rather than run off */
+                return CUDA_ERROR_INVALID_VALUE;
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+                ptr = extra[i + 1];
+            } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) {
+                len = *(const size_t *)extra[i + 1];
+                have_size = 1;
+            } else {
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        if (!ptr || !have_size || len < f->param_bytes)
+            return CUDA_ERROR_INVALID_VALUE;
+        memcpy(buf, ptr, f->param_bytes);
+    } else if (f->nparams > 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *size = f->param_bytes;
+    return CUDA_SUCCESS;
+}
+
+/* ---- checks --------------------------------------------------------------- */
+
+static CUresult check_dims(const unsigned g[3], const unsigned b[3], unsigned shmem)
+{
+    if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2])
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g[0] > 0x7fffffffu || g[1] > 65535 || g[2] > 65535)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (b[0] > 1024 || b[1] > 1024 || b[2] > 64 ||
+        (uint64_t)b[0] * b[1] * b[2] > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shmem > 232448)                 /* opt-in maximum per block on sm_90 */
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* ---- emulated kernels ----------------------------------------------------- */
+
+static uint64_t param_u64(const sim_func_t *f, const void *p, int i)
+{
+    uint64_t v = 0;
+    if (i < f->nparams && f->params[i].size == 8)
+        memcpy(&v, (const char *)p + f->params[i].offset, 8);
+    return v;
+}
+
+static float param_f32(const sim_func_t *f, const void *p, int i)
+{
+    float v = 0;
+    if (i < f->nparams && f->params[i].size == 4)
+        memcpy(&v, (const char *)p + f->params[i].offset, 4);
+    return v;
+}
+
+/* Runs the kernel's effect on memory now; the device would fault on a bad
+ * address, simgpu refuses the launch with the error the fault would give. */
+static CUresult emulate(const sim_func_t *f, const void *p)
+{
+    switch (f->emu) {
+    case SIM_EMU_FILL: {
+        float *dst = (float *)(uintptr_t)param_u64(f, p, 0);
+        float v = param_f32(f, p, 1);
+        uint64_t n = param_u64(f, p, 2);
+        if (n > SIZE_MAX / 4 || sim_range_check((uintptr_t)dst, n * 4, 3))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = v;
+        return CUDA_SUCCESS;
+    }
+    case SIM_EMU_AXPY: {
+        float *y = (float *)(uintptr_t)param_u64(f, p, 0);
+        const float *x = (const float *)(uintptr_t)param_u64(f, p, 1);
+        float a = param_f32(f, p, 2);
+        uint64_t n = param_u64(f, p, 3);
+        if (n > SIZE_MAX / 4 || sim_range_check((uintptr_t)y, n * 4, 3) ||
+            sim_range_check((uintptr_t)x, n * 4, 1))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        for (uint64_t i = 0; i < n; i++)
+            y[i] += a * x[i];
+        return CUDA_SUCCESS;
+    }
+    default:
+        return CUDA_SUCCESS;
+    }
+}
+
+/* ---- the launch ------------------------------------------------------------ */
+
+static void json_escape(const char *in, char *out, size_t len)
+{
+    size_t o = 0;
+    for (; *in && o + 7 < len; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20) {
+            o += (size_t)snprintf(out + o, len - o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* One line, one write() to an O_APPEND fd: lines of several processes
+ * appending to the same file never interleave. */
+static void trace_kernel(const sim_stream_t *s, const sim_func_t *f, uint64_t start,
+                         uint64_t end)
+{
+    char name[1024], line[1400];
+    json_escape(f->name, name, sizeof name);
+    int n = snprintf(line, sizeof line,
+                     "{\"pid\":%d,\"device\":%d,\"context\":%llu,\"stream\":%llu,"
+                     "\"name\":\"%s\",\"start_ns\":%llu,\"end_ns\":%llu}\n",
+                     sim_p.pid, s->ctx->device, (unsigned long long)s->ctx->id,
+                     (unsigned long long)s->id, name, (unsigned long long)start,
+                     (unsigned long long)end);
+    if (n > 0 && n < (int)sizeof line) {
+        ssize_t w = write(sim_p.trace_fd, line, (size_t)n);
+        (void)w;
+    }
+}
+
+CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3],
+                           const unsigned block[3], unsigned shmem, const void *params,
+                           size_t param_size)
+{
+    if (s->capture)
+        return sim_capture_kernel(s, f, grid, block, shmem, params, param_size);
+    CUresult rc = emulate(f, params);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t dur = f->emu == SIM_EMU_SPIN ? param_u64(f, params, 0) : sim_p.kernel_ns;
+    uint64_t ready = sim_max(sim_now(), sim_stream_ready(s)), start, end;
+    sim_engine_run(s->ctx->device, s->ctx->id, ready, dur, &start, &end);
+    sim_stream_done(s, end);
+    if (sim_p.trace_fd >= 0)
+        trace_kernel(s, f, start, end);
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned block[3],
+                       unsigned shmem, CUstream hs, int ptsz, void **kp, void **extra)
+{
+    SIM_CHECK_INIT();
+    CUresult rc = check_dims(grid, block, shmem);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    unsigned char small[1024];
+    void *buf = small;
+    SIM_LOCK();
+    sim_func_t *f = sim_obj_get((uint64_t)(uintptr_t)hf, SIM_K_FUNC);
+    sim_stream_t *s;
+    size_t size = 0;
+    if (!f) {
+        rc = CUDA_ERROR_INVALID_HANDLE;
+        goto out_unlock;
+    }
+    rc = sim_stream_resolve(hs, ptsz, &s);
+    if (rc != CUDA_SUCCESS)
+        goto out_unlock;
+    if (f->param_bytes > sizeof small && !(buf = malloc(f->param_bytes))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_unlock;
+    }
+    rc = sim_pack_params(f, kp, extra, buf, f->param_bytes > sizeof small ? f->param_bytes
+                         : sizeof small, &size);
+    if (rc == CUDA_SUCCESS)
+        rc = sim_launch_packed(f, s, grid, block, shmem, buf, size);
+    if (buf != small)
+        free(buf);
+out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+/* ---- entry points ---------------------------------------------------------- */
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz,
+                                unsigned int shmem, CUstream s, void **kp, void **extra)
+{
+    const unsigned g[3] = { gx, gy, gz }, b[3] = { bx, by, bz };
+    return launch(f, g, b, shmem, s, 0, kp, extra);
+}
+
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                     unsigned int gz, unsigned int bx, unsigned int by,
+                                     unsigned int bz, unsigned int shmem, CUstream s,
+                                     void **kp, void **extra)
+{
+    const unsigned g[3] = { gx, gy, gz }, b[3] = { bx, by, bz };
+    return launch(f, g, b, shmem, s, 1, kp, extra);
+}
+
+static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **kp, void **extra,
+                          int ptsz)
+{
+    SIM_CHECK_INIT();
+    if (!c || (c->numAttrs && !c->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    const unsigned g[3] = { c->gridDimX, c->gridDimY, c->gridDimZ };
+    const unsigned b[3] = { c->blockDimX, c->blockDimY, c->blockDimZ };
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        const CUlaunchAttribute *a = &c->attrs[i];
+        if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            unsigned cx = a->value.clusterDim.x, cy = a->value.clusterDim.y,
+                     cz = a->value.clusterDim.z;
+            if (!cx || !cy || !cz || g[0] % cx || g[1] % cy || g[2] % cz ||
+                (uint64_t)cx * cy * cz > 16)
+                return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        }
+    }
+    return launch(f, g, b, c->sharedMemBytes, c->hStream, ptsz, kp, extra);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **kp, void **extra)
+{
+    return launch_ex(c, f, kp, extra, 0);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **kp,
+                                       void **extra)
+{
+    return launch_ex(c, f, kp, extra, 1);
+}
+
+/* A cooperative grid must be resident at once: at most 132 SMs x the blocks
+ * of this size that fit on one (2048 threads, 32 blocks). */
+static CUresult launch_coop(CUfunction f, const unsigned g[3], const unsigned b[3],
+                            unsigned shmem, CUstream s, void **kp, int ptsz)
+{
+    uint64_t threads = (uint64_t)b[0] * b[1] * b[2];
+    uint64_t per_sm = threads ? 2048 / threads : 0;
+    if (per_sm > 32)
+        per_sm = 32;
+    if (threads && threads <= 1024 && (uint64_t)g[0] * g[1] * g[2] > 132 * per_sm)
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    return launch(f, g, b, shmem, s, ptsz, kp, NULL);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                           unsigned int gz, unsigned int bx, unsigned int by,
+                                           unsigned int bz, unsigned int shmem, CUstream s,
+                                           void **kp)
+{
+    const unsigned g[3] = { gx, gy, gz }, b[3] = { bx, by, bz };
+    return launch_coop(f, g, b, shmem, s, kp, 0);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                                unsigned int gz, unsigned int bx,
+                                                unsigned int by, unsigned int bz,
+                                                unsigned int shmem, CUstream s, void **kp)
+{
+    const unsigned g[3] = { gx, gy, gz }, b[3] = { bx, by, bz };
+    return launch_coop(f, g, b, shmem, s, kp, 1);
+}

@@ -1,0 +1,449 @@
+/*
+ * mem.c - device and host memory: cuMemAlloc*, cuMemFree, pinned and
+ * registered host memory, cuMemGetInfo, address ranges and pointer
+ * attributes.
+ *
+ * Divided into: backing and accounting (shared with pools); device memory;
+ * host memory; queries.
+ *
+ * Device memory is host memory: small allocations come from malloc (aligned
+ * to 512 bytes inside a slightly larger block), large ones (>= 1 MiB) from
+ * an mmap of their own that is touched only when used.  Each allocation is
+ * charged round_up(size, SIM_GRANULE = 512) bytes to its device in the
+ * shared state (state.c) before it exists, and given back when freed; pinned
+ * and registered host memory is not charged.  Every allocation is a range of
+ * the registry (object.c), so copies and kernels check device pointers.
+ *
+ * Lock: sim_p.lock guards the ranges; charging takes the state's lock under
+ * it.  The alloc/free pair makes no syscall for small sizes.
+ */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MMAP_MIN (1u << 20)
+
+/* ---- backing and accounting ------------------------------------------------- */
+
+static int back(sim_range_t *r, size_t size)
+{
+    if (size >= MMAP_MIN) {
+        size_t len = sim_round_up(size, 4096);
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return -1;
+        r->raw = p;
+        r->raw_size = len;
+        r->mmapped = 1;
+        r->base = (uintptr_t)p;
+    } else {
+        void *p = malloc(size + SIM_GRANULE - 1);
+        if (!p)
+            return -1;
+        r->raw = p;
+        r->base = sim_round_up((uintptr_t)p, SIM_GRANULE);
+    }
+    return 0;
+}
+
+static void unback(sim_range_t *r)
+{
+    if (r->mmapped)
+        munmap(r->raw, r->raw_size);
+    else
+        free(r->raw);
+}
+
+CUresult sim_mem_alloc(sim_ctx_t *ctx, int dev, size_t size, int kind, sim_range_t **out)
+{
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size > (1ull << 46))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    sim_range_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = CUDA_SUCCESS;
+    r->charged = kind == SIM_R_HOST ? 0 : sim_round_up(size, SIM_GRANULE);
+    if (r->charged && (rc = sim_charge(dev, r->charged)) != CUDA_SUCCESS)
+        goto out_free;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (back(r, size))
+        goto out_uncharge;
+    r->size = size;
+    r->kind = kind;
+    r->device = dev;
+    r->ctx = ctx;
+    if (sim_range_add(r))
+        goto out_unback;
+    *out = r;
+    return CUDA_SUCCESS;
+out_unback:
+    unback(r);
+out_uncharge:
+    if (r->charged)
+        sim_uncharge(dev, r->charged);
+out_free:
+    free(r);
+    return rc;
+}
+
+void sim_mem_release(sim_range_t *r)
+{
+    sim_range_remove(r);
+    unback(r);
+    if (r->charged)
+        sim_uncharge(r->device, r->charged);
+    free(r);
+}
+
+void sim_mem_release_ctx(sim_ctx_t *ctx)
+{
+    sim_range_t *next;
+    for (sim_range_t *r = sim_p.ranges; r; r = next) {
+        next = r->next;
+        if (r->ctx != ctx)
+            continue;
+        if (r->kind == SIM_R_DEVICE || r->kind == SIM_R_MANAGED || r->kind == SIM_R_HOST) {
+            sim_mem_release(r);
+        } else if (r->kind == SIM_R_REGISTERED) {
+            sim_range_remove(r);
+            free(r);
+        }
+    }
+}
+
+/* ---- device memory ---------------------------------------------------------------- */
+
+static CUresult alloc_device(CUdeviceptr *dptr, size_t size, int kind)
+{
+    SIM_CHECK_INIT();
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *ctx;
+    sim_range_t *r;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc == CUDA_SUCCESS && (rc = sim_mem_alloc(ctx, ctx->device, size, kind, &r)) == 0)
+        *dptr = (CUdeviceptr)r->base;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+    return alloc_device(dptr, size, SIM_R_DEVICE);
+}
+
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_device(dptr, size, SIM_R_MANAGED);
+}
+
+/* Rows padded to 512 bytes, as the driver's pitch alignment on this GPU. */
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+                                    size_t height, unsigned int elem)
+{
+    SIM_CHECK_INIT();
+    if (!dptr || !pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t p = sim_round_up(width, 512);
+    if (p < width || height > ((size_t)1 << 46) / p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUdeviceptr d;
+    CUresult rc = alloc_device(&d, p * height, SIM_R_DEVICE);
+    if (rc == CUDA_SUCCESS) {
+        *dptr = d;
+        *pitch = p;
+    }
+    return rc;
+}
+
+/* cuMemFree synchronizes with the context's work, as the driver does. */
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_range_t *r = dptr ? sim_range_find((uintptr_t)dptr) : NULL;
+    CUresult rc = CUDA_SUCCESS;
+    if (!r || r->base != (uintptr_t)dptr ||
+        (r->kind != SIM_R_DEVICE && r->kind != SIM_R_MANAGED && r->kind != SIM_R_POOL)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out_unlock;
+    }
+    if (r->ctx && r->ctx->tail > sim_now()) {
+        sim_ctx_wait(r->ctx);
+        r = sim_range_find((uintptr_t)dptr);    /* freed meanwhile by another thread? */
+        if (!r || r->base != (uintptr_t)dptr) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            goto out_unlock;
+        }
+    }
+    if (r->kind == SIM_R_POOL)
+        sim_pool_release_block(r);
+    else
+        sim_mem_release(r);
+out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+/* ---- host memory ---------------------------------------------------------------- */
+
+static CUresult alloc_host(void **pp, size_t size, unsigned flags)
+{
+    SIM_CHECK_INIT();
+    if (!pp)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *ctx;
+    sim_range_t *r;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc == CUDA_SUCCESS && (rc = sim_mem_alloc(ctx, ctx->device, size, SIM_R_HOST, &r)) == 0) {
+        r->flags = flags;
+        *pp = (void *)r->base;
+    }
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t size)
+{
+    return alloc_host(pp, size, 0);
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
+{
+    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                            CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_host(pp, size, flags);
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_range_t *r = p ? sim_range_find((uintptr_t)p) : NULL;
+    int ok = r && r->base == (uintptr_t)p && r->kind == SIM_R_HOST;
+    if (ok)
+        sim_mem_release(r);
+    SIM_UNLOCK();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Registering pins nothing here; it makes the range known to copies and
+ * kernels, and refuses overlaps as the driver does. */
+static CUresult host_register(void *p, size_t size, unsigned flags)
+{
+    SIM_CHECK_INIT();
+    if (!p || !size || (flags & ~0x0fu))
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *ctx;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc != CUDA_SUCCESS)
+        goto out_unlock;
+    sim_range_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_unlock;
+    }
+    *r = (sim_range_t){ .base = (uintptr_t)p, .size = size, .kind = SIM_R_REGISTERED,
+                        .device = ctx->device, .ctx = ctx, .flags = flags };
+    if (sim_range_add(r)) {
+        free(r);
+        rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemHostRegister(void *p, size_t size, unsigned int flags)
+{
+    return host_register(p, size, flags);
+}
+
+CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t size, unsigned int flags)
+{
+    return host_register(p, size, flags);
+}
+
+CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_range_t *r = p ? sim_range_find((uintptr_t)p) : NULL;
+    int ok = r && r->base == (uintptr_t)p && r->kind == SIM_R_REGISTERED;
+    if (ok) {
+        sim_range_remove(r);
+        free(r);
+    }
+    SIM_UNLOCK();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flags)
+{
+    SIM_CHECK_INIT();
+    if (!d || !p || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_range_t *r = sim_range_find((uintptr_t)p);
+    int ok = r && (r->kind == SIM_R_HOST || r->kind == SIM_R_REGISTERED);
+    if (ok)
+        *d = (CUdeviceptr)(uintptr_t)p;  /* unified addressing: the same address */
+    SIM_UNLOCK();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuMemHostGetFlags(unsigned int *flags, void *p)
+{
+    SIM_CHECK_INIT();
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_range_t *r = p ? sim_range_find((uintptr_t)p) : NULL;
+    int ok = r && r->kind == SIM_R_HOST;
+    if (ok)
+        *flags = r->flags;
+    SIM_UNLOCK();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- queries ----------------------------------------------------------------- */
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    SIM_CHECK_INIT();
+    if (!free || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *ctx;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc == CUDA_SUCCESS) {
+        *free = sim_free_bytes(ctx->device);
+        *total = sim_p.capacity;
+    }
+    SIM_UNLOCK();
+    return rc;
+}
+
+static int device_kind(const sim_range_t *r)
+{
+    return r->kind == SIM_R_DEVICE || r->kind == SIM_R_MANAGED || r->kind == SIM_R_POOL ||
+           r->kind == SIM_R_MAPPED;
+}
+
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_range_t *r = sim_range_find((uintptr_t)dptr);
+    int ok = r && device_kind(r);
+    if (ok) {
+        if (base)
+            *base = (CUdeviceptr)r->base;
+        if (size)
+            *size = r->size;
+    }
+    SIM_UNLOCK();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* One attribute of the range r holding ptr (r NULL: memory simgpu doesn't
+ * know, which the driver reports as unregistered host memory). */
+static CUresult pointer_attr(void *data, CUpointer_attribute a, CUdeviceptr ptr,
+                             const sim_range_t *r, int lenient)
+{
+    if (!r && !lenient)
+        return CUDA_ERROR_INVALID_VALUE;
+    int dev = r && device_kind(r);
+    switch ((int)a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = r && r->ctx ? (CUcontext)(uintptr_t)r->ctx->handle : NULL;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = !r ? 0 : dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = r ? ptr : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (r && dev && r->kind != SIM_R_MANAGED && !lenient)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = r && (!dev || r->kind == SIM_R_MANAGED) ? (void *)(uintptr_t)ptr : NULL;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(int *)data = r != NULL;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = r ? (unsigned long long)r->base : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(int *)data = r && r->kind == SIM_R_MANAGED;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = r ? r->device : -2;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = r ? (CUdeviceptr)r->base : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = r ? r->size : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(void **)data = NULL;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned *)data = r ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr ptr)
+{
+    SIM_CHECK_INIT();
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    CUresult rc = pointer_attr(data, a, ptr, sim_range_find((uintptr_t)ptr), 0);
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                        CUdeviceptr ptr)
+{
+    SIM_CHECK_INIT();
+    if (!n || !attrs || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    const sim_range_t *r = sim_range_find((uintptr_t)ptr);
+    CUresult rc = CUDA_SUCCESS;
+    for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++)
+        if (data[i])
+            rc = pointer_attr(data[i], attrs[i], ptr, r, 1);
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuPointerSetAttribute(const void *value, CUpointer_attribute a, CUdeviceptr ptr)
+{
+    SIM_CHECK_INIT();
+    if (!value || a != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    int ok = sim_range_find((uintptr_t)ptr) != NULL;
+    SIM_UNLOCK();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

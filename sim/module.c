@@ -1,0 +1,498 @@
+/*
+ * module.c - modules, libraries and functions: cuModuleLoad*, cuLibrary*,
+ * cuModuleGetFunction, cuFunc* and cuKernel* queries.
+ *
+ * Divided into: loading and unloading; lookups; function attributes;
+ * libraries and kernels.
+ *
+ * A library is a module not tied to a context; a CUkernel is the handle of
+ * the library's function, so it may be launched as a CUfunction, as the
+ * driver allows, and cuKernelGetFunction / cuLibraryGetModule return the
+ * same handles.  Images are parsed by image.c.
+ *
+ * Lock: sim_p.lock guards modules and functions; images are parsed before
+ * taking it, into a module that nobody else sees yet.
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- loading and unloading -------------------------------------------------- */
+
+static void module_free(sim_module_t *m)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        sim_func_free(m->funcs[i]);
+    free(m->funcs);
+    if (m->handle)
+        sim_obj_free(m->handle);
+    free(m);
+}
+
+/* Parse (unlocked), then publish: handles for the module and its functions. */
+static CUresult module_load(const void *image, size_t len, int library, uint64_t *out)
+{
+    SIM_CHECK_INIT();
+    if (!out || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_module_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    m->is_library = library;
+    CUresult rc = sim_image_load(image, len, m);
+    if (rc != CUDA_SUCCESS)
+        goto out_free;
+    SIM_LOCK();
+    if (!library && (rc = sim_ctx_require(&m->ctx)) != CUDA_SUCCESS)
+        goto out_unlock;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(m->handle = sim_obj_new(SIM_K_MODULE, m)))
+        goto out_unlock;
+    for (int i = 0; i < m->nfuncs; i++)
+        if (!(m->funcs[i]->handle = sim_obj_new(SIM_K_FUNC, m->funcs[i])))
+            goto out_unlock;
+    *out = m->handle;
+    SIM_UNLOCK();
+    return CUDA_SUCCESS;
+out_unlock:
+    module_free(m);
+    SIM_UNLOCK();
+    return rc;
+out_free:
+    module_free(m);
+    return rc;
+}
+
+static CUresult load_file(const char *path, int library, uint64_t *out)
+{
+    SIM_CHECK_INIT();
+    if (!path || !out)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT ? CUDA_ERROR_FILE_NOT_FOUND : CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_INVALID_IMAGE;
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fileno(f), &st) < 0 || st.st_size <= 0 || st.st_size > (1 << 30))
+        goto out_close;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(buf = malloc((size_t)st.st_size + 1)))
+        goto out_close;
+    rc = CUDA_ERROR_FILE_NOT_FOUND;
+    if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size)
+        goto out_free;
+    buf[st.st_size] = '\0';             /* PTX text ends there */
+    rc = module_load(buf, (size_t)st.st_size + 1, library, out);
+out_free:
+    free(buf);
+out_close:
+    fclose(f);
+    return rc;
+}
+
+CUresult CUDAAPI cuModuleLoad(CUmodule *mod, const char *fname)
+{
+    return load_file(fname, 0, (uint64_t *)mod);
+}
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule *mod, const void *image)
+{
+    return module_load(image, 0, 0, (uint64_t *)mod);
+}
+
+/* JIT options are accepted and ignored; the output ones get empty logs and
+ * a zero wall time, as a load that needed no compilation. */
+static CUresult jit_options(unsigned n, CUjit_option *opts, void **vals)
+{
+    if (n && !opts)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        if ((unsigned)opts[i] >= CU_JIT_NUM_OPTIONS)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (!vals)
+            continue;
+        if (opts[i] == CU_JIT_INFO_LOG_BUFFER || opts[i] == CU_JIT_ERROR_LOG_BUFFER) {
+            if (vals[i])
+                *(char *)vals[i] = '\0';
+        } else if (opts[i] == CU_JIT_WALL_TIME) {
+            float zero = 0;
+            memcpy(&vals[i], &zero, sizeof zero);
+        } else if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES ||
+                   opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+            vals[i] = (void *)0;        /* bytes written to the log */
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned int n,
+                                    CUjit_option *opts, void **vals)
+{
+    CUresult rc = jit_options(n, opts, vals);
+    return rc != CUDA_SUCCESS ? rc : module_load(image, 0, 0, (uint64_t *)mod);
+}
+
+CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *mod, const void *fatbin)
+{
+    return module_load(fatbin, 0, 0, (uint64_t *)mod);
+}
+
+static CUresult unload(uint64_t h, int library)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_module_t *m = sim_obj_get(h, SIM_K_MODULE);
+    CUresult rc = CUDA_SUCCESS;
+    if (!m || m->is_library != library)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else
+        module_free(m);
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule mod)
+{
+    return unload((uint64_t)(uintptr_t)mod, 0);
+}
+
+static void free_if_ctx(void *obj, void *arg)
+{
+    sim_module_t *m = obj;
+    if (m->ctx == arg)
+        module_free(m);
+}
+
+void sim_modules_destroy_ctx(sim_ctx_t *ctx)
+{
+    sim_obj_foreach(SIM_K_MODULE, free_if_ctx, ctx);
+}
+
+CUresult CUDAAPI cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+    SIM_CHECK_INIT();
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    *mode = CU_MODULE_EAGER_LOADING;
+    return CUDA_SUCCESS;
+}
+
+/* ---- lookups ------------------------------------------------------------------ */
+
+static CUresult get_function(uint64_t *out, uint64_t hm, const char *name, int library)
+{
+    SIM_CHECK_INIT();
+    if (!out || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_module_t *m = sim_obj_get(hm, SIM_K_MODULE);
+    CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+    if (m && (library < 0 || m->is_library == library)) {
+        rc = CUDA_ERROR_NOT_FOUND;
+        for (int i = 0; i < m->nfuncs; i++) {
+            if (!strcmp(m->funcs[i]->name, name)) {
+                *out = m->funcs[i]->handle;
+                rc = CUDA_SUCCESS;
+                break;
+            }
+        }
+    }
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
+{
+    return get_function((uint64_t *)f, (uint64_t)(uintptr_t)mod, name, -1);
+}
+
+SIM_MAYBE_UNUSED static CUresult count_functions(unsigned *count, uint64_t hm)
+{
+    SIM_CHECK_INIT();
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_module_t *m = sim_obj_get(hm, SIM_K_MODULE);
+    if (m)
+        *count = (unsigned)m->nfuncs;
+    SIM_UNLOCK();
+    return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIM_MAYBE_UNUSED static CUresult enumerate(uint64_t *out, unsigned n, uint64_t hm)
+{
+    SIM_CHECK_INIT();
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_module_t *m = sim_obj_get(hm, SIM_K_MODULE);
+    CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+    if (m) {
+        rc = n < (unsigned)m->nfuncs ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        for (int i = 0; rc == CUDA_SUCCESS && i < m->nfuncs; i++)
+            out[i] = m->funcs[i]->handle;
+    }
+    SIM_UNLOCK();
+    return rc;
+}
+
+#ifdef CU_PARAMS_cuModuleGetFunctionCount
+CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+    return count_functions(count, (uint64_t)(uintptr_t)mod);
+}
+
+CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction *fns, unsigned int n, CUmodule mod)
+{
+    return enumerate((uint64_t *)fns, n, (uint64_t)(uintptr_t)mod);
+}
+#endif
+
+/* ---- function attributes ---------------------------------------------------------- */
+
+static sim_func_t *func_get(uint64_t h)
+{
+    return sim_obj_get(h, SIM_K_FUNC);
+}
+
+static CUresult func_attr(int *v, CUfunction_attribute a, const sim_func_t *f)
+{
+    switch ((int)a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = f->max_threads; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = (int)f->shared_bytes; break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *v = (int)f->const_bytes; break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *v = (int)f->local_bytes; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *v = f->num_regs; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *v = 90; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *v = 90; break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *v = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = f->max_dyn_shared; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *v = f->carveout; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: *v = 0; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult func_set_attr(sim_func_t *f, CUfunction_attribute a, int v)
+{
+    switch ((int)a) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (v < 0 || (uint64_t)v + f->shared_bytes > 232448)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->max_dyn_shared = v;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        if (v < -1 || v > 100)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->carveout = v;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+#define WITH_FUNC(h, body) do { \
+        SIM_CHECK_INIT(); \
+        SIM_LOCK(); \
+        sim_func_t *f = func_get((uint64_t)(uintptr_t)(h)); \
+        CUresult rc = f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; \
+        if (f) { body; } \
+        SIM_UNLOCK(); \
+        return rc; \
+    } while (0)
+
+CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction h)
+{
+    if (!v)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(h, rc = func_attr(v, a, f));
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction h, CUfunction_attribute a, int v)
+{
+    WITH_FUNC(h, rc = func_set_attr(f, a, v));
+}
+
+CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction h, CUfunc_cache c)
+{
+    if ((unsigned)c > CU_FUNC_CACHE_PREFER_EQUAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(h, f->cache_config = c);
+}
+
+CUresult CUDAAPI cuFuncGetModule(CUmodule *mod, CUfunction h)
+{
+    if (!mod)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(h, *mod = (CUmodule)(uintptr_t)f->mod->handle);
+}
+
+SIM_MAYBE_UNUSED static CUresult param_info(const sim_func_t *f, size_t i, size_t *off, size_t *size)
+{
+    if (i >= (size_t)f->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (off)
+        *off = f->params[i].offset;
+    if (size)
+        *size = f->params[i].size;
+    return CUDA_SUCCESS;
+}
+
+#ifdef CU_PARAMS_cuFuncGetName
+CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction h)
+{
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(h, *name = f->name);
+}
+#endif
+
+#ifdef CU_PARAMS_cuFuncGetParamInfo
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction h, size_t i, size_t *off, size_t *size)
+{
+    WITH_FUNC(h, rc = param_info(f, i, off, size));
+}
+
+CUresult CUDAAPI cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction h)
+{
+    if (!state)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(h, *state = CU_FUNCTION_LOADING_STATE_LOADED);
+}
+
+CUresult CUDAAPI cuFuncLoad(CUfunction h)
+{
+    WITH_FUNC(h, (void)f);
+}
+#endif
+
+/* ---- libraries and kernels ------------------------------------------------------- */
+
+CUresult CUDAAPI cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jopts,
+                                   void **jvals, unsigned int nj, CUlibraryOption *lopts,
+                                   void **lvals, unsigned int nl)
+{
+    (void)lopts;
+    (void)lvals;
+    (void)nl;
+    CUresult rc = jit_options(nj, jopts, jvals);
+    return rc != CUDA_SUCCESS ? rc : module_load(code, 0, 1, (uint64_t *)lib);
+}
+
+CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_option *jopts,
+                                       void **jvals, unsigned int nj, CUlibraryOption *lopts,
+                                       void **lvals, unsigned int nl)
+{
+    (void)lopts;
+    (void)lvals;
+    (void)nl;
+    CUresult rc = jit_options(nj, jopts, jvals);
+    return rc != CUDA_SUCCESS ? rc : load_file(path, 1, (uint64_t *)lib);
+}
+
+CUresult CUDAAPI cuLibraryUnload(CUlibrary lib)
+{
+    return unload((uint64_t)(uintptr_t)lib, 1);
+}
+
+CUresult CUDAAPI cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
+{
+    return get_function((uint64_t *)k, (uint64_t)(uintptr_t)lib, name, 1);
+}
+
+CUresult CUDAAPI cuLibraryGetModule(CUmodule *mod, CUlibrary lib)
+{
+    SIM_CHECK_INIT();
+    if (!mod)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_module_t *m = sim_obj_get((uint64_t)(uintptr_t)lib, SIM_K_MODULE);
+    if (m && m->is_library)
+        *mod = (CUmodule)(uintptr_t)m->handle;
+    SIM_UNLOCK();
+    return m && m->is_library ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+#ifdef CU_PARAMS_cuLibraryGetKernelCount
+CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    return count_functions(count, (uint64_t)(uintptr_t)lib);
+}
+
+CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *ks, unsigned int n, CUlibrary lib)
+{
+    return enumerate((uint64_t *)ks, n, (uint64_t)(uintptr_t)lib);
+}
+
+CUresult CUDAAPI cuKernelGetParamInfo(CUkernel k, size_t i, size_t *off, size_t *size)
+{
+    WITH_FUNC(k, rc = param_info(f, i, off, size));
+}
+#endif
+
+CUresult CUDAAPI cuKernelGetFunction(CUfunction *fn, CUkernel k)
+{
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(k, *fn = (CUfunction)(uintptr_t)f->handle);
+}
+
+#ifdef CU_PARAMS_cuKernelGetName
+CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel k)
+{
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(k, *name = f->name);
+}
+#endif
+
+#ifdef CU_PARAMS_cuKernelGetLibrary
+CUresult CUDAAPI cuKernelGetLibrary(CUlibrary *lib, CUkernel k)
+{
+    if (!lib)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(k, *lib = (CUlibrary)(uintptr_t)f->mod->handle);
+}
+#endif
+
+CUresult CUDAAPI cuKernelGetAttribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice dev)
+{
+    if (!v)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    WITH_FUNC(k, rc = func_attr(v, a, f));
+}
+
+CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute a, int v, CUkernel k, CUdevice dev)
+{
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    WITH_FUNC(k, rc = func_set_attr(f, a, v));
+}
+
+CUresult CUDAAPI cuKernelSetCacheConfig(CUkernel k, CUfunc_cache c, CUdevice dev)
+{
+    if ((unsigned)c > CU_FUNC_CACHE_PREFER_EQUAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    WITH_FUNC(k, f->cache_config = c);
+}

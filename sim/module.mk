@@ -1,0 +1,27 @@
+# simgpu: the simulated libcuda.so.1 (see sim/README.md).
+#
+#   make build/sim/libcuda.so.1
+#
+# Every sim/*.c, linked with -Bsymbolic (so that cuGetProcAddress answers
+# simgpu's own functions even when libsalus.so, which exports the same names,
+# is preloaded), with libelf for cubins, and exporting only cu* symbols.
+
+SIM_SRCS     := $(wildcard sim/*.c)
+SIM_OBJS     := $(SIM_SRCS:%.c=$(B)/obj/%.o)
+SIM_LIB      := $(B)/sim/libcuda.so.1
+SIM_ERRORS_H := $(GEN)/sim_errors.h
+
+# Every CUresult of the toolkit's cuda.h, for cuGetErrorName / String.
+$(SIM_ERRORS_H): sim/gen_errors.py $(CUDA_HOME)/include/cuda.h | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(PYTHON) $< $(CUDA_HOME)/include/cuda.h $@
+
+$(SIM_OBJS): | $(SIM_ERRORS_H)
+
+$(SIM_LIB): $(SIM_OBJS) sim/libcuda.map
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,-z,defs \
+	    -Wl,--version-script=sim/libcuda.map -o $@ $(SIM_OBJS) -lelf -lpthread -lrt
+	ln -sf libcuda.so.1 $(@D)/libcuda.so
+
+ALL_TARGETS += $(SIM_LIB)

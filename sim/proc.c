@@ -1,0 +1,132 @@
+/*
+ * proc.c - cuGetProcAddress (4 arguments) and cuGetProcAddress_v2 (5).
+ *
+ * Divided into: the table; the lookup; the entry points.  The exports that
+ * simgpu does not implement are generated in stubs.c.
+ *
+ * The table is CU_PROCMAP (build/gen/cu_procmap.h, generated from the
+ * toolkit's cudaTypedefs.h): one row per export, sorted by base name, then
+ * per-thread flag, then version, with &export as the answer.  libcuda.so.1
+ * is linked with -Bsymbolic, so &export is simgpu's own function even when a
+ * preloaded library (libsalus) exports the same name.
+ *
+ * The driver's rules: flags 0 (DEFAULT) and 1 (LEGACY_STREAM) pick legacy
+ * variants; 2 (PER_THREAD_DEFAULT_STREAM) picks the newest per-thread variant
+ * at or below the requested version when there is one, else the legacy one;
+ * the answer is the newest variant whose version <= the requested one.
+ *
+ * No lock: the table is constant.
+ */
+#include "sim.h"
+
+#include <string.h>
+
+/* ---- the table ------------------------------------------------------------------ */
+
+typedef struct proc_row {
+    const char *base;
+    int version;
+    int per_thread;
+    void *fn;
+} proc_row_t;
+
+#define SIM_ROW(base, version, per_thread, export) \
+    { #base, version, per_thread, (void *)&export },
+static const proc_row_t rows[] = { CU_PROCMAP(SIM_ROW) };
+#define NROWS ((int)(sizeof rows / sizeof rows[0]))
+
+/* Exports of cudaProfiler.h, which cudaTypedefs.h does not list. */
+static const proc_row_t extra[] = {
+    { "cuProfilerInitialize", 4000, 0, (void *)&cuProfilerInitialize },
+    { "cuProfilerStart", 4000, 0, (void *)&cuProfilerStart },
+    { "cuProfilerStop", 4000, 0, (void *)&cuProfilerStop },
+};
+
+/* ---- the lookup ----------------------------------------------------------------- */
+
+/* [*lo, *hi): the rows of base name sym. */
+static void find_rows(const char *sym, const proc_row_t **lo, const proc_row_t **hi)
+{
+    int a = 0, b = NROWS;
+    while (a < b) {                     /* first row with base >= sym */
+        int m = (a + b) / 2;
+        if (strcmp(rows[m].base, sym) < 0)
+            a = m + 1;
+        else
+            b = m;
+    }
+    int end = a;
+    while (end < NROWS && !strcmp(rows[end].base, sym))
+        end++;
+    *lo = &rows[a];
+    *hi = &rows[end];
+    if (a == end) {
+        for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+            if (!strcmp(extra[i].base, sym)) {
+                *lo = &extra[i];
+                *hi = &extra[i] + 1;
+            }
+        }
+    }
+}
+
+/* The newest row of [lo, hi) with this per-thread flag and version <= ver. */
+static const proc_row_t *newest(const proc_row_t *lo, const proc_row_t *hi, int pt, int ver)
+{
+    const proc_row_t *best = NULL;
+    for (const proc_row_t *r = lo; r < hi; r++)
+        if (r->per_thread == pt && r->version <= ver && (!best || r->version > best->version))
+            best = r;
+    return best;
+}
+
+static CUresult lookup(const char *sym, void **pfn, int ver, cuuint64_t flags,
+                       CUdriverProcAddressQueryResult *status)
+{
+    if (!sym || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ||
+        flags == (CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ver > CU_PROCMAP_HEADER_VERSION)
+        return CUDA_ERROR_INVALID_VALUE;
+    const proc_row_t *lo, *hi, *r = NULL;
+    find_rows(sym, &lo, &hi);
+    if (lo == hi) {
+        *pfn = NULL;
+        if (status)
+            *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+        r = newest(lo, hi, 1, ver);
+    if (!r)
+        r = newest(lo, hi, 0, ver);
+    if (!r) {
+        *pfn = NULL;
+        if (status)
+            *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    *pfn = r->fn;
+    if (status)
+        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+/* ---- the entry points --------------------------------------------------------------
+ * Both work before cuInit: the runtime resolves its whole table first. */
+
+CUresult CUDAAPI cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags)
+{
+    return lookup(sym, pfn, ver, flags, NULL);
+}
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult *status)
+{
+    CUresult rc = lookup(sym, pfn, ver, flags, status);
+    return rc == CUDA_ERROR_NOT_FOUND ? CUDA_SUCCESS : rc;  /* the answer is in status */
+}

@@ -1,0 +1,370 @@
+/*
+ * sim.h - the internal interface of simgpu, the simulated libcuda.so.1.
+ *
+ * simgpu behaves like one or more GPUs shared by several processes: device
+ * state (capacity, memory in use, the compute engine's timeline, one slot
+ * per process) lives in POSIX shared memory; everything else (contexts,
+ * streams, events, modules, allocations) is process-local, as in the real
+ * driver.  Every file of sim/ includes this header and no other of sim/.
+ *
+ * Sections: constants; the shared state; process-local objects and their
+ * handles; the range registry (device pointers); the time model; the entry
+ * points each file offers to the others.
+ *
+ * Locks, in the order they are taken:
+ *   sim_p.lock              process mutex: every process-local object below;
+ *   sim_shared_t.lock       robust, process-shared: slots and accounting;
+ *   sim_engine_t.lock       robust, process-shared: one device's engine.
+ * Nothing sleeps (synchronize, host callbacks) while holding any of them.
+ */
+#ifndef SIM_SIM_H
+#define SIM_SIM_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cudaProfiler.h>
+#include "cu_procmap.h"
+#include "sim_errors.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- constants ---------------------------------------------------------- */
+
+#define SIM_MAX_DEVICES      8
+#define SIM_MAX_PROCS        256
+/* Every allocation is charged round_up(size, SIM_GRANULE) bytes; VMM
+ * handles are multiples of SIM_VMM_GRANULE and charged exactly. */
+#define SIM_GRANULE          512u
+#define SIM_VMM_GRANULE      (2ull << 20)
+#define SIM_DEFAULT_MEMORY   (16ull << 30)
+#define SIM_DEFAULT_KERNEL_NS 10000ull
+#define SIM_DEFAULT_SWITCH_US 100ull
+/* Copy bandwidths in bytes per ns (= GB/s). */
+#define SIM_BW_HOST          25ull     /* host <-> device, PCIe 5 x16 */
+#define SIM_BW_DEVICE        1500ull   /* device <-> device (HBM3) */
+#define SIM_CTX_STACK        32        /* context stack depth per thread */
+
+#define SIM_STATE_MAGIC      0x3147504d49535953ull   /* "SYSIMPG1" */
+#define SIM_STATE_VERSION    1u
+
+/* Helpers of entry points that an older cuda.h may not declare. */
+#define SIM_MAYBE_UNUSED __attribute__((unused))
+
+static inline uint64_t sim_round_up(uint64_t x, uint64_t g)
+{
+    return (x + g - 1) / g * g;
+}
+static inline uint64_t sim_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* ---- shared state (state.c) ---------------------------------------------
+ * One per SIMGPU_STATE name, created by the first process, attached by the
+ * others.  Everything a peer reads from it is bounds-checked first.
+ *
+ * Invariants (under lock):
+ *   used[d] == sum over slots s with s.live of s.used[d]
+ *   used[d] <= capacity
+ * A slot is live while its process holds the record lock on the byte at
+ * sim_slot_lock_offset(i) of the state's shm fd; the kernel drops that lock
+ * when the process dies, which is how peers detect death (PID-reuse proof).
+ */
+typedef struct sim_slot {
+    uint32_t live;                      /* 1: claimed by pid */
+    int32_t  pid;
+    uint64_t used[SIM_MAX_DEVICES];     /* bytes charged by the process */
+} sim_slot_t;
+
+/* The compute engine of one device, serialized across processes. */
+typedef struct sim_engine {
+    pthread_mutex_t lock;               /* robust, process-shared */
+    uint64_t free_ns;                   /* end of the last kernel submitted */
+    uint64_t last_ctx;                  /* context id of that kernel, 0: none */
+    uint64_t kernels;                   /* kernels run, for information */
+} sim_engine_t;
+
+typedef struct sim_shared {
+    uint64_t magic;                     /* SIM_STATE_MAGIC, written last */
+    uint32_t version;                   /* SIM_STATE_VERSION */
+    uint32_t size;                      /* sizeof(sim_shared_t) */
+    uint32_t ndevices;                  /* 1..SIM_MAX_DEVICES, fixed */
+    int32_t  creator;                   /* pid of the creator */
+    uint64_t capacity;                  /* bytes per device, fixed */
+    uint64_t switch_ns;                 /* context-switch penalty, fixed */
+    pthread_mutex_t lock;               /* robust, process-shared */
+    _Atomic uint64_t next_ctx_id;       /* context ids, unique in the state */
+    uint64_t used[SIM_MAX_DEVICES];     /* bytes charged, all processes */
+    sim_engine_t engine[SIM_MAX_DEVICES];
+    sim_slot_t slot[SIM_MAX_PROCS];
+} sim_shared_t;
+
+/* ---- process-local objects ---------------------------------------------
+ * Handles given to the application (CUcontext, CUstream, CUevent, CUmodule,
+ * CUfunction, ...) are not pointers: they encode kind, index and
+ * generation, so that a stale or forged handle is refused by sim_obj_get()
+ * without ever being dereferenced.  All objects are guarded by sim_p.lock.
+ */
+typedef enum sim_kind {
+    SIM_K_NONE = 0,
+    SIM_K_CTX, SIM_K_STREAM, SIM_K_EVENT, SIM_K_MODULE, SIM_K_FUNC,
+    SIM_K_POOL, SIM_K_MEMHANDLE, SIM_K_ARRAY, SIM_K_GRAPH, SIM_K_GEXEC,
+    SIM_K_GNODE,
+    SIM_K_COUNT
+} sim_kind_t;
+
+typedef struct sim_ctx sim_ctx_t;
+typedef struct sim_stream sim_stream_t;
+typedef struct sim_module sim_module_t;
+typedef struct sim_func sim_func_t;
+typedef struct sim_pool sim_pool_t;
+typedef struct sim_graph sim_graph_t;
+typedef struct sim_node sim_node_t;
+
+/* A context.  Time invariants (tails only grow):
+ *   btail >= tail of every blocking stream of the context (per-thread ones
+ *           included), which legacy-stream work waits for;
+ *   tail  >= tail of every stream of the context. */
+struct sim_ctx {
+    uint64_t handle;
+    uint64_t id;                        /* unique across processes */
+    int device;
+    unsigned flags;
+    int primary;                        /* the device's primary context */
+    int active;                         /* primary: retained, not reset */
+    int refcount;                       /* primary: retain count */
+    int destroyed;
+    sim_stream_t *legacy;               /* the legacy default stream */
+    uint64_t btail, tail;
+    int host_pending;                   /* host callbacks not yet run */
+    size_t limit[16];
+    int cache_config, shmem_config;
+};
+
+enum { SIM_S_USER = 0, SIM_S_LEGACY, SIM_S_PER_THREAD };
+
+struct sim_stream {
+    uint64_t handle;                    /* 0 for legacy / per-thread */
+    sim_ctx_t *ctx;
+    uint64_t id;                        /* 0: legacy; unique in the process */
+    int kind;                           /* SIM_S_* */
+    unsigned flags;                     /* CU_STREAM_NON_BLOCKING */
+    int priority;
+    uint64_t tail;                      /* end of the last work enqueued */
+    int host_pending;                   /* host callbacks not yet run */
+    int dead;                           /* destroyed, freed when host_pending == 0 */
+    sim_graph_t *capture;               /* non-NULL while capturing */
+    int capture_mode;
+    uint64_t capture_id;
+};
+
+typedef struct sim_event {
+    uint64_t handle;
+    sim_ctx_t *ctx;
+    unsigned flags;
+    int recorded;
+    uint64_t time;                      /* when the recorded work completes */
+} sim_event_t;
+
+typedef struct sim_param {
+    uint32_t offset, size;
+} sim_param_t;
+
+enum { SIM_EMU_NONE = 0, SIM_EMU_SPIN, SIM_EMU_FILL, SIM_EMU_AXPY };
+
+struct sim_func {
+    uint64_t handle;
+    sim_module_t *mod;
+    char *name;
+    int nparams;
+    sim_param_t *params;
+    uint32_t param_bytes;               /* size of the packed parameter buffer */
+    int emu;                            /* SIM_EMU_* */
+    int num_regs, max_threads;
+    uint32_t shared_bytes, const_bytes, local_bytes;
+    int max_dyn_shared, carveout, cache_config;
+};
+
+struct sim_module {
+    uint64_t handle;
+    sim_ctx_t *ctx;                     /* NULL for a library */
+    int is_library;
+    int nfuncs;
+    sim_func_t **funcs;
+};
+
+/* ---- the range registry (object.c) -------------------------------------
+ * Every address range the device may touch: device allocations, managed,
+ * pool blocks, pinned and registered host memory, VMM mappings.  Ranges never
+ * overlap.  A device pointer is valid for n bytes when [p, p+n) is covered by
+ * contiguous accessible ranges (sim_range_check).
+ */
+enum {
+    SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_POOL, SIM_R_HOST, SIM_R_REGISTERED,
+    SIM_R_MAPPED
+};
+
+typedef struct sim_memhandle sim_memhandle_t;
+
+typedef struct sim_range {
+    uintptr_t base;
+    size_t size;
+    uint64_t charged;                   /* bytes charged to the device */
+    void *raw;                          /* what to free / unmap */
+    size_t raw_size;
+    int kind;                           /* SIM_R_* */
+    int mmapped;                        /* raw came from mmap */
+    int prot;                           /* SIM_R_MAPPED: PROT_* granted */
+    int device;
+    unsigned flags;                     /* host alloc / register flags */
+    sim_ctx_t *ctx;
+    sim_pool_t *pool;                   /* SIM_R_POOL */
+    sim_memhandle_t *mh;                /* SIM_R_MAPPED */
+    struct sim_range *prev, *next;      /* list of all ranges */
+    struct sim_range *free_next;        /* SIM_R_POOL: in the pool's cache */
+} sim_range_t;
+
+/* ---- the process ------------------------------------------------------- */
+
+typedef struct sim_process {
+    pthread_mutex_t lock;               /* guards all process-local objects */
+    pthread_cond_t cond;                /* host callbacks done (with lock) */
+    atomic_int initialized;             /* cuInit succeeded in this process */
+    CUresult init_error;                /* sticky cuInit failure */
+    uint64_t epoch;                     /* bumped by fork(): old TLS is void */
+    sim_shared_t *shared;
+    int shm_fd;
+    int slot;                           /* our slot, -1 before cuInit */
+    int pid;                            /* getpid() at cuInit, for the trace */
+    int ndevices;
+    uint64_t capacity;
+    uint64_t kernel_ns;                 /* SIMGPU_KERNEL_NS */
+    int trace_fd;                       /* SIMGPU_TRACE, -1 if off */
+    uint64_t next_stream_id;
+    sim_ctx_t *primary[SIM_MAX_DEVICES];
+    sim_pool_t *default_pool[SIM_MAX_DEVICES];
+    sim_pool_t *current_pool[SIM_MAX_DEVICES];
+    sim_range_t *ranges;                /* list of all ranges */
+} sim_process_t;
+
+extern sim_process_t sim_p;
+
+#define SIM_LOCK()   pthread_mutex_lock(&sim_p.lock)
+#define SIM_UNLOCK() pthread_mutex_unlock(&sim_p.lock)
+#define SIM_CHECK_INIT() do { \
+        if (!atomic_load_explicit(&sim_p.initialized, memory_order_acquire)) \
+            return CUDA_ERROR_NOT_INITIALIZED; \
+    } while (0)
+
+/* ---- state.c: shared state, liveness, accounting ----------------------- */
+CUresult sim_init(unsigned flags);
+/* Charge bytes to device dev for this process: CUDA_ERROR_OUT_OF_MEMORY if
+ * they don't fit even after reclaiming the slots of dead processes. */
+CUresult sim_charge(int dev, uint64_t bytes);
+void sim_uncharge(int dev, uint64_t bytes);
+/* Free bytes of device dev (capacity - used), after reclaiming the dead. */
+uint64_t sim_free_bytes(int dev);
+/* The engine: run a kernel of dur ns on dev for context ctx_id, not before
+ * ready; returns its start (after any context-switch penalty) and end. */
+void sim_engine_run(int dev, uint64_t ctx_id, uint64_t ready, uint64_t dur,
+                    uint64_t *start, uint64_t *end);
+uint64_t sim_new_ctx_id(void);
+void sim_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int sim_log_enabled(void);
+
+/* ---- object.c: handles and ranges -------------------------------------- */
+uint64_t sim_obj_new(sim_kind_t kind, void *obj);   /* 0 if out of memory */
+void *sim_obj_get(uint64_t handle, sim_kind_t kind);
+void sim_obj_free(uint64_t handle);
+/* Call fn on every live object of a kind; fn may free that object. */
+void sim_obj_foreach(sim_kind_t kind, void (*fn)(void *obj, void *arg), void *arg);
+void sim_obj_reset_after_fork(void);
+
+int sim_range_add(sim_range_t *r);                  /* 0, or -1 if it overlaps */
+void sim_range_remove(sim_range_t *r);
+sim_range_t *sim_range_find(uintptr_t addr);
+/* 0 if [addr, addr+len) is covered by contiguous ranges granting prot. */
+int sim_range_check(uintptr_t addr, size_t len, int prot);
+void sim_range_reset_after_fork(void);
+
+/* ---- device.c ---------------------------------------------------------- */
+int sim_device_valid(CUdevice dev);
+
+/* ---- ctx.c ------------------------------------------------------------- */
+/* The current context of the calling thread (validated), or NULL. */
+sim_ctx_t *sim_ctx_current(void);
+/* Current context or the error a call must return without one. */
+CUresult sim_ctx_require(sim_ctx_t **out);
+sim_ctx_t *sim_ctx_get(CUcontext h);                /* validated handle */
+void sim_ctx_reset_tls(void);
+
+/* ---- mem.c ------------------------------------------------------------- */
+/* Allocate size device-visible bytes charged to dev, registered as kind. */
+CUresult sim_mem_alloc(sim_ctx_t *ctx, int dev, size_t size, int kind, sim_range_t **out);
+void sim_mem_release(sim_range_t *r);
+void sim_mem_release_ctx(sim_ctx_t *ctx);           /* context teardown */
+
+/* ---- exec.c: time model, streams, events -------------------------------- */
+uint64_t sim_now(void);
+void sim_sleep_until(uint64_t t);
+/* Resolve a stream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or
+ * a handle); ptds: NULL means the per-thread stream.  Under lock. */
+CUresult sim_stream_resolve(CUstream h, int ptds, sim_stream_t **out);
+/* When work newly enqueued on s may start (legacy-stream semantics). */
+uint64_t sim_stream_ready(sim_stream_t *s);
+/* Record that work on s ends at end. */
+void sim_stream_done(sim_stream_t *s, uint64_t end);
+/* Enqueue a transfer of ns on s; returns its end. */
+uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns);
+/* Wait (lock released) until the work of s (or of ctx) and its host
+ * callbacks are done.  Called with lock held; returns with it held. */
+void sim_stream_wait(sim_stream_t *s);
+void sim_ctx_wait(sim_ctx_t *ctx);
+void sim_streams_destroy_ctx(sim_ctx_t *ctx);
+sim_stream_t *sim_stream_new(sim_ctx_t *ctx, int kind, unsigned flags, int prio);
+void sim_exec_reset_after_fork(void);
+uint64_t sim_transfer_ns(size_t bytes, uint64_t bw);
+
+/* ---- launch.c ---------------------------------------------------------- */
+/* Launch f with a packed parameter buffer on s (under lock). */
+CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3],
+                           const unsigned block[3], unsigned shmem,
+                           const void *params, size_t param_size);
+/* Pack kernelParams / extra into buf (cap bytes); *size is set. */
+CUresult sim_pack_params(sim_func_t *f, void **kernel_params, void **extra,
+                         void *buf, size_t cap, size_t *size);
+/* Enqueue a host function on s (under lock). */
+CUresult sim_hostfn_enqueue(sim_stream_t *s, void (*fn)(void *), void *user,
+                            CUstreamCallback cb, CUstream cb_stream);
+
+/* ---- graph.c ----------------------------------------------------------- */
+/* Stream capture hooks: record work instead of running it (under lock). */
+CUresult sim_capture_kernel(sim_stream_t *s, sim_func_t *f, const unsigned grid[3],
+                            const unsigned block[3], unsigned shmem,
+                            const void *params, size_t size);
+CUresult sim_capture_memset(sim_stream_t *s, CUdeviceptr dst, size_t pitch,
+                            unsigned value, unsigned elem, size_t width, size_t height);
+CUresult sim_capture_memcpy(sim_stream_t *s, void *dst, const void *src, size_t bytes,
+                            uint64_t bw);
+CUresult sim_capture_host(sim_stream_t *s, void (*fn)(void *), void *user);
+
+/* ---- image.c / module.c ------------------------------------------------ */
+/* Read a cubin, fatbin or PTX image (len 0: unknown, found from the image)
+ * into m's functions.  CUDA_ERROR_INVALID_IMAGE for anything else. */
+CUresult sim_image_load(const void *image, size_t len, sim_module_t *m);
+void sim_func_free(sim_func_t *f);
+void sim_modules_destroy_ctx(sim_ctx_t *ctx);
+
+/* ---- copy.c ------------------------------------------------------------ */
+/* Memset of width elements of elem bytes in height rows (under lock). */
+CUresult sim_memset_do(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
+                       size_t width, size_t height);
+
+/* ---- pool.c / array.c / vmm.c ------------------------------------------ */
+void sim_pools_trim_sync(void);                     /* after a synchronize */
+void sim_pool_release_block(sim_range_t *r);        /* from cuMemFree */
+void sim_arrays_destroy_ctx(sim_ctx_t *ctx);
+void *sim_array_data(CUarray a, size_t *row_bytes, size_t *rows, size_t *bytes);
+
+#endif /* SIM_SIM_H */

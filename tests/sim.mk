@@ -1,0 +1,15 @@
+# Tests of simgpu (sim/), linked to build/sim/libcuda.so.1 itself:
+#   test_simgpu      the driver API in one process (contexts, memory, copies,
+#                    modules, launches, time model, graphs, pools, arrays,
+#                    VMM, cuGetProcAddress, error codes)
+#   test_simgpu_mp   several processes on one state (capacity, reclaim after
+#                    SIGKILL, fork, engine serialization, shared trace,
+#                    state validation)
+SIM_TEST_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)
+SIM_TEST_OBJS := $(B)/obj/tests/test_simgpu_util.o $(SIM_LIB)
+
+$(B)/obj/tests/test_simgpu_util.o: | $(B)/.deps-test
+$(eval $(call salus_test,test_simgpu,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+
+# The tests load the workloads' cubin and PTX.
+$(B)/tests/test_simgpu: | $(WL_CUBIN) $(WL_PTX)
