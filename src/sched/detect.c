@@ -1,0 +1,226 @@
+/*
+ * detect.c - the iteration-boundary detector: pure logic, no table, no clock.
+ *
+ * Divided into: sync tokens (the period of the sequence of syncs); kernel
+ * sequences (the period of the launches of a program that never syncs).
+ *
+ * Sync tokens.  A training loop makes the host wait for the GPU at the same
+ * points of every iteration: the loss's .item(), a logging sync, the end of
+ * each micro-batch under gradient accumulation.  Between two consecutive
+ * host syncs the process launched `launches` kernels whose handles sum (after
+ * sched_mix) to `hash`: that pair is the token of the sync.  The token
+ * sequence of a loop is periodic; its smallest period p is the number of
+ * syncs per iteration, and switching only at one phase of it (the anchor)
+ * switches only between whole iterations:
+ *   period p is locked at token n  <=>  tok[i] == tok[i-p] for n-p <= i < n
+ *                                       (one full repetition), p smallest
+ *   boundary at token i            <=>  (i - anchor) mod p == 0
+ * The anchor is the rarest token of the period (the optimizer step's sync
+ * under accumulation: it comes once, the micro-batch syncs p-1 times), then
+ * the one with the most launches, then the largest hash; of its occurrences,
+ * the one that ends a run.  A token that breaks the period (phase change:
+ * evaluation, a new epoch's warm-up) unlocks it until the next repetition.
+ * Before any period is known every sync is a boundary.
+ *
+ * Kernel sequences.  A program that never syncs (torch.compile graphs, a
+ * pure launch loop) is tracked launch by launch, only while contended: the
+ * handles go to a ring, and when a handover is due the smallest period of
+ * the ring's tail is searched; the boundary is before the period's rarest
+ * kernel.
+ */
+#include "sched/sched_int.h"
+
+#include <string.h>
+
+/* ---- sync tokens ------------------------------------------------------------ */
+
+void sched_detect_init(sched_detect_t *d, sched_det_mode_t mode)
+{
+    memset(d, 0, sizeof *d);
+    d->mode = mode;
+}
+
+static const sched_token_t *tok_at(const sched_detect_t *d, uint64_t i)
+{
+    return &d->ring[i % SCHED_DET_RING];
+}
+
+static int tok_eq(const sched_token_t *a, const sched_token_t *b)
+{
+    return a->launches == b->launches && a->hash == b->hash;
+}
+
+/* a ranks before b as an anchor. */
+static int anchor_before(int count_a, const sched_token_t *a, int count_b,
+                         const sched_token_t *b)
+{
+    if (count_a != count_b)
+        return count_a < count_b;
+    if (a->launches != b->launches)
+        return a->launches > b->launches;
+    return a->hash > b->hash;
+}
+
+/* The anchor's token index for a period p over the last p tokens. */
+static uint64_t choose_anchor(const sched_detect_t *d, int p)
+{
+    uint64_t first = d->n - (uint64_t)p;
+    const sched_token_t *best = NULL;
+    int best_count = 0;
+    for (int j = 0; j < p; j++) {
+        const sched_token_t *t = tok_at(d, first + (uint64_t)j);
+        int count = 0;
+        for (int k = 0; k < p; k++)
+            count += tok_eq(t, tok_at(d, first + (uint64_t)k));
+        if (!best || anchor_before(count, t, best_count, best)) {
+            best = t;
+            best_count = count;
+        }
+    }
+    /* Of its occurrences, the last that ends a run (the next token of the
+     * period differs); the last one when the whole period is one value. */
+    uint64_t pick = d->n - 1;
+    for (int j = p - 1; j >= 0; j--) {
+        uint64_t i = first + (uint64_t)j;
+        uint64_t next = j == p - 1 ? first : i + 1;
+        if (tok_eq(tok_at(d, i), best) && (p == 1 || !tok_eq(tok_at(d, next), best))) {
+            pick = i;
+            break;
+        }
+    }
+    return pick;
+}
+
+static int find_period(const sched_detect_t *d)
+{
+    for (int p = 1; p <= SCHED_DET_MAXP; p++) {
+        if (d->n < 2 * (uint64_t)p)
+            break;
+        int ok = 1;
+        for (uint64_t i = d->n - (uint64_t)p; i < d->n && ok; i++)
+            ok = tok_eq(tok_at(d, i), tok_at(d, i - (uint64_t)p));
+        if (ok)
+            return p;
+    }
+    return 0;
+}
+
+static int is_anchor(const sched_detect_t *d, uint64_t i)
+{
+    return (i - d->anchor) % (uint64_t)d->period == 0;
+}
+
+int sched_detect_feed(sched_detect_t *d, sched_token_t tok)
+{
+    uint64_t i = d->n;
+    d->ring[i % SCHED_DET_RING] = tok;
+    d->n++;
+    d->relocked = 0;
+    if (d->mode == SCHED_DET_EXPLICIT)
+        return 0;
+    if (d->mode == SCHED_DET_EVERY) {
+        d->iterations++;
+        return 1;
+    }
+    if (d->period) {
+        if (tok_eq(tok_at(d, i), tok_at(d, i - (uint64_t)d->period))) {
+            int b = is_anchor(d, i);
+            d->iterations += (uint64_t)b;
+            return b;
+        }
+        d->period = 0;                       /* phase change */
+    }
+    int p = find_period(d);
+    if (!p) {
+        d->iterations++;                     /* no period: every sync */
+        return 1;
+    }
+    d->period = p;
+    d->anchor = choose_anchor(d, p);
+    d->relocked = 1;
+    int b = is_anchor(d, i);
+    if (!d->ever_locked && p >= 2) {
+        /* The syncs so far each counted as an iteration: count the anchors
+         * among them instead, as if the loop had been periodic from the start. */
+        d->ever_locked = 1;
+        d->iterations = (i - d->anchor % (uint64_t)p) / (uint64_t)p + 1;
+    } else {
+        d->iterations += (uint64_t)b;
+    }
+    return b;
+}
+
+void sched_detect_hint(sched_detect_t *d)
+{
+    if (d->mode != SCHED_DET_EXPLICIT) {
+        d->mode = SCHED_DET_EXPLICIT;
+        d->period = 0;
+        d->iterations = 0;
+    }
+    d->iterations++;
+}
+
+/* ---- kernel sequences ------------------------------------------------------- */
+
+void sched_kseq_reset(sched_kseq_t *k)
+{
+    k->n = 0;
+    k->period = 0;
+    k->anchor = 0;
+}
+
+static uint64_t kat(const sched_kseq_t *k, uint64_t i)
+{
+    return k->ring[i % SCHED_KSEQ_RING];
+}
+
+void sched_kseq_push(sched_kseq_t *k, uint64_t handle)
+{
+    uint64_t i = k->n++;
+    k->ring[i % SCHED_KSEQ_RING] = handle;
+    if (k->period && kat(k, i - (uint64_t)k->period) != handle)
+        k->period = 0;
+}
+
+/* The rarest handle of the last p, then the smallest; its first position. */
+static uint64_t kseq_anchor(const sched_kseq_t *k, int p)
+{
+    uint64_t first = k->n - (uint64_t)p, best_i = first;
+    int best_count = p + 1;
+    for (int j = 0; j < p; j++) {
+        uint64_t h = kat(k, first + (uint64_t)j);
+        int count = 0;
+        for (int m = 0; m < p; m++)
+            count += kat(k, first + (uint64_t)m) == h;
+        if (count < best_count || (count == best_count && h < kat(k, best_i))) {
+            best_count = count;
+            best_i = first + (uint64_t)j;
+        }
+    }
+    return best_i;
+}
+
+int sched_kseq_find(sched_kseq_t *k)
+{
+    if (k->period)
+        return 1;
+    uint64_t last = k->n - 1;
+    for (int p = 1; p <= SCHED_KSEQ_MAXP && k->n >= 2 * (uint64_t)p; p++) {
+        if (kat(k, last) != kat(k, last - (uint64_t)p))
+            continue;
+        int ok = 1;
+        for (uint64_t i = k->n - (uint64_t)p; i < k->n && ok; i++)
+            ok = kat(k, i) == kat(k, i - (uint64_t)p);
+        if (ok) {
+            k->period = p;
+            k->anchor = kseq_anchor(k, p);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int sched_kseq_at_anchor(const sched_kseq_t *k)
+{
+    return k->period && k->n && ((k->n - 1) - k->anchor) % (uint64_t)k->period == 0;
+}

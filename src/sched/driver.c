@@ -1,0 +1,47 @@
+/*
+ * driver.c - the scheduler's two driver calls over the real driver: the
+ * device of the current context and a context synchronize, resolved once by
+ * name (legacy ABI: cuCtxGetDevice(CUdevice *), cuCtxSynchronize(void); the
+ * CUDA 13 `_v2` forms take a context and are not used).
+ *
+ * The pointers are written once, before sched_init publishes the table, and
+ * never change; no lock.
+ */
+#include "sched/sched_int.h"
+
+#include <cuda.h>
+
+typedef CUresult (CUDAAPI *get_device_fn)(CUdevice *);
+typedef CUresult (CUDAAPI *synchronize_fn)(void);
+
+static get_device_fn real_get_device;
+static synchronize_fn real_synchronize;
+
+static int drv_ctx_device(int *device)
+{
+    CUdevice dev;
+    if (real_get_device(&dev) != CUDA_SUCCESS)
+        return -1;
+    *device = (int)dev;
+    return 0;
+}
+
+static int drv_ctx_synchronize(void)
+{
+    return real_synchronize() == CUDA_SUCCESS ? 0 : -1;
+}
+
+int sched_driver_resolve(void *(*sym)(const char *name), sched_driver_t *out)
+{
+    if (!sym)
+        return -1;
+    get_device_fn get = (get_device_fn)sym("cuCtxGetDevice");
+    synchronize_fn sync = (synchronize_fn)sym("cuCtxSynchronize");
+    if (!get || !sync)
+        return -1;
+    real_get_device = get;
+    real_synchronize = sync;
+    out->ctx_device = drv_ctx_device;
+    out->ctx_synchronize = drv_ctx_synchronize;
+    return 0;
+}

@@ -1,0 +1,403 @@
+/*
+ * gate.c - the process's side of scheduling: the gate pointer, registration,
+ * the per-thread launch counts, the launch slow path, the sync hooks (the
+ * detector's input), the iteration hint, fork and exit.
+ *
+ * Divided into: globals and seams; the thread registry; registration and
+ * failing open; the launch slow path; syncs and hints; fork and exit.
+ *
+ * The gate pointer.  sched_gate points at
+ *   word_unreg (UNREG)   until the process registers (its first launch or
+ *                        context): the slow path registers it;
+ *   its slot's gate      once registered: lease.c keeps it OPEN, CONTENDED
+ *                        or CLOSED under the table lock;
+ *   word_open (OPEN)     when scheduling failed open, or at exit.
+ * It is stored with release after the slot is set up; the fast path loads it
+ * relaxed (a thread that still sees an older pointer takes the slow path,
+ * which reads p->state with acquire and behaves).
+ *
+ * Locks: p->mu guards the process's bookkeeping (config, detector, kernel
+ * sequence, iteration timing, registration); reg_mu guards the thread
+ * registry (reg_live, reg_retired).  Order: p->mu, then reg_mu, then the
+ * table lock; nothing sleeps holding p->mu or reg_mu.  Thread counters are
+ * written by their owner only (relaxed stores) and summed under reg_mu with
+ * relaxed loads: a sum taken at a sync is exact for the syncing thread and
+ * recent for the others, which is what a token needs.
+ */
+#include "sched/sched_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- globals and seams ------------------------------------------------------- */
+
+__thread sched_thread_t sched_th __attribute__((tls_model("initial-exec")));
+
+static uint32_t word_unreg = SCHED_GATE_UNREG;
+static uint32_t word_open = SCHED_GATE_OPEN;
+uint32_t *sched_gate = &word_unreg;
+
+sched_proc_t sched_p = { .mu = PTHREAD_MUTEX_INITIALIZER, .slot = SCHED_NO_SLOT };
+sched_driver_t sched_drv;
+static sched_clock_fn clock_fn = util_now_ns;
+
+uint64_t sched_now(void)
+{
+    return __atomic_load_n(&clock_fn, __ATOMIC_RELAXED)();
+}
+
+void sched_set_clock(sched_clock_fn fn)
+{
+    __atomic_store_n(&clock_fn, fn ? fn : util_now_ns, __ATOMIC_RELAXED);
+}
+
+void sched_init(const sched_driver_t *drv)
+{
+    if (!drv)
+        return;
+    __atomic_store_n(&sched_drv.ctx_device, drv->ctx_device, __ATOMIC_RELEASE);
+    __atomic_store_n(&sched_drv.ctx_synchronize, drv->ctx_synchronize, __ATOMIC_RELEASE);
+}
+
+int sched_current_device(void)
+{
+    int (*fn)(int *) = __atomic_load_n(&sched_drv.ctx_device, __ATOMIC_ACQUIRE);
+    if (!fn)
+        return 0;
+    int d = -1;
+    if (fn(&d) != 0 || d < 0 || d >= SHM_MAX_DEVICES)
+        return -1;
+    return d;
+}
+
+static void bump_activity(sched_slot_t *me)
+{
+    __atomic_store_n(&me->activity, __atomic_load_n(&me->activity, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+}
+
+/* ---- the thread registry ---------------------------------------------------- */
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static sched_thread_t *reg_live;          /* registered threads */
+static sched_token_t reg_retired;         /* sums of exited threads */
+static pthread_key_t reg_key;
+static int reg_key_ok;
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void);
+
+/* Thread exit: fold the counts into reg_retired.  A later launch by the same
+ * thread (another TLS destructor) registers it again from zero. */
+static void thread_exit(void *arg)
+{
+    sched_thread_t *th = arg;
+    pthread_mutex_lock(&reg_mu);
+    if (th->registered) {
+        reg_retired.launches += th->launches;
+        reg_retired.hash += th->hash;
+        *th->pprev = th->next;
+        if (th->next)
+            th->next->pprev = th->pprev;
+        th->registered = 0;
+        th->launches = 0;
+        th->hash = 0;
+    }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+static void reg_setup(void)
+{
+    reg_key_ok = pthread_key_create(&reg_key, thread_exit) == 0;
+    if (pthread_atfork(NULL, NULL, fork_child) != 0)
+        util_warn("cannot register a fork handler: a forked child may inherit its "
+                  "parent's scheduling state");
+}
+
+void sched_thread_register(void)
+{
+    pthread_once(&reg_once, reg_setup);
+    sched_thread_t *th = &sched_th;
+    pthread_mutex_lock(&reg_mu);
+    if (!th->registered) {
+        th->next = reg_live;
+        th->pprev = &reg_live;
+        if (reg_live)
+            reg_live->pprev = &th->next;
+        reg_live = th;
+        th->registered = 1;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    if (reg_key_ok)
+        pthread_setspecific(reg_key, th);
+}
+
+/* The process's launch count and hash sum. */
+static sched_token_t collect(void)
+{
+    pthread_mutex_lock(&reg_mu);
+    sched_token_t s = reg_retired;
+    for (sched_thread_t *th = reg_live; th; th = th->next) {
+        s.launches += __atomic_load_n(&th->launches, __ATOMIC_RELAXED);
+        s.hash += __atomic_load_n(&th->hash, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return s;
+}
+
+/* ---- registration and failing open ------------------------------------------ */
+
+static void at_exit(void);
+
+void sched_fail_open(sched_proc_t *p, const char *why)
+{
+    static int said;
+    util_log_once(&said, UTIL_LOG_ERROR, "GPU time slicing is off for this process: %s; "
+                  "its launches go straight to the driver", why);
+    __atomic_store_n(&p->state, SCHED_P_OPEN, __ATOMIC_RELEASE);
+    __atomic_store_n(&sched_gate, &word_open, __ATOMIC_RELEASE);
+}
+
+/* Under p->mu: claim the slot and set up its area. */
+static void register_locked(sched_proc_t *p)
+{
+    sched_config_read(&p->cfg);
+    if (p->det.mode == SCHED_DET_AUTO && p->cfg.iter_sync_every)
+        p->det.mode = SCHED_DET_EVERY;
+    shm_table_t *t = shm_process_table();
+    if (!t) {
+        sched_fail_open(p, "the arbitration table cannot be used (see above)");
+        return;
+    }
+    shm_set_hooks(t, SHM_AREA_SCHED, sched_reap_hook, sched_repair_hook, NULL);
+    int slot = shm_self(t);
+    if (slot < 0) {
+        sched_fail_open(p, "it has no slot in the arbitration table");
+        return;
+    }
+    if (shm_lock(t) != 0) {
+        sched_fail_open(p, "the table's lock cannot be taken");
+        return;
+    }
+    sched_slot_t *me = sched_slot(t, slot);
+    me->priority = p->cfg.priority;
+    me->declared = p->cfg.iterations;
+    __atomic_store_n(&me->devset, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->gate, SCHED_GATE_OPEN, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->magic, SCHED_SLOT_MAGIC, __ATOMIC_RELEASE);
+    shm_unlock(t);
+
+    p->t = t;
+    p->slot = slot;
+    p->gen = shm_slot_gen(t, slot);
+    p->me = me;
+    p->devset = 0;
+    p->last_boundary_ns = sched_now();
+    p->waited_mark_ns = 0;
+    if (!p->handlers_made) {
+        p->handlers_made = 1;
+        if (atexit(at_exit) != 0)
+            util_warn("cannot register an exit handler: peers take this process's "
+                      "lease back only when they see it dead");
+    }
+    __atomic_store_n(&p->state, SCHED_P_ACTIVE, __ATOMIC_RELEASE);
+    __atomic_store_n(&sched_gate, &me->gate, __ATOMIC_RELEASE);
+    util_debug("scheduler: slot %d, priority %d, policy %s", slot, p->cfg.priority,
+               sched_policy_names[p->cfg.policy]);
+}
+
+/* The process's state once registration was tried. */
+static sched_pstate_t ensure_registered(sched_proc_t *p)
+{
+    sched_pstate_t st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+    if (st != SCHED_P_UNREG)
+        return st;
+    pthread_mutex_lock(&p->mu);
+    if (p->state == SCHED_P_UNREG)
+        register_locked(p);
+    pthread_mutex_unlock(&p->mu);
+    return __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+}
+
+/* The process uses device d from now on. */
+static int join(sched_proc_t *p, int d)
+{
+    if (shm_lock(p->t) != 0) {
+        sched_fail_open(p, "the table's lock cannot be taken");
+        return -1;
+    }
+    sched_dev_configure_locked(p->t, d, &p->cfg);
+    sched_slot_t *me = p->me;
+    __atomic_store_n(&me->devset, me->devset | (1u << d), __ATOMIC_RELAXED);
+    sched_vtime_lift_locked(p->t, d, p->slot, sched_now());
+    sched_gate_update_locked(p->t, p->slot);
+    shm_unlock(p->t);
+    __atomic_or_fetch(&p->devset, 1u << d, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* ---- the launch slow path ------------------------------------------------------
+ * Reached when the gate is not OPEN: register, find the launch's device,
+ * join it, then either hold (bookkeeping while contended) or acquire. */
+
+void sched_launch_slow(const void *work)
+{
+    sched_proc_t *p = &sched_p;
+    if (ensure_registered(p) != SCHED_P_ACTIVE)
+        return;
+    int d = sched_current_device();
+    if (d < 0)
+        return;                      /* no context: the driver will refuse it */
+    bump_activity(p->me);
+    if (!(__atomic_load_n(&p->devset, __ATOMIC_RELAXED) & (1u << d)) && join(p, d) != 0)
+        return;
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (__atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == sched_lease_of(p->slot, p->gen)) {
+        if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
+            sched_holder_launch(p, d, (uint64_t)(uintptr_t)work);
+        return;
+    }
+    sched_acquire(p, d);
+}
+
+void sched_note_context(int device)
+{
+    sched_proc_t *p = &sched_p;
+    if (ensure_registered(p) != SCHED_P_ACTIVE)
+        return;
+    int d = device >= 0 ? device : sched_current_device();
+    if (d < 0 || d >= SHM_MAX_DEVICES)
+        return;
+    if (!(__atomic_load_n(&p->devset, __ATOMIC_RELAXED) & (1u << d)))
+        join(p, d);
+}
+
+/* ---- syncs and hints -------------------------------------------------------------- */
+
+/* Under p->mu: an iteration ended at `now`; its running time excludes the
+ * time spent waiting for the lease. */
+static void iteration_done(sched_proc_t *p, uint64_t now)
+{
+    sched_slot_t *me = p->me;
+    uint64_t waited = __atomic_load_n(&me->waited_ns, __ATOMIC_RELAXED);
+    if (p->last_boundary_ns && now > p->last_boundary_ns) {
+        uint64_t dt = now - p->last_boundary_ns, w = waited - p->waited_mark_ns;
+        p->iter_sum_ns += dt > w ? dt - w : 0;
+        p->iter_count++;
+        __atomic_store_n(&me->iter_ns, p->iter_sum_ns / p->iter_count, __ATOMIC_RELAXED);
+    }
+    p->last_boundary_ns = now;
+    p->waited_mark_ns = waited;
+    __atomic_store_n(&me->iterations, p->det.iterations, __ATOMIC_RELAXED);
+}
+
+/* Under p->mu: the detector found the loop's period for the first time; the
+ * syncs before were not iterations, so their times are dropped (the last
+ * published mean stays until a new one is measured). */
+static void iteration_restart(sched_proc_t *p, int boundary, uint64_t now)
+{
+    p->iter_sum_ns = 0;
+    p->iter_count = 0;
+    p->last_boundary_ns = boundary ? now : 0;
+    p->waited_mark_ns = __atomic_load_n(&p->me->waited_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->me->iterations, p->det.iterations, __ATOMIC_RELAXED);
+}
+
+void sched_sync_begin(void)
+{
+    sched_proc_t *p = &sched_p;
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE || sched_th.in_sync)
+        return;
+    sched_th.in_sync = 1;
+    __atomic_add_fetch(&p->me->in_sync, 1, __ATOMIC_RELAXED);
+}
+
+void sched_sync_end(sched_sync_kind_t kind, int ok)
+{
+    (void)kind;                      /* every kind of host wait is a candidate */
+    sched_proc_t *p = &sched_p;
+    if (sched_th.in_sync) {
+        sched_th.in_sync = 0;
+        __atomic_sub_fetch(&p->me->in_sync, 1, __ATOMIC_RELAXED);
+    }
+    if (!ok || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE)
+        return;
+    uint64_t now = sched_now();
+    pthread_mutex_lock(&p->mu);
+    sched_token_t sum = collect();
+    sched_token_t tok = { sum.launches - p->last.launches, sum.hash - p->last.hash };
+    p->last = sum;
+    int locked_before = p->det.ever_locked;
+    int boundary = sched_detect_feed(&p->det, tok);
+    if (!locked_before && p->det.ever_locked)
+        iteration_restart(p, boundary, now);
+    else if (boundary)
+        iteration_done(p, now);
+    p->syncs_in_tenure++;
+    p->last_sync_ns = now;
+    pthread_mutex_unlock(&p->mu);
+    bump_activity(p->me);
+    if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
+        sched_yield_point(p, boundary, 1);
+}
+
+SALUS_EXPORT void salus_iteration_end(void)
+{
+    sched_proc_t *p = &sched_p;
+    pthread_mutex_lock(&p->mu);
+    sched_detect_hint(&p->det);
+    int active = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == SCHED_P_ACTIVE;
+    if (active)
+        iteration_done(p, sched_now());
+    pthread_mutex_unlock(&p->mu);
+    if (!active)
+        return;
+    bump_activity(p->me);
+    if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
+        sched_yield_point(p, 1, 0);
+}
+
+/* ---- fork and exit ---------------------------------------------------------------
+ * The child of fork() is a new process: no slot, no lease, no registered
+ * thread but the one that forked, counts from zero.  Its locks may have been
+ * held by threads that do not exist in it: they are made anew. */
+
+static void fork_child(void)
+{
+    sched_proc_t *p = &sched_p;
+    pthread_mutex_init(&reg_mu, NULL);
+    reg_live = NULL;
+    memset(&reg_retired, 0, sizeof reg_retired);
+    sched_th.registered = 0;
+    sched_th.in_sync = 0;
+    sched_th.launches = 0;
+    sched_th.hash = 0;
+    sched_th.next = NULL;
+    sched_th.pprev = NULL;
+
+    pthread_mutex_init(&p->mu, NULL);
+    p->state = SCHED_P_UNREG;
+    p->t = NULL;
+    p->slot = SCHED_NO_SLOT;
+    p->gen = 0;
+    p->me = NULL;
+    p->devset = 0;
+    sched_detect_init(&p->det, SCHED_DET_AUTO);
+    sched_kseq_reset(&p->kseq);
+    memset(&p->last, 0, sizeof p->last);
+    p->last_boundary_ns = p->waited_mark_ns = 0;
+    p->iter_sum_ns = p->iter_count = 0;
+    p->syncs_in_tenure = p->last_sync_ns = 0;
+    __atomic_store_n(&sched_gate, &word_unreg, __ATOMIC_RELEASE);
+}
+
+static void at_exit(void)
+{
+    sched_proc_t *p = &sched_p;
+    sched_pstate_t active = SCHED_P_ACTIVE;
+    if (!__atomic_compare_exchange_n(&p->state, &active, SCHED_P_EXITING, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
+    __atomic_store_n(&sched_gate, &word_open, __ATOMIC_RELEASE);
+    sched_release_all(p);
+}

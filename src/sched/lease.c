@@ -1,0 +1,441 @@
+/*
+ * lease.c - the lease in the table: its state transitions, done under the
+ * table's lock, and the hooks that give a dead process's lease away.
+ *
+ * Divided into: access and validation; device set-up; gates; waiters and
+ * views; grants; reap and repair; changing a running table's policy.
+ *
+ * Locking.  Every function named *_locked runs under shm_lock.  The lock
+ * guards: a device's lease, since_ns, release_ns, waiters, wait[], vclock,
+ * ticket_next, policy, quantum, max slice; a slot's devset and vtime[]; and
+ * every gate word (written only here).  Outside the lock, a slot's owner
+ * reads its gate (relaxed: the fast path) and a device's lease (acquire),
+ * and peers read its activity and in_sync (relaxed).
+ *
+ * Ordering argument (READ this before hacking).  A grant writes, in order:
+ * the lease word (release store), the gates, then the grantee's grant word
+ * (release increment), and after that wakes the grantee's futex.  A waiter
+ * reads its grant word (acquire), then the lease (acquire), and sleeps with
+ * FUTEX_WAIT(grant, value read).  If it read the grant before the increment,
+ * the futex either sees the new value and returns at once, or is woken by the
+ * wake that follows the increment; if after, the release/acquire pair on the
+ * grant word makes the new lease visible to its lease load.  So a grant is
+ * never missed, and a waiter trusts only the lease word, never the wake.
+ *
+ * Every word read from the table is checked before use: slot and device
+ * indices are bounded, a lease or waiter entry whose generation is not its
+ * slot's current one is stale and dropped, a corrupt policy reads as fair,
+ * an area without its magic is set up afresh.
+ */
+#include "sched/sched_int.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+/* ---- access and validation ---------------------------------------------- */
+
+sched_slot_t *sched_slot(shm_table_t *t, int slot)
+{
+    return shm_slot_area(t, slot, SHM_AREA_SCHED);
+}
+
+sched_dev_t *sched_dev(shm_table_t *t, int device)
+{
+    return shm_device_area(t, device, SHM_AREA_SCHED);
+}
+
+int sched_lease_holder(shm_table_t *t, uint64_t lease)
+{
+    uint32_t lo = (uint32_t)lease, gen = (uint32_t)(lease >> 32);
+    if (lo == 0 || lo > SHM_MAX_SLOTS || gen == 0)
+        return SCHED_NO_SLOT;
+    int slot = (int)lo - 1;
+    return shm_slot_gen(t, slot) == gen ? slot : SCHED_NO_SLOT;
+}
+
+sched_policy_t sched_dev_policy(const sched_dev_t *dev)
+{
+    uint32_t p = __atomic_load_n(&dev->policy, __ATOMIC_RELAXED);
+    return p < SCHED_POLICY_COUNT ? (sched_policy_t)p : SCHED_POLICY_FAIR;
+}
+
+static int slot_ready(shm_table_t *t, int slot)
+{
+    sched_slot_t *s = sched_slot(t, slot);
+    return s && __atomic_load_n(&s->magic, __ATOMIC_RELAXED) == SCHED_SLOT_MAGIC;
+}
+
+static int bit_test(const uint64_t *set, int i)
+{
+    return (int)((set[i >> 6] >> (i & 63)) & 1);
+}
+
+static void bit_clear(uint64_t *set, int i)
+{
+    set[i >> 6] &= ~(1ull << (i & 63));
+}
+
+/* ---- device set-up ------------------------------------------------------- */
+
+static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg)
+{
+    memset(dev, 0, sizeof *dev);
+    dev->policy = cfg->policy < SCHED_POLICY_COUNT ? cfg->policy : SCHED_POLICY_FAIR;
+    dev->quantum_ms = cfg->quantum_ms;
+    dev->max_slice_ms = cfg->max_slice_ms;
+    dev->ticket_next = 1;
+    __atomic_store_n(&dev->magic, SCHED_DEV_MAGIC, __ATOMIC_RELEASE);
+}
+
+void sched_dev_configure_locked(shm_table_t *t, int d, const sched_config_t *cfg)
+{
+    static int said_corrupt, said_policy;
+    sched_dev_t *dev = sched_dev(t, d);
+    if (!dev)
+        return;
+    uint32_t magic = __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE);
+    if (magic != SCHED_DEV_MAGIC) {
+        if (magic != 0)
+            util_log_once(&said_corrupt, UTIL_LOG_WARN,
+                          "table %s: the scheduler's state of device %d was corrupted; "
+                          "it is set up afresh", shm_table_name(t), d);
+        dev_init_locked(dev, cfg);
+        util_debug("device %d: policy %s, quantum %u ms, max slice %u ms", d,
+                   sched_policy_names[dev->policy], dev->quantum_ms, dev->max_slice_ms);
+        return;
+    }
+    if (dev->policy >= SCHED_POLICY_COUNT)
+        dev->policy = SCHED_POLICY_FAIR;
+    if (cfg->policy_given && dev->policy != (uint32_t)cfg->policy)
+        util_log_once(&said_policy, UTIL_LOG_WARN,
+                      "device %d is scheduled with policy %s, fixed by the first process "
+                      "that used it; SALUS_POLICY=%s is ignored (change a running table's "
+                      "policy with `salus policy`)", d, sched_policy_names[dev->policy],
+                      sched_policy_names[cfg->policy]);
+}
+
+static uint64_t dev_quantum_ns(const sched_dev_t *dev)
+{
+    uint32_t q = __atomic_load_n(&dev->quantum_ms, __ATOMIC_RELAXED);
+    return (uint64_t)(q <= 3600000 ? q : SCHED_QUANTUM_MS_DEFAULT) * 1000000ull;
+}
+
+uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev)
+{
+    uint32_t ms = __atomic_load_n(&dev->max_slice_ms, __ATOMIC_RELAXED);
+    return (uint64_t)(ms >= 1 && ms <= 3600000 ? ms : SCHED_MAX_SLICE_MS_DEFAULT) * 1000000ull;
+}
+
+/* ---- gates ----------------------------------------------------------------
+ * gate(s) as the slot-area invariant defines it, from devset(s) and the
+ * devices' leases and waiters. */
+
+static uint32_t gate_compute(shm_table_t *t, int slot)
+{
+    sched_slot_t *s = sched_slot(t, slot);
+    uint32_t devset = __atomic_load_n(&s->devset, __ATOMIC_RELAXED);
+    uint32_t gate = SCHED_GATE_OPEN;
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        if (!(devset & (1u << d)))
+            continue;
+        sched_dev_t *dev = sched_dev(t, d);
+        if (__atomic_load_n(&dev->magic, __ATOMIC_RELAXED) != SCHED_DEV_MAGIC)
+            continue;
+        const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
+        if (!(ops->flags & SCHED_POL_GATED))
+            continue;
+        if (sched_lease_holder(t, dev->lease) != slot)
+            return SCHED_GATE_CLOSED;
+        if ((ops->flags & SCHED_POL_SHARES) && (dev->waiters[0] | dev->waiters[1]))
+            gate = SCHED_GATE_CONTENDED;
+    }
+    return gate;
+}
+
+void sched_gate_update_locked(shm_table_t *t, int slot)
+{
+    if (!slot_ready(t, slot))
+        return;
+    __atomic_store_n(&sched_slot(t, slot)->gate, gate_compute(t, slot), __ATOMIC_RELAXED);
+}
+
+static void gate_update_users_locked(shm_table_t *t, int d)
+{
+    for (int s = 0; s < SHM_MAX_SLOTS; s++)
+        if (slot_ready(t, s) && (sched_slot(t, s)->devset & (1u << d)))
+            sched_gate_update_locked(t, s);
+}
+
+/* ---- waiters and views ------------------------------------------------------ */
+
+static int waiter_valid(shm_table_t *t, const sched_dev_t *dev, int s, int holder)
+{
+    return s != holder && slot_ready(t, s) && dev->wait[s].gen != 0 &&
+           dev->wait[s].gen == shm_slot_gen(t, s);
+}
+
+static void cand_fill(shm_table_t *t, int slot, int d, sched_cand_t *c)
+{
+    sched_slot_t *s = sched_slot(t, slot);
+    int prio = __atomic_load_n(&s->priority, __ATOMIC_RELAXED);
+    uint64_t declared = __atomic_load_n(&s->declared, __ATOMIC_RELAXED);
+    uint64_t done = __atomic_load_n(&s->iterations, __ATOMIC_RELAXED);
+    uint64_t iter_ns = __atomic_load_n(&s->iter_ns, __ATOMIC_RELAXED);
+    memset(c, 0, sizeof *c);
+    c->slot = slot;
+    c->priority = prio < 0 ? 0 : prio > 100 ? 100 : prio;
+    c->vtime = s->vtime[d];
+    c->declared = declared > 0 && declared <= 1000000000000ull;
+    c->measured = iter_ns > 0 && iter_ns < 3600ull * 1000000000ull;
+    c->remaining_ns = SCHED_REMAINING_UNKNOWN;
+    if (c->declared && c->measured) {
+        uint64_t left = declared > done ? declared - done : 0;
+        c->remaining_ns = left > (UINT64_MAX - 1) / iter_ns ? UINT64_MAX - 1 : left * iter_ns;
+    }
+}
+
+void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *v)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    v->now = now;
+    v->quantum_ns = dev_quantum_ns(dev);
+    v->n = 0;
+    v->held_ns = 0;
+    int holder = sched_lease_holder(t, dev->lease);
+    v->has_holder = holder >= 0;
+    if (v->has_holder) {
+        cand_fill(t, holder, d, &v->holder);
+        v->held_ns = now > dev->since_ns ? now - dev->since_ns : 0;
+    }
+    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+        if (!bit_test(dev->waiters, s))
+            continue;
+        if (!waiter_valid(t, dev, s, holder)) {
+            bit_clear(dev->waiters, s);          /* stale: its process is gone */
+            continue;
+        }
+        sched_cand_t *c = &v->waiters[v->n++];
+        cand_fill(t, s, d, c);
+        c->ticket = dev->wait[s].ticket;
+    }
+}
+
+/* The least virtual time of the active set (holder with its tenure, and the
+ * waiters), kept monotone in vclock: where newcomers and sleepers start. */
+static uint64_t vclock_now_locked(shm_table_t *t, int d, uint64_t now)
+{
+    static sched_view_t v;       /* under the table lock; too big for a stack */
+    sched_dev_t *dev = sched_dev(t, d);
+    sched_view_build_locked(t, d, now, &v);
+    uint64_t least = UINT64_MAX;
+    if (v.has_holder)
+        least = sched_holder_vtime(&v);
+    for (int i = 0; i < v.n; i++)
+        if (v.waiters[i].vtime < least)
+            least = v.waiters[i].vtime;
+    if (least != UINT64_MAX && least > dev->vclock)
+        dev->vclock = least;
+    return dev->vclock;
+}
+
+void sched_vtime_lift_locked(shm_table_t *t, int d, int slot, uint64_t now)
+{
+    sched_slot_t *s = sched_slot(t, slot);
+    uint64_t floor = vclock_now_locked(t, d, now);
+    if (s->vtime[d] < floor)
+        s->vtime[d] = floor;
+}
+
+void sched_enqueue_locked(shm_table_t *t, int d, int slot, uint64_t now)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    uint32_t gen = shm_slot_gen(t, slot);
+    if (!(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED))
+        return;                                  /* pack: nobody waits */
+    if (bit_test(dev->waiters, slot) && dev->wait[slot].gen == gen)
+        return;
+    sched_vtime_lift_locked(t, d, slot, now);
+    if (dev->ticket_next == 0)
+        dev->ticket_next = 1;
+    dev->wait[slot].gen = gen;
+    dev->wait[slot].ticket = dev->ticket_next++;
+    dev->waiters[slot >> 6] |= 1ull << (slot & 63);
+    int holder = sched_lease_holder(t, dev->lease);
+    if (holder >= 0)
+        sched_gate_update_locked(t, holder);     /* CONTENDED: it will look */
+}
+
+void sched_dequeue_locked(shm_table_t *t, int d, int slot)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    if (!dev || slot < 0 || slot >= SHM_MAX_SLOTS)
+        return;
+    bit_clear(dev->waiters, slot);
+    dev->wait[slot].gen = 0;
+}
+
+/* ---- grants ------------------------------------------------------------------ */
+
+void sched_wake(shm_table_t *t, int slot)
+{
+    sched_slot_t *s = sched_slot(t, slot);
+    if (s)
+        shm_futex_wake(&s->grant, INT_MAX);
+}
+
+void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    int from = sched_lease_holder(t, dev->lease);
+    if (from >= 0) {
+        sched_slot_t *f = sched_slot(t, from);
+        uint64_t held = now > dev->since_ns ? now - dev->since_ns : 0;
+        __atomic_add_fetch(&f->held_ns, held, __ATOMIC_RELAXED);
+        f->vtime[d] += sched_vtime_charge(f->priority, held);
+    }
+    if (to < 0 || !slot_ready(t, to)) {
+        __atomic_store_n(&dev->lease, 0, __ATOMIC_RELEASE);
+        if (from >= 0)
+            sched_gate_update_locked(t, from);
+        return;
+    }
+    sched_slot_t *s = sched_slot(t, to);
+    bit_clear(dev->waiters, to);
+    dev->since_ns = now;
+    dev->release_ns = now;
+    __atomic_store_n(&dev->lease, sched_lease_of(to, shm_slot_gen(t, to)), __ATOMIC_RELEASE);
+    if (from >= 0 && from != to) {
+        dev->switches++;
+        __atomic_add_fetch(&s->switches, 1, __ATOMIC_RELAXED);
+    }
+    if (from >= 0)
+        sched_gate_update_locked(t, from);
+    sched_gate_update_locked(t, to);
+    __atomic_add_fetch(&s->grant, 1, __ATOMIC_RELEASE);
+    if (wake)
+        sched_wake(t, to);
+}
+
+int sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake)
+{
+    static sched_view_t v;       /* under the table lock */
+    sched_dev_t *dev = sched_dev(t, d);
+    sched_view_build_locked(t, d, now, &v);
+    int pick = sched_policy_ops(sched_dev_policy(dev))->pick(&v);
+    int to = pick >= 0 ? v.waiters[pick].slot : SCHED_NO_SLOT;
+    sched_grant_locked(t, d, to, now, wake);
+    return to;
+}
+
+/* Whether the holder `slot` of device d hands it over now, and to whom
+ * (SCHED_NO_SLOT: it keeps it).  boundary: this point ends an iteration,
+ * and the policy decides; at any point a tenure past the max slice ends. */
+int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now)
+{
+    static sched_view_t v;       /* under the table lock */
+    sched_dev_t *dev = sched_dev(t, d);
+    if (!dev || sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_RELAXED)) != slot)
+        return SCHED_NO_SLOT;
+    const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
+    if (!(ops->flags & SCHED_POL_SHARES))
+        return SCHED_NO_SLOT;
+    sched_view_build_locked(t, d, now, &v);
+    int pick = ops->pick(&v);
+    if (pick < 0)
+        return SCHED_NO_SLOT;
+    int yes = boundary && ops->yield(&v, pick);
+    if (!yes && v.held_ns >= sched_dev_max_slice_ns(dev))
+        yes = 1;
+    return yes ? v.waiters[pick].slot : SCHED_NO_SLOT;
+}
+
+/* ---- reap and repair ---------------------------------------------------------
+ * The reaper (any process, under the lock) gives a dead slot's leases to the
+ * policy's pick and wakes it at once; its waiter entries are dropped. */
+
+void sched_reap_hook(shm_table_t *t, int slot, void *slot_area, void *ctx)
+{
+    (void)slot_area;
+    (void)ctx;
+    uint64_t now = sched_now();
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        sched_dev_t *dev = sched_dev(t, d);
+        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
+            continue;
+        sched_dequeue_locked(t, d, slot);
+        if (sched_lease_holder(t, dev->lease) == slot) {
+            int to = sched_grant_pick_locked(t, d, now, 1);
+            util_info("device %d: the lease of a dead process (slot %d) goes to slot %d",
+                      d, slot, to);
+        }
+    }
+}
+
+/* After a process died holding the lock, mid-change: make every device and
+ * gate consistent again.  Dead slots were reaped just before. */
+void sched_repair_hook(shm_table_t *t, void *ctx)
+{
+    (void)ctx;
+    uint64_t now = sched_now();
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        sched_dev_t *dev = sched_dev(t, d);
+        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
+            continue;
+        if (dev->policy >= SCHED_POLICY_COUNT)
+            dev->policy = SCHED_POLICY_FAIR;
+        const sched_policy_ops_t *ops = sched_policy_ops(dev->policy);
+        if (!(ops->flags & SCHED_POL_GATED)) {
+            __atomic_store_n(&dev->lease, 0, __ATOMIC_RELEASE);
+            dev->waiters[0] = dev->waiters[1] = 0;
+        } else if (sched_lease_holder(t, dev->lease) < 0) {
+            sched_grant_pick_locked(t, d, now, 1);
+        }
+    }
+    for (int s = 0; s < SHM_MAX_SLOTS; s++)
+        sched_gate_update_locked(t, s);
+}
+
+/* ---- changing a running table's policy ------------------------------------- */
+
+int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, int quantum_ms)
+{
+    if (!t || !sched_dev(t, device) || (unsigned)policy >= SCHED_POLICY_COUNT ||
+        quantum_ms > 3600000)
+        return -EINVAL;
+    int rc = shm_lock(t);
+    if (rc != 0)
+        return rc;
+    sched_dev_t *dev = sched_dev(t, device);
+    if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC) {
+        sched_config_t cfg;
+        sched_config_read(&cfg);
+        dev_init_locked(dev, &cfg);
+    }
+    uint64_t woken[2] = { dev->waiters[0], dev->waiters[1] };
+    __atomic_store_n(&dev->policy, (uint32_t)policy, __ATOMIC_RELAXED);
+    if (quantum_ms >= 0)
+        dev->quantum_ms = (uint32_t)quantum_ms;
+    if (!(sched_policy_ops(policy)->flags & SCHED_POL_GATED)) {
+        sched_grant_locked(t, device, SCHED_NO_SLOT, sched_now(), 0);
+        dev->waiters[0] = dev->waiters[1] = 0;   /* all run: wake them all */
+    } else {
+        woken[0] = woken[1] = 0;
+    }
+    gate_update_users_locked(t, device);
+    for (int s = 0; s < SHM_MAX_SLOTS; s++)
+        if (bit_test(woken, s) && slot_ready(t, s))
+            __atomic_add_fetch(&sched_slot(t, s)->grant, 1, __ATOMIC_RELEASE);
+    shm_unlock(t);
+    for (int s = 0; s < SHM_MAX_SLOTS; s++)
+        if (bit_test(woken, s))
+            sched_wake(t, s);
+    util_info("device %d: policy set to %s", device, sched_policy_names[policy]);
+    return 0;
+}
+
+int sched_set_policy(int device, sched_policy_t policy, int quantum_ms)
+{
+    shm_table_t *t = shm_process_table();
+    return t ? sched_set_policy_table(t, device, policy, quantum_ms) : -ENOENT;
+}

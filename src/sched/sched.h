@@ -1,0 +1,177 @@
+/*
+ * sched.h - time slicing: the whole interface of the scheduler module.
+ *
+ * Salus's first primitive, fast job switching (Yu & Chowdhury, section 3):
+ * the GPU is leased, per device, to one process at a time (or to all of
+ * them, under `pack`).  Leases change hands at iteration boundaries, which
+ * this module finds from the pattern of launches and host-blocking syncs.
+ * A process without the lease sleeps on a futex in its next launch until a
+ * releaser hands it the GPU and wakes it, and only it.  Everything lives in
+ * the arbitration table (src/ipc): no daemon, and a holder that dies is
+ * replaced within 100 ms.
+ *
+ * Who calls what:
+ *   - intercept's launch wrappers call sched_launch() (the gate, inline);
+ *   - its sync wrappers call sched_sync_begin() / sched_sync_end() around the
+ *     real call (the boundary candidates);
+ *   - its lifecycle wrappers call sched_note_context() after a context is
+ *     made, and its init hands the driver functions over (sched_init);
+ *   - its report appends sched_report_fields();
+ *   - tools (salus-top, `salus policy`) use sched_read_slot/device and
+ *     sched_set_policy, so that no other module reads this module's layout.
+ *
+ * The fast path (sched_launch, holder with nobody waiting): a TLS count, a
+ * hash add and ONE relaxed load of the gate word, then a predictable branch.
+ * No lock, syscall, getenv, clock read or allocation.
+ */
+#ifndef SALUS_SCHED_H
+#define SALUS_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/ipc.h"
+#include "util/util.h"
+
+/* ---- the gate ---------------------------------------------------------------
+ * *sched_gate is the process's gate word: its slot's gate in the table once
+ * registered; before that a process-local word that forces the slow path
+ * (registration); when the table is unusable a local word that stays OPEN
+ * (fail open: calls pass).  Only OPEN takes the fast path. */
+#define SCHED_GATE_OPEN      0u   /* holds every lease it needs, nobody waits (or pack) */
+#define SCHED_GATE_CONTENDED 1u   /* holds them, someone waits: bookkeeping, boundaries */
+#define SCHED_GATE_CLOSED    2u   /* lacks a lease: acquire or wait */
+#define SCHED_GATE_UNREG     3u   /* process-local: not registered yet */
+
+/* A thread's launch counts, for the boundary detector: written by the owner
+ * thread only (relaxed stores, no read-modify-write), read at syncs by any
+ * thread of the process through the registry. */
+typedef struct sched_thread {
+    uint64_t launches;            /* launches by this thread */
+    uint64_t hash;                /* sum of sched_mix(kernel handle): order-independent */
+    uint32_t registered;          /* in the process's registry */
+    uint32_t in_sync;             /* inside a host-blocking sync (counted in the slot) */
+    struct sched_thread *next;    /* registry links, under the registry lock */
+    struct sched_thread **pprev;
+} sched_thread_t;
+
+extern __thread sched_thread_t sched_th __attribute__((tls_model("initial-exec")));
+extern uint32_t *sched_gate;
+
+void sched_thread_register(void);
+void sched_launch_slow(const void *work);
+
+/* A 64-bit finalizer (murmur3's): spreads handle bits so that sums of
+ * different kernel sets differ. */
+static inline uint64_t sched_mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* The gate: called by every launch wrapper before the real call.  `work` is
+ * the kernel (CUfunction) or graph (CUgraphExec) handle. */
+static inline __attribute__((always_inline)) void sched_launch(const void *work)
+{
+    sched_thread_t *th = &sched_th;
+    if (UTIL_UNLIKELY(!th->registered))
+        sched_thread_register();
+    __atomic_store_n(&th->launches, th->launches + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&th->hash, th->hash + sched_mix((uint64_t)(uintptr_t)work),
+                     __ATOMIC_RELAXED);
+    uint32_t *gate = __atomic_load_n(&sched_gate, __ATOMIC_RELAXED);
+    if (UTIL_UNLIKELY(__atomic_load_n(gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN))
+        sched_launch_slow(work);
+}
+
+/* ---- the driver and the clock (seams) -------------------------------------
+ * The slow path needs two driver calls; they come through this table so that
+ * tests and benchmarks give fakes.  Each returns 0 on success. */
+typedef struct sched_driver {
+    int (*ctx_device)(int *device);   /* device of the calling thread's current context */
+    int (*ctx_synchronize)(void);     /* wait for the current context's work */
+} sched_driver_t;
+
+/* Build the table from a symbol lookup over the real driver (dlsym on its
+ * handle): cuCtxGetDevice and cuCtxSynchronize, legacy ABI.  0, or -1 when
+ * a symbol is missing (*out untouched). */
+int  sched_driver_resolve(void *(*sym)(const char *name), sched_driver_t *out);
+/* Hand the driver over (intercept, at init; tests).  Without it, every
+ * launch counts as device 0 and no context is synchronized. */
+void sched_init(const sched_driver_t *drv);
+
+/* CLOCK_MONOTONIC ns by default; tests swap it (NULL restores). */
+typedef uint64_t (*sched_clock_fn)(void);
+void sched_set_clock(sched_clock_fn fn);
+
+/* ---- boundaries ------------------------------------------------------------ */
+typedef enum sched_sync_kind {
+    SCHED_SYNC_STREAM, SCHED_SYNC_CTX, SCHED_SYNC_EVENT, SCHED_SYNC_COPY
+} sched_sync_kind_t;
+
+/* Around a host-blocking sync: begin before the real call (the process is
+ * not idle while it waits), end after it, with ok = the call succeeded. */
+void sched_sync_begin(void);
+void sched_sync_end(sched_sync_kind_t kind, int ok);
+/* A context was made or retained on `device` (-1: the calling thread's
+ * current context); the process needs that device's lease from now on. */
+void sched_note_context(int device);
+/* The program says an iteration ended here (ctypes-callable).  From its
+ * first call on, only these calls are boundaries. */
+SALUS_EXPORT void salus_iteration_end(void);
+
+/* ---- policies ---------------------------------------------------------------- */
+typedef enum sched_policy {
+    SCHED_POLICY_FIFO = 0,     /* no sharing: the first job keeps the GPU until it exits */
+    SCHED_POLICY_FAIR,         /* equal GPU time, weighted by priority (default) */
+    SCHED_POLICY_PRIORITY,     /* strict priority, preempting at the holder's next boundary */
+    SCHED_POLICY_SRTF,         /* shortest remaining time first */
+    SCHED_POLICY_PACK,         /* no gating: every job runs at once */
+    SCHED_POLICY_COUNT
+} sched_policy_t;
+/* "fifo", "fair", "priority", "srtf", "pack", NULL. */
+extern const char *const sched_policy_names[SCHED_POLICY_COUNT + 1];
+
+/* Change a running table's policy on `device` (quantum_ms < 0: keep the
+ * quantum).  Opens the process's table (SALUS_TABLE...).  0, or -errno. */
+int sched_set_policy(int device, sched_policy_t policy, int quantum_ms);
+int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, int quantum_ms);
+
+/* ---- counters -------------------------------------------------------------- */
+/* The report's fields ("name":value pairs, comma-separated, no braces):
+ * iterations, iter_ms, gpu_held_ms, waited_ms, switches, handoff_us_p50,
+ * handoff_us_p99, policy.  Returns the length as snprintf does. */
+int sched_report_fields(char *buf, size_t cap);
+
+/* A validated copy of one slot's scheduler state, for monitors. */
+typedef struct sched_slot_info {
+    int priority;                 /* 0..100 */
+    uint64_t declared;            /* SALUS_ITERATIONS, 0: unknown */
+    uint64_t iterations;
+    double iter_ms;               /* mean running time of an iteration, 0: not yet */
+    double gpu_held_ms, waited_ms;
+    uint64_t switches;            /* times it was handed the GPU by another */
+    double handoff_us_p50, handoff_us_p99;
+    uint32_t devices;             /* devices it uses (bit d) */
+    uint32_t holds;               /* devices whose lease it holds (bit d) */
+    uint32_t waits;               /* devices it waits for (bit d) */
+} sched_slot_info_t;
+
+typedef struct sched_device_info {
+    sched_policy_t policy;
+    uint32_t quantum_ms, max_slice_ms;
+    int holder;                   /* slot, -1: none */
+    double held_ms;               /* of the current tenure */
+    uint64_t switches;            /* handoffs on this device */
+    int nwaiters;
+    int waiters[SHM_MAX_SLOTS];   /* slots, in arrival order */
+} sched_device_info_t;
+
+/* 0 and *out filled, or -1 (slot free or not set up by sched, device not
+ * configured, bad index). */
+int sched_read_slot(shm_table_t *t, int slot, sched_slot_info_t *out);
+int sched_read_device(shm_table_t *t, int device, sched_device_info_t *out);
+
+#endif /* SALUS_SCHED_H */

@@ -1,0 +1,312 @@
+/*
+ * sched_int.h - private to src/sched: the layout of the scheduler's areas in
+ * the arbitration table, the process-local state, and what the files of the
+ * module offer each other.  Tests include it to drive the pure parts (the
+ * detector, the policies) directly.
+ *
+ * Files: gate.c (process side: registration, threads, launch slow path,
+ * syncs, fork, exit), lease.c (table side: state transitions under the lock,
+ * reap and repair), wait.c (acquiring, waiting, yielding), detect.c (the
+ * boundary detector), policy*.c (the policies), config.c (SALUS_*),
+ * stats.c (histograms, report, monitors), driver.c (the real driver).
+ */
+#ifndef SALUS_SCHED_INT_H
+#define SALUS_SCHED_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "sched/sched.h"
+
+/* ---- the slot area (SHM_AREA_SCHED of every slot) ------------------------
+ * Owner: the slot's process.  Lines are split by writer so that the owner's
+ * fast-path word is not dirtied by its own counters.
+ *
+ * Invariants (under the table lock, for a slot with magic == SCHED_SLOT_MAGIC):
+ *   gate == OPEN      => for every d in devset with a gated policy:
+ *                        holder(d) == slot and, if the policy shares,
+ *                        waiters(d) == {}
+ *   gate == CONTENDED => for every such d: holder(d) == slot
+ *   gate == CLOSED    <= some such d has holder(d) != slot
+ *   grant increases at every grant to this slot (futex word)
+ */
+#define SCHED_SLOT_MAGIC   0x31484353u    /* "SCH1" */
+#define SCHED_HIST_BUCKETS 120
+
+typedef struct sched_slot {
+    /* line 0: read by the owner at every launch; written under the lock */
+    uint32_t gate;
+    uint8_t pad0[60];
+    /* line 1: the owner's threads sleep on it; bumped under the lock */
+    uint32_t grant;
+    uint8_t pad1[60];
+    /* line 2: written by the owner (relaxed), read by waiting peers */
+    uint64_t activity;        /* bumped at the owner's slow paths and syncs */
+    uint32_t in_sync;         /* owner threads inside a host-blocking sync */
+    uint32_t magic;           /* SCHED_SLOT_MAGIC once set up */
+    uint32_t devset;          /* devices the owner uses (bit d); under the lock */
+    int32_t  priority;        /* 0..100 */
+    uint64_t declared;        /* SALUS_ITERATIONS, 0: unknown */
+    uint64_t iterations;      /* iterations done */
+    uint64_t iter_ns;         /* mean running time of an iteration, 0: unknown */
+    uint8_t pad2[16];
+    /* line 3: counters */
+    uint64_t held_ns;         /* GPU time of closed tenures (atomic add, any writer) */
+    uint64_t waited_ns;       /* owner */
+    uint64_t switches;        /* grants from another holder (atomic add) */
+    uint64_t handoffs;        /* samples in hist (owner) */
+    uint8_t pad3[32];
+    uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
+    uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (owner) */
+} sched_slot_t;
+
+/* ---- the device area (SHM_AREA_SCHED of every device) --------------------
+ * lease packs holder and generation in one word, so that a reader without
+ * the lock (a waiter just woken) sees both or neither:
+ *   lease == 0  or  lease == ((uint64_t)gen << 32) | (slot + 1)
+ * Invariants (under the lock, when magic == SCHED_DEV_MAGIC):
+ *   policy < SCHED_POLICY_COUNT
+ *   policy == PACK     => lease == 0 and waiters == {}
+ *   lease names (s,g)  => g == gen(s) or the holder is stale (treated as none)
+ *   s in waiters       => wait[s].gen == gen(s) or the bit is stale (dropped)
+ *   s in waiters       => s is not the holder
+ *   vclock never decreases
+ */
+#define SCHED_DEV_MAGIC 0x31564453u       /* "SDV1" */
+
+typedef struct sched_wait {
+    uint32_t gen;             /* the waiter's slot generation */
+    uint32_t ticket;          /* arrival order */
+} sched_wait_t;
+
+typedef struct sched_dev {
+    uint64_t lease;           /* release store under the lock; see above */
+    uint64_t since_ns;        /* start of the holder's tenure */
+    uint64_t release_ns;      /* when the last grant was made */
+    uint64_t switches;        /* grants from one holder to another */
+    uint64_t vclock;          /* fair: least virtual time of the active set */
+    uint64_t waiters[2];      /* bit s: slot s waits */
+    uint32_t magic;
+    uint32_t policy;
+    uint32_t quantum_ms;
+    uint32_t max_slice_ms;
+    uint32_t ticket_next;
+    uint8_t pad[52];
+    sched_wait_t wait[SHM_MAX_SLOTS];
+} sched_dev_t;
+
+_Static_assert(sizeof(sched_slot_t) <= SHM_SLOT_AREA_BYTES, "sched slot area");
+_Static_assert(sizeof(sched_dev_t) <= SHM_DEVICE_AREA_BYTES, "sched device area");
+
+/* ---- configuration (config.c) --------------------------------------------- */
+#define SCHED_QUANTUM_MS_DEFAULT    100
+#define SCHED_MAX_SLICE_MS_DEFAULT  2000
+#define SCHED_PRIORITY_DEFAULT      50
+
+typedef struct sched_config {
+    sched_policy_t policy;       /* SALUS_POLICY, default fair */
+    int policy_given;            /* set explicitly */
+    uint32_t quantum_ms;         /* SALUS_QUANTUM_MS */
+    uint32_t max_slice_ms;       /* SALUS_MAX_SLICE_MS */
+    int priority;                /* SALUS_PRIORITY */
+    uint64_t iterations;         /* SALUS_ITERATIONS, 0: unknown */
+    int iter_sync_every;         /* SALUS_ITER_SYNC=every */
+} sched_config_t;
+
+/* Read every variable; bad values are said once and their default kept. */
+void sched_config_read(sched_config_t *out);
+
+/* ---- the boundary detector (detect.c): pure logic --------------------------
+ * Tokens (launches, hash sum) between consecutive host syncs; the smallest
+ * period of the token sequence and a consistent phase in it. */
+#define SCHED_DET_RING  64
+#define SCHED_DET_MAXP  16
+
+typedef enum { SCHED_DET_AUTO, SCHED_DET_EVERY, SCHED_DET_EXPLICIT } sched_det_mode_t;
+
+typedef struct sched_token {
+    uint64_t launches, hash;
+} sched_token_t;
+
+typedef struct sched_detect {
+    sched_det_mode_t mode;
+    sched_token_t ring[SCHED_DET_RING];
+    uint64_t n;               /* tokens fed */
+    int period;               /* 0: none known */
+    uint64_t anchor;          /* token index of a boundary of the period */
+    int ever_locked;
+    uint64_t iterations;      /* boundaries so far (corrected at the first lock) */
+    int relocked;             /* set by feed when a period was (re)found */
+} sched_detect_t;
+
+void sched_detect_init(sched_detect_t *d, sched_det_mode_t mode);
+/* One host sync ended with this token: 1 if it ends an iteration. */
+int  sched_detect_feed(sched_detect_t *d, sched_token_t tok);
+/* An explicit boundary (salus_iteration_end): switches to EXPLICIT mode. */
+void sched_detect_hint(sched_detect_t *d);
+
+/* Kernel sequences, for programs that never sync: handles launched while
+ * contended; a period found on demand; boundaries before the anchor kernel. */
+#define SCHED_KSEQ_RING  1024
+#define SCHED_KSEQ_MAXP  (SCHED_KSEQ_RING / 2)
+
+typedef struct sched_kseq {
+    uint64_t ring[SCHED_KSEQ_RING];
+    uint64_t n;               /* handles pushed */
+    int period;               /* 0: none known */
+    uint64_t anchor;          /* index of an anchor kernel */
+} sched_kseq_t;
+
+void sched_kseq_reset(sched_kseq_t *k);
+/* Record the kernel about to be launched; drops a period it breaks. */
+void sched_kseq_push(sched_kseq_t *k, uint64_t handle);
+/* Search the period of what was pushed (costly: on demand).  1 if found. */
+int  sched_kseq_find(sched_kseq_t *k);
+/* 1 if the kernel last pushed starts an iteration (the anchor phase). */
+int  sched_kseq_at_anchor(const sched_kseq_t *k);
+
+/* ---- policies (policy*.c): pure logic over a view ----------------------------
+ * The lease code builds a view of one device from the table (validated) and
+ * asks its policy; tests build views by hand, with any clock. */
+#define SCHED_WEIGHT_UNIT 51u     /* weight of the default priority */
+#define SCHED_REMAINING_UNKNOWN UINT64_MAX
+
+typedef struct sched_cand {
+    int slot;
+    int priority;                 /* 0..100 */
+    uint32_t ticket;              /* arrival order */
+    uint64_t vtime;               /* weighted GPU time on the device */
+    uint64_t remaining_ns;        /* srtf; SCHED_REMAINING_UNKNOWN */
+    int measured;                 /* srtf: iteration time known */
+    int declared;                 /* srtf: SALUS_ITERATIONS given */
+} sched_cand_t;
+
+typedef struct sched_view {
+    uint64_t now;
+    uint64_t quantum_ns;
+    int has_holder;
+    sched_cand_t holder;
+    uint64_t held_ns;             /* the holder's current tenure */
+    int n;
+    sched_cand_t waiters[SHM_MAX_SLOTS];
+} sched_view_t;
+
+#define SCHED_POL_GATED  1u       /* launches wait for a lease */
+#define SCHED_POL_SHARES 2u       /* the holder yields (quantum, idle, max slice) */
+
+typedef struct sched_policy_ops {
+    const char *name;
+    unsigned flags;
+    /* The waiter to grant next (index into waiters), -1: none. */
+    int (*pick)(const sched_view_t *v);
+    /* At a boundary of the holder, with `pick` chosen: 1 to hand over now. */
+    int (*yield)(const sched_view_t *v, int pick);
+} sched_policy_ops_t;
+
+/* Never NULL: an out-of-range policy gets fair's. */
+const sched_policy_ops_t *sched_policy_ops(unsigned policy);
+extern const sched_policy_ops_t sched_policy_fifo, sched_policy_fair,
+       sched_policy_priority, sched_policy_srtf, sched_policy_pack;
+
+/* Shared by the policies. */
+uint32_t sched_weight(int priority);
+uint64_t sched_vtime_charge(int priority, uint64_t held_ns);
+uint64_t sched_holder_vtime(const sched_view_t *v);   /* including the tenure */
+int  sched_fair_before(const sched_cand_t *a, const sched_cand_t *b);
+int  sched_fair_pick(const sched_view_t *v);
+int  sched_fair_yield(const sched_view_t *v, int pick);
+
+/* ---- the process (gate.c) ------------------------------------------------- */
+typedef enum { SCHED_P_UNREG = 0, SCHED_P_ACTIVE, SCHED_P_OPEN, SCHED_P_EXITING } sched_pstate_t;
+
+typedef struct sched_proc {
+    pthread_mutex_t mu;           /* everything below but the atomics */
+    sched_pstate_t state;         /* atomic reads on the slow paths */
+    sched_config_t cfg;
+    shm_table_t *t;
+    int slot;
+    uint32_t gen;
+    sched_slot_t *me;
+    uint32_t devset;              /* mirror of me->devset */
+    sched_detect_t det;
+    sched_kseq_t kseq;
+    sched_token_t last;           /* process sums at the previous sync */
+    uint64_t last_boundary_ns;    /* 0: none yet */
+    uint64_t waited_mark_ns;      /* waited_ns at the last boundary */
+    uint64_t iter_sum_ns, iter_count;
+    uint64_t syncs_in_tenure;     /* host syncs since the last grant */
+    uint64_t last_sync_ns;        /* end of the last host sync */
+    int handlers_made;
+} sched_proc_t;
+
+extern sched_proc_t sched_p;
+extern sched_driver_t sched_drv;
+uint64_t sched_now(void);
+/* The device of the calling thread's current context, or -1. */
+int sched_current_device(void);
+
+/* ---- the lease (lease.c): under the table lock unless said ---------------- */
+#define SCHED_NO_SLOT (-1)
+
+sched_slot_t *sched_slot(shm_table_t *t, int slot);       /* NULL: bad index */
+sched_dev_t  *sched_dev(shm_table_t *t, int device);      /* NULL: bad index */
+static inline uint64_t sched_lease_of(int slot, uint32_t gen)
+{
+    return ((uint64_t)gen << 32) | (uint64_t)(uint32_t)(slot + 1);
+}
+/* The holder named by a lease word if it is current, else SCHED_NO_SLOT. */
+int  sched_lease_holder(shm_table_t *t, uint64_t lease);
+/* A usable policy number of a device (fair when the word is corrupt). */
+sched_policy_t sched_dev_policy(const sched_dev_t *dev);
+uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev);
+
+/* Set up a device on first use (the caller's config), or say once that its
+ * policy differs from SALUS_POLICY. */
+void sched_dev_configure_locked(shm_table_t *t, int d, const sched_config_t *cfg);
+void sched_gate_update_locked(shm_table_t *t, int slot);
+/* Add `slot` to the device's waiters (idempotent), its vtime lifted to the
+ * active set's least; the holder's gate becomes CONTENDED. */
+void sched_enqueue_locked(shm_table_t *t, int d, int slot, uint64_t now);
+void sched_dequeue_locked(shm_table_t *t, int d, int slot);
+/* Lift a slot's vtime on d to the active set's least (joining, waking up). */
+void sched_vtime_lift_locked(shm_table_t *t, int d, int slot, uint64_t now);
+/* Build the view of a device, dropping stale waiters. */
+void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *v);
+/* Hand device d to `to` (may be SCHED_NO_SLOT: free it); ends the current
+ * tenure.  Wakes `to` when wake is set (else the caller wakes it after the
+ * unlock with sched_wake). */
+void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake);
+void sched_wake(shm_table_t *t, int slot);
+/* Whether the holder `slot` hands device d over now, and to whom
+ * (SCHED_NO_SLOT: it keeps it).  boundary: the policy decides; any point:
+ * a tenure past the max slice ends. */
+int  sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now);
+/* Grant a free or stale lease to the policy's pick. Returns the grantee. */
+int  sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake);
+/* Hooks given to ipc. */
+void sched_reap_hook(shm_table_t *t, int slot, void *slot_area, void *ctx);
+void sched_repair_hook(shm_table_t *t, void *ctx);
+
+/* ---- acquiring and yielding (wait.c) --------------------------------------- */
+/* The lease of device d for the calling process: returns when it holds it,
+ * the device is under pack, or scheduling failed open. */
+void sched_acquire(sched_proc_t *p, int d);
+/* At a sync or boundary of the process: hand over what policy says to.
+ * boundary: this sync ends an iteration; synced: the GPU work is done (no
+ * context sync needed before the handover). */
+void sched_yield_point(sched_proc_t *p, int boundary, int synced);
+/* Launch slow path of a holder with waiters (kernel boundaries, max slice). */
+void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle);
+/* Give up every lease (exit). */
+void sched_release_all(sched_proc_t *p);
+/* (gate.c) Fail open for good: said once; launches pass from now on. */
+void sched_fail_open(sched_proc_t *p, const char *why);
+
+/* ---- counters (stats.c) ----------------------------------------------------- */
+int  sched_hist_bucket(uint64_t ns);
+uint64_t sched_hist_value(int bucket);    /* a representative ns of the bucket */
+void sched_hist_add(sched_slot_t *s, uint64_t ns);
+/* The q-quantile (0..1) of a histogram, in ns; 0 when empty. */
+uint64_t sched_hist_quantile(const uint32_t *hist, double q);
+
+#endif /* SALUS_SCHED_INT_H */

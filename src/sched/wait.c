@@ -1,0 +1,305 @@
+/*
+ * wait.c - a process's side of the lease: acquiring it (or waiting for it),
+ * watching the holder while waiting, and handing the GPU over at boundaries.
+ *
+ * Divided into: decisions; acquiring and waiting; watching the holder (dead,
+ * idle, gone); yielding at syncs, hints and kernel boundaries; exit.
+ *
+ * Waiting.  A process without the lease enqueues itself under the table
+ * lock (which marks the holder CONTENDED, so that it looks at its next
+ * boundary), then sleeps on its own slot's grant word with a timeout of
+ * SCHED_POLL_NS.  A grant wakes it directly (lease.c explains why no grant
+ * is missed).  At each timeout it looks at the holder:
+ *   - no valid holder (freed, stale generation): the policy's pick gets it;
+ *   - holder dead (its liveness lock is gone): reap it; the reap hook hands
+ *     the lease on.  Detection within SCHED_POLL_NS, well under 100 ms;
+ *   - holder idle (its activity word unchanged, not inside a sync, for a few
+ *     of its iterations): the lease is taken from it and granted by policy
+ *     (work conserving).  Not under fifo, which never shares.
+ *
+ * Locks: the table lock around every decision, never held while sleeping,
+ * while synchronizing a context, or across a call into the driver; p->mu
+ * only for the process's own bookkeeping, never held while taking the table
+ * lock here.  Views are static buffers used under the table lock only.
+ */
+#include "sched/sched_int.h"
+
+#include <errno.h>
+
+#define SCHED_POLL_NS          (10ull * 1000000)     /* a waiter's look at the holder */
+#define SCHED_IDLE_ITERS       3                     /* idle: this many iterations */
+#define SCHED_IDLE_MIN_NS      (50ull * 1000000)
+#define SCHED_IDLE_MAX_NS      (5000ull * 1000000)
+#define SCHED_IDLE_UNKNOWN_NS  (200ull * 1000000)    /* before a first iteration */
+
+enum { W_WAIT, W_GOT, W_PASS };
+
+static int lock_or_fail(sched_proc_t *p)
+{
+    if (shm_lock(p->t) == 0)
+        return 0;
+    sched_fail_open(p, "the table's lock cannot be taken");
+    return -1;
+}
+
+static int ungated(const sched_dev_t *dev)
+{
+    return !(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED);
+}
+
+static int shares(const sched_dev_t *dev)
+{
+    return (sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_SHARES) != 0;
+}
+
+static uint64_t my_lease(const sched_proc_t *p)
+{
+    return sched_lease_of(p->slot, p->gen);
+}
+
+/* ---- decisions ------------------------------------------------------------ */
+
+/* Hand device d over if the policy says so; synchronize the context first
+ * when the GPU work is not known to be done.  1 if handed over. */
+static int yield_device(sched_proc_t *p, int d, int boundary, int synced)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (lock_or_fail(p))
+            return 0;
+        int to = sched_decide_locked(p->t, d, p->slot, boundary, sched_now());
+        if (to < 0) {
+            shm_unlock(p->t);
+            return 0;
+        }
+        if (!synced) {
+            shm_unlock(p->t);
+            if (sched_drv.ctx_synchronize)
+                sched_drv.ctx_synchronize();
+            synced = 1;
+            continue;                        /* decide again: time has passed */
+        }
+        sched_grant_locked(p->t, d, to, sched_now(), 0);
+        shm_unlock(p->t);
+        sched_wake(p->t, to);
+        shm_set_state(p->t, p->slot, SHM_IDLE);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- watching the holder --------------------------------------------------- */
+
+typedef struct idle_track {
+    uint64_t lease, activity, since;
+} idle_track_t;
+
+static uint64_t idle_ns(const sched_slot_t *h)
+{
+    uint64_t it = __atomic_load_n(&h->iter_ns, __ATOMIC_RELAXED);
+    if (it == 0)
+        return SCHED_IDLE_UNKNOWN_NS;
+    if (it > SCHED_IDLE_MAX_NS / SCHED_IDLE_ITERS)
+        return SCHED_IDLE_MAX_NS;
+    it *= SCHED_IDLE_ITERS;
+    return it < SCHED_IDLE_MIN_NS ? SCHED_IDLE_MIN_NS : it;
+}
+
+static int got(const sched_proc_t *p, const sched_dev_t *dev)
+{
+    return __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == my_lease(p) ? W_GOT : W_WAIT;
+}
+
+/* Grant device d by policy if `lease` still names its holder (or none) and,
+ * for an idle holder, it did nothing meanwhile. */
+static int regrant(sched_proc_t *p, int d, uint64_t lease, uint64_t activity, int idle)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (lock_or_fail(p))
+        return W_PASS;
+    int to = SCHED_NO_SLOT;
+    int h = sched_lease_holder(p->t, dev->lease);
+    if (h < 0) {
+        to = sched_grant_pick_locked(p->t, d, sched_now(), 0);
+    } else if (idle && dev->lease == lease) {
+        sched_slot_t *hs = sched_slot(p->t, h);
+        if (__atomic_load_n(&hs->activity, __ATOMIC_RELAXED) == activity &&
+            __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) == 0) {
+            to = sched_grant_pick_locked(p->t, d, sched_now(), 0);
+            util_debug("device %d: slot %d is idle; the GPU goes to slot %d", d, h, to);
+        }
+    }
+    shm_unlock(p->t);
+    if (to >= 0 && to != p->slot)
+        sched_wake(p->t, to);
+    return got(p, dev);
+}
+
+static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    uint64_t lease = __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE);
+    if (lease == my_lease(p))
+        return W_GOT;
+    int h = sched_lease_holder(p->t, lease);
+    if (h < 0)
+        return regrant(p, d, lease, 0, 0);
+    if (!shm_slot_alive(p->t, h)) {
+        shm_reap_dead(p->t, 0);            /* the reap hook hands the lease on */
+        return got(p, dev);
+    }
+    if (!shares(dev))
+        return W_WAIT;
+    sched_slot_t *hs = sched_slot(p->t, h);
+    uint64_t act = __atomic_load_n(&hs->activity, __ATOMIC_RELAXED);
+    uint64_t now = sched_now();
+    if (track->lease != lease || track->activity != act ||
+        __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) != 0) {
+        *track = (idle_track_t){ lease, act, now };
+        return W_WAIT;
+    }
+    if (now - track->since < idle_ns(hs))
+        return W_WAIT;
+    return regrant(p, d, lease, act, 1);
+}
+
+/* ---- acquiring and waiting --------------------------------------------------- */
+
+static int wait_loop(sched_proc_t *p, int d, int *by_other)
+{
+    sched_slot_t *me = p->me;
+    sched_dev_t *dev = sched_dev(p->t, d);
+    idle_track_t track = { 0, 0, 0 };
+    for (;;) {
+        uint32_t seen = __atomic_load_n(&me->grant, __ATOMIC_ACQUIRE);
+        if (got(p, dev) == W_GOT) {
+            *by_other = 1;
+            return W_GOT;
+        }
+        if (ungated(dev) || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE)
+            return W_PASS;
+        if (shm_futex_wait(&me->grant, seen, SCHED_POLL_NS) != ETIMEDOUT)
+            continue;
+        int r = poll_holder(p, d, &track);
+        if (r != W_WAIT) {
+            *by_other = 0;
+            return r;
+        }
+    }
+}
+
+static void tenure_begins(sched_proc_t *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->syncs_in_tenure = 0;
+    sched_kseq_reset(&p->kseq);
+    pthread_mutex_unlock(&p->mu);
+    shm_set_state(p->t, p->slot, SHM_RUNNING);
+}
+
+void sched_acquire(sched_proc_t *p, int d)
+{
+    shm_table_t *t = p->t;
+    sched_dev_t *dev = sched_dev(t, d);
+    if (lock_or_fail(p))
+        return;
+    if (ungated(dev) || dev->lease == my_lease(p)) {
+        sched_gate_update_locked(t, p->slot);
+        shm_unlock(t);
+        return;
+    }
+    uint64_t t0 = sched_now();
+    sched_enqueue_locked(t, d, p->slot, t0);
+    int to = SCHED_NO_SLOT;
+    if (sched_lease_holder(t, dev->lease) < 0)
+        to = sched_grant_pick_locked(t, d, t0, 0);
+    sched_gate_update_locked(t, p->slot);
+    shm_unlock(t);
+    if (to == p->slot) {
+        tenure_begins(p);
+        return;
+    }
+    if (to >= 0)
+        sched_wake(t, to);
+
+    shm_set_state(t, p->slot, SHM_WAIT_GPU);
+    int by_other = 0;
+    int r = wait_loop(p, d, &by_other);
+    uint64_t now = sched_now();
+    sched_slot_t *me = p->me;
+    __atomic_store_n(&me->waited_ns, me->waited_ns + (now - t0), __ATOMIC_RELAXED);
+    if (r != W_GOT) {
+        shm_set_state(t, p->slot, SHM_RUNNING);
+        return;
+    }
+    uint64_t rel = __atomic_load_n(&dev->release_ns, __ATOMIC_RELAXED);
+    if (by_other && rel >= t0 && rel <= now)
+        sched_hist_add(me, now - rel);
+    tenure_begins(p);
+}
+
+/* ---- yielding ---------------------------------------------------------------- */
+
+void sched_yield_point(sched_proc_t *p, int boundary, int synced)
+{
+    uint32_t devset = __atomic_load_n(&p->devset, __ATOMIC_RELAXED);
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        if (!(devset & (1u << d)))
+            continue;
+        sched_dev_t *dev = sched_dev(p->t, d);
+        if (__atomic_load_n(&dev->lease, __ATOMIC_RELAXED) != my_lease(p) ||
+            !(__atomic_load_n(&dev->waiters[0], __ATOMIC_RELAXED) |
+              __atomic_load_n(&dev->waiters[1], __ATOMIC_RELAXED)))
+            continue;
+        if (yield_device(p, d, boundary, synced))
+            synced = 1;                      /* one context sync is enough */
+    }
+}
+
+/* A launch by the holder while others wait.  Programs that sync are handed
+ * over at their syncs; for one that has not synced in this tenure, the
+ * boundary is the start of its kernel sequence's period, once the quantum
+ * is used; past the max slice (or the last sync is older than it), any
+ * launch.  The context is synchronized before the handover. */
+void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (!(__atomic_load_n(&dev->waiters[0], __ATOMIC_RELAXED) |
+          __atomic_load_n(&dev->waiters[1], __ATOMIC_RELAXED)) || !shares(dev))
+        return;
+    uint64_t now = sched_now();
+    uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
+    uint64_t held = now > since ? now - since : 0;
+    uint32_t q = __atomic_load_n(&dev->quantum_ms, __ATOMIC_RELAXED);
+    uint64_t slice = sched_dev_max_slice_ns(dev);
+
+    pthread_mutex_lock(&p->mu);
+    sched_kseq_push(&p->kseq, handle);
+    int no_sync = p->syncs_in_tenure == 0;
+    int at = no_sync && held >= (uint64_t)q * 1000000ull &&
+             sched_kseq_find(&p->kseq) && sched_kseq_at_anchor(&p->kseq);
+    int over = held >= slice && (no_sync || now - p->last_sync_ns >= slice);
+    pthread_mutex_unlock(&p->mu);
+
+    if ((at || over) && yield_device(p, d, at, 0))
+        sched_acquire(p, d);                 /* this launch waits its turn */
+}
+
+/* ---- exit --------------------------------------------------------------------- */
+
+void sched_release_all(sched_proc_t *p)
+{
+    if (shm_lock(p->t) != 0)
+        return;
+    uint64_t now = sched_now();
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        sched_dev_t *dev = sched_dev(p->t, d);
+        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
+            continue;
+        sched_dequeue_locked(p->t, d, p->slot);
+        if (dev->lease == my_lease(p))
+            sched_grant_pick_locked(p->t, d, now, 1);
+    }
+    __atomic_store_n(&p->me->devset, 0, __ATOMIC_RELAXED);
+    sched_gate_update_locked(p->t, p->slot);
+    shm_unlock(p->t);
+}
