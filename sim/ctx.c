@@ -534,11 +534,13 @@ out_unlock:
     return rc;
 }
 
-/* Free what the primary context owns and make it inactive. */
+/* Free what the primary context owns and make it inactive.  No wait for
+ * its work, and the lock is held throughout, so that a retain from another
+ * thread finds it either active or torn down, never half-way: the object
+ * itself lives on (callbacks still queued on its streams may touch it). */
 static void primary_deactivate(sim_ctx_t *c)
 {
-    c->active = 0;                      /* refused from now on */
-    sim_ctx_wait(c);
+    c->active = 0;
     ctx_teardown(c);
     c->refcount = 0;
 }

@@ -1,0 +1,366 @@
+/*
+ * test_simgpu_mem.c - simgpu's other memory in one process: stream-ordered
+ * pools (reuse, release threshold, trim, attributes, created pools), CUDA
+ * arrays (size from the descriptor, copies) and the VMM API (granularity,
+ * handles charged to the device, reserve / map / access / unmap with data).
+ *
+ * Every size is checked against cuMemGetInfo: the accounting is exact
+ * (allocations in 512-byte granules, VMM handles by their size).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/testutil.h"
+
+/* test_simgpu_util.c */
+extern CUcontext simt_ctx;
+extern CUfunction simt_fill;
+int simt_init(const char *tag);
+uint64_t simt_free(void);
+CUresult simt_fill_on(CUstream s, CUdeviceptr p, float v, unsigned long long n);
+
+#define CK(x) assert_int_equal((x), CUDA_SUCCESS)
+#define CKE(x, e) assert_int_equal((x), (e))
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+static cuuint64_t pool_attr(CUmemoryPool p, CUmemPool_attribute a)
+{
+    cuuint64_t v = 12345;
+    CK(cuMemPoolGetAttribute(p, a, &v));
+    return v;
+}
+
+/* ---- pools ------------------------------------------------------------------------------- */
+
+static void test_pool_default(void **state)
+{
+    (void)state;
+    CUmemoryPool def, cur;
+    CK(cuDeviceGetDefaultMemPool(&def, 0));
+    CK(cuDeviceGetMemPool(&cur, 0));
+    assert_ptr_equal(def, cur);
+    uint64_t f0 = simt_free();
+    CUdeviceptr a, b;
+    CK(cuMemAllocAsync(&a, MiB + 1, NULL));
+    assert_int_equal(f0 - simt_free(), MiB + 512);
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), MiB + 512);
+    CK(simt_fill_on(NULL, a, 1, 4));                /* usable as any device memory */
+    CK(cuMemFreeAsync(a, NULL));
+    /* Freed to the pool: still reserved, still charged to the device. */
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0);
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), MiB + 512);
+    assert_int_equal(f0 - simt_free(), MiB + 512);
+    CK(cuMemAllocAsync(&b, MiB, NULL));             /* reuses the cached block */
+    assert_int_equal(b, a);
+    CK(cuMemFreeAsync(b, NULL));
+    /* A synchronize releases what exceeds the threshold (0 by default). */
+    CK(cuStreamSynchronize(NULL));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+    assert_int_equal(simt_free(), f0);
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), MiB + 512);
+    CKE(cuMemFreeAsync(a, NULL), CUDA_ERROR_INVALID_VALUE);       /* freed already */
+    CKE(cuMemAllocAsync(&a, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemPoolDestroy(def), CUDA_ERROR_INVALID_VALUE);         /* the default stays */
+}
+
+static void test_pool_threshold_and_trim(void **state)
+{
+    (void)state;
+    CUmemoryPool def;
+    CK(cuDeviceGetDefaultMemPool(&def, 0));
+    cuuint64_t keep = 64 * MiB, zero = 0;
+    CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), keep);
+    uint64_t f0 = simt_free();
+    CUdeviceptr p[3];
+    for (int i = 0; i < 3; i++)
+        CK(cuMemAllocAsync(&p[i], 4 * MiB, NULL));
+    for (int i = 0; i < 3; i++)
+        CK(cuMemFreeAsync(p[i], NULL));
+    CK(cuCtxSynchronize());                         /* 12 MiB < threshold: kept */
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 12 * MiB);
+    assert_int_equal(f0 - simt_free(), 12 * MiB);
+    CK(cuMemPoolTrimTo(def, 5 * MiB));              /* down to at most 5 MiB */
+    assert_true(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) <= 5 * MiB);
+    CK(cuMemPoolTrimTo(def, 0));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+    assert_int_equal(simt_free(), f0);
+    CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero));
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 0);
+    CKE(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &keep),
+        CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &zero),
+        CUDA_ERROR_INVALID_VALUE);
+    int reuse = 0;
+    CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+    CK(cuMemPoolGetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+    assert_int_equal(reuse, 0);
+    CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+}
+
+static void test_pool_created(void **state)
+{
+    (void)state;
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    CUmemoryPool p, cur, def;
+    CK(cuMemPoolCreate(&p, &props));
+    uint64_t f0 = simt_free();
+    CUdeviceptr a, b;
+    CK(cuMemAllocFromPoolAsync(&a, 1000, p, NULL));
+    assert_int_equal(f0 - simt_free(), 1024);
+    CK(cuDeviceSetMemPool(0, p));
+    CK(cuDeviceGetMemPool(&cur, 0));
+    assert_ptr_equal(cur, p);
+    CK(cuMemAllocAsync(&b, 1000, NULL));            /* from the current pool */
+    assert_int_equal(pool_attr(p, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 2048);
+    CK(cuMemFree(a));                               /* cuMemFree takes pool memory too */
+    CK(cuMemFreeAsync(b, NULL));
+    CK(cuMemPoolDestroy(p));                        /* its cache goes back */
+    assert_int_equal(simt_free(), f0);
+    CK(cuDeviceGetMemPool(&cur, 0));
+    CK(cuDeviceGetDefaultMemPool(&def, 0));
+    assert_ptr_equal(cur, def);
+    CKE(cuMemAllocFromPoolAsync(&a, 1000, p, NULL), CUDA_ERROR_INVALID_VALUE);
+    props.location.id = 3;
+    CKE(cuMemPoolCreate(&p, &props), CUDA_ERROR_INVALID_DEVICE);
+    props.location.id = 0;
+    props.allocType = (CUmemAllocationType)0;
+    CKE(cuMemPoolCreate(&p, &props), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* A pool's cache counts against the device, and is given up before an
+ * allocation from that pool fails. */
+static void test_pool_cache_and_capacity(void **state)
+{
+    (void)state;
+    CUmemoryPool def;
+    CK(cuDeviceGetDefaultMemPool(&def, 0));
+    cuuint64_t keep = 32 * GiB;
+    CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+    CUdeviceptr a, b;
+    CK(cuMemAllocAsync(&a, 10 * GiB, NULL));
+    CK(cuMemFreeAsync(a, NULL));
+    CK(cuCtxSynchronize());                         /* kept: under the threshold */
+    CKE(cuMemAlloc(&b, 10 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CK(cuMemAllocAsync(&b, 12 * GiB, NULL));        /* trims its cache, then fits */
+    assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 12 * GiB);
+    CK(cuMemFreeAsync(b, NULL));
+    CK(cuMemPoolTrimTo(def, 0));
+    cuuint64_t zero = 0;
+    CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+}
+
+/* ---- arrays ------------------------------------------------------------------------------ */
+
+static void test_arrays(void **state)
+{
+    (void)state;
+    uint64_t f0 = simt_free();
+    CUarray a, a3;
+    CUDA_ARRAY_DESCRIPTOR d = { .Width = 100, .Height = 50, .Format = CU_AD_FORMAT_FLOAT,
+                                .NumChannels = 4 };
+    CK(cuArrayCreate(&a, &d));
+    assert_int_equal(f0 - simt_free(), 80384);       /* 100 x 50 x 16 = 80000, in granules */
+    CUDA_ARRAY_DESCRIPTOR back;
+    CK(cuArrayGetDescriptor(&back, a));
+    assert_true(back.Width == 100 && back.Height == 50 && back.NumChannels == 4 &&
+                back.Format == CU_AD_FORMAT_FLOAT);
+    CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = 30, .Height = 20, .Depth = 10,
+                                   .Format = CU_AD_FORMAT_UNSIGNED_INT16, .NumChannels = 2 };
+    CK(cuArray3DCreate(&a3, &d3));
+    assert_int_equal(f0 - simt_free(), 80384 + 24064);  /* 30 x 20 x 10 x 2 x 2 = 24000 */
+    CUDA_ARRAY3D_DESCRIPTOR back3;
+    CK(cuArray3DGetDescriptor(&back3, a3));
+    assert_true(back3.Depth == 10 && back3.NumChannels == 2);
+    CKE(cuArrayGetDescriptor(&back, a3), CUDA_ERROR_INVALID_VALUE);   /* a 3D array */
+    /* Bytes in and out, through 1D and 2D copies. */
+    unsigned char in[1600], out[1600];
+    for (int i = 0; i < 1600; i++)
+        in[i] = (unsigned char)(i * 3);
+    CK(cuMemcpyHtoA(a, 1600, in, sizeof in));       /* row 1 */
+    CK(cuMemcpyAtoH(out, a, 1600, sizeof out));
+    assert_memory_equal(in, out, sizeof in);
+    CKE(cuMemcpyHtoA(a, 80000 - 10, in, 20), CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEMCPY2D c = { .srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = a, .srcY = 1,
+                        .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out, .dstPitch = 16,
+                        .WidthInBytes = 16, .Height = 2 };
+    memset(out, 0, sizeof out);
+    CK(cuMemcpy2D(&c));
+    assert_memory_equal(out, in, 16);
+    c.srcY = 49;                                    /* rows 49 and 50: past the array */
+    CKE(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr dev;
+    CK(cuMemAlloc(&dev, 1600));
+    CK(cuMemcpyAtoD(dev, a, 1600, 1600));
+    memset(out, 0, sizeof out);
+    CK(cuMemcpyDtoH(out, dev, 1600));
+    assert_memory_equal(in, out, sizeof in);
+    CK(cuMemFree(dev));
+    CK(cuArrayDestroy(a));
+    CK(cuArrayDestroy(a3));
+    assert_int_equal(simt_free(), f0);
+    CKE(cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
+    d.NumChannels = 3;
+    CKE(cuArrayCreate(&a, &d), CUDA_ERROR_INVALID_VALUE);
+    d.NumChannels = 1;
+    d.Format = (CUarray_format)0x7;
+    CKE(cuArrayCreate(&a, &d), CUDA_ERROR_INVALID_VALUE);
+    d.Format = CU_AD_FORMAT_FLOAT;
+    d.Width = 0;
+    CKE(cuArrayCreate(&a, &d), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- VMM ------------------------------------------------------------------------------------ */
+
+static CUmemAllocationProp vmm_prop(void)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return p;
+}
+
+static void test_vmm_map_with_data(void **state)
+{
+    (void)state;
+    CUmemAllocationProp prop = vmm_prop();
+    size_t g = 0;
+    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    assert_int_equal(g, 2 * MiB);
+    CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    assert_int_equal(g, 2 * MiB);
+    uint64_t f0 = simt_free();
+    CUmemGenericAllocationHandle h1, h2;
+    CK(cuMemCreate(&h1, 2 * MiB, &prop, 0));
+    CK(cuMemCreate(&h2, 4 * MiB, &prop, 0));
+    assert_int_equal(f0 - simt_free(), 6 * MiB);
+    CUdeviceptr va, va2;
+    CK(cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0));
+    assert_int_equal(va % (2 * MiB), 0);
+    CK(cuMemMap(va, 2 * MiB, 0, h1, 0));
+    CK(cuMemMap(va + 2 * MiB, 4 * MiB, 0, h2, 0));
+    CKE(cuMemMap(va, 2 * MiB, 0, h2, 0), CUDA_ERROR_INVALID_VALUE);  /* already mapped */
+    /* No access yet: copies refuse it rather than fault. */
+    char byte = 1;
+    CKE(cuMemcpyHtoD(va, &byte, 1), CUDA_ERROR_INVALID_VALUE);
+    CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CK(cuMemSetAccess(va, 6 * MiB, &acc, 1));
+    unsigned long long flags = 0;
+    CK(cuMemGetAccess(&flags, &acc.location, va + 3 * MiB));
+    assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    /* One copy across the two mappings, and a kernel over both. */
+    size_t n = 4096;
+    char *in = malloc(n), *out = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (char)(i * 13);
+    CUdeviceptr edge = va + 2 * MiB - n / 2;
+    CK(cuMemcpyHtoD(edge, in, n));
+    CK(cuMemcpyDtoH(out, edge, n));
+    assert_memory_equal(in, out, n);
+    CK(simt_fill_on(NULL, va + 2 * MiB - 8, 2.0f, 4));
+    float f[4];
+    CK(cuMemcpyDtoH(f, va + 2 * MiB - 8, sizeof f));
+    assert_true(f[0] == 2.0f && f[3] == 2.0f);
+    CKE(cuMemcpyHtoD(va + 6 * MiB - 8, in, 16), CUDA_ERROR_INVALID_VALUE);  /* past the map */
+    /* A second mapping of h1 shares its bytes. */
+    CK(cuMemAddressReserve(&va2, 2 * MiB, 0, 0, 0));
+    CK(cuMemMap(va2, 2 * MiB, 0, h1, 0));
+    CK(cuMemSetAccess(va2, 2 * MiB, &acc, 1));
+    CK(cuMemcpyDtoH(out, va2 + 2 * MiB - n / 2, n / 2));
+    assert_memory_equal(in, out, n / 2 - 8);        /* then the two floats of the fill */
+    assert_memory_equal(out + n / 2 - 8, f, 8);
+    /* Retain from an address; release: the memory lives while mapped. */
+    CUmemGenericAllocationHandle r;
+    CUmemAllocationProp got;
+    CK(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)(va + MiB)));
+    assert_int_equal(r, h1);
+    CK(cuMemGetAllocationPropertiesFromHandle(&got, r));
+    assert_int_equal(got.location.id, 0);
+    CK(cuMemRelease(r));
+    CK(cuMemRelease(h1));
+    CK(cuMemRelease(h2));
+    assert_int_equal(f0 - simt_free(), 6 * MiB);
+    CKE(cuMemUnmap(va, 3 * MiB), CUDA_ERROR_INVALID_VALUE);     /* not whole mappings */
+    CKE(cuMemAddressFree(va, 8 * MiB), CUDA_ERROR_INVALID_VALUE);  /* still mapped */
+    CK(cuMemUnmap(va, 6 * MiB));
+    assert_int_equal(f0 - simt_free(), 2 * MiB);    /* h1 is still mapped at va2 */
+    CK(cuMemUnmap(va2, 2 * MiB));
+    assert_int_equal(simt_free(), f0);
+    CKE(cuMemcpyDtoH(out, va, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemAddressFree(va, 8 * MiB));
+    CK(cuMemAddressFree(va2, 2 * MiB));
+    free(in);
+    free(out);
+}
+
+static void test_vmm_errors(void **state)
+{
+    (void)state;
+    CUmemAllocationProp prop = vmm_prop();
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    size_t g;
+    CKE(cuMemCreate(&h, MiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);    /* not a granule */
+    CKE(cuMemCreate(&h, 0, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemCreate(&h, 32 * GiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CKE(cuMemGetAllocationGranularity(&g, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    prop.location.id = 4;
+    CKE(cuMemCreate(&h, 2 * MiB, &prop, 0), CUDA_ERROR_INVALID_DEVICE);
+    prop.location.id = 0;
+    CK(cuMemCreate(&h, 2 * MiB, &prop, 0));
+    int fd = -1;
+    CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    assert_true(fd >= 0);
+    CUmemGenericAllocationHandle imp;
+    CK(cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)fd,
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CK(cuMemRelease(imp));
+    close(fd);
+    CK(cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0));
+    CKE(cuMemMap(va + 4096, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  /* unaligned */
+    CKE(cuMemMap(va, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);         /* past h */
+    CKE(cuMemMap(va + 4 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  /* past va */
+    CKE(cuMemMap(va, 2 * MiB, 0, (CUmemGenericAllocationHandle)77, 0), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuMemUnmap(va, 2 * MiB), CUDA_ERROR_INVALID_VALUE);               /* not mapped */
+    CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CKE(cuMemSetAccess(va, 2 * MiB, &acc, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemRelease(h));
+    CKE(cuMemRelease(h), CUDA_ERROR_INVALID_HANDLE);
+    CKE(cuMemAddressFree(va, 2 * MiB), CUDA_ERROR_INVALID_VALUE);         /* not its size */
+    CK(cuMemAddressFree(va, 4 * MiB));
+}
+
+int main(void)
+{
+    if (simt_init("simgpu-mem"))
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_default),
+        cmocka_unit_test(test_pool_threshold_and_trim),
+        cmocka_unit_test(test_pool_created),
+        cmocka_unit_test(test_pool_cache_and_capacity),
+        cmocka_unit_test(test_arrays),
+        cmocka_unit_test(test_vmm_map_with_data),
+        cmocka_unit_test(test_vmm_errors),
+    };
+    return cmocka_run_group_tests_name("simgpu memory", tests, NULL, NULL);
+}
