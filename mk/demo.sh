@@ -46,8 +46,8 @@ if [ -e "$B/libsalus.so" ]; then
 fi
 
 echo "Two training jobs share one simulated GPU, $under."
-echo "  job-a: 60 iterations of 20 kernels x 1 ms, 2 ms of host time each, 512M + 128M per iteration"
-echo "  job-b: 120 iterations of 10 kernels x 0.5 ms, no host time, 256M"
+echo "  job-a: 60 iterations of 20 ms GPU time (20 kernels) + 2 ms host time; 512M, +128M per iteration"
+echo "  job-b: 120 iterations of 5 ms GPU time (10 kernels), no host time; 256M"
 echo
 
 env ${preload:+LD_PRELOAD=$preload} "$train" --preset demo --name job-a \

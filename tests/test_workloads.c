@@ -431,7 +431,7 @@ static void test_sigterm(void **state)
     wl_run_t r;
     env_setup(&r, 0);
     spawn(&r, "salus-train --iterations 100000 --kernels 2 --kernel-us 5000 --verbose");
-    assert_true(wait_for_text(r.proc.err_path, "iteration", 10000));
+    assert_true(wait_for_text(r.proc.err_path, "iteration 1/", 10000));
     uint64_t t0 = tu_now_ns();
     kill(r.proc.pid, SIGTERM);
     assert_int_equal(finish(&r), 0);
@@ -516,7 +516,7 @@ static void test_oom_retry(void **state)
     tu_env_simgpu(&late.env, hog.state);
     tu_env_set(&late.env, "SIMGPU_MEMORY", "1G");
     spawn(&hog, "salus-train --iterations 100 --kernels 1 --kernel-us 10000 --mem 768M --verbose");
-    assert_true(wait_for_text(hog.proc.err_path, "iteration", 10000));
+    assert_true(wait_for_text(hog.proc.err_path, "iteration 1/", 10000));
     run(&late, "salus-train --iterations 2 --kernels 1 --kernel-us 1000 --mem 512M --oom retry");
     finish(&hog);
     assert_ok(&hog);

@@ -70,7 +70,10 @@ static int resolve(const char *sym, int version, void **out)
         a->field = (__typeof__(a->field))p_;                                  \
     } while (0)
 
-static int api_per_thread(wl_api_t *a)
+/* Only the entry points this run uses are asked for, so that a driver
+ * without (say) graphs still runs the other forms; the rest stay direct and
+ * are never called. */
+static int api_per_thread(wl_api_t *a, const wl_common_t *c)
 {
     int driver = 0, rc;
     if ((rc = wl_cu(cuDriverGetVersion(&driver), "cuDriverGetVersion")))
@@ -79,14 +82,19 @@ static int api_per_thread(wl_api_t *a)
      * it is older: a driver answers nothing newer than itself. */
     int version = driver < CUDA_VERSION ? driver : CUDA_VERSION;
     RESOLVE(launch_kernel, "cuLaunchKernel");
-    RESOLVE(launch_kernel_ex, "cuLaunchKernelEx");
-    RESOLVE(launch_coop, "cuLaunchCooperativeKernel");
-    RESOLVE(graph_launch, "cuGraphLaunch");
+    if (c->launch == WL_LAUNCH_EX)
+        RESOLVE(launch_kernel_ex, "cuLaunchKernelEx");
+    if (c->launch == WL_LAUNCH_COOP)
+        RESOLVE(launch_coop, "cuLaunchCooperativeKernel");
+    if (c->launch == WL_LAUNCH_GRAPH)
+        RESOLVE(graph_launch, "cuGraphLaunch");
     RESOLVE(memcpy_dtoh, "cuMemcpyDtoH");
     RESOLVE(stream_sync, "cuStreamSynchronize");
     RESOLVE(event_record, "cuEventRecord");
-    RESOLVE(mem_alloc_async, "cuMemAllocAsync");
-    RESOLVE(mem_free_async, "cuMemFreeAsync");
+    if (c->alloc == WL_ALLOC_ASYNC) {
+        RESOLVE(mem_alloc_async, "cuMemAllocAsync");
+        RESOLVE(mem_free_async, "cuMemFreeAsync");
+    }
     return WL_OK;
 }
 
@@ -199,7 +207,7 @@ int wl_gpu_open(wl_gpu_t *g, const char *prog, const wl_common_t *c)
     int rc;
     if ((rc = open_context(g, (int)c->device)))
         return rc;
-    if (c->stream == WL_STREAM_PER_THREAD && (rc = api_per_thread(&g->api)))
+    if (c->stream == WL_STREAM_PER_THREAD && (rc = api_per_thread(&g->api, c)))
         return rc;
     if ((rc = load_module(g, c->module)))
         return rc;
