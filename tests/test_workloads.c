@@ -157,6 +157,7 @@ static void assert_ok(const wl_run_t *r)
 /* Kernels of pid in the trace: count, salus_spin count, distinct names. */
 typedef struct trace_sum {
     long kernels, spins, fills, axpys;
+    uint64_t stream;      /* simgpu's id of the stream of the first kernel: 0 legacy */
     uint64_t spin_min_ns, spin_max_ns, first_ns, last_ns, busy_ns;
 } trace_sum_t;
 
@@ -173,8 +174,10 @@ static trace_sum_t trace_of(const wl_run_t *r, int pid)
         if (k[i].pid != pid)
             continue;
         uint64_t d = k[i].end_ns - k[i].start_ns;
-        if (!s.kernels || k[i].start_ns < s.first_ns)
+        if (!s.kernels || k[i].start_ns < s.first_ns) {
             s.first_ns = k[i].start_ns;
+            s.stream = k[i].stream;
+        }
         if (k[i].end_ns > s.last_ns)
             s.last_ns = k[i].end_ns;
         s.kernels++;
@@ -240,6 +243,7 @@ static void test_bad_arguments(void **state)
     expect_usage_error("salus-train --kernels 4 --aux-kernels 5", "--aux-kernels");
     expect_usage_error("salus-train --preset nosuchmodel", "--preset");
     expect_usage_error("salus-train --verbose=yes", "--verbose");
+    expect_usage_error("salus-train --device 7", "--device 7");   /* simgpu has 1 */
     expect_usage_error("salus-infer --rate -3", "--rate");
     expect_usage_error("salus-infer --requests 1.5", "--requests");
     expect_usage_error("salus-infer --slo-ms soon", "--slo-ms");
@@ -337,6 +341,12 @@ static void test_streams(void **state)
                 graph ? " --launch graph" : "");
             assert_ok(&r);
             check_kernels(&r, 12, 3000);
+            /* per-thread: NULL given to the _ptsz entry points is the
+             * thread's own stream, not the legacy one (simgpu's id 0). */
+            trace_sum_t t = trace_of(&r, (int)num(&r, "pid"));
+            if ((t.stream == 0) != (i == 0))
+                fail_msg("--stream %s ran on simgpu stream %llu", streams[i],
+                         (unsigned long long)t.stream);
             /* The item sync waits for the stream's work, whichever stream. */
             assert_true(num(&r, "iter_ms_p50") >= 5.9);
             env_done(&r);

@@ -147,7 +147,7 @@ static int open_context(wl_gpu_t *g, int device)
         (rc = wl_cu(cuDeviceGetCount(&count), "cuDeviceGetCount")))
         return rc;
     if (device >= count)
-        return wl_errorf(WL_ECUDA, "--device %d: there %s %d device%s", device,
+        return wl_errorf(WL_EUSAGE, "--device %d: there %s %d device%s", device,
                          count == 1 ? "is" : "are", count, count == 1 ? "" : "s");
     if ((rc = wl_cu(cuDeviceGet(&g->dev, device), "cuDeviceGet(%d)", device)) ||
         (rc = wl_cu(cuDevicePrimaryCtxRetain(&g->ctx, g->dev), "cuDevicePrimaryCtxRetain")))

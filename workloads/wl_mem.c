@@ -83,7 +83,7 @@ static int alloc_array(wl_buf_t *b, const char *what)
     uint64_t height = (texels + width - 1) / width;
     if (height > ARRAY_HEIGHT) {
         char sz[32];
-        return wl_errorf(WL_ECUDA, "--alloc array: %s of %s is more than one 2D array holds "
+        return wl_errorf(WL_EUSAGE, "--alloc array: %s of %s is more than one 2D array holds "
                          "(%llu rows of %llu bytes)", what, wl_fmt_size(b->size, sz, sizeof sz),
                          ARRAY_HEIGHT, ARRAY_WIDTH * ARRAY_TEXEL);
     }
