@@ -14,6 +14,8 @@ $(B)/obj/tests/test_simgpu_util.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_simgpu,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_exec,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mem,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_mp,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 
 # The tests load the workloads' cubin and PTX.
-$(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_mem: | $(WL_CUBIN) $(WL_PTX)
+$(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_mem \
+    $(B)/tests/test_simgpu_mp: | $(WL_CUBIN) $(WL_PTX)

@@ -1,0 +1,572 @@
+/*
+ * test_simgpu_mp.c - several processes on one simgpu state: capacity shared
+ * and OOM, reclaim after SIGKILL (every kind of memory), fork children,
+ * concurrent allocation races, the engine serialized across processes with
+ * the context-switch penalty, several processes appending to one trace,
+ * state validation and first-process-wins configuration.
+ *
+ * Children are this binary again (`--child <role> ...`), spawned with a
+ * deadline by testutil; the parent is a simgpu process of the same state
+ * where a test needs it.  Children report on stdout, one "key value" a line.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cuda.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/testutil.h"
+
+/* test_simgpu_util.c */
+extern char simt_state[], simt_trace[];
+int simt_init(const char *tag);
+uint64_t simt_free(void);
+
+#define CK(x) assert_int_equal((x), CUDA_SUCCESS)
+#define CKE(x, e) assert_int_equal((x), (e))
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+#define MS 1000000ull
+
+/* ---- children ------------------------------------------------------------------------------ */
+
+static void say(const char *key, long long v)
+{
+    printf("%s %lld\n", key, v);
+    fflush(stdout);
+}
+
+static void wait_file(const char *path)
+{
+    for (int i = 0; i < 20000 && access(path, F_OK) != 0; i++)
+        usleep(1000);
+}
+
+static int child_setup(void)
+{
+    CUcontext c;
+    CUresult rc = cuInit(0);
+    if (!rc)
+        rc = cuDevicePrimaryCtxRetain(&c, 0);
+    if (!rc)
+        rc = cuCtxSetCurrent(c);
+    say("setup", rc);
+    return rc ? 1 : 0;
+}
+
+/* alloc <bytes>: allocate, report, then wait to be killed. */
+static int child_alloc(char **argv)
+{
+    if (child_setup())
+        return 1;
+    CUdeviceptr p;
+    say("allocated", cuMemAlloc(&p, strtoull(argv[0], NULL, 0)));
+    for (int i = 0; i < 30000; i++)
+        usleep(1000);
+    return 0;
+}
+
+/* hold-all: 64 MiB of every kind (plain, VMM, pool, array), then wait. */
+static int child_hold_all(void)
+{
+    if (child_setup())
+        return 1;
+    CUdeviceptr p, va;
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop;
+    CUmemoryPool pool;
+    CUarray a;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    cuuint64_t keep = GiB;
+    CUDA_ARRAY_DESCRIPTOR d = { .Width = 4096, .Height = 4096, .Format = CU_AD_FORMAT_FLOAT,
+                                .NumChannels = 1 };
+    int bad = cuMemAlloc(&p, 64 * MiB) || cuMemCreate(&h, 64 * MiB, &prop, 0) ||
+              cuMemAddressReserve(&va, 64 * MiB, 0, 0, 0) || cuMemMap(va, 64 * MiB, 0, h, 0) ||
+              cuDeviceGetDefaultMemPool(&pool, 0) ||
+              cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) ||
+              cuMemAllocAsync(&p, 64 * MiB, NULL) || cuArrayCreate(&a, &d);
+    say("held", bad);
+    for (int i = 0; i < 30000; i++)
+        usleep(1000);
+    return 0;
+}
+
+/* race <bytes> <start-file>: one allocation when told to, held until killed. */
+static int child_race(char **argv)
+{
+    if (child_setup())
+        return 1;
+    wait_file(argv[1]);
+    CUdeviceptr p;
+    say("allocated", cuMemAlloc(&p, strtoull(argv[0], NULL, 0)));
+    for (int i = 0; i < 30000; i++)
+        usleep(1000);
+    return 0;
+}
+
+/* churn <n>: n alloc/free pairs of assorted sizes; everything freed. */
+static int child_churn(char **argv)
+{
+    if (child_setup())
+        return 1;
+    int n = atoi(argv[0]), bad = 0;
+    for (int i = 0; i < n && !bad; i++) {
+        CUdeviceptr p;
+        bad = cuMemAlloc(&p, 1 + (size_t)(i * 7919) % (3 * MiB)) || cuMemFree(p);
+    }
+    say("churned", bad);
+    return 0;
+}
+
+/* spin <iters> <ns> <start-file>: load the module, then iters x (spin, sync). */
+static int child_spin(char **argv)
+{
+    if (child_setup())
+        return 1;
+    char path[512];
+    CUmodule m;
+    CUfunction f;
+    if (cuModuleLoad(&m, tu_build_path("workloads/kernels.cubin", path, sizeof path)) ||
+        cuModuleGetFunction(&f, m, "salus_spin"))
+        return 2;
+    say("ready", 0);
+    wait_file(argv[2]);
+    int iters = atoi(argv[0]);
+    unsigned long long ns = strtoull(argv[1], NULL, 0);
+    void *args[] = { &ns };
+    for (int i = 0; i < iters; i++)
+        if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) ||
+            (ns && cuStreamSynchronize(NULL)))
+            return 3;
+    return cuCtxSynchronize() ? 4 : 0;
+}
+
+/* info: what this process sees of the state. */
+static int child_info(void)
+{
+    CUresult rc = cuInit(0);
+    say("init", rc);
+    int n = -1;
+    say("count_rc", cuDeviceGetCount(&n));
+    if (rc)
+        return 0;
+    say("devices", n);
+    size_t total = 0;
+    cuDeviceTotalMem(&total, 0);
+    say("total", (long long)total);
+    return 0;
+}
+
+/* preinit: the answers before cuInit, then cuInit itself. */
+static int child_preinit(void)
+{
+    int n, v;
+    CUdeviceptr p;
+    CUcontext c;
+    void *pfn;
+    say("count", cuDeviceGetCount(&n));
+    say("alloc", cuMemAlloc(&p, 16));
+    say("current", cuCtxGetCurrent(&c));
+    say("version", cuDriverGetVersion(&v));
+    say("procaddr", cuGetProcAddress_v2("cuInit", &pfn, 12000, 0, NULL));
+    say("init_flags", cuInit(1));
+    say("init", cuInit(0));
+    say("count_after", cuDeviceGetCount(&n));
+    return 0;
+}
+
+static int child_main(int argc, char **argv)
+{
+    if (argc < 1)
+        return 100;
+    if (!strcmp(argv[0], "alloc") && argc >= 2) return child_alloc(argv + 1);
+    if (!strcmp(argv[0], "hold-all")) return child_hold_all();
+    if (!strcmp(argv[0], "race") && argc >= 3) return child_race(argv + 1);
+    if (!strcmp(argv[0], "churn") && argc >= 2) return child_churn(argv + 1);
+    if (!strcmp(argv[0], "spin") && argc >= 4) return child_spin(argv + 1);
+    if (!strcmp(argv[0], "info")) return child_info();
+    if (!strcmp(argv[0], "preinit")) return child_preinit();
+    return 100;
+}
+
+/* ---- the parent's helpers --------------------------------------------------------------- */
+
+static char self_path[512];
+
+static void env_for(tu_env_t *env, const char *state)
+{
+    tu_env_init(env);
+    tu_env_simgpu(env, state);
+}
+
+static void spawn(tu_proc_t *p, const tu_env_t *env, const char *role, const char *a1,
+                  const char *a2, const char *a3)
+{
+    char *argv[] = { self_path, "--child", (char *)role, (char *)a1, (char *)a2, (char *)a3,
+                     NULL };
+    assert_int_equal(tu_spawn(p, argv, env), 0);
+}
+
+/* The value reported by a child for key, waiting up to timeout_ms for it. */
+static long long reported(tu_proc_t *p, const char *key, int timeout_ms)
+{
+    char needle[64], line[256];
+    snprintf(needle, sizeof needle, "%s ", key);
+    uint64_t deadline = tu_now_ns() + (uint64_t)timeout_ms * MS;
+    do {
+        char *out = tu_read_file(p->out_path, NULL);
+        int found = out && tu_find_line(out, needle, 0, line, sizeof line) == 0;
+        free(out);
+        if (found)
+            return strtoll(line + strlen(needle), NULL, 10);
+        tu_sleep_ms(2);
+    } while (tu_now_ns() < deadline);
+    fail_msg("child %d never reported %s", (int)p->pid, key);
+    return -1;
+}
+
+static void kill_and_wait(tu_proc_t *p)
+{
+    kill(p->pid, SIGKILL);
+    tu_wait(p, 5000);
+}
+
+/* ---- capacity and reclaim ------------------------------------------------------------------ */
+
+static void test_capacity_shared_and_reclaim(void **state)
+{
+    (void)state;
+    tu_env_t env;
+    tu_proc_t a, b;
+    env_for(&env, simt_state);
+    uint64_t f0 = simt_free();
+    spawn(&a, &env, "alloc", "10737418240", NULL, NULL);         /* 10 GiB */
+    assert_int_equal(reported(&a, "allocated", 10000), CUDA_SUCCESS);
+    assert_int_equal(f0 - simt_free(), 10 * GiB);               /* the parent sees it */
+    CUdeviceptr p;
+    CKE(cuMemAlloc(&p, 8 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+    spawn(&b, &env, "alloc", "7516192768", NULL, NULL);         /* 7 GiB: no room either */
+    assert_int_equal(reported(&b, "allocated", 10000), CUDA_ERROR_OUT_OF_MEMORY);
+    kill_and_wait(&b);
+    /* SIGKILL the holder: its 10 GiB are the parent's to take, at once. */
+    kill_and_wait(&a);
+    uint64_t t0 = tu_now_ns();
+    CUresult rc;
+    while ((rc = cuMemAlloc(&p, 8 * GiB)) != CUDA_SUCCESS && tu_now_ns() - t0 < 100 * MS)
+        tu_sleep_ms(1);
+    CK(rc);
+    assert_true(tu_now_ns() - t0 < 100 * MS);
+    CK(cuMemFree(p));
+    assert_int_equal(simt_free(), f0);
+    tu_env_free(&env);
+}
+
+static void test_reclaim_every_kind(void **state)
+{
+    (void)state;
+    tu_env_t env;
+    tu_proc_t a;
+    env_for(&env, simt_state);
+    uint64_t f0 = simt_free();
+    spawn(&a, &env, "hold-all", NULL, NULL, NULL);
+    assert_int_equal(reported(&a, "held", 10000), 0);
+    assert_int_equal(f0 - simt_free(), 4 * 64 * MiB);           /* the array is 64 MiB too */
+    kill_and_wait(&a);
+    assert_int_equal(simt_free(), f0);
+    tu_env_free(&env);
+}
+
+/* Three processes want 6 GiB each of 16: exactly two get it. */
+static void test_allocation_race(void **state)
+{
+    (void)state;
+    tu_env_t env;
+    tu_proc_t c[3];
+    char start[512];
+    snprintf(start, sizeof start, "%s/race-start", tu_tmpdir());
+    unlink(start);
+    env_for(&env, simt_state);
+    uint64_t f0 = simt_free();
+    for (int i = 0; i < 3; i++)
+        spawn(&c[i], &env, "race", "6442450944", start, NULL);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(reported(&c[i], "setup", 10000), 0);
+    close(open(start, O_CREAT | O_WRONLY, 0644));
+    int ok = 0, oom = 0;
+    for (int i = 0; i < 3; i++) {
+        long long rc = reported(&c[i], "allocated", 20000);
+        ok += rc == CUDA_SUCCESS;
+        oom += rc == CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    assert_int_equal(ok, f0 >= 12 * GiB ? 2 : 1);
+    assert_int_equal(ok + oom, 3);
+    for (int i = 0; i < 3; i++)
+        kill_and_wait(&c[i]);
+    assert_int_equal(simt_free(), f0);          /* they died: reclaimed */
+    tu_env_free(&env);
+}
+
+/* Allocations and frees of several processes at once leave no trace. */
+static void test_concurrent_churn(void **state)
+{
+    (void)state;
+    tu_env_t env;
+    tu_proc_t c[3];
+    env_for(&env, simt_state);
+    uint64_t f0 = simt_free();
+    for (int i = 0; i < 3; i++)
+        spawn(&c[i], &env, "churn", "3000", NULL, NULL);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(reported(&c[i], "churned", 30000), 0);
+        assert_int_equal(tu_wait(&c[i], 10000), 0);
+    }
+    assert_int_equal(simt_free(), f0);
+    tu_env_free(&env);
+}
+
+/* ---- fork ---------------------------------------------------------------------------------- */
+
+static int fork_child(CUdeviceptr parents, uint64_t parent_free)
+{
+    CUdeviceptr p;
+    CUcontext c;
+    size_t free, total;
+    if (cuMemAlloc(&p, 16) != CUDA_ERROR_NOT_INITIALIZED)
+        return 1;
+    if (cuCtxGetCurrent(&c) != CUDA_ERROR_NOT_INITIALIZED)
+        return 2;
+    if (cuInit(0) || cuCtxGetCurrent(&c) || c)
+        return 3;
+    if (cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c))
+        return 4;
+    if (cuMemFree(parents) != CUDA_ERROR_INVALID_VALUE)
+        return 5;                       /* never the parent's memory */
+    if (cuMemGetInfo(&free, &total) || free != parent_free)
+        return 6;
+    if (cuMemAlloc(&p, MiB))
+        return 7;                       /* and exits holding it */
+    return 0;
+}
+
+static void test_fork_child(void **state)
+{
+    (void)state;
+    uint64_t f0 = simt_free();
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, GiB));
+    uint64_t f1 = simt_free();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(fork_child(p, f1));
+    int status = -1;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(simt_free(), f1);          /* the child's MiB went with it */
+    CK(cuMemFree(p));
+    assert_int_equal(simt_free(), f0);
+}
+
+/* ---- the engine and the trace ----------------------------------------------------------------- */
+
+static int strict_line(const char *line, tu_kernel_t *k)
+{
+    int end = 0;
+    unsigned long long ctx, stream, start, stop;
+    char name[64];
+    int got = sscanf(line, "{\"pid\":%d,\"device\":%d,\"context\":%llu,\"stream\":%llu,"
+                           "\"name\":\"%63[^\"]\",\"start_ns\":%llu,\"end_ns\":%llu}%n",
+                     &k->pid, &k->device, &ctx, &stream, name, &start, &stop, &end);
+    k->context = ctx;
+    k->start_ns = start;
+    k->end_ns = stop;
+    return got == 7 && line[end] == '\0' ? 0 : -1;
+}
+
+/* Run n children "spin iters ns" together on one trace; returns its kernels. */
+static long run_spinners(int n, const char *iters, const char *ns, tu_kernel_t **out,
+                         int *pids)
+{
+    char trace[512], start[512];
+    snprintf(trace, sizeof trace, "%s/mp-trace-%s-%s.jsonl", tu_tmpdir(), iters, ns);
+    snprintf(start, sizeof start, "%s/mp-start-%s-%s", tu_tmpdir(), iters, ns);
+    unlink(trace);
+    unlink(start);
+    tu_env_t env;
+    env_for(&env, simt_state);
+    tu_env_set(&env, "SIMGPU_TRACE", "%s", trace);
+    tu_proc_t c[8];
+    for (int i = 0; i < n; i++) {
+        spawn(&c[i], &env, "spin", iters, ns, start);
+        pids[i] = c[i].pid;
+    }
+    for (int i = 0; i < n; i++)
+        assert_int_equal(reported(&c[i], "ready", 10000), 0);
+    close(open(start, O_CREAT | O_WRONLY, 0644));
+    for (int i = 0; i < n; i++)
+        assert_int_equal(tu_wait(&c[i], 30000), 0);
+    tu_env_free(&env);
+    /* Every line is the exact object, whole. */
+    char *text = tu_read_file(trace, NULL);
+    assert_non_null(text);
+    for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+        tu_kernel_t k;
+        if (strict_line(l, &k))
+            fail_msg("bad trace line: %s", l);
+    }
+    free(text);
+    return tu_trace_load(trace, out);
+}
+
+static void test_engine_serialized_across_processes(void **state)
+{
+    (void)state;
+    tu_kernel_t *k;
+    int pids[2];
+    long n = run_spinners(2, "20", "5000000", &k, pids);
+    assert_int_equal(n, 40);
+    for (long i = 1; i < n; i++) {
+        assert_true(k[i].start_ns >= k[i - 1].end_ns);      /* one kernel at a time */
+        if (k[i].context != k[i - 1].context)
+            assert_true(k[i].start_ns >= k[i - 1].end_ns + 100000);   /* the switch */
+    }
+    assert_true(tu_trace_switches(k, n) >= 1);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tu_trace_busy(k, n, pids[i], 0, 0), 20 * 5 * MS);
+    free(k);
+}
+
+/* Four processes appending short kernels as fast as they can. */
+static void test_trace_appends(void **state)
+{
+    (void)state;
+    tu_kernel_t *k;
+    int pids[4];
+    long n = run_spinners(4, "300", "0", &k, pids);
+    assert_int_equal(n, 1200);
+    for (int i = 0; i < 4; i++) {
+        int mine = 0;
+        for (long j = 0; j < n; j++)
+            mine += k[j].pid == pids[i];
+        assert_int_equal(mine, 300);
+    }
+    free(k);
+}
+
+/* ---- the state itself ----------------------------------------------------------------------- */
+
+static void run_info(const char *state, const char *memory, const char *devices, tu_proc_t *p)
+{
+    tu_env_t env;
+    env_for(&env, state);
+    if (memory)
+        tu_env_set(&env, "SIMGPU_MEMORY", "%s", memory);
+    else
+        tu_env_unset(&env, "SIMGPU_MEMORY");
+    if (devices)
+        tu_env_set(&env, "SIMGPU_DEVICES", "%s", devices);
+    char *argv[] = { self_path, "--child", "info", NULL };
+    assert_int_equal(tu_run(argv, &env, 10000, p), 0);
+    tu_env_free(&env);
+}
+
+static void test_bad_state_refused(void **state)
+{
+    (void)state;
+    char name[64];
+    tu_unique_name("simgpu-bad", name, sizeof name);
+    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    assert_true(fd >= 0);
+    char junk[4096];
+    memset(junk, 0x5a, sizeof junk);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(write(fd, junk, sizeof junk), sizeof junk);
+    close(fd);
+    tu_proc_t p;
+    run_info(name, "16G", NULL, &p);            /* exits normally: no crash */
+    assert_int_equal(reported(&p, "init", 100), CUDA_ERROR_SYSTEM_DRIVER_MISMATCH);
+    assert_int_equal(reported(&p, "count_rc", 100), CUDA_ERROR_NOT_INITIALIZED);
+    char *err = tu_read_file(p.err_path, NULL);
+    assert_non_null(strstr(err, "not a simgpu state"));
+    free(err);
+    shm_unlink(name);
+    run_info("no-slash", "16G", NULL, &p);
+    assert_int_equal(reported(&p, "init", 100), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_first_process_fixes_config(void **state)
+{
+    (void)state;
+    char name[64];
+    tu_unique_name("simgpu-cfg", name, sizeof name);
+    tu_proc_t p;
+    run_info(name, "8G", "3", &p);
+    assert_int_equal(reported(&p, "devices", 100), 3);
+    assert_int_equal(reported(&p, "total", 100), 8 * GiB);
+    run_info(name, "16G", "1", &p);             /* too late: a note, and the first's values */
+    assert_int_equal(reported(&p, "devices", 100), 3);
+    assert_int_equal(reported(&p, "total", 100), 8 * GiB);
+    char *err = tu_read_file(p.err_path, NULL);
+    assert_int_equal(tu_count_lines(err, "SIMGPU_MEMORY ignored"), 1);
+    assert_int_equal(tu_count_lines(err, "SIMGPU_DEVICES ignored"), 1);
+    free(err);
+    run_info(name, NULL, NULL, &p);             /* nothing asked: nothing to say */
+    err = tu_read_file(p.err_path, NULL);
+    assert_int_equal(tu_count_lines(err, "ignored"), 0);
+    free(err);
+    shm_unlink(name);
+}
+
+static void test_before_cuinit(void **state)
+{
+    (void)state;
+    tu_env_t env;
+    tu_proc_t p;
+    env_for(&env, simt_state);
+    char *argv[] = { self_path, "--child", "preinit", NULL };
+    assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
+    assert_int_equal(reported(&p, "count", 100), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(reported(&p, "alloc", 100), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(reported(&p, "current", 100), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(reported(&p, "version", 100), CUDA_SUCCESS);
+    assert_int_equal(reported(&p, "procaddr", 100), CUDA_SUCCESS);
+    assert_int_equal(reported(&p, "init_flags", 100), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(reported(&p, "init", 100), CUDA_SUCCESS);
+    assert_int_equal(reported(&p, "count_after", 100), CUDA_SUCCESS);
+    tu_env_free(&env);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "--child"))
+        return child_main(argc - 2, argv + 2);
+    tu_build_path("tests/test_simgpu_mp", self_path, sizeof self_path);
+    if (simt_init("simgpu-mp"))
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capacity_shared_and_reclaim),
+        cmocka_unit_test(test_reclaim_every_kind),
+        cmocka_unit_test(test_allocation_race),
+        cmocka_unit_test(test_concurrent_churn),
+        cmocka_unit_test(test_fork_child),
+        cmocka_unit_test(test_engine_serialized_across_processes),
+        cmocka_unit_test(test_trace_appends),
+        cmocka_unit_test(test_bad_state_refused),
+        cmocka_unit_test(test_first_process_fixes_config),
+        cmocka_unit_test(test_before_cuinit),
+    };
+    return cmocka_run_group_tests_name("simgpu processes", tests, NULL, NULL);
+}
