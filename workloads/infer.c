@@ -158,9 +158,10 @@ static int teardown(infer_run_t *r, int rc)
         return rc;
     wl_buf_t *bufs[] = { &r->mem };
     rc = wl_finish(&r->g, bufs, 1, &r->end_ns, &r->free_end, rc);
-    wl_seq_free(&r->fwd);
+    int r2 = wl_seq_free(&r->fwd);
+    rc = rc ? rc : r2;
     free(r->plan);
-    int r2 = wl_gpu_close(&r->g);
+    r2 = wl_gpu_close(&r->g);
     return rc ? rc : r2;
 }
 

@@ -292,12 +292,15 @@ static int teardown(train_run_t *r, int rc)
         return rc;
     wl_buf_t *bufs[] = { &r->iter, &r->mem };
     rc = wl_finish(&r->g, bufs, 2, &r->end_ns, &r->free_end, rc);
+    int r2;
     for (int k = 0; r->segs && k < r->nsegs; k++)
-        wl_seq_free(&r->segs[k]);
-    wl_seq_free(&r->optim);
+        if ((r2 = wl_seq_free(&r->segs[k])) && !rc)
+            rc = r2;
+    if ((r2 = wl_seq_free(&r->optim)) && !rc)
+        rc = r2;
     free(r->segs);
     free(r->plan);
-    int r2 = wl_gpu_close(&r->g);
+    r2 = wl_gpu_close(&r->g);
     return rc ? rc : r2;
 }
 

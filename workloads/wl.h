@@ -222,7 +222,7 @@ typedef struct wl_seq {
 /* kinds[from, to) of a plan: a copy, captured when the launch form is graph. */
 int wl_seq_init(wl_gpu_t *g, wl_seq_t *s, const wl_kernel_kind_t *kinds, int from, int to);
 int wl_seq_launch(wl_gpu_t *g, wl_seq_t *s);
-void wl_seq_free(wl_seq_t *s);
+int wl_seq_free(wl_seq_t *s);
 /* The kernel plan of n launches with aux of them salus_fill/salus_axpy,
  * spread evenly (a model's mix of handles); malloc'd. */
 wl_kernel_kind_t *wl_plan(long long n, long long aux);

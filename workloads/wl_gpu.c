@@ -324,7 +324,7 @@ static int seq_capture(wl_gpu_t *g, wl_seq_t *s)
         rc = wl_cu(r, "--launch graph: cuStreamEndCapture");
     if (rc) {
         if (graph)
-            cuGraphDestroy(graph);
+            wl_cu(cuGraphDestroy(graph), "cuGraphDestroy");
         return rc;
     }
     s->graph = graph;
@@ -366,14 +366,16 @@ int wl_seq_launch(wl_gpu_t *g, wl_seq_t *s)
     return WL_OK;
 }
 
-void wl_seq_free(wl_seq_t *s)
+int wl_seq_free(wl_seq_t *s)
 {
-    if (s->exec)
-        cuGraphExecDestroy(s->exec);
-    if (s->graph)
-        cuGraphDestroy(s->graph);
+    int rc = WL_OK, r;
+    if (s->exec && (r = wl_cu(cuGraphExecDestroy(s->exec), "cuGraphExecDestroy")))
+        rc = r;
+    if (s->graph && (r = wl_cu(cuGraphDestroy(s->graph), "cuGraphDestroy")) && !rc)
+        rc = r;
     free(s->kinds);
     memset(s, 0, sizeof *s);
+    return rc;
 }
 
 /* ---- syncs -------------------------------------------------------------- */

@@ -65,12 +65,13 @@ static int alloc_vmm(wl_gpu_t *g, wl_buf_t *b, const char *what)
         goto out_unmap;
     b->span = span;
     return WL_OK;
+    /* The first failure is the one recorded; these are checked all the same. */
 out_unmap:
-    cuMemUnmap(b->ptr, span);
+    wl_cu(cuMemUnmap(b->ptr, span), "cuMemUnmap");
 out_free_address:
-    cuMemAddressFree(b->ptr, span);
+    wl_cu(cuMemAddressFree(b->ptr, span), "cuMemAddressFree");
 out_release:
-    cuMemRelease(b->handle);
+    wl_cu(cuMemRelease(b->handle), "cuMemRelease");
     b->ptr = 0;
     b->handle = 0;
     return rc;
