@@ -28,9 +28,9 @@
 
 #define SCHED_POLL_NS          (10ull * 1000000)     /* a waiter's look at the holder */
 #define SCHED_IDLE_ITERS       3                     /* idle: this many iterations */
-#define SCHED_IDLE_MIN_NS      (50ull * 1000000)
+#define SCHED_IDLE_MIN_NS      (200ull * 1000000)   /* well above CPU scheduling stalls */
 #define SCHED_IDLE_MAX_NS      (5000ull * 1000000)
-#define SCHED_IDLE_UNKNOWN_NS  (200ull * 1000000)    /* before a first iteration */
+#define SCHED_IDLE_UNKNOWN_NS  (500ull * 1000000)   /* before a first iteration */
 
 enum { W_WAIT, W_GOT, W_PASS };
 

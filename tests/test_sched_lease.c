@@ -1,0 +1,724 @@
+/*
+ * test_sched_lease.c - the lease protocol between real processes, through
+ * the sched API (no interception, no simulated GPU): each job is a forked
+ * child that calls sched_launch / sched_sync_* as the launch and sync
+ * wrappers will, with a fake driver table, and "runs" each kernel by
+ * spinning on the clock for its duration right after the gate let it pass.
+ * Every kernel is logged (job, start, end) in a shared array; the tests read
+ * the schedule from the log:
+ *   fair alternation in runs of whole iterations, and shares; three jobs;
+ *   priority preemption at the holder's boundary; fifo; pack; the exit
+ *   handover; SIGKILL of the holder mid-iteration; an idle holder; a program
+ *   that never syncs (kernel-sequence boundaries) and one without any period
+ *   (max slice); the explicit hint; fork; corrupted and foreign tables; the
+ *   report's fields.
+ *
+ * Bounds are behavioural with wide margins (a loaded 2-core machine): no
+ * overlap under a gated policy, run lengths, orders, shares within 40-60%,
+ * a dead holder replaced within 100 ms.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/sched_int.h"
+#include "lib/testutil.h"
+
+#define MAX_EV   8192
+#define MAX_JOBS 4
+#define MS       1000000ull
+
+typedef struct ev {
+    int job, iter, kernel, pad;
+    uint64_t start, end;
+} ev_t;
+
+typedef struct shared {
+    uint32_t n;
+    uint64_t first_ns[MAX_JOBS];     /* a job's first launch attempt */
+    uint64_t exit_ns[MAX_JOBS];
+    ev_t ev[MAX_EV];
+} shared_t;
+
+static shared_t *sh;
+static char tname[64];
+
+typedef struct job {
+    int id;
+    const char *policy;
+    int priority;            /* 0: default */
+    int quantum_ms;          /* 0: default */
+    int max_slice_ms;        /* 0: default */
+    long declared;           /* SALUS_ITERATIONS */
+    int iterations, kernels, kernel_us;
+    int sync;                /* 0 none, 1 every iteration, 2 salus_iteration_end */
+    int distinct;            /* every launch a new kernel handle (no period) */
+    int start_ms;            /* delay before starting */
+    int pause_at, pause_ms;  /* an idle phase before iteration pause_at */
+    int fork_at;             /* fork a child that makes no CUDA call */
+    const char *report;      /* file for sched_report_fields */
+    const char *table;       /* SALUS_TABLE, default tname */
+} job_t;
+
+static int fake_ctx_device(int *device)
+{
+    *device = 0;
+    return 0;
+}
+
+static int fake_ctx_synchronize(void)
+{
+    return 0;
+}
+
+static const sched_driver_t fake_driver = { fake_ctx_device, fake_ctx_synchronize };
+
+static void spin_until(uint64_t t)
+{
+    while (tu_now_ns() < t)
+        ;
+}
+
+static void setenv_int(const char *name, long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", v);
+    setenv(name, buf, 1);
+}
+
+static void job_env(const job_t *j)
+{
+    setenv("SALUS_TABLE", j->table ? j->table : tname, 1);
+    if (j->policy)
+        setenv("SALUS_POLICY", j->policy, 1);
+    if (j->priority)
+        setenv_int("SALUS_PRIORITY", j->priority);
+    if (j->quantum_ms)
+        setenv_int("SALUS_QUANTUM_MS", j->quantum_ms);
+    if (j->max_slice_ms)
+        setenv_int("SALUS_MAX_SLICE_MS", j->max_slice_ms);
+    if (j->declared)
+        setenv_int("SALUS_ITERATIONS", j->declared);
+}
+
+static void write_report(const char *path)
+{
+    char buf[1024];
+    int n = sched_report_fields(buf, sizeof buf);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "{%.*s}\n", n, buf);
+        fclose(f);
+    }
+}
+
+static void fork_idle_child(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct timespec ts = { 0, 300 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        _exit(0);
+    }
+}
+
+static void __attribute__((noreturn)) job_main(const job_t *j)
+{
+    if (j->start_ms)
+        tu_sleep_ms(j->start_ms);
+    job_env(j);
+    sched_init(&fake_driver);
+    sh->first_ns[j->id] = tu_now_ns();
+    for (int it = 0; it < j->iterations; it++) {
+        if (j->pause_ms && it == j->pause_at)
+            tu_sleep_ms(j->pause_ms);
+        if (j->fork_at && it == j->fork_at)
+            fork_idle_child();
+        for (int k = 0; k < j->kernels; k++) {
+            uint64_t h = j->distinct ? 0x100000 + (uint64_t)(it * j->kernels + k)
+                                     : 0x1000 + (uint64_t)k * 0x40;
+            sched_launch((const void *)(uintptr_t)h);
+            uint64_t t0 = tu_now_ns();
+            spin_until(t0 + (uint64_t)j->kernel_us * 1000);
+            uint32_t i = __atomic_fetch_add(&sh->n, 1, __ATOMIC_RELAXED);
+            if (i < MAX_EV)
+                sh->ev[i] = (ev_t){ j->id, it, k, 0, t0, tu_now_ns() };
+        }
+        if (j->sync == 1) {
+            sched_sync_begin();
+            sched_sync_end(SCHED_SYNC_STREAM, 1);
+        } else if (j->sync == 2) {
+            salus_iteration_end();
+        }
+    }
+    if (j->report)
+        write_report(j->report);
+    sh->exit_ns[j->id] = tu_now_ns();
+    exit(0);
+}
+
+static pid_t spawn(const job_t *j)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        job_main(j);
+    return pid;
+}
+
+static int wait_job(pid_t pid)
+{
+    tu_proc_t p = { .pid = pid };
+    return tu_wait(&p, 30000);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_unique_name("salus-lease", tname, sizeof tname);
+    shm_unlink(tname);
+    memset(sh, 0, sizeof *sh);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    shm_unlink(tname);
+    return 0;
+}
+
+/* ---- reading the log ---------------------------------------------------------- */
+
+static int ev_cmp(const void *a, const void *b)
+{
+    const ev_t *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int sorted_log(ev_t **out)
+{
+    int n = (int)(sh->n < MAX_EV ? sh->n : MAX_EV);
+    ev_t *e = malloc(sizeof *e * (size_t)(n ? n : 1));
+    memcpy(e, sh->ev, sizeof *e * (size_t)n);
+    qsort(e, (size_t)n, sizeof *e, ev_cmp);
+    *out = e;
+    return n;
+}
+
+/* Kernels of different jobs never overlap in time. */
+static void assert_no_overlap(const ev_t *e, int n)
+{
+    uint64_t end = 0;
+    int job = -1;
+    for (int i = 0; i < n; i++) {
+        if (e[i].job != job)
+            assert_true(e[i].start >= end);
+        if (e[i].end > end || e[i].job != job)
+            end = e[i].end;
+        job = e[i].job;
+    }
+}
+
+static int count_switches(const ev_t *e, int n)
+{
+    int s = 0;
+    for (int i = 1; i < n; i++)
+        s += e[i].job != e[i - 1].job;
+    return s;
+}
+
+/* Every run of one job starts at the first kernel of an iteration and ends
+ * at the last (whole iterations). */
+static void assert_whole_iterations(const ev_t *e, int n, int job, int kernels)
+{
+    for (int i = 0; i < n; i++) {
+        if (e[i].job != job)
+            continue;
+        if (i == 0 || e[i - 1].job != job)
+            assert_int_equal(e[i].kernel, 0);
+        if (i == n - 1 || e[i + 1].job != job)
+            assert_int_equal(e[i].kernel, kernels - 1);
+    }
+}
+
+/* GPU time of `job` within [from, to). */
+static uint64_t busy(const ev_t *e, int n, int job, uint64_t from, uint64_t to)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].job != job)
+            continue;
+        uint64_t a = e[i].start > from ? e[i].start : from;
+        uint64_t b = e[i].end < to ? e[i].end : to;
+        sum += b > a ? b - a : 0;
+    }
+    return sum;
+}
+
+static uint64_t first_start(const ev_t *e, int n, int job)
+{
+    for (int i = 0; i < n; i++)
+        if (e[i].job == job)
+            return e[i].start;
+    return 0;
+}
+
+static uint64_t last_end(const ev_t *e, int n, int job)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < n; i++)
+        if (e[i].job == job && e[i].end > t)
+            t = e[i].end;
+    return t;
+}
+
+/* ---- tests ------------------------------------------------------------------------- */
+
+static void test_fair_alternates_whole_iterations(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 60, .kernels = 4, .kernel_us = 1000, .sync = 1,
+                .quantum_ms = 20 };
+    job_t b = a;
+    b.id = 1;
+    b.start_ms = 10;
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    assert_int_equal(wait_job(pa), 0);
+    assert_int_equal(wait_job(pb), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_int_equal(n, 480);
+    assert_no_overlap(e, n);
+    assert_whole_iterations(e, n, 0, 4);
+    assert_whole_iterations(e, n, 1, 4);
+    int sw = count_switches(e, n);
+    assert_true(sw >= 4 && sw < n / 8);              /* far fewer than kernels */
+    uint64_t from = first_start(e, n, 1);
+    uint64_t to = last_end(e, n, 0) < last_end(e, n, 1) ? last_end(e, n, 0) : last_end(e, n, 1);
+    double a_ms = (double)busy(e, n, 0, from, to), b_ms = (double)busy(e, n, 1, from, to);
+    double share = a_ms / (a_ms + b_ms);
+    assert_true(share >= 0.40 && share <= 0.60);
+    free(e);
+}
+
+static void test_fair_three_jobs(void **state)
+{
+    (void)state;
+    job_t j[3];
+    pid_t p[3];
+    for (int i = 0; i < 3; i++) {
+        j[i] = (job_t){ .id = i, .iterations = 40, .kernels = 3, .kernel_us = 1000,
+                        .sync = 1, .quantum_ms = 15, .start_ms = 5 * i };
+        p[i] = spawn(&j[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(wait_job(p[i]), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_int_equal(n, 360);
+    assert_no_overlap(e, n);
+    uint64_t from = first_start(e, n, 2), to = UINT64_MAX;
+    for (int i = 0; i < 3; i++)
+        if (last_end(e, n, i) < to)
+            to = last_end(e, n, i);
+    uint64_t total = 0, b[3];
+    for (int i = 0; i < 3; i++)
+        total += b[i] = busy(e, n, i, from, to);
+    for (int i = 0; i < 3; i++) {
+        assert_whole_iterations(e, n, i, 3);
+        assert_true((double)b[i] / (double)total > 0.20 && (double)b[i] / (double)total < 0.46);
+    }
+    free(e);
+}
+
+static void test_priority_preempts(void **state)
+{
+    (void)state;
+    job_t high = { .id = 1, .policy = "priority", .priority = 90, .iterations = 40,
+                   .kernels = 4, .kernel_us = 2000, .sync = 1 };
+    pid_t ph = spawn(&high);                         /* alone first: its own time */
+    assert_int_equal(wait_job(ph), 0);
+    uint64_t alone = sh->exit_ns[1] - sh->first_ns[1];
+    shm_unlink(tname);
+    memset(sh, 0, sizeof *sh);
+
+    job_t low = { .id = 0, .policy = "priority", .priority = 10, .iterations = 80,
+                  .kernels = 4, .kernel_us = 2000, .sync = 1 };
+    high.start_ms = 100;
+    pid_t pl = spawn(&low);
+    ph = spawn(&high);
+    assert_int_equal(wait_job(ph), 0);
+    assert_int_equal(wait_job(pl), 0);
+    uint64_t shared = sh->exit_ns[1] - sh->first_ns[1];
+    assert_true(shared <= alone + alone / 4);        /* within 25% of its time alone */
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_no_overlap(e, n);
+    int runs_high = 0;                               /* one run, then the low resumes */
+    for (int i = 0; i < n; i++)
+        runs_high += e[i].job == 1 && (i == 0 || e[i - 1].job != 1);
+    assert_int_equal(runs_high, 1);
+    assert_true(last_end(e, n, 0) > last_end(e, n, 1));
+    assert_true(first_start(e, n, 0) < first_start(e, n, 1));
+    free(e);
+}
+
+static void test_fifo_one_after_another(void **state)
+{
+    (void)state;
+    pid_t p[3];
+    for (int i = 0; i < 3; i++) {
+        job_t j = { .id = i, .policy = "fifo", .iterations = 10, .kernels = 3,
+                    .kernel_us = 2000, .sync = 1, .start_ms = 30 * i };
+        p[i] = spawn(&j);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(wait_job(p[i]), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_int_equal(n, 90);
+    assert_int_equal(count_switches(e, n), 2);
+    assert_int_equal(e[0].job, 0);
+    assert_int_equal(e[30].job, 1);
+    assert_int_equal(e[60].job, 2);
+    /* The exit handler hands over at once: no 100 ms waits in between. */
+    assert_true(e[30].start - e[29].end < 100 * MS);
+    assert_true(e[60].start - e[59].end < 100 * MS);
+    free(e);
+}
+
+static void test_pack_interleaves(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .policy = "pack", .iterations = 20, .kernels = 5, .kernel_us = 1000,
+                .sync = 1 };
+    job_t b = a;
+    b.id = 1;
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    assert_int_equal(wait_job(pa), 0);
+    assert_int_equal(wait_job(pb), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_int_equal(n, 200);
+    assert_true(count_switches(e, n) >= 10);         /* they run at once */
+    free(e);
+}
+
+/* Find the device's holder (and wait until somebody waits for it). */
+static pid_t holder_when_contended(shm_table_t *t, int nwaiters)
+{
+    uint64_t deadline = tu_now_ns() + 10000 * MS;
+    while (tu_now_ns() < deadline) {
+        sched_device_info_t di;
+        shm_ident_t id;
+        if (sched_read_device(t, 0, &di) == 0 && di.holder >= 0 && di.nwaiters >= nwaiters &&
+            shm_slot_ident(t, di.holder, &id) == 0)
+            return id.pid;
+        tu_sleep_ms(2);
+    }
+    return -1;
+}
+
+static shm_table_t *open_table(void)
+{
+    shm_open_opts_t o = { .name = tname, .read_only = 1 };
+    shm_table_t *t = NULL;
+    uint64_t deadline = tu_now_ns() + 10000 * MS;
+    while (shm_open_table(&o, &t) != 0 && tu_now_ns() < deadline)
+        tu_sleep_ms(2);
+    assert_non_null(t);
+    return t;
+}
+
+static void test_sigkill_holder(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 1000, .kernels = 10, .kernel_us = 5000, .sync = 1,
+                .quantum_ms = 60000 };
+    job_t b = { .id = 1, .iterations = 5, .kernels = 2, .kernel_us = 1000, .sync = 1,
+                .start_ms = 20 };
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    shm_table_t *t = open_table();
+    assert_int_equal(holder_when_contended(t, 1), pa);
+    tu_sleep_ms(27);                                 /* mid-iteration */
+    kill(pa, SIGKILL);
+    uint64_t killed = tu_now_ns();
+    assert_int_equal(wait_job(pa), 128 + SIGKILL);
+    assert_int_equal(wait_job(pb), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    uint64_t resumed = first_start(e, n, 1);
+    assert_true(resumed > killed);
+    assert_true(resumed - killed < 100 * MS);
+    free(e);
+    shm_close_table(t);
+}
+
+/* A holder that stops using the GPU (evaluation on the CPU) is relieved. */
+static void test_idle_holder_released(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 40, .kernels = 2, .kernel_us = 1000, .sync = 1,
+                .pause_at = 20, .pause_ms = 1500, .quantum_ms = 60000 };
+    job_t b = { .id = 1, .iterations = 50, .kernels = 2, .kernel_us = 1000, .sync = 1,
+                .start_ms = 15, .quantum_ms = 60000 };
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    assert_int_equal(wait_job(pa), 0);
+    assert_int_equal(wait_job(pb), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_no_overlap(e, n);
+    /* b ran while a was paused, well before a came back */
+    uint64_t a_pause = 0;
+    for (int i = 0; i < n; i++)
+        if (e[i].job == 0 && e[i].iter == 19)
+            a_pause = e[i].end;
+    assert_true(a_pause > 0);
+    uint64_t b_first = first_start(e, n, 1);
+    assert_true(b_first > a_pause && b_first < a_pause + 1000 * MS);
+    free(e);
+}
+
+/* No syncs at all: handovers at one phase of the kernel sequence. */
+static void test_kernel_sequence_boundaries(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 60, .kernels = 5, .kernel_us = 1000, .sync = 0,
+                .quantum_ms = 20 };
+    job_t b = { .id = 1, .iterations = 60, .kernels = 5, .kernel_us = 1000, .sync = 1,
+                .quantum_ms = 20, .start_ms = 5 };
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    assert_int_equal(wait_job(pa), 0);
+    assert_int_equal(wait_job(pb), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_no_overlap(e, n);
+    int phase = -1, a_runs = 0;
+    for (int i = 1; i < n; i++) {
+        if (e[i].job != 0 || e[i - 1].job == 0)
+            continue;
+        a_runs++;                                    /* a run of a starts here */
+        if (phase < 0)
+            phase = e[i].kernel;
+        assert_int_equal(e[i].kernel, phase);
+    }
+    assert_true(a_runs >= 2);                        /* it did yield, at one phase */
+    free(e);
+}
+
+/* No syncs and no period: yields after the max slice, at a launch. */
+static void test_max_slice(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 400, .kernels = 1, .kernel_us = 1000, .sync = 0,
+                .distinct = 1, .quantum_ms = 10, .max_slice_ms = 40 };
+    job_t b = { .id = 1, .iterations = 150, .kernels = 1, .kernel_us = 1000, .sync = 1,
+                .quantum_ms = 10, .max_slice_ms = 40, .start_ms = 5 };
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    assert_int_equal(wait_job(pb), 0);
+    assert_int_equal(wait_job(pa), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_no_overlap(e, n);
+    uint64_t b_end = last_end(e, n, 1);
+    assert_true(b_end < last_end(e, n, 0));          /* b did not wait for a's end */
+    int runs = 0;
+    for (int i = 0, len = 0; i < n; i++) {           /* a's runs while b waits: a slice */
+        len = i > 0 && e[i - 1].job == e[i].job ? len + 1 : 1;
+        if (e[i].job == 0 && e[i].end < b_end && (i == n - 1 || e[i + 1].job != 0)) {
+            runs++;
+            assert_true(len <= 100);
+        }
+    }
+    assert_true(runs >= 2);
+    free(e);
+}
+
+/* salus_iteration_end(): switches only there (no syncs). */
+static void test_iteration_hint(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 40, .kernels = 3, .kernel_us = 1000, .sync = 2,
+                .quantum_ms = 10, .distinct = 1 };
+    job_t b = a;
+    b.id = 1;
+    b.start_ms = 5;
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    assert_int_equal(wait_job(pa), 0);
+    assert_int_equal(wait_job(pb), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_no_overlap(e, n);
+    assert_whole_iterations(e, n, 0, 3);
+    assert_whole_iterations(e, n, 1, 3);
+    assert_true(count_switches(e, n) >= 4);
+    free(e);
+}
+
+/* A DataLoader-like child forked after CUDA is in use never registers. */
+static void test_fork_child_not_in_table(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 30, .kernels = 2, .kernel_us = 5000, .sync = 1,
+                .fork_at = 2 };
+    pid_t pa = spawn(&a);
+    shm_table_t *t = open_table();
+    int seen_parent = 0;
+    uint64_t deadline = tu_now_ns() + 250 * MS;
+    while (tu_now_ns() < deadline) {
+        for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+            shm_ident_t id;
+            if (shm_slot_ident(t, s, &id) != 0)
+                continue;
+            assert_int_equal(id.pid, pa);            /* nobody else, ever */
+            seen_parent = 1;
+        }
+        tu_sleep_ms(5);
+    }
+    assert_true(seen_parent);
+    assert_int_equal(wait_job(pa), 0);
+    shm_close_table(t);
+}
+
+/* A table of another version, or not a table at all: the job runs, ungated. */
+static void test_foreign_tables_fail_open(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 2; kind++) {
+        shm_unlink(tname);
+        if (kind == 0) {                             /* another ABI version */
+            shm_open_opts_t o = { .name = tname, .create = 1 };
+            shm_table_t *t;
+            assert_int_equal(shm_open_table(&o, &t), 0);
+            shm_close_table(t);
+            int fd = shm_open(tname, O_RDWR, 0600);
+            uint32_t version = 99;
+            assert_int_equal(pwrite(fd, &version, sizeof version, 8), (ssize_t)sizeof version);
+            close(fd);
+        } else {                                     /* garbage of another size */
+            int fd = shm_open(tname, O_RDWR | O_CREAT, 0600);
+            assert_true(fd >= 0);
+            char junk[4096];
+            memset(junk, 0x5a, sizeof junk);
+            assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+            close(fd);
+        }
+        memset(sh, 0, sizeof *sh);
+        job_t a = { .id = 0, .iterations = 5, .kernels = 2, .kernel_us = 100, .sync = 1 };
+        job_t b = a;
+        b.id = 1;
+        pid_t pa = spawn(&a), pb = spawn(&b);
+        assert_int_equal(wait_job(pa), 0);
+        assert_int_equal(wait_job(pb), 0);
+        assert_int_equal(sh->n, 20);
+    }
+}
+
+/* Garbage in the scheduler's areas of a valid table: every word is checked. */
+static void test_corrupted_areas(void **state)
+{
+    (void)state;
+    shm_open_opts_t o = { .name = tname, .create = 1 };
+    shm_table_t *t;
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    srand(7);
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        uint8_t *a = shm_device_area(t, d, SHM_AREA_SCHED);
+        for (int i = 0; i < SHM_DEVICE_AREA_BYTES; i++)
+            a[i] = (uint8_t)rand();
+    }
+    sched_dev_t *dev = sched_dev(t, 0);              /* and a plausible-looking one */
+    dev->magic = SCHED_DEV_MAGIC;
+    dev->policy = 1234;
+    dev->lease = sched_lease_of(5, 77);
+    job_t a = { .id = 0, .iterations = 20, .kernels = 2, .kernel_us = 1000, .sync = 1,
+                .quantum_ms = 5 };
+    job_t b = a;
+    b.id = 1;
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    assert_int_equal(wait_job(pa), 0);
+    assert_int_equal(wait_job(pb), 0);
+    ev_t *e;
+    int n = sorted_log(&e);
+    assert_int_equal(n, 80);
+    assert_no_overlap(e, n);
+    free(e);
+    shm_close_table(t);
+}
+
+static void test_report_fields(void **state)
+{
+    (void)state;
+    char ra[600], rb[600];
+    snprintf(ra, sizeof ra, "%s/report-a", tu_tmpdir());
+    snprintf(rb, sizeof rb, "%s/report-b", tu_tmpdir());
+    job_t a = { .id = 0, .iterations = 40, .kernels = 2, .kernel_us = 1000, .sync = 1,
+                .quantum_ms = 10, .report = ra };
+    job_t b = a;
+    b.id = 1;
+    b.start_ms = 5;
+    b.report = rb;
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    assert_int_equal(wait_job(pa), 0);
+    assert_int_equal(wait_job(pb), 0);
+    for (int i = 0; i < 2; i++) {
+        char *text = tu_read_file(i ? rb : ra, NULL);
+        assert_non_null(text);
+        double v;
+        char policy[32];
+        assert_int_equal(tu_json_num(text, "iterations", &v), 0);
+        assert_true(v == 40);
+        assert_int_equal(tu_json_num(text, "iter_ms", &v), 0);
+        assert_true(v >= 1.5);                       /* 2 ms of kernels, waits excluded */
+        assert_int_equal(tu_json_num(text, "gpu_held_ms", &v), 0);
+        assert_true(v >= 70);
+        assert_int_equal(tu_json_num(text, "waited_ms", &v), 0);
+        assert_true(v > 0);
+        assert_int_equal(tu_json_num(text, "switches", &v), 0);
+        assert_true(v >= 1);
+        assert_int_equal(tu_json_num(text, "handoff_us_p50", &v), 0);
+        assert_true(v > 0);
+        assert_int_equal(tu_json_num(text, "handoff_us_p99", &v), 0);
+        assert_int_equal(tu_json_str(text, "policy", policy, sizeof policy), 0);
+        assert_string_equal(policy, "fair");
+        free(text);
+    }
+}
+
+int main(void)
+{
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fair_alternates_whole_iterations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_three_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_priority_preempts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_one_after_another, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pack_interleaves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigkill_holder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_holder_released, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kernel_sequence_boundaries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_slice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_iteration_hint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_child_not_in_table, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_tables_fail_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupted_areas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_report_fields, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
