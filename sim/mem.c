@@ -25,7 +25,44 @@
 
 #define MMAP_MIN (1u << 20)
 
-/* ---- backing and accounting ------------------------------------------------- */
+/* ---- backing and accounting -------------------------------------------------
+ * Freed small allocations keep their backing in a cache by size class (the
+ * number of granules), ready for the next allocation of that class: the
+ * alloc/free pair then costs no malloc.  Invariant: a cached range is in no
+ * tree or list, owns backing of at least class x SIM_GRANULE bytes, and is
+ * charged nothing. */
+#define CACHE_CLASSES 32                /* up to 16 KiB */
+#define CACHE_DEPTH   32
+
+static sim_range_t *cache[CACHE_CLASSES + 1];
+static int cache_n[CACHE_CLASSES + 1];
+
+static unsigned size_class(size_t size)
+{
+    return (unsigned)((size + SIM_GRANULE - 1) / SIM_GRANULE);
+}
+
+static sim_range_t *cache_pop(size_t size)
+{
+    unsigned c = size_class(size);
+    sim_range_t *r = c <= CACHE_CLASSES ? cache[c] : NULL;
+    if (r) {
+        cache[c] = r->free_next;
+        cache_n[c]--;
+    }
+    return r;
+}
+
+static int cache_push(sim_range_t *r)
+{
+    unsigned c = size_class(r->size);
+    if (r->mmapped || c > CACHE_CLASSES || cache_n[c] == CACHE_DEPTH)
+        return -1;
+    r->free_next = cache[c];
+    cache[c] = r;
+    cache_n[c]++;
+    return 0;
+}
 
 static int back(sim_range_t *r, size_t size)
 {
@@ -40,7 +77,7 @@ static int back(sim_range_t *r, size_t size)
         r->mmapped = 1;
         r->base = (uintptr_t)p;
     } else {
-        void *p = malloc(size + SIM_GRANULE - 1);
+        void *p = malloc(sim_round_up(size, SIM_GRANULE) + SIM_GRANULE - 1);
         if (!p)
             return -1;
         r->raw = p;
@@ -63,40 +100,53 @@ CUresult sim_mem_alloc(sim_ctx_t *ctx, int dev, size_t size, int kind, sim_range
         return CUDA_ERROR_INVALID_VALUE;
     if (size > (1ull << 46))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    sim_range_t *r = calloc(1, sizeof *r);
-    if (!r)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = CUDA_SUCCESS;
-    r->charged = kind == SIM_R_HOST ? 0 : sim_round_up(size, SIM_GRANULE);
-    if (r->charged && (rc = sim_charge(dev, r->charged)) != CUDA_SUCCESS)
-        goto out_free;
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (back(r, size))
+    uint64_t charged = kind == SIM_R_HOST ? 0 : sim_round_up(size, SIM_GRANULE);
+    CUresult rc = charged ? sim_charge(dev, charged) : CUDA_SUCCESS;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_range_t *r = size < MMAP_MIN ? cache_pop(size) : NULL;
+    if (r) {
+        void *raw = r->raw;             /* keep the backing, nothing else */
+        uintptr_t base = r->base;
+        memset(r, 0, sizeof *r);
+        r->raw = raw;
+        r->base = base;
+    } else if (!(r = calloc(1, sizeof *r))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_uncharge;
+    } else if (back(r, size)) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_free;
+    }
+    r->charged = charged;
     r->size = size;
     r->kind = kind;
     r->device = dev;
     r->ctx = ctx;
-    if (sim_range_add(r))
+    if (sim_range_add(r)) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unback;
+    }
     *out = r;
     return CUDA_SUCCESS;
 out_unback:
     unback(r);
-out_uncharge:
-    if (r->charged)
-        sim_uncharge(dev, r->charged);
 out_free:
     free(r);
+out_uncharge:
+    if (charged)
+        sim_uncharge(dev, charged);
     return rc;
 }
 
 void sim_mem_release(sim_range_t *r)
 {
     sim_range_remove(r);
-    unback(r);
     if (r->charged)
         sim_uncharge(r->device, r->charged);
+    if (cache_push(r) == 0)
+        return;
+    unback(r);
     free(r);
 }
 

@@ -19,3 +19,10 @@ $(eval $(call salus_test,test_simgpu_mp,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 # The tests load the workloads' cubin and PTX.
 $(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_mem \
     $(B)/tests/test_simgpu_mp: | $(WL_CUBIN) $(WL_PTX)
+
+# A library exporting driver names, for the -Bsymbolic check of test_simgpu_mp.
+SIM_SHIM := $(B)/tests/libsimgpu_shim.so
+$(SIM_SHIM): tests/test_simgpu_shim.c | $(B)/.deps-test
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $<
+$(B)/tests/test_simgpu_mp: | $(SIM_SHIM)

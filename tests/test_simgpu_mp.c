@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -187,6 +189,44 @@ static int child_preinit(void)
     return 0;
 }
 
+/* symbolic: run with a library preloaded that exports cuInit, cuMemAlloc_v2
+ * and cuDeviceGetUuid; simgpu must answer and call its own functions. */
+static int child_symbolic(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    PFN_cuGetProcAddress_v12000 gpa = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
+    PFN_cuInit_v2000 init = NULL;
+    PFN_cuMemAlloc_v3020 alloc = NULL;
+    PFN_cuDeviceGetUuid_v11040 uuid2 = NULL;
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain = NULL;
+    PFN_cuCtxSetCurrent_v4000 set = NULL;
+    if (!gpa)
+        return 2;
+    say("preloaded", cuInit(0));        /* the direct call: the preloaded one */
+    gpa("cuInit", (void **)&init, 12000, 0, NULL);
+    gpa("cuMemAlloc", (void **)&alloc, 12000, 0, NULL);
+    gpa("cuDeviceGetUuid", (void **)&uuid2, 12000, 0, NULL);
+    gpa("cuDevicePrimaryCtxRetain", (void **)&retain, 12000, 0, NULL);
+    gpa("cuCtxSetCurrent", (void **)&set, 12000, 0, NULL);
+    say("same", alloc == dlsym(h, "cuMemAlloc_v2") && alloc != dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+    CUcontext c;
+    CUdeviceptr p;
+    CUuuid u;
+    say("init", init(0));
+    say("ctx", retain(&c, 0) || set(c));
+    say("alloc", alloc(&p, 4096));
+    say("uuid", uuid2(&u, 0));          /* cuDeviceGetUuid_v2 calls cuDeviceGetUuid */
+    return 0;
+}
+
+/* stub: under SIMGPU_LOG=1, an unimplemented call says so. */
+static int child_stub(void)
+{
+    say("init", cuInit(0));
+    say("stub", cuTexObjectDestroy(0));
+    return 0;
+}
+
 static int child_main(int argc, char **argv)
 {
     if (argc < 1)
@@ -198,6 +238,8 @@ static int child_main(int argc, char **argv)
     if (!strcmp(argv[0], "spin") && argc >= 4) return child_spin(argv + 1);
     if (!strcmp(argv[0], "info")) return child_info();
     if (!strcmp(argv[0], "preinit")) return child_preinit();
+    if (!strcmp(argv[0], "symbolic")) return child_symbolic();
+    if (!strcmp(argv[0], "stub")) return child_stub();
     return 100;
 }
 
@@ -549,6 +591,42 @@ static void test_before_cuinit(void **state)
     tu_env_free(&env);
 }
 
+static void test_symbolic_under_preload(void **state)
+{
+    (void)state;
+    tu_env_t env;
+    tu_proc_t p;
+    char shim[512];
+    env_for(&env, simt_state);
+    tu_env_set(&env, "LD_PRELOAD", "%s", tu_build_path("tests/libsimgpu_shim.so", shim,
+                                                       sizeof shim));
+    char *argv[] = { self_path, "--child", "symbolic", NULL };
+    assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
+    assert_int_equal(reported(&p, "preloaded", 100), 999);
+    assert_int_equal(reported(&p, "same", 100), 1);
+    assert_int_equal(reported(&p, "init", 100), CUDA_SUCCESS);
+    assert_int_equal(reported(&p, "ctx", 100), 0);
+    assert_int_equal(reported(&p, "alloc", 100), CUDA_SUCCESS);
+    assert_int_equal(reported(&p, "uuid", 100), CUDA_SUCCESS);
+    tu_env_free(&env);
+}
+
+static void test_log_unimplemented(void **state)
+{
+    (void)state;
+    tu_env_t env;
+    tu_proc_t p;
+    env_for(&env, simt_state);
+    tu_env_set(&env, "SIMGPU_LOG", "1");
+    char *argv[] = { self_path, "--child", "stub", NULL };
+    assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
+    assert_int_equal(reported(&p, "stub", 100), CUDA_ERROR_NOT_SUPPORTED);
+    char *err = tu_read_file(p.err_path, NULL);
+    assert_int_equal(tu_count_lines(err, "cuTexObjectDestroy is not implemented"), 1);
+    free(err);
+    tu_env_free(&env);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--child"))
@@ -567,6 +645,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_state_refused),
         cmocka_unit_test(test_first_process_fixes_config),
         cmocka_unit_test(test_before_cuinit),
+        cmocka_unit_test(test_symbolic_under_preload),
+        cmocka_unit_test(test_log_unimplemented),
     };
     return cmocka_run_group_tests_name("simgpu processes", tests, NULL, NULL);
 }
