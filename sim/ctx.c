@@ -130,7 +130,8 @@ out_free:
 static void ctx_teardown(sim_ctx_t *c)
 {
     sim_modules_destroy_ctx(c);
-    sim_streams_destroy_ctx(c);        /* user, per-thread and legacy streams, events */
+    sim_streams_destroy_ctx(c);        /* user, per-thread and legacy streams */
+    sim_events_destroy_ctx(c);
     sim_mem_release_ctx(c);
     sim_arrays_destroy_ctx(c);
     c->legacy = NULL;
@@ -455,6 +456,34 @@ CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
     CUresult rc = sim_ctx_require(&c);
     if (rc == CUDA_SUCCESS)
         c->cache_config = config;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *config)
+{
+    SIM_CHECK_INIT();
+    if (!config)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS)
+        *config = (CUsharedconfig)c->shmem_config;
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+    SIM_CHECK_INIT();
+    if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *c;
+    CUresult rc = sim_ctx_require(&c);
+    if (rc == CUDA_SUCCESS)
+        c->shmem_config = config;
     SIM_UNLOCK();
     return rc;
 }

@@ -205,6 +205,27 @@ CUresult CUDAAPI cuDeviceGetP2PAttribute(int *v, CUdevice_P2PAttribute a, CUdevi
     return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuDeviceGetTexture1DLinearMaxWidth(size_t *width, CUarray_format fmt,
+                                                   unsigned channels, CUdevice dev)
+{
+    CHECK_DEVICE(dev);
+    (void)fmt;
+    if (!width || (channels != 1 && channels != 2 && channels != 4))
+        return CUDA_ERROR_INVALID_VALUE;
+    *width = 1u << 28;
+    return CUDA_SUCCESS;
+}
+
+/* Execution affinity (partitions of SMs) is not modelled. */
+CUresult CUDAAPI cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)
+{
+    CHECK_DEVICE(dev);
+    if (!pi || (int)type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pi = 0;
+    return CUDA_SUCCESS;
+}
+
 /* ---- attributes ------------------------------------------------------------------
  * Names that every CUDA 12.x and 13.x header has; attributes added later are
  * written as their (stable) numbers. */

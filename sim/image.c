@@ -11,7 +11,9 @@
  * marked as entries, parameters the EIATTR_KPARAM_INFO records of section
  * .nv.info.<kernel>; registers come from EIATTR_REGCOUNT in .nv.info.  In
  * PTX: `.entry name(` and its `.param` list, laid out by PTX's rules (each
- * parameter aligned to its own alignment).  Garbage is
+ * parameter aligned to its own alignment).  Module-scope variables (for
+ * cuModuleGetGlobal): STT_OBJECT symbols of the .nv.global and user
+ * .nv.constant sections of a cubin, `.global` / `.const` statements of PTX.  Garbage is
  * CUDA_ERROR_INVALID_IMAGE, never a read past what the image declares.
  *
  * No lock: works on the image and on a module not yet published.
@@ -100,6 +102,28 @@ static void func_classify(sim_func_t *f)
     else if (!strcmp(f->name, "salus_axpy") && f->nparams == 4 && p[0].size == 8 &&
              p[1].size == 8 && p[2].size == 4 && p[3].size == 8)
         f->emu = SIM_EMU_AXPY;
+}
+
+static int global_add(sim_module_t *m, const char *name, size_t len, size_t size,
+                      const void *init)
+{
+    sim_global_t *ng = realloc(m->globals, (size_t)(m->nglobals + 1) * sizeof *ng);
+    if (!ng)
+        return -1;
+    m->globals = ng;
+    sim_global_t *g = &ng[m->nglobals];
+    memset(g, 0, sizeof *g);
+    g->size = size;
+    if (!(g->name = strndup(name, len)))
+        return -1;
+    if (init && !(g->init = malloc(size))) {
+        free(g->name);
+        return -1;
+    }
+    if (init)
+        memcpy(g->init, init, size);
+    m->nglobals++;
+    return 0;
 }
 
 /* ---- cubins ---------------------------------------------------------------- */
@@ -251,6 +275,46 @@ static CUresult cubin_functions(Elf *e, sim_module_t *m, size_t **symidx)
     return CUDA_SUCCESS;                /* no symbols: a module without kernels */
 }
 
+/* Variables: defined STT_OBJECT symbols of .nv.global* (zeros or their
+ * initializers) and of the user constant banks (.nv.constant1..: the
+ * parameters live in .nv.constant0). */
+static CUresult cubin_globals(Elf *e, size_t shstrndx, sim_module_t *m)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        size_t n = d ? d->d_size / sh.sh_entsize : 0;
+        for (size_t i = 0; i < n; i++) {
+            GElf_Sym sym;
+            GElf_Shdr vs;
+            if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_OBJECT ||
+                !sym.st_size || sym.st_size > (1u << 30) || sym.st_shndx == SHN_UNDEF ||
+                sym.st_shndx >= SHN_LORESERVE)
+                continue;
+            Elf_Scn *vscn = elf_getscn(e, sym.st_shndx);
+            const char *sec = vscn && gelf_getshdr(vscn, &vs) ? elf_strptr(e, shstrndx, vs.sh_name)
+                                                               : NULL;
+            const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
+            if (!sec || !name || !*name ||
+                (strncmp(sec, ".nv.global", 10) &&
+                 (strncmp(sec, ".nv.constant", 12) || !strcmp(sec, ".nv.constant0") ||
+                  !strncmp(sec, ".nv.constant0.", 14))))
+                continue;
+            const void *init = NULL;
+            Elf_Data *vd = vs.sh_type == SHT_NOBITS ? NULL : elf_getdata(vscn, NULL);
+            if (vd && vd->d_buf && sym.st_value <= vd->d_size &&
+                sym.st_size <= vd->d_size - sym.st_value)
+                init = (const char *)vd->d_buf + sym.st_value;
+            if (global_add(m, name, strlen(name), sym.st_size, init))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult cubin_load(const unsigned char *img, size_t len, sim_module_t *m)
 {
     if (len < sizeof(Elf64_Ehdr))
@@ -299,7 +363,7 @@ static CUresult cubin_load(const unsigned char *img, size_t len, sim_module_t *m
         global_info_arg_t g = { m, symidx };
         info_walk(d, NULL, global_info, &g);
     }
-    rc = CUDA_SUCCESS;
+    rc = cubin_globals(e, shstrndx, m);
 out_end:
     if (e)
         elf_end(e);
@@ -423,6 +487,51 @@ static CUresult ptx_entry(sim_module_t *m, const char *p, const char **next)
     return CUDA_SUCCESS;
 }
 
+/* Module-scope `.global` / `.const` variables of PTX: each statement at
+ * brace depth 0 that declares one (not `.extern`); initializers are not
+ * evaluated: such variables start as zeros. */
+static CUresult ptx_globals(const char *t, sim_module_t *m)
+{
+    int depth = 0;
+    const char *stmt = t;
+    for (const char *p = t; *p; p++) {
+        if (*p == '{')
+            depth++;
+        else if (*p == '}')
+            depth--, stmt = p + 1;
+        if (depth != 0 || *p != ';')
+            continue;
+        const char *end = p, *eq = memchr(stmt, '=', (size_t)(end - stmt));
+        const char *decl_end = eq ? eq : end;
+        char buf[512];
+        size_t len = (size_t)(decl_end - stmt);
+        if (len < sizeof buf && !memchr(stmt, '(', len)) {
+            memcpy(buf, stmt, len);
+            buf[len] = '\0';
+            char *space = strstr(buf, ".global ");
+            if (!space)
+                space = strstr(buf, ".const ");
+            if (space && !strstr(buf, ".extern")) {
+                /* The name: the word before any [dimension], else the last. */
+                char *br = strchr(space, '[');
+                char *ne = br ? br : buf + len;
+                while (ne > space && isspace((unsigned char)ne[-1]))
+                    ne--;
+                char *nb = ne;
+                while (nb > space && (isalnum((unsigned char)nb[-1]) || nb[-1] == '_' ||
+                                      nb[-1] == '$'))
+                    nb--;
+                uint32_t size, align;
+                if (nb < ne && !ptx_param(space + 7, buf + len, &size, &align) &&
+                    global_add(m, nb, (size_t)(ne - nb), size, NULL))
+                    return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+        stmt = p + 1;
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult ptx_load(const char *text, sim_module_t *m)
 {
     char *t = strdup(text);
@@ -444,6 +553,8 @@ static CUresult ptx_load(const char *text, sim_module_t *m)
         if (rc != CUDA_SUCCESS)
             break;
     }
+    if (rc == CUDA_SUCCESS)
+        rc = ptx_globals(t, m);
 out_free:
     free(t);
     return rc;

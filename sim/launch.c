@@ -3,7 +3,8 @@
  * the engine and the trace.
  *
  * Divided into: parameter packing (kernelParams or `extra`); launch checks;
- * the emulated kernels; the launch itself; the cuLaunch* entry points.
+ * the emulated kernels; the launch itself; the cuLaunch* entry points; the
+ * occupancy calculator.
  *
  * A launch packs its parameters as the device would see them (offsets and
  * sizes from the module), runs the emulation of salus_fill / salus_axpy on
@@ -303,4 +304,114 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, u
 {
     const unsigned g[3] = { gx, gy, gz }, b[3] = { bx, by, bz };
     return launch_coop(f, g, b, shmem, s, kp, 1);
+}
+
+/* ---- occupancy ----------------------------------------------------------------------------
+ * From the function's registers and shared memory, on an SM of 2048
+ * threads, 32 blocks, 64K registers and 228 KiB of shared memory (1 KiB of
+ * it reserved per block), as Hopper's occupancy calculator does. */
+
+static int blocks_per_sm(const sim_func_t *f, int block, size_t dyn)
+{
+    int warps = (block + 31) / 32, n = 32;
+    if (2048 / (warps * 32) < n)
+        n = 2048 / (warps * 32);
+    if (f->num_regs > 0) {
+        int regs = ((f->num_regs * 32 + 255) / 256) * 256 * warps;   /* per-warp granules */
+        if (65536 / regs < n)
+            n = 65536 / regs;
+    }
+    size_t smem = f->shared_bytes + dyn + 1024;
+    if (smem > 1024 && (int)(233472 / smem) < n)
+        n = (int)(233472 / smem);
+    return n;
+}
+
+static CUresult occupancy(int *out, CUfunction hf, int block, size_t dyn)
+{
+    SIM_CHECK_INIT();
+    if (!out || block <= 0 || block > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_func_t *f = sim_obj_get((uint64_t)(uintptr_t)hf, SIM_K_FUNC);
+    if (f)
+        *out = blocks_per_sm(f, block, dyn);
+    SIM_UNLOCK();
+    return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int block,
+                                                             size_t dyn)
+{
+    return occupancy(n, f, block, dyn);
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction f,
+                                                                      int block, size_t dyn,
+                                                                      unsigned int flags)
+{
+    (void)flags;
+    return occupancy(n, f, block, dyn);
+}
+
+/* The block size with the most resident threads per SM (the largest among
+ * equals), and the grid that fills every SM with it. */
+static CUresult potential(int *grid, int *block, CUfunction hf, CUoccupancyB2DSize b2d,
+                          size_t dyn, int limit)
+{
+    SIM_CHECK_INIT();
+    if (!grid || !block)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (limit <= 0 || limit > 1024)
+        limit = 1024;
+    SIM_LOCK();
+    sim_func_t *f = sim_obj_get((uint64_t)(uintptr_t)hf, SIM_K_FUNC);
+    SIM_UNLOCK();                       /* b2d is the program's: not under our lock */
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    int best = 0, best_n = 0, best_threads = -1;
+    for (int b = (limit + 31) / 32 * 32; b > 0; b -= 32) {
+        int bs = b > limit ? limit : b;
+        int n = blocks_per_sm(f, bs, b2d ? b2d(bs) : dyn);
+        if (n * bs > best_threads) {
+            best_threads = n * bs;
+            best = bs;
+            best_n = n;
+        }
+    }
+    *grid = best_n * 132;
+    *block = best;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(int *grid, int *block, CUfunction f,
+                                                  CUoccupancyB2DSize b2d, size_t dyn, int limit)
+{
+    return potential(grid, block, f, b2d, dyn, limit);
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(int *grid, int *block, CUfunction f,
+                                                           CUoccupancyB2DSize b2d, size_t dyn,
+                                                           int limit, unsigned int flags)
+{
+    (void)flags;
+    return potential(grid, block, f, b2d, dyn, limit);
+}
+
+CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t *out, CUfunction hf, int blocks,
+                                                         int block)
+{
+    SIM_CHECK_INIT();
+    if (!out || blocks <= 0 || block <= 0 || block > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_func_t *f = sim_obj_get((uint64_t)(uintptr_t)hf, SIM_K_FUNC);
+    if (f) {
+        size_t per = 233472 / (size_t)blocks;
+        size_t used = f->shared_bytes + 1024;
+        size_t avail = per > used ? per - used : 0;
+        *out = avail > 232448 - f->shared_bytes ? 232448 - f->shared_bytes : avail;
+    }
+    SIM_UNLOCK();
+    return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }

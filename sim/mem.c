@@ -4,14 +4,15 @@
  * attributes.
  *
  * Divided into: backing and accounting (shared with pools); device memory;
- * host memory; queries.
+ * host memory; queries; managed memory hints.
  *
  * Device memory is host memory: small allocations come from malloc (aligned
  * to 512 bytes inside a slightly larger block), large ones (>= 1 MiB) from
  * an mmap of their own that is touched only when used.  Each allocation is
  * charged round_up(size, SIM_GRANULE = 512) bytes to its device in the
  * shared state (state.c) before it exists, and given back when freed; pinned
- * and registered host memory is not charged.  Every allocation is a range of
+ * and registered host memory is not charged, nor are modules' variables
+ * (the driver counts those as the context's own overhead).  Every allocation is a range of
  * the registry (object.c), so copies and kernels check device pointers.
  *
  * Lock: sim_p.lock guards the ranges; charging takes the state's lock under
@@ -100,7 +101,8 @@ CUresult sim_mem_alloc(sim_ctx_t *ctx, int dev, size_t size, int kind, sim_range
         return CUDA_ERROR_INVALID_VALUE;
     if (size > (1ull << 46))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t charged = kind == SIM_R_HOST ? 0 : sim_round_up(size, SIM_GRANULE);
+    uint64_t charged = kind == SIM_R_HOST || kind == SIM_R_GLOBAL
+                           ? 0 : sim_round_up(size, SIM_GRANULE);
     CUresult rc = charged ? sim_charge(dev, charged) : CUDA_SUCCESS;
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -388,7 +390,7 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 static int device_kind(const sim_range_t *r)
 {
     return r->kind == SIM_R_DEVICE || r->kind == SIM_R_MANAGED || r->kind == SIM_R_POOL ||
-           r->kind == SIM_R_MAPPED;
+           r->kind == SIM_R_MAPPED || r->kind == SIM_R_GLOBAL;
 }
 
 CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
@@ -497,3 +499,93 @@ CUresult CUDAAPI cuPointerSetAttribute(const void *value, CUpointer_attribute a,
     SIM_UNLOCK();
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
+
+/* ---- managed memory hints -----------------------------------------------------
+ * Advice is checked and otherwise ignored (all memory is equally close
+ * here); a prefetch is a transfer of the range at host bandwidth on its
+ * stream, as a migration would be. */
+
+static CUresult managed_range(CUdeviceptr p, size_t n)
+{
+    sim_range_t *r = sim_range_find((uintptr_t)p);
+    if (!r || r->kind != SIM_R_MANAGED || !n || n > r->base + r->size - (uintptr_t)p)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult advise(CUdeviceptr p, size_t n, CUmem_advise a)
+{
+    SIM_CHECK_INIT();
+    if ((int)a < CU_MEM_ADVISE_SET_READ_MOSTLY || (int)a > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    CUresult rc = managed_range(p, n);
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise a, CUdevice dev)
+{
+    if (dev != CU_DEVICE_CPU && !sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return advise(p, n, a);
+}
+
+static CUresult prefetch(CUdeviceptr p, size_t n, CUstream hs, int ptsz)
+{
+    SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_stream_t *s;
+    CUresult rc = managed_range(p, n);
+    if (rc == CUDA_SUCCESS)
+        rc = sim_stream_resolve(hs, ptsz, &s);
+    if (rc == CUDA_SUCCESS)
+        sim_stream_transfer(s, sim_transfer_ns(n, SIM_BW_HOST));
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice dev, CUstream s)
+{
+    if (dev != CU_DEVICE_CPU && !sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return prefetch(p, n, s, 0);
+}
+
+CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr p, size_t n, CUdevice dev, CUstream s)
+{
+    if (dev != CU_DEVICE_CPU && !sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return prefetch(p, n, s, 1);
+}
+
+#ifdef CU_PARAMS_cuMemAdvise_v2
+static int location_valid(CUmemLocation loc)
+{
+    return loc.type == CU_MEM_LOCATION_TYPE_HOST ||
+           (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && sim_device_valid(loc.id));
+}
+
+CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise a, CUmemLocation loc)
+{
+    if (!location_valid(loc))
+        return CUDA_ERROR_INVALID_VALUE;
+    return advise(p, n, a);
+}
+
+CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc,
+                                       unsigned int flags, CUstream s)
+{
+    if (!location_valid(loc) || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    return prefetch(p, n, s, 0);
+}
+
+CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr p, size_t n, CUmemLocation loc,
+                                            unsigned int flags, CUstream s)
+{
+    if (!location_valid(loc) || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    return prefetch(p, n, s, 1);
+}
+#endif

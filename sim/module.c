@@ -2,8 +2,12 @@
  * module.c - modules, libraries and functions: cuModuleLoad*, cuLibrary*,
  * cuModuleGetFunction, cuFunc* and cuKernel* queries.
  *
- * Divided into: loading and unloading; lookups; function attributes;
- * libraries and kernels.
+ * Divided into: loading and unloading; lookups (functions, variables);
+ * function attributes; libraries and kernels.
+ *
+ * A module's variables (__device__ / __constant__) get host-backed memory
+ * in the module's context when it is loaded, with their initial bytes from
+ * the cubin (PTX variables start as zeros), and go with the module.
  *
  * A library is a module not tied to a context; a CUkernel is the handle of
  * the library's function, so it may be launched as a CUfunction, as the
@@ -28,6 +32,13 @@ static void module_free(sim_module_t *m)
     for (int i = 0; i < m->nfuncs; i++)
         sim_func_free(m->funcs[i]);
     free(m->funcs);
+    for (int i = 0; i < m->nglobals; i++) {
+        if (m->globals[i].r)
+            sim_mem_release(m->globals[i].r);
+        free(m->globals[i].name);
+        free(m->globals[i].init);
+    }
+    free(m->globals);
     if (m->handle)
         sim_obj_free(m->handle);
     free(m);
@@ -55,6 +66,15 @@ static CUresult module_load(const void *image, size_t len, int library, uint64_t
     for (int i = 0; i < m->nfuncs; i++)
         if (!(m->funcs[i]->handle = sim_obj_new(SIM_K_FUNC, m->funcs[i])))
             goto out_unlock;
+    for (int i = 0; m->ctx && i < m->nglobals; i++) {   /* a library's: not modelled */
+        sim_global_t *g = &m->globals[i];
+        if ((rc = sim_mem_alloc(m->ctx, m->ctx->device, g->size, SIM_R_GLOBAL, &g->r)))
+            goto out_unlock;
+        if (g->init)
+            memcpy((void *)g->r->base, g->init, g->size);
+        else
+            memset((void *)g->r->base, 0, g->size);
+    }
     *out = m->handle;
     SIM_UNLOCK();
     return CUDA_SUCCESS;
@@ -171,6 +191,29 @@ static void free_if_ctx(void *obj, void *arg)
 void sim_modules_destroy_ctx(sim_ctx_t *ctx)
 {
     sim_obj_foreach(SIM_K_MODULE, free_if_ctx, ctx);
+}
+
+CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hm,
+                                     const char *name)
+{
+    SIM_CHECK_INIT();
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_module_t *m = sim_obj_get((uint64_t)(uintptr_t)hm, SIM_K_MODULE);
+    CUresult rc = m ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
+    for (int i = 0; m && i < m->nglobals; i++) {
+        if (m->globals[i].r && !strcmp(m->globals[i].name, name)) {
+            if (dptr)                   /* both outputs are optional */
+                *dptr = (CUdeviceptr)m->globals[i].r->base;
+            if (bytes)
+                *bytes = m->globals[i].size;
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    SIM_UNLOCK();
+    return rc;
 }
 
 CUresult CUDAAPI cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
@@ -335,6 +378,13 @@ CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction h, CUfunc_cache c)
     if ((unsigned)c > CU_FUNC_CACHE_PREFER_EQUAL)
         return CUDA_ERROR_INVALID_VALUE;
     WITH_FUNC(h, f->cache_config = c);
+}
+
+CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction h, CUsharedconfig c)
+{
+    if ((unsigned)c > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(h, (void)f);              /* bank size has no effect since Volta */
 }
 
 CUresult CUDAAPI cuFuncGetModule(CUmodule *mod, CUfunction h)

@@ -20,7 +20,7 @@ $(SIM_OBJS): | $(SIM_ERRORS_H)
 
 $(SIM_LIB): $(SIM_OBJS) sim/libcuda.map
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,-z,defs \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,-z,defs \
 	    -Wl,--version-script=sim/libcuda.map -o $@ $(SIM_OBJS) -lelf -lpthread -lrt
 	ln -sf libcuda.so.1 $(@D)/libcuda.so
 

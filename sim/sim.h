@@ -154,6 +154,8 @@ struct sim_stream {
     uint64_t tail;                      /* end of the last work enqueued */
     int host_pending;                   /* host callbacks not yet run */
     int dead;                           /* destroyed, freed when host_pending == 0 */
+    CUaccessPolicyWindow window;        /* stream attributes, stored */
+    int sync_policy;
     sim_graph_t *capture;               /* non-NULL while capturing */
     int capture_mode;
     uint64_t capture_id;
@@ -186,12 +188,23 @@ struct sim_func {
     int max_dyn_shared, carveout, cache_config;
 };
 
+/* A module-scope variable (__device__, __constant__): found in the image,
+ * given memory when its module is loaded into a context. */
+typedef struct sim_global {
+    char *name;
+    size_t size;
+    void *init;                         /* initial bytes; NULL: zeros */
+    struct sim_range *r;                /* its memory, once loaded */
+} sim_global_t;
+
 struct sim_module {
     uint64_t handle;
     sim_ctx_t *ctx;                     /* NULL for a library */
     int is_library;
     int nfuncs;
     sim_func_t **funcs;
+    int nglobals;
+    sim_global_t *globals;
 };
 
 /* ---- the range registry (object.c) -------------------------------------
@@ -202,7 +215,8 @@ struct sim_module {
  */
 enum {
     SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_POOL, SIM_R_HOST, SIM_R_REGISTERED,
-    SIM_R_MAPPED
+    SIM_R_MAPPED,
+    SIM_R_GLOBAL                        /* a module's variable, not charged */
 };
 
 typedef struct sim_memhandle sim_memhandle_t;
@@ -305,7 +319,7 @@ CUresult sim_mem_alloc(sim_ctx_t *ctx, int dev, size_t size, int kind, sim_range
 void sim_mem_release(sim_range_t *r);
 void sim_mem_release_ctx(sim_ctx_t *ctx);           /* context teardown */
 
-/* ---- exec.c: time model, streams, events -------------------------------- */
+/* ---- exec.c / event.c: time model, streams, events, host callbacks ------ */
 uint64_t sim_now(void);
 void sim_sleep_until(uint64_t t);
 /* Resolve a stream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or
@@ -322,6 +336,8 @@ uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns);
 void sim_stream_wait(sim_stream_t *s);
 void sim_ctx_wait(sim_ctx_t *ctx);
 void sim_streams_destroy_ctx(sim_ctx_t *ctx);
+void sim_events_destroy_ctx(sim_ctx_t *ctx);
+void sim_hostfn_reset_after_fork(void);
 sim_stream_t *sim_stream_new(sim_ctx_t *ctx, int kind, unsigned flags, int prio);
 void sim_exec_reset_after_fork(void);
 uint64_t sim_transfer_ns(size_t bytes, uint64_t bw);

@@ -314,6 +314,56 @@ static void test_per_thread_stream(void **state)
     free(k);
 }
 
+static void test_stream_attributes(void **state)
+{
+    (void)state;
+    CUstream s, t;
+    CUstreamAttrValue v, w;
+    int prio;
+    CK(cuStreamCreate(&s, 0));
+    CK(cuStreamCreate(&t, 0));
+    memset(&v, 0, sizeof v);
+    v.accessPolicyWindow.num_bytes = 4096;
+    v.accessPolicyWindow.hitRatio = 0.5f;
+    CK(cuStreamSetAttribute(s, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v));
+    memset(&w, 0, sizeof w);
+    CK(cuStreamGetAttribute(s, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &w));
+    assert_int_equal(w.accessPolicyWindow.num_bytes, 4096);
+    v.priority = -3;
+    CK(cuStreamSetAttribute(s, CU_STREAM_ATTRIBUTE_PRIORITY, &v));
+    CK(cuStreamGetPriority(s, &prio));
+    assert_int_equal(prio, -3);
+    CK(cuStreamCopyAttributes(t, s));
+    CK(cuStreamGetPriority(t, &prio));
+    assert_int_equal(prio, -3);
+    CKE(cuStreamGetAttribute(s, (CUstreamAttrID)999, &w), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuStreamGetAttribute(s, CU_STREAM_ATTRIBUTE_PRIORITY, NULL), CUDA_ERROR_INVALID_VALUE);
+    CK(cuStreamDestroy(s));
+    CK(cuStreamDestroy(t));
+}
+
+static void test_occupancy(void **state)
+{
+    (void)state;
+    int n = 0, grid = 0, block = 0;
+    size_t dyn = 0;
+    CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, simt_fill, 256, 0));
+    assert_true(n >= 1 && n <= 8);              /* at most 2048 threads per SM */
+    CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, simt_fill, 32, 0));
+    assert_true(n >= 1 && n <= 32);
+    CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, simt_fill, 128, 200000));
+    assert_int_equal(n, 1);                     /* the shared memory of one block */
+    CKE(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, simt_fill, 2048, 0),
+        CUDA_ERROR_INVALID_VALUE);
+    CK(cuOccupancyMaxPotentialBlockSize(&grid, &block, simt_fill, NULL, 0, 0));
+    assert_true(block >= 32 && block <= 1024 && block % 32 == 0);
+    assert_true(grid >= 132 && grid % 132 == 0);
+    CK(cuOccupancyMaxPotentialBlockSize(&grid, &block, simt_fill, NULL, 0, 100));
+    assert_true(block <= 100);
+    CK(cuOccupancyAvailableDynamicSMemPerBlock(&dyn, simt_fill, 2, 128));
+    assert_true(dyn > 0 && dyn < 233472 / 2);
+}
+
 /* ---- host callbacks --------------------------------------------------------------------- */
 
 static volatile uint64_t called_at;
@@ -495,6 +545,8 @@ int main(void)
         cmocka_unit_test(test_stream_wait_event),
         cmocka_unit_test(test_stream_queries),
         cmocka_unit_test(test_per_thread_stream),
+        cmocka_unit_test(test_stream_attributes),
+        cmocka_unit_test(test_occupancy),
         cmocka_unit_test(test_host_callbacks),
         cmocka_unit_test(test_graph_explicit),
         cmocka_unit_test(test_stream_capture),
