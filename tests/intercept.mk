@@ -9,6 +9,7 @@
 # built -O0 -fno-optimize-sibling-calls.
 
 INTERCEPT_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/intercept/*.c)) \
+                  $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c src/ipc/*.c)) \
                   $(B)/obj/src/util/util.o
 TCLI := $(B)/tests/clients
 CLIENT_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS)

@@ -15,6 +15,7 @@
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include "intercept/intercept.h"
+#include "sched/sched.h"
 
 #include <string.h>
 
@@ -110,19 +111,19 @@ static uint64_t hook_array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
 static inline __attribute__((always_inline))
 void hook_on_launch(hook_block_t *b, hook_id_t id, const void *work, CUstream stream)
 {
-    (void)work;
     (void)stream;
     hook_add(&b->c.calls[id], 1);
+    sched_count(work);
 }
 
 /* After the host waited for the GPU: an iteration boundary candidate. */
 static inline void hook_on_sync(hook_block_t *b, hook_sync_kind_t kind, const void *object,
                                 CUresult rc)
 {
-    (void)kind;
+    _Static_assert((int)HOOK_SYNC_COPY == (int)SCHED_SYNC_COPY, "sync kinds");
     (void)object;
-    (void)rc;
     hook_add(&b->c.syncs, 1);
+    sched_sync_end((sched_sync_kind_t)kind, rc == CUDA_SUCCESS);
 }
 
 /* Before an allocation reaches the driver: memory admission reserves `size`
@@ -151,13 +152,56 @@ static inline void hook_on_free(hook_block_t *b, hook_mem_kind_t kind, uint64_t 
     hook_add(&b->c.frees, 1);
 }
 
+/* The real driver's symbols, for the scheduler's own two driver calls. */
+static void *hook_sched_sym(const char *name)
+{
+    void *h = hook_real_handle();
+    return h ? hook_dlsym_real(h, name) : NULL;
+}
+
+/* The scheduler starts once a real driver is loaded (it stays dormant over a
+ * fake table), and learns the devices of the contexts a process makes. */
 static inline void hook_on_life(hook_life_kind_t kind, CUresult rc)
 {
-    (void)kind;
-    (void)rc;
+    if (rc != CUDA_SUCCESS)
+        return;
+    if (kind == HOOK_LIFE_INIT) {
+        sched_driver_t drv;
+        if (sched_driver_resolve(hook_sched_sym, &drv) == 0)
+            sched_init(&drv);
+    } else if (kind == HOOK_LIFE_CREATE) {
+        sched_note_context(-1);
+    }
 }
 
 /* ---- the wrappers -------------------------------------------------------- */
+
+/* Where a launch goes when the scheduler's gate is not OPEN (SCHED_SELECT
+ * in the launch wrappers, branch-free): the scheduler's slow path (register,
+ * wait for the lease, bookkeeping), then the thread's dispatch table.  A
+ * thread's first launch also registers it here and counts the call in its
+ * new block, as the first-call stub's second pass through the wrapper would. */
+#define GATED_(cat, export, ...) GATED_##cat(export, __VA_ARGS__)
+#define GATED_LAUNCH(export, base, version, pt, work, stream)                   \
+    static __attribute__((noinline, cold)) CUresult CUDAAPI                     \
+    hook_gated_##export CU_PARAMS_##export                                      \
+    {                                                                           \
+        sched_launch_slow((const void *)(work));                                \
+        hook_block_t *b = hook_tls;                                             \
+        if (b == &hook_unregistered) {                                          \
+            b = hook_thread_register();                                         \
+            hook_add(&b->c.calls[HOOK_##export], 1);                            \
+        }                                                                       \
+        return __atomic_load_n(&b->dispatch->fn.f_##export, __ATOMIC_RELAXED)   \
+            CU_ARGS_##export;                                                   \
+    }
+#define GATED_SYNC(...)
+#define GATED_ALLOC(...)
+#define GATED_FREE(...)
+#define GATED_INFO(...)
+#define GATED_LIFE(...)
+#define GATED_RESOLVE(...)
+HOOK_LIST(GATED_)
 
 #define HOOK_WRAPPER_(cat, ...) HOOK_WRAP_##cat(__VA_ARGS__)
 
@@ -169,8 +213,9 @@ static inline void hook_on_life(hook_life_kind_t kind, CUresult rc)
     {                                                                           \
         hook_block_t *b = hook_tls;                                             \
         hook_on_launch(b, HOOK_##export, (const void *)(work), (CUstream)(stream)); \
-        return __atomic_load_n(&b->dispatch->fn.f_##export, __ATOMIC_RELAXED)   \
-            CU_ARGS_##export;                                                   \
+        return SCHED_SELECT(__atomic_load_n(&b->dispatch->fn.f_##export,       \
+                                            __ATOMIC_RELAXED),                  \
+                            hook_gated_##export) CU_ARGS_##export;              \
     }
 
 #define HOOK_WRAP_SYNC(export, base, version, pt, kind, object, when)            \
@@ -178,6 +223,8 @@ static inline void hook_on_life(hook_life_kind_t kind, CUresult rc)
     {                                                                           \
         hook_block_t *b = hook_enter(HOOK_##export);                            \
         int waits = (when) != 0;                                                \
+        if (waits)                                                              \
+            sched_sync_begin();                                                 \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         if (waits)                                                              \
             hook_on_sync(b, kind, (const void *)(object), rc);                  \

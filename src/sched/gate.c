@@ -6,15 +6,18 @@
  * Divided into: globals and seams; the thread registry; registration and
  * failing open; the launch slow path; syncs and hints; fork and exit.
  *
- * The gate pointer.  sched_gate points at
+ * Gate pointers.  proc_gate is the process's; each thread's sched_gate_tls
+ * follows it, updated by the thread itself in its slow path.  Both point at
  *   word_unreg (UNREG)   until the process registers (its first launch or
- *                        context): the slow path registers it;
+ *                        context), and a thread's until its first launch
+ *                        (the slow path registers the thread's counts);
  *   its slot's gate      once registered: lease.c keeps it OPEN, CONTENDED
  *                        or CLOSED under the table lock;
  *   word_open (OPEN)     when scheduling failed open, or at exit.
- * It is stored with release after the slot is set up; the fast path loads it
- * relaxed (a thread that still sees an older pointer takes the slow path,
- * which reads p->state with acquire and behaves).
+ * proc_gate is stored with release after the slot is set up.  A thread whose
+ * pointer lags (still the slot's gate after a fail-open, say) reaches the
+ * slow path the next time that gate is not OPEN, reads p->state with
+ * acquire, behaves, and catches up.
  *
  * Locks: p->mu guards the process's bookkeeping (config, detector, kernel
  * sequence, iteration timing, registration); reg_mu guards the thread
@@ -35,10 +38,12 @@ __thread sched_thread_t sched_th __attribute__((tls_model("initial-exec")));
 
 static uint32_t word_unreg = SCHED_GATE_UNREG;
 static uint32_t word_open = SCHED_GATE_OPEN;
-uint32_t *sched_gate = &word_unreg;
+static uint32_t *proc_gate = &word_unreg;
+__thread uint32_t *sched_gate_tls __attribute__((tls_model("initial-exec"))) = &word_unreg;
 
 sched_proc_t sched_p = { .mu = PTHREAD_MUTEX_INITIALIZER, .slot = SCHED_NO_SLOT };
 sched_driver_t sched_drv;
+static int enabled;                       /* sched_init was called: not dormant */
 static sched_clock_fn clock_fn = util_now_ns;
 
 uint64_t sched_now(void)
@@ -53,10 +58,11 @@ void sched_set_clock(sched_clock_fn fn)
 
 void sched_init(const sched_driver_t *drv)
 {
-    if (!drv)
-        return;
-    __atomic_store_n(&sched_drv.ctx_device, drv->ctx_device, __ATOMIC_RELEASE);
-    __atomic_store_n(&sched_drv.ctx_synchronize, drv->ctx_synchronize, __ATOMIC_RELEASE);
+    if (drv) {
+        __atomic_store_n(&sched_drv.ctx_device, drv->ctx_device, __ATOMIC_RELEASE);
+        __atomic_store_n(&sched_drv.ctx_synchronize, drv->ctx_synchronize, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&enabled, 1, __ATOMIC_RELEASE);
 }
 
 int sched_current_device(void)
@@ -104,6 +110,7 @@ static void thread_exit(void *arg)
         th->hash = 0;
     }
     pthread_mutex_unlock(&reg_mu);
+    sched_gate_tls = &word_unreg;        /* a later launch registers it again */
 }
 
 static void reg_setup(void)
@@ -114,7 +121,7 @@ static void reg_setup(void)
                   "parent's scheduling state");
 }
 
-void sched_thread_register(void)
+static void thread_register(void)
 {
     pthread_once(&reg_once, reg_setup);
     sched_thread_t *th = &sched_th;
@@ -155,7 +162,7 @@ void sched_fail_open(sched_proc_t *p, const char *why)
     util_log_once(&said, UTIL_LOG_ERROR, "GPU time slicing is off for this process: %s; "
                   "its launches go straight to the driver", why);
     __atomic_store_n(&p->state, SCHED_P_OPEN, __ATOMIC_RELEASE);
-    __atomic_store_n(&sched_gate, &word_open, __ATOMIC_RELEASE);
+    __atomic_store_n(&proc_gate, &word_open, __ATOMIC_RELEASE);
 }
 
 /* Under p->mu: claim the slot and set up its area. */
@@ -201,16 +208,16 @@ static void register_locked(sched_proc_t *p)
                       "lease back only when they see it dead");
     }
     __atomic_store_n(&p->state, SCHED_P_ACTIVE, __ATOMIC_RELEASE);
-    __atomic_store_n(&sched_gate, &me->gate, __ATOMIC_RELEASE);
+    __atomic_store_n(&proc_gate, &me->gate, __ATOMIC_RELEASE);
     util_debug("scheduler: slot %d, priority %d, policy %s", slot, p->cfg.priority,
                sched_policy_names[p->cfg.policy]);
 }
 
-/* The process's state once registration was tried. */
+/* The process's state once registration was tried (UNREG: still dormant). */
 static sched_pstate_t ensure_registered(sched_proc_t *p)
 {
     sched_pstate_t st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-    if (st != SCHED_P_UNREG)
+    if (st != SCHED_P_UNREG || !__atomic_load_n(&enabled, __ATOMIC_ACQUIRE))
         return st;
     pthread_mutex_lock(&p->mu);
     if (p->state == SCHED_P_UNREG)
@@ -243,7 +250,11 @@ static int join(sched_proc_t *p, int d)
 void sched_launch_slow(const void *work)
 {
     sched_proc_t *p = &sched_p;
-    if (ensure_registered(p) != SCHED_P_ACTIVE)
+    if (UTIL_UNLIKELY(!sched_th.registered))
+        thread_register();
+    sched_pstate_t st = ensure_registered(p);
+    sched_gate_tls = __atomic_load_n(&proc_gate, __ATOMIC_ACQUIRE);
+    if (st != SCHED_P_ACTIVE)
         return;
     int d = sched_current_device();
     if (d < 0)
@@ -388,7 +399,8 @@ static void fork_child(void)
     p->last_boundary_ns = p->waited_mark_ns = 0;
     p->iter_sum_ns = p->iter_count = 0;
     p->syncs_in_tenure = p->last_sync_ns = 0;
-    __atomic_store_n(&sched_gate, &word_unreg, __ATOMIC_RELEASE);
+    proc_gate = &word_unreg;
+    sched_gate_tls = &word_unreg;
 }
 
 static void at_exit(void)
@@ -398,6 +410,7 @@ static void at_exit(void)
     if (!__atomic_compare_exchange_n(&p->state, &active, SCHED_P_EXITING, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return;
-    __atomic_store_n(&sched_gate, &word_open, __ATOMIC_RELEASE);
+    __atomic_store_n(&proc_gate, &word_open, __ATOMIC_RELEASE);
+    sched_gate_tls = &word_open;
     sched_release_all(p);
 }

@@ -11,7 +11,8 @@
  * replaced within 100 ms.
  *
  * Who calls what:
- *   - intercept's launch wrappers call sched_launch() (the gate, inline);
+ *   - intercept's launch wrappers count (sched_count) and pass the gate
+ *     (SCHED_SELECT, or sched_launch);
  *   - its sync wrappers call sched_sync_begin() / sched_sync_end() around the
  *     real call (the boundary candidates);
  *   - its lifecycle wrappers call sched_note_context() after a context is
@@ -20,9 +21,10 @@
  *   - tools (salus-top, `salus policy`) use sched_read_slot/device and
  *     sched_set_policy, so that no other module reads this module's layout.
  *
- * The fast path (sched_launch, holder with nobody waiting): a TLS count, a
- * hash add and ONE relaxed load of the gate word, then a predictable branch.
- * No lock, syscall, getenv, clock read or allocation.
+ * The fast path (holder with nobody waiting): a TLS count and hash add, ONE
+ * relaxed load of the gate word, then a predictable branch (sched_launch) or
+ * a branch-free choice of the function to tail-call (SCHED_SELECT).  No
+ * lock, syscall, getenv, clock read or allocation.
  */
 #ifndef SALUS_SCHED_H
 #define SALUS_SCHED_H
@@ -33,19 +35,23 @@
 #include "ipc/ipc.h"
 #include "util/util.h"
 
+#pragma GCC visibility push(hidden)   /* no GOT loads inside libsalus */
+
 /* ---- the gate ---------------------------------------------------------------
- * *sched_gate is the process's gate word: its slot's gate in the table once
- * registered; before that a process-local word that forces the slow path
- * (registration); when the table is unusable a local word that stays OPEN
- * (fail open: calls pass).  Only OPEN takes the fast path. */
+ * sched_gate_tls is the calling thread's gate pointer (initial-exec TLS).
+ * It starts at a process-local word that forces the slow path, which
+ * registers the thread (its counts join the process's sums) and, once the
+ * process is registered, points it at the slot's gate word in the table;
+ * when scheduling fails open it points at a local word that stays OPEN.
+ * Only OPEN takes the fast path. */
 #define SCHED_GATE_OPEN      0u   /* holds every lease it needs, nobody waits (or pack) */
 #define SCHED_GATE_CONTENDED 1u   /* holds them, someone waits: bookkeeping, boundaries */
 #define SCHED_GATE_CLOSED    2u   /* lacks a lease: acquire or wait */
-#define SCHED_GATE_UNREG     3u   /* process-local: not registered yet */
+#define SCHED_GATE_UNREG     3u   /* process-local: thread or process not registered */
 
 /* A thread's launch counts, for the boundary detector: written by the owner
- * thread only (relaxed stores, no read-modify-write), read at syncs by any
- * thread of the process through the registry. */
+ * thread only (a load and a volatile store, no read-modify-write), read at
+ * syncs by any thread of the process through the registry. */
 typedef struct sched_thread {
     uint64_t launches;            /* launches by this thread */
     uint64_t hash;                /* sum of sched_mix(kernel handle): order-independent */
@@ -56,35 +62,59 @@ typedef struct sched_thread {
 } sched_thread_t;
 
 extern __thread sched_thread_t sched_th __attribute__((tls_model("initial-exec")));
-extern uint32_t *sched_gate;
+extern __thread uint32_t *sched_gate_tls __attribute__((tls_model("initial-exec")));
 
-void sched_thread_register(void);
+/* Whatever the gate is not OPEN: register, acquire or wait, bookkeeping. */
 void sched_launch_slow(const void *work);
 
-/* A 64-bit finalizer (murmur3's): spreads handle bits so that sums of
- * different kernel sets differ. */
+/* Spreads a handle's bits (xorshift, multiply, xorshift) so that sums of
+ * different kernel sets differ: handles are addresses in a few tables, whose
+ * plain sums collide.  The odd multiplier fits an imul immediate (no
+ * register to save on the launch path). */
 static inline uint64_t sched_mix(uint64_t x)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
+    x ^= x >> 31;
+    x *= 0x5bd1e995u;
+    x ^= x >> 29;
     return x;
 }
 
-/* The gate: called by every launch wrapper before the real call.  `work` is
- * the kernel (CUfunction) or graph (CUgraphExec) handle. */
-static inline __attribute__((always_inline)) void sched_launch(const void *work)
+/* Count a launch of `work` (a CUfunction or CUgraphExec) for the detector.
+ * Volatile stores, as the kernel's WRITE_ONCE: atomic stores would make GCC
+ * treat the launch's stack arguments as clobbered around its tail call. */
+static inline __attribute__((always_inline)) void sched_count(const void *work)
 {
     sched_thread_t *th = &sched_th;
-    if (UTIL_UNLIKELY(!th->registered))
-        sched_thread_register();
-    __atomic_store_n(&th->launches, th->launches + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&th->hash, th->hash + sched_mix((uint64_t)(uintptr_t)work),
-                     __ATOMIC_RELAXED);
-    uint32_t *gate = __atomic_load_n(&sched_gate, __ATOMIC_RELAXED);
-    if (UTIL_UNLIKELY(__atomic_load_n(gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN))
+    *(volatile uint64_t *)&th->launches = th->launches + 1;
+    *(volatile uint64_t *)&th->hash = th->hash + sched_mix((uint64_t)(uintptr_t)work);
+}
+
+/* The one relaxed load of the fast path. */
+static inline __attribute__((always_inline)) uint32_t sched_gate_value(void)
+{
+    return __atomic_load_n(sched_gate_tls, __ATOMIC_RELAXED);
+}
+
+/* The gate as a statement: count, then the slow path unless OPEN. */
+static inline __attribute__((always_inline)) void sched_launch(const void *work)
+{
+    sched_count(work);
+    if (UTIL_UNLIKELY(sched_gate_value() != SCHED_GATE_OPEN))
         sched_launch_slow(work);
 }
+
+/* The gate as a choice, for wrappers that end in a tail call: `open` when
+ * the gate is OPEN, else `gated` (a function of the same type that calls
+ * sched_launch_slow first).  Branch-free, so that the wrapper's tail call
+ * needs no copy of its stack arguments. */
+static inline __attribute__((always_inline)) uintptr_t sched_select(uintptr_t open,
+                                                                     uintptr_t gated)
+{
+    uintptr_t closed = -(uintptr_t)(sched_gate_value() != SCHED_GATE_OPEN);
+    return (open & ~closed) | (gated & closed);
+}
+#define SCHED_SELECT(open, gated) \
+    ((__typeof__(open))sched_select((uintptr_t)(open), (uintptr_t)(gated)))
 
 /* ---- the driver and the clock (seams) -------------------------------------
  * The slow path needs two driver calls; they come through this table so that
@@ -98,8 +128,10 @@ typedef struct sched_driver {
  * handle): cuCtxGetDevice and cuCtxSynchronize, legacy ABI.  0, or -1 when
  * a symbol is missing (*out untouched). */
 int  sched_driver_resolve(void *(*sym)(const char *name), sched_driver_t *out);
-/* Hand the driver over (intercept, at init; tests).  Without it, every
- * launch counts as device 0 and no context is synchronized. */
+/* Start scheduling, with the driver's functions (intercept, once the real
+ * driver is loaded; tests).  Until then the module is dormant: launches
+ * pass, nothing registers.  drv NULL: every launch counts as device 0 and
+ * no context is synchronized. */
 void sched_init(const sched_driver_t *drv);
 
 /* CLOCK_MONOTONIC ns by default; tests swap it (NULL restores). */
@@ -173,5 +205,7 @@ typedef struct sched_device_info {
  * configured, bad index). */
 int sched_read_slot(shm_table_t *t, int slot, sched_slot_info_t *out);
 int sched_read_device(shm_table_t *t, int device, sched_device_info_t *out);
+
+#pragma GCC visibility pop
 
 #endif /* SALUS_SCHED_H */
