@@ -3,7 +3,8 @@
  * legacy-stream semantics, waiting, the cuStream* entry points.  Events and
  * host callbacks, which build on these, are in event.c.
  *
- * Divided into: clock; streams; waiting; cuStream* entry points.
+ * Divided into: clock; streams; waiting; cuStream* entry points; stream
+ * attributes.
  *
  * No thread runs the GPU: each stream keeps `tail`, the time (CLOCK_MONOTONIC
  * ns) its last work ends; enqueuing work computes its start and end at once,
@@ -13,8 +14,9 @@
  * blocking stream starts after earlier legacy work (legacy->tail); streams
  * made with CU_STREAM_NON_BLOCKING ignore both.
  *
- * Lock: sim_p.lock guards streams; it is released while sleeping, and objects are looked up again by handle after
- * any sleep, since another thread may have destroyed them meanwhile.
+ * Lock: sim_p.lock guards streams; it is released while sleeping, and
+ * objects are looked up again by handle after any sleep, since another
+ * thread may have destroyed them meanwhile.
  */
 #include "sim.h"
 

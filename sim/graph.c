@@ -223,19 +223,21 @@ static CUresult add_kernel(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps
                            unsigned shmem, void **kp, void **extra)
 {
     SIM_CHECK_INIT();
-    unsigned char buf[4096];
     sim_node_t proto = { .type = N_KERNEL, .func = (uint64_t)(uintptr_t)hf, .shmem = shmem };
     memcpy(proto.grid, grid, sizeof proto.grid);
     memcpy(proto.block, block, sizeof proto.block);
     SIM_LOCK();
     sim_func_t *f = sim_obj_get(proto.func, SIM_K_FUNC);
-    CUresult rc = f ? sim_pack_params(f, kp, extra, buf, sizeof buf, &proto.psize)
-                    : CUDA_ERROR_INVALID_VALUE;
+    void *buf = f ? malloc(f->param_bytes ? f->param_bytes : 1) : NULL;
+    CUresult rc = !f ? CUDA_ERROR_INVALID_VALUE
+                : !buf ? CUDA_ERROR_OUT_OF_MEMORY
+                : sim_pack_params(f, kp, extra, buf, f->param_bytes, &proto.psize);
     SIM_UNLOCK();
-    if (rc != CUDA_SUCCESS)
-        return rc;
     proto.params = buf;
-    return add_node(out, hg, deps, n, &proto);
+    if (rc == CUDA_SUCCESS)
+        rc = add_node(out, hg, deps, n, &proto);
+    free(buf);
+    return rc;
 }
 
 CUresult CUDAAPI cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,

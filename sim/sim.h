@@ -381,6 +381,7 @@ CUresult sim_memset_do(CUdeviceptr dst, size_t pitch, unsigned value, unsigned e
 void sim_pools_trim_sync(void);                     /* after a synchronize */
 void sim_pool_release_block(sim_range_t *r);        /* from cuMemFree */
 void sim_arrays_destroy_ctx(sim_ctx_t *ctx);
-void *sim_array_data(CUarray a, size_t *row_bytes, size_t *rows, size_t *bytes);
+void *sim_array_data(CUarray a, size_t *row_bytes, size_t *height, size_t *depth);
+void sim_vmm_reset_after_fork(void);
 
 #endif /* SIM_SIM_H */

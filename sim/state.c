@@ -480,6 +480,7 @@ static void atfork_child(void)
     sim_obj_reset_after_fork();
     sim_range_reset_after_fork();
     sim_exec_reset_after_fork();
+    sim_vmm_reset_after_fork();
 }
 
 static void register_atfork(void)

@@ -306,6 +306,13 @@ CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
     return rc;
 }
 
+/* A fork() child forgets its parent's reservations (their address space
+ * stays mapped in it, unused). */
+void sim_vmm_reset_after_fork(void)
+{
+    reservations = NULL;
+}
+
 /* ---- mappings ----------------------------------------------------------------------- */
 
 CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,

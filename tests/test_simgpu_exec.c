@@ -2,7 +2,8 @@
  * test_simgpu_exec.c - simgpu's time model in one process: kernel durations,
  * synchronize and query, back-to-back kernels, the context-switch penalty,
  * events, legacy / blocking / non-blocking / per-thread streams, host
- * callbacks, graphs and stream capture, and the trace format.
+ * callbacks, graphs and stream capture, threads sharing a context, and the
+ * trace format.
  *
  * Times are CLOCK_MONOTONIC ns, the clock simgpu uses.  Lower bounds come
  * from the model and are exact; where a bound depends on how fast the test
@@ -505,6 +506,51 @@ static void test_stream_capture(void **state)
     CK(cuMemFree(y));
 }
 
+/* ---- threads ------------------------------------------------------------------------------ */
+
+/* Threads sharing the context, each with its own stream: allocations,
+ * frees, launches, events and synchronizes interleave safely. */
+static void *hammer(void *arg)
+{
+    int *bad = arg;
+    CUstream s;
+    CUevent e;
+    if (cuCtxSetCurrent(simt_ctx) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+        cuEventCreate(&e, 0)) {
+        *bad = 1;
+        return NULL;
+    }
+    for (int i = 0; i < 500 && !*bad; i++) {
+        CUdeviceptr p;
+        unsigned long long n = 64;
+        float v = (float)i;
+        void *args[] = { &p, &v, &n };
+        *bad = cuMemAlloc(&p, 256 + (size_t)i % 4096) ||
+               cuLaunchKernel(simt_fill, 1, 1, 1, 64, 1, 1, 0, s, args, NULL) ||
+               cuEventRecord(e, s) || (i % 50 == 0 && cuEventSynchronize(e)) ||
+               cuMemFree(p);
+    }
+    *bad |= cuStreamSynchronize(s) || cuStreamDestroy(s) || cuEventDestroy(e);
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    size_t f0, f1, total;
+    pthread_t t[4];
+    int bad[4] = { 0 };
+    CK(cuMemGetInfo(&f0, &total));
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, hammer, &bad[i]);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(bad[i], 0);
+    }
+    CK(cuMemGetInfo(&f1, &total));
+    assert_int_equal(f1, f0);
+}
+
 /* ---- the trace ------------------------------------------------------------------------- */
 
 /* Every line is exactly the documented object, in one piece. */
@@ -550,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_host_callbacks),
         cmocka_unit_test(test_graph_explicit),
         cmocka_unit_test(test_stream_capture),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_trace_format),
     };
     return cmocka_run_group_tests_name("simgpu time model", tests, NULL, NULL);
