@@ -418,10 +418,3 @@ CUresult CUDAAPI cuGetExportTable(const void **table, const CUuuid *id)
 
 CUresult CUDAAPI cuProfilerStart(void) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuProfilerStop(void) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuProfilerInitialize(const char *config, const char *out, CUoutput_mode mode)
-{
-    (void)config;
-    (void)out;
-    (void)mode;
-    return CUDA_SUCCESS;
-}

@@ -37,7 +37,6 @@ static const proc_row_t rows[] = { CU_PROCMAP(SIM_ROW) };
 
 /* Exports of cudaProfiler.h, which cudaTypedefs.h does not list. */
 static const proc_row_t extra[] = {
-    { "cuProfilerInitialize", 4000, 0, (void *)&cuProfilerInitialize },
     { "cuProfilerStart", 4000, 0, (void *)&cuProfilerStart },
     { "cuProfilerStop", 4000, 0, (void *)&cuProfilerStop },
 };
