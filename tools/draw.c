@@ -1,0 +1,456 @@
+/*
+ * draw.c - salus-top's live view (ncurses): the screen, the keys, and the
+ * policy prompt.  It draws what layout.c computes from the collector's
+ * snapshots and knows nothing of the tables itself.
+ *
+ * Divided into: the screen's lines (a flat list of device headers, titles
+ * and rows, scrolled to keep the selected row visible); drawing; the help
+ * screen; the policy prompt; keys and the loop.
+ *
+ * The screen is:
+ *   line 0      a status bar: tables, processes, interval, sort column, keys
+ *   line 1      what just happened (a table appeared or went, a process
+ *               exited, a policy changed), or why nothing is shown
+ *   lines 2...  per device: two header lines, the column titles, its rows
+ */
+#include "top.h"
+
+#include <curses.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+#define MSG_SHOW_NS  (5ull * 1000 * 1000 * 1000)
+
+enum { PAIR_RUN = 1, PAIR_WAIT, PAIR_HEAD, PAIR_NOTE };
+
+typedef enum { L_HEAD1, L_HEAD2, L_TITLE, L_ROW, L_BLANK } line_kind_t;
+
+typedef struct line {
+    line_kind_t kind;
+    int dev, row;
+} line_t;
+
+typedef struct ui {
+    top_collector_t *c;
+    top_snap_t snap, prev;
+    double delay_s;
+    top_col_t sort;
+    int sel;                       /* selected row (index in snap.procs), -1: none */
+    char sel_table[SHM_TABLE_NAME_BYTES];
+    pid_t sel_pid;
+    int sel_device;
+    int scroll;                    /* first content line shown */
+    line_t *lines;
+    int nlines, linecap;
+    char msg[512];
+    uint64_t msg_until;
+    int colors;
+} ui_t;
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+static void say(ui_t *u, const char *text)
+{
+    snprintf(u->msg, sizeof u->msg, "%s", text);
+    u->msg_until = util_now_ns() + MSG_SHOW_NS;
+}
+
+/* ---- the screen's lines ------------------------------------------------------------ */
+
+static int add_line(ui_t *u, line_kind_t kind, int dev, int row)
+{
+    if (u->nlines == u->linecap) {
+        int cap = u->linecap ? u->linecap * 2 : 64;
+        line_t *l = realloc(u->lines, (size_t)cap * sizeof *l);
+        if (!l)
+            return -1;
+        u->lines = l;
+        u->linecap = cap;
+    }
+    u->lines[u->nlines++] = (line_t){ kind, dev, row };
+    return 0;
+}
+
+static void build_lines(ui_t *u)
+{
+    u->nlines = 0;
+    for (int d = 0; d < u->snap.ndevices; d++) {
+        int first = top_device_first(&u->snap, d);
+        if (d > 0)
+            add_line(u, L_BLANK, d, -1);
+        add_line(u, L_HEAD1, d, -1);
+        add_line(u, L_HEAD2, d, -1);
+        add_line(u, L_TITLE, d, -1);
+        for (int i = 0; i < u->snap.devices[d].nprocs; i++)
+            add_line(u, L_ROW, d, first + i);
+    }
+}
+
+/* Find the selected process again in a new snapshot (rows move when sorted). */
+static void reselect(ui_t *u)
+{
+    int found = -1;
+    for (int i = 0; i < u->snap.nprocs && found < 0; i++) {
+        const top_proc_t *p = &u->snap.procs[i];
+        if (p->pid == u->sel_pid && p->device == u->sel_device &&
+            strcmp(u->snap.tables[p->table].name, u->sel_table) == 0)
+            found = i;
+    }
+    u->sel = found >= 0 ? found : (u->snap.nprocs > 0 ? 0 : -1);
+    if (u->sel >= 0) {
+        const top_proc_t *p = &u->snap.procs[u->sel];
+        u->sel_pid = p->pid;
+        u->sel_device = p->device;
+        snprintf(u->sel_table, sizeof u->sel_table, "%s", u->snap.tables[p->table].name);
+    }
+}
+
+static void keep_visible(ui_t *u, int height)
+{
+    int at = -1;
+    for (int i = 0; i < u->nlines && at < 0; i++)
+        if (u->lines[i].kind == L_ROW && u->lines[i].row == u->sel)
+            at = i;
+    if (at < 0)
+        at = 0;
+    if (at >= u->scroll + height)
+        u->scroll = at - height + 1;
+    if (at < u->scroll)
+        u->scroll = at > 3 ? at - 3 : 0;   /* show its device's header too */
+    if (u->scroll > u->nlines - height)
+        u->scroll = u->nlines - height;
+    if (u->scroll < 0)
+        u->scroll = 0;
+}
+
+/* ---- drawing ---------------------------------------------------------------------- */
+
+static void status_bar(ui_t *u, int width)
+{
+    char bar[512];
+    int nprocs = 0;
+    for (int i = 0; i < u->snap.ntables; i++)
+        nprocs += u->snap.tables[i].nprocs;
+    snprintf(bar, sizeof bar, " salus-top  %d table%s  %d process%s  every %.1f s  "
+             "sort %s   h help  s sort  p policy  q quit", u->snap.ntables,
+             u->snap.ntables == 1 ? "" : "s", nprocs, nprocs == 1 ? "" : "es", u->delay_s,
+             top_col_title(u->sort));
+    char fit[512];
+    top_fit(bar, width, fit, sizeof fit);
+    attron(A_REVERSE);
+    mvprintw(0, 0, "%-*s", width, fit);
+    attroff(A_REVERSE);
+}
+
+static void message_line(ui_t *u, int width)
+{
+    char fit[512];
+    const char *text = "";
+    if (u->msg_until > util_now_ns())
+        text = u->msg;
+    else if (u->snap.note[0])
+        text = u->snap.note;
+    top_fit(text, width, fit, sizeof fit);
+    if (u->colors)
+        attron(COLOR_PAIR(PAIR_NOTE));
+    mvprintw(1, 0, "%s", fit);
+    if (u->colors)
+        attroff(COLOR_PAIR(PAIR_NOTE));
+}
+
+static int state_pair(shm_state_t s)
+{
+    return s == SHM_RUNNING ? PAIR_RUN : s == SHM_WAIT_GPU || s == SHM_WAIT_MEM ? PAIR_WAIT : 0;
+}
+
+static void draw_row(ui_t *u, const top_layout_t *l, int y, int row)
+{
+    char buf[2048];
+    const top_proc_t *p = &u->snap.procs[row];
+    top_format_row(l, p, buf, sizeof buf);
+    if (row == u->sel)
+        attron(A_REVERSE);
+    mvprintw(y, 0, "%s", buf);
+    int pair = state_pair(p->state);
+    for (int i = 0; i < l->ncols && u->colors && pair && row != u->sel; i++)
+        if (l->cols[i] == TOP_COL_STATE)
+            mvchgat(y, l->x[i], l->width[i], A_BOLD, (short)pair, NULL);
+    if (row == u->sel)
+        attroff(A_REVERSE);
+}
+
+static void draw_title(ui_t *u, const top_layout_t *l, int y)
+{
+    char buf[2048];
+    top_format_title(l, buf, sizeof buf);
+    attron(A_UNDERLINE);
+    mvprintw(y, 0, "%s", buf);
+    attroff(A_UNDERLINE);
+    for (int i = 0; i < l->ncols; i++)     /* the sort column stands out */
+        if (l->cols[i] == u->sort)
+            mvchgat(y, l->x[i], l->width[i], A_UNDERLINE | A_BOLD, 0, NULL);
+}
+
+static void draw(ui_t *u)
+{
+    int height, width;
+    getmaxyx(stdscr, height, width);
+    erase();
+    status_bar(u, width);
+    message_line(u, width);
+    top_layout_t l;
+    top_layout_compute(width, top_name_len(&u->snap), &l);
+    int body = height - 2;
+    build_lines(u);
+    keep_visible(u, body);
+    for (int i = u->scroll, y = 2; i < u->nlines && y < height; i++, y++) {
+        const line_t *ln = &u->lines[i];
+        const top_device_t *d = &u->snap.devices[ln->dev];
+        char buf[1024];
+        switch (ln->kind) {
+        case L_HEAD1:
+        case L_HEAD2:
+            if (ln->kind == L_HEAD1)
+                top_device_line(&u->snap, d, width, buf, sizeof buf);
+            else
+                top_device_line2(&u->snap, d, width, buf, sizeof buf);
+            attron(A_BOLD | (u->colors ? COLOR_PAIR(PAIR_HEAD) : 0));
+            mvprintw(y, 0, "%s", buf);
+            attroff(A_BOLD | (u->colors ? COLOR_PAIR(PAIR_HEAD) : 0));
+            break;
+        case L_TITLE: draw_title(u, &l, y); break;
+        case L_ROW:   draw_row(u, &l, y, ln->row); break;
+        case L_BLANK: break;
+        }
+    }
+    refresh();
+}
+
+/* ---- the help screen ------------------------------------------------------------------ */
+
+static const char *const help_text[] = {
+    "salus-top: who shares the GPU, who waits, who holds how much memory",
+    "",
+    "  q, F10      quit",
+    "  s           sort by the next column (the sorted title is bold)",
+    "  p           change the policy of the selected row's GPU:",
+    "              fifo, fair, priority, srtf or pack; running processes follow it",
+    "  Up, Down    select a row (also k, j); PgUp, PgDn, Home, End",
+    "  space       refresh now",
+    "  h, ?, F1    this help",
+    "",
+    "STATE    running: holds the GPU (or runs under pack); wait-gpu: waits for the",
+    "         lease; wait-mem: waits for memory; admission: waits to be admitted",
+    "         (SALUS_MEM_RESERVE); idle: registered, not using the GPU",
+    "MEM      memory held / its limit (- : no limit)",
+    "ITERS    iterations done / declared (SALUS_ITERATIONS)",
+    "GPU%     share of the last interval it held the GPU (- under pack: no lease)",
+    "WAIT%    share of the last interval it waited for the GPU",
+    "SWITCHES times it was handed the GPU by another process",
+    "",
+    "press any key",
+    NULL,
+};
+
+static void show_help(void)
+{
+    int height, width;
+    getmaxyx(stdscr, height, width);
+    erase();
+    for (int i = 0; help_text[i] && i < height; i++) {
+        char fit[256];
+        top_fit(help_text[i], width, fit, sizeof fit);
+        mvprintw(i, 0, "%s", fit);
+    }
+    refresh();
+    timeout(-1);
+    getch();
+}
+
+/* ---- the policy prompt ------------------------------------------------------------------ */
+
+static const top_device_t *selected_device(ui_t *u)
+{
+    if (u->snap.ndevices == 0)
+        return NULL;
+    if (u->sel < 0)
+        return &u->snap.devices[0];
+    const top_proc_t *p = &u->snap.procs[u->sel];
+    for (int d = 0; d < u->snap.ndevices; d++)
+        if (u->snap.devices[d].table == p->table && u->snap.devices[d].index == p->device)
+            return &u->snap.devices[d];
+    return &u->snap.devices[0];
+}
+
+static void set_policy(ui_t *u, const char *table, int device, int policy)
+{
+    char group[SHM_TABLE_NAME_BYTES], msg[256];
+    shm_table_t *t;
+    top_table_group(table, group, sizeof group);
+    int rc = top_open_table(table, group, 1, &t);
+    if (rc == 0) {
+        rc = sched_set_policy_table(t, device, (sched_policy_t)policy, -1);
+        shm_close_table(t);
+    }
+    if (rc == 0)
+        snprintf(msg, sizeof msg, "GPU %d of %s: policy set to %s", device, table,
+                 sched_policy_names[policy]);
+    else
+        snprintf(msg, sizeof msg, "GPU %d of %s: the policy could not be changed: %s", device,
+                 table, rc == -EINVAL ? "bad device" : top_open_error(rc));
+    say(u, msg);
+}
+
+static void policy_prompt(ui_t *u)
+{
+    const top_device_t *d = selected_device(u);
+    if (!d) {
+        say(u, "no GPU to set a policy for");
+        return;
+    }
+    int height, width;
+    getmaxyx(stdscr, height, width);
+    char line[256], fit[256], table[SHM_TABLE_NAME_BYTES];
+    snprintf(table, sizeof table, "%s", u->snap.tables[d->table].name);
+    int device = d->index;
+    snprintf(line, sizeof line, " policy of GPU %d (now %s): 1 fifo  2 fair  3 priority  "
+             "4 srtf  5 pack   Esc cancels", device,
+             d->has_sched ? sched_policy_names[d->policy] : "-");
+    top_fit(line, width, fit, sizeof fit);
+    attron(A_REVERSE);
+    mvprintw(height - 1, 0, "%-*s", width, fit);
+    attroff(A_REVERSE);
+    refresh();
+    timeout(-1);
+    int k = getch();
+    if (k >= '1' && k < '1' + SCHED_POLICY_COUNT)
+        set_policy(u, table, device, k - '1');
+    else
+        say(u, "policy unchanged");
+}
+
+/* ---- keys and the loop -------------------------------------------------------------------- */
+
+static void move_sel(ui_t *u, int by)
+{
+    if (u->snap.nprocs == 0)
+        return;
+    int s = u->sel + by;
+    s = s < 0 ? 0 : s >= u->snap.nprocs ? u->snap.nprocs - 1 : s;
+    u->sel = s;
+    const top_proc_t *p = &u->snap.procs[s];
+    u->sel_pid = p->pid;
+    u->sel_device = p->device;
+    snprintf(u->sel_table, sizeof u->sel_table, "%s", u->snap.tables[p->table].name);
+}
+
+/* 1 to quit, 2 to take a new sample, 0 to redraw only. */
+static int key(ui_t *u, int k)
+{
+    int height = LINES - 2;
+    switch (k) {
+    case 'q': case 'Q': case KEY_F(10): return 1;
+    case 's': case 'S':
+        u->sort = (top_col_t)((u->sort + 1) % TOP_NCOLS);
+        top_sort(&u->snap, u->sort);
+        reselect(u);
+        return 0;
+    case 'p': case 'P': policy_prompt(u); return 2;
+    case 'h': case 'H': case '?': case KEY_F(1): show_help(); return 0;
+    case KEY_UP: case 'k': move_sel(u, -1); return 0;
+    case KEY_DOWN: case 'j': move_sel(u, 1); return 0;
+    case KEY_PPAGE: move_sel(u, -height); return 0;
+    case KEY_NPAGE: move_sel(u, height); return 0;
+    case KEY_HOME: move_sel(u, -u->snap.nprocs); return 0;
+    case KEY_END: move_sel(u, u->snap.nprocs); return 0;
+    case ' ': return 2;
+    default: return 0;                 /* KEY_RESIZE too: redraw at the new size */
+    }
+}
+
+static int sample(ui_t *u)
+{
+    top_snap_t tmp = u->prev;
+    u->prev = u->snap;
+    u->snap = tmp;
+    if (top_collect(u->c, &u->snap) != 0)
+        return -1;
+    top_sort(&u->snap, u->sort);
+    char changes[512];
+    if (u->prev.taken_ns && top_changes(&u->prev, &u->snap, changes, sizeof changes) > 0)
+        say(u, changes);
+    reselect(u);
+    return 0;
+}
+
+static void start_colors(ui_t *u)
+{
+    if (!has_colors() || start_color() != OK)
+        return;
+    use_default_colors();
+    init_pair(PAIR_RUN, COLOR_GREEN, -1);
+    init_pair(PAIR_WAIT, COLOR_YELLOW, -1);
+    init_pair(PAIR_HEAD, COLOR_CYAN, -1);
+    init_pair(PAIR_NOTE, COLOR_MAGENTA, -1);
+    u->colors = 1;
+}
+
+int top_ui_run(top_collector_t *c, const top_ui_opts_t *o)
+{
+    ui_t u = { .c = c, .delay_s = o->delay_s, .sort = o->sort, .sel = -1 };
+    top_snap_init(&u.snap);
+    top_snap_init(&u.prev);
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (!initscr()) {
+        fprintf(stderr, "salus-top: this terminal cannot be used (TERM=%s); "
+                "try salus-top --once\n", getenv("TERM") ? getenv("TERM") : "");
+        return TOP_EXIT_FAIL;
+    }
+    cbreak();
+    noecho();
+    keypad(stdscr, TRUE);
+    curs_set(0);
+    start_colors(&u);
+
+    int rc = TOP_EXIT_OK, fresh = 1;
+    uint64_t next = 0;
+    while (!stop) {
+        uint64_t now = util_now_ns();
+        if (fresh || now >= next) {
+            if (sample(&u) != 0) {
+                rc = TOP_EXIT_FAIL;
+                break;
+            }
+            next = now + (uint64_t)(u.delay_s * 1e9);
+            fresh = 0;
+        }
+        draw(&u);
+        now = util_now_ns();
+        timeout(next > now ? (int)((next - now) / 1000000) + 1 : 0);
+        int k = getch();
+        if (k == ERR)
+            continue;
+        int r = key(&u, k);
+        if (r == 1)
+            break;
+        fresh = r == 2;
+    }
+    endwin();
+    top_snap_free(&u.snap);
+    top_snap_free(&u.prev);
+    free(u.lines);
+    return rc;
+}

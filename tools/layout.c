@@ -1,0 +1,396 @@
+/*
+ * layout.c - the view of a snapshot, as pure functions of the snapshot and a
+ * width, so that they are tested without a terminal: which columns fit and
+ * how wide each is, the text of every cell, the device header lines, the
+ * order of rows, and what changed between two snapshots.
+ *
+ * Divided into: columns (their table and the fitting); cells and rows;
+ * device headers; sorting; changes.
+ *
+ * Widths count characters, and every string here is ASCII: names were
+ * sanitized by the collector, so one byte is one column.
+ */
+#include "top.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- columns -----------------------------------------------------------------
+ * Display order is the enum's.  `drop` ranks what goes first when the width
+ * is short: the identity (PID, NAME) never goes; what a user glances at
+ * first (GPU%, STATE, MEM) goes last. */
+typedef struct col_spec {
+    const char *title;
+    int width;          /* fixed width (NAME: its least) */
+    int right;          /* right-aligned */
+    int drop;           /* 1 dropped first ... 0 never */
+} col_spec_t;
+
+#define NAME_MAX_WIDTH (SHM_NAME_BYTES - 1)
+
+static const col_spec_t cols[TOP_NCOLS] = {
+    [TOP_COL_PID]      = { "PID",      7, 1, 0 },
+    [TOP_COL_USER]     = { "USER",     8, 0, 1 },
+    [TOP_COL_NAME]     = { "NAME",     6, 0, 0 },
+    [TOP_COL_PRIO]     = { "PRIO",     4, 1, 5 },
+    [TOP_COL_STATE]    = { "STATE",    9, 0, 8 },
+    [TOP_COL_MEM]      = { "MEM/LIMIT", 11, 1, 7 },
+    [TOP_COL_ITERS]    = { "ITERS",    9, 1, 6 },
+    [TOP_COL_ITER_MS]  = { "ITER ms",  7, 1, 3 },
+    [TOP_COL_GPU]      = { "GPU%",     4, 1, 9 },
+    [TOP_COL_WAIT]     = { "WAIT%",    5, 1, 4 },
+    [TOP_COL_SWITCHES] = { "SWITCHES", 8, 1, 2 },
+};
+
+const char *top_col_title(top_col_t col)
+{
+    return (unsigned)col < TOP_NCOLS ? cols[col].title : "?";
+}
+
+int top_col_right(top_col_t col)
+{
+    return (unsigned)col < TOP_NCOLS && cols[col].right;
+}
+
+/* Width of the kept columns, NAME at its least, with one space between. */
+static int least_width(const int *keep)
+{
+    int w = 0, n = 0;
+    for (int c = 0; c < TOP_NCOLS; c++)
+        if (keep[c]) {
+            w += cols[c].width;
+            n++;
+        }
+    return w + (n > 0 ? n - 1 : 0);
+}
+
+void top_layout_compute(int width, int name_len, top_layout_t *out)
+{
+    int keep[TOP_NCOLS];
+    for (int c = 0; c < TOP_NCOLS; c++)
+        keep[c] = 1;
+    /* Drop by rank, lowest first, while the least layout does not fit. */
+    for (int rank = 1; rank <= 9 && least_width(keep) > width; rank++)
+        for (int c = 0; c < TOP_NCOLS; c++)
+            if (cols[c].drop == rank)
+                keep[c] = 0;
+
+    int rest = width - least_width(keep);    /* what NAME may take beyond its least */
+    int want = name_len > NAME_MAX_WIDTH ? NAME_MAX_WIDTH : name_len;
+    if (want < (int)strlen(cols[TOP_COL_NAME].title))
+        want = (int)strlen(cols[TOP_COL_NAME].title);
+    int name_w = cols[TOP_COL_NAME].width;
+    if (want > name_w)
+        name_w += rest < want - name_w ? (rest > 0 ? rest : 0) : want - name_w;
+    if (rest < 0)                            /* narrower than PID + NAME: cut NAME */
+        name_w = name_w + rest > 1 ? name_w + rest : 1;
+
+    memset(out, 0, sizeof *out);
+    int x = 0;
+    for (int c = 0; c < TOP_NCOLS; c++) {
+        if (!keep[c])
+            continue;
+        int i = out->ncols++;
+        out->cols[i] = (top_col_t)c;
+        out->width[i] = c == TOP_COL_NAME ? name_w : cols[c].width;
+        out->x[i] = x;
+        x += out->width[i] + 1;
+    }
+    out->total = x > 0 ? x - 1 : 0;
+}
+
+/* ---- cells and rows ------------------------------------------------------------ */
+
+void top_fit(const char *s, int width, char *buf, size_t len)
+{
+    size_t n = strlen(s);
+    if (width < 0 || len == 0) {
+        if (len)
+            buf[0] = '\0';
+        return;
+    }
+    if ((size_t)width + 1 > len)
+        width = (int)len - 1;
+    if (n <= (size_t)width) {
+        memcpy(buf, s, n + 1);
+        return;
+    }
+    memcpy(buf, s, (size_t)width);
+    if (width > 0)
+        buf[width - 1] = '+';               /* cut, as ps marks a cut field */
+    buf[width] = '\0';
+}
+
+static const char *state_label(const top_proc_t *p)
+{
+    switch (p->state) {
+    case SHM_RUNNING:  return "running";
+    case SHM_WAIT_GPU: return "wait-gpu";
+    case SHM_WAIT_MEM: return p->waiting_admission ? "admission" : "wait-mem";
+    case SHM_IDLE:     return "idle";
+    default:           return "?";
+    }
+}
+
+static void share_text(double v, char *buf, size_t len)
+{
+    if (v < 0)
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.0f", v * 100.0);
+}
+
+void top_cell(const top_proc_t *p, top_col_t col, int width, char *buf, size_t len)
+{
+    char t[96], a[16], b[16];
+    switch (col) {
+    case TOP_COL_PID:   snprintf(t, sizeof t, "%d", (int)p->pid); break;
+    case TOP_COL_USER:  snprintf(t, sizeof t, "%s", p->user); break;
+    case TOP_COL_NAME:  snprintf(t, sizeof t, "%s", p->name); break;
+    case TOP_COL_PRIO:
+        snprintf(t, sizeof t, p->has_sched ? "%d" : "-", p->priority);
+        break;
+    case TOP_COL_STATE: snprintf(t, sizeof t, "%s", state_label(p)); break;
+    case TOP_COL_MEM:
+        if (!p->has_mem) {
+            snprintf(t, sizeof t, "-");
+            break;
+        }
+        top_human_bytes(p->mem_used, a, sizeof a);
+        if (p->mem_limit)
+            top_human_bytes(p->mem_limit, b, sizeof b);
+        snprintf(t, sizeof t, "%s/%s", a, p->mem_limit ? b : "-");
+        break;
+    case TOP_COL_ITERS:
+        if (p->declared)
+            snprintf(t, sizeof t, "%llu/%llu", (unsigned long long)p->iterations,
+                     (unsigned long long)p->declared);
+        else
+            snprintf(t, sizeof t, "%llu", (unsigned long long)p->iterations);
+        if ((int)strlen(t) > width)        /* the count matters more than the goal */
+            snprintf(t, sizeof t, "%llu", (unsigned long long)p->iterations);
+        break;
+    case TOP_COL_ITER_MS:
+        snprintf(t, sizeof t, p->iter_ms > 0 ? "%.1f" : "-", p->iter_ms);
+        break;
+    case TOP_COL_GPU:   share_text(p->gpu_share, t, sizeof t); break;
+    case TOP_COL_WAIT:  share_text(p->wait_share, t, sizeof t); break;
+    case TOP_COL_SWITCHES:
+        snprintf(t, sizeof t, "%llu", (unsigned long long)p->switches);
+        break;
+    default: t[0] = '\0';
+    }
+    top_fit(t, width, buf, len);
+}
+
+/* Put `text` in buf at column x, padded to w and aligned. */
+static void put(char *buf, int x, int w, int right, const char *text)
+{
+    int n = (int)strlen(text);
+    int pad = right && n < w ? w - n : 0;
+    memset(buf + x, ' ', (size_t)w);
+    memcpy(buf + x + pad, text, (size_t)(n < w ? n : w));
+}
+
+static void format_line(const top_layout_t *l, const top_proc_t *p, char *buf, size_t len)
+{
+    if (len == 0)
+        return;
+    if ((size_t)l->total + 1 > len) {
+        buf[0] = '\0';
+        return;
+    }
+    memset(buf, ' ', (size_t)l->total);
+    buf[l->total] = '\0';
+    for (int i = 0; i < l->ncols; i++) {
+        char cell[128];
+        if (p)
+            top_cell(p, l->cols[i], l->width[i], cell, sizeof cell);
+        else
+            top_fit(cols[l->cols[i]].title, l->width[i], cell, sizeof cell);
+        put(buf, l->x[i], l->width[i], cols[l->cols[i]].right, cell);
+    }
+}
+
+void top_format_row(const top_layout_t *l, const top_proc_t *p, char *buf, size_t len)
+{
+    format_line(l, p, buf, len);
+}
+
+void top_format_title(const top_layout_t *l, char *buf, size_t len)
+{
+    format_line(l, NULL, buf, len);
+}
+
+int top_name_len(const top_snap_t *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->nprocs; i++) {
+        int k = (int)strlen(s->procs[i].name);
+        n = k > n ? k : n;
+    }
+    return n;
+}
+
+/* ---- device headers -------------------------------------------------------------- */
+
+int top_device_first(const top_snap_t *s, int d)
+{
+    int first = 0;
+    for (int i = 0; i < d && i < s->ndevices; i++)
+        first += s->devices[i].nprocs;
+    return first;
+}
+
+/* "1234 (name)" of a process of the device's table. */
+static void who(const top_snap_t *s, const top_device_t *d, pid_t pid, char *buf, size_t len)
+{
+    for (int i = 0; i < s->nprocs; i++)
+        if (s->procs[i].table == d->table && s->procs[i].pid == pid) {
+            snprintf(buf, len, "%d (%s)", (int)pid, s->procs[i].name);
+            return;
+        }
+    snprintf(buf, len, "%d", (int)pid);
+}
+
+void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
+                     char *buf, size_t len)
+{
+    char line[512], used[16], budget[16], cap[16], mem[96], pol[96];
+    if (d->has_mem) {
+        top_human_bytes(d->used, used, sizeof used);
+        top_human_bytes(d->budget, budget, sizeof budget);
+        top_human_bytes(d->capacity, cap, sizeof cap);
+        snprintf(mem, sizeof mem, "mem %s used of %s (capacity %s)", used, budget, cap);
+    } else {
+        snprintf(mem, sizeof mem, "mem not accounted");
+    }
+    if (d->has_sched)
+        snprintf(pol, sizeof pol, "policy %s  quantum %u ms", sched_policy_names[d->policy],
+                 (unsigned)d->quantum_ms);
+    else
+        snprintf(pol, sizeof pol, "policy -");
+    snprintf(line, sizeof line, "GPU %d  %s  %s  %d process%s  [%s]", d->index, mem, pol,
+             d->nprocs, d->nprocs == 1 ? "" : "es", s->tables[d->table].name);
+    top_fit(line, width, buf, len);
+}
+
+void top_device_line2(const top_snap_t *s, const top_device_t *d, int width,
+                      char *buf, size_t len)
+{
+    char line[1024], lease[96];
+    size_t at;
+    if (!d->has_sched)
+        snprintf(lease, sizeof lease, "-");
+    else if (d->policy == SCHED_POLICY_PACK)
+        snprintf(lease, sizeof lease, "none, all run at once (pack)");
+    else if (d->holder > 0)
+        who(s, d, d->holder, lease, sizeof lease);
+    else
+        snprintf(lease, sizeof lease, "free");
+    at = (size_t)snprintf(line, sizeof line, "  lease %s  waiting %d", lease, d->nwaiters);
+    for (int i = 0; i < d->nwaiters && at < sizeof line - 32; i++) {
+        char w[96];
+        who(s, d, d->waiters[i], w, sizeof w);
+        at += (size_t)snprintf(line + at, sizeof line - at, "%s%s", i ? ", " : ": ", w);
+    }
+    if (at < sizeof line - 64 && d->has_mem && (d->mem_waiters || d->queued))
+        at += (size_t)snprintf(line + at, sizeof line - at, "  memory waiters %u, admission %u",
+                               (unsigned)d->mem_waiters, (unsigned)d->queued);
+    if (at < sizeof line - 32 && d->has_sched)
+        snprintf(line + at, sizeof line - at, "  switches %llu",
+                 (unsigned long long)d->switches);
+    top_fit(line, width, buf, len);
+}
+
+/* ---- sorting ------------------------------------------------------------------- */
+
+static int cmp_num(double a, double b)
+{
+    return a > b ? -1 : a < b ? 1 : 0;      /* descending: the biggest first */
+}
+
+static int cmp_rows(const void *va, const void *vb, void *arg)
+{
+    const top_proc_t *a = va, *b = vb;
+    top_col_t col = *(const top_col_t *)arg;
+    int r = 0;
+    switch (col) {
+    case TOP_COL_USER:     r = strcmp(a->user, b->user); break;
+    case TOP_COL_NAME:     r = strcmp(a->name, b->name); break;
+    case TOP_COL_PRIO:     r = cmp_num(a->priority, b->priority); break;
+    case TOP_COL_STATE:    r = cmp_num(a->state == SHM_RUNNING, b->state == SHM_RUNNING);
+                           if (!r) r = (int)a->state - (int)b->state;
+                           break;
+    case TOP_COL_MEM:      r = cmp_num((double)a->mem_used, (double)b->mem_used); break;
+    case TOP_COL_ITERS:    r = cmp_num((double)a->iterations, (double)b->iterations); break;
+    case TOP_COL_ITER_MS:  r = cmp_num(a->iter_ms, b->iter_ms); break;
+    case TOP_COL_GPU:      r = cmp_num(a->gpu_share, b->gpu_share); break;
+    case TOP_COL_WAIT:     r = cmp_num(a->wait_share, b->wait_share); break;
+    case TOP_COL_SWITCHES: r = cmp_num((double)a->switches, (double)b->switches); break;
+    default: break;
+    }
+    return r ? r : (a->pid > b->pid) - (a->pid < b->pid);
+}
+
+void top_sort(top_snap_t *s, top_col_t col)
+{
+    int first = 0;
+    for (int d = 0; d < s->ndevices; d++) {
+        int n = s->devices[d].nprocs;
+        if (first + n <= s->nprocs)
+            qsort_r(s->procs + first, (size_t)n, sizeof *s->procs, cmp_rows, &col);
+        first += n;
+    }
+}
+
+/* ---- changes ----------------------------------------------------------------------- */
+
+static int has_table(const top_snap_t *s, const char *name)
+{
+    for (int i = 0; i < s->ntables; i++)
+        if (strcmp(s->tables[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+static const top_proc_t *find_proc(const top_snap_t *s, const top_proc_t *p,
+                                   const char *table)
+{
+    for (int i = 0; i < s->nprocs; i++) {
+        const top_proc_t *q = &s->procs[i];
+        if (q->pid == p->pid && q->gen == p->gen && q->slot == p->slot &&
+            strcmp(s->tables[q->table].name, table) == 0)
+            return q;
+    }
+    return NULL;
+}
+
+int top_changes(const top_snap_t *old, const top_snap_t *now, char *buf, size_t len)
+{
+    size_t at = 0;
+    int n = 0;
+    buf[0] = '\0';
+#define SAY(...)                                                            \
+    do {                                                                    \
+        if (at < len)                                                       \
+            at += (size_t)snprintf(buf + at, len - at, "%s", n++ ? "; " : ""); \
+        if (at < len)                                                       \
+            at += (size_t)snprintf(buf + at, len - at, __VA_ARGS__);        \
+    } while (0)
+    for (int i = 0; i < now->ntables; i++)
+        if (!has_table(old, now->tables[i].name))
+            SAY("table %s appeared", now->tables[i].name);
+    for (int i = 0; i < old->ntables; i++)
+        if (!has_table(now, old->tables[i].name))
+            SAY("table %s is gone", old->tables[i].name);
+    for (int i = 0; i < old->nprocs; i++) {
+        const top_proc_t *p = &old->procs[i];
+        const char *table = old->tables[p->table].name;
+        if (has_table(now, table) && !find_proc(now, p, table) &&
+            (i == 0 || old->procs[i - 1].pid != p->pid))
+            SAY("%d (%s) exited", (int)p->pid, p->name);
+    }
+#undef SAY
+    return n;
+}

@@ -1,0 +1,301 @@
+/*
+ * output.c - a snapshot written without a terminal: as plain text (salus-top
+ * --once, salus status), as one JSON object (--json), or in the Prometheus
+ * text exposition format (--prometheus, for node_exporter's textfile
+ * collector).
+ *
+ * Divided into: plain text; JSON; Prometheus.
+ *
+ * The JSON shape is an interface that scripts rely on: fields are added,
+ * never removed or renamed (salus-top(1) lists them).  Every string comes
+ * from a table written by other processes and is escaped here.
+ */
+#include "top.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- plain text ---------------------------------------------------------------- */
+
+void top_print_text(FILE *f, const top_snap_t *s, top_col_t sort, int width)
+{
+    if (s->ntables == 0) {
+        fprintf(f, "%s\n", s->note);
+        return;
+    }
+    top_snap_t copy = *s;                     /* sorting reorders rows only */
+    copy.procs = malloc((size_t)(s->nprocs > 0 ? s->nprocs : 1) * sizeof *copy.procs);
+    if (!copy.procs)
+        copy.procs = s->procs;                /* unsorted, rather than nothing */
+    else
+        memcpy(copy.procs, s->procs, (size_t)s->nprocs * sizeof *copy.procs);
+    if (copy.procs != s->procs)
+        top_sort(&copy, sort);
+
+    top_layout_t l;
+    char line[2048];
+    top_layout_compute(width, top_name_len(s), &l);
+    int nprocs = 0;
+    for (int i = 0; i < s->ntables; i++)
+        nprocs += s->tables[i].nprocs;
+    fprintf(f, "salus-top: %d table%s, %d process%s", s->ntables, s->ntables == 1 ? "" : "s",
+            nprocs, nprocs == 1 ? "" : "es");
+    if (s->interval_s > 0)
+        fprintf(f, "; GPU%% and WAIT%% over the last %.1f s", s->interval_s);
+    fprintf(f, "\n");
+    if (s->note[0])
+        fprintf(f, "note: %s\n", s->note);
+    for (int d = 0; d < s->ndevices; d++) {
+        const top_device_t *dev = &s->devices[d];
+        top_device_line(s, dev, width, line, sizeof line);
+        fprintf(f, "\n%s\n", line);
+        top_device_line2(s, dev, width, line, sizeof line);
+        fprintf(f, "%s\n", line);
+        top_format_title(&l, line, sizeof line);
+        fprintf(f, "%s\n", line);
+        int first = top_device_first(&copy, d);
+        for (int i = first; i < first + dev->nprocs && i < copy.nprocs; i++) {
+            top_format_row(&l, &copy.procs[i], line, sizeof line);
+            fprintf(f, "%s\n", line);
+        }
+    }
+    if (copy.procs != s->procs)
+        free(copy.procs);
+}
+
+/* ---- JSON ---------------------------------------------------------------------- */
+
+static void json_share(FILE *f, const char *key, double v)
+{
+    if (v < 0)
+        fprintf(f, ",\"%s\":null", key);
+    else
+        fprintf(f, ",\"%s\":%.4f", key, v);
+}
+
+static void json_proc(FILE *f, const top_proc_t *p)
+{
+    fprintf(f, "{\"pid\":%d,\"name\":", (int)p->pid);
+    top_json_string(f, p->name);
+    fprintf(f, ",\"user\":");
+    top_json_string(f, p->user);
+    fprintf(f, ",\"uid\":%u,\"priority\":%d,\"state\":", (unsigned)p->uid, p->priority);
+    top_json_string(f, shm_state_name(p->state));
+    fprintf(f, ",\"waiting_admission\":%s,\"holds_lease\":%s",
+            p->waiting_admission ? "true" : "false", p->holds ? "true" : "false");
+    fprintf(f, ",\"mem_used_bytes\":%llu,\"mem_limit_bytes\":%llu,\"mem_peak_bytes\":%llu"
+            ",\"mem_reserved_bytes\":%llu,\"oom_refusals\":%llu",
+            (unsigned long long)p->mem_used, (unsigned long long)p->mem_limit,
+            (unsigned long long)p->mem_peak, (unsigned long long)p->mem_reserved,
+            (unsigned long long)p->oom_refusals);
+    fprintf(f, ",\"iterations\":%llu,\"declared_iterations\":%llu,\"iter_ms\":%.3f"
+            ",\"gpu_held_ms\":%.3f,\"waited_ms\":%.3f",
+            (unsigned long long)p->iterations, (unsigned long long)p->declared, p->iter_ms,
+            p->gpu_held_ms, p->waited_ms);
+    json_share(f, "gpu_share", p->gpu_share);
+    json_share(f, "wait_share", p->wait_share);
+    fprintf(f, ",\"switches\":%llu}", (unsigned long long)p->switches);
+}
+
+/* Who may run now: the holder, or every process under pack. */
+static void json_holders(FILE *f, const top_snap_t *s, const top_device_t *d, int first)
+{
+    int n = 0;
+    fprintf(f, ",\"holders\":[");
+    if (d->has_sched && d->policy == SCHED_POLICY_PACK) {
+        for (int i = first; i < first + d->nprocs && i < s->nprocs; i++)
+            fprintf(f, "%s%d", n++ ? "," : "", (int)s->procs[i].pid);
+    } else if (d->holder > 0) {
+        fprintf(f, "%d", (int)d->holder);
+    }
+    fprintf(f, "],\"waiters\":[");
+    for (int i = 0; i < d->nwaiters; i++)
+        fprintf(f, "%s%d", i ? "," : "", (int)d->waiters[i]);
+    fprintf(f, "]");
+}
+
+static void json_device(FILE *f, const top_snap_t *s, int di)
+{
+    const top_device_t *d = &s->devices[di];
+    int first = top_device_first(s, di);
+    fprintf(f, "{\"table\":");
+    top_json_string(f, s->tables[d->table].name);
+    fprintf(f, ",\"index\":%d,\"capacity_bytes\":%llu,\"budget_bytes\":%llu,"
+            "\"used_bytes\":%llu,\"reserved_bytes\":%llu,\"policy\":",
+            d->index, (unsigned long long)d->capacity, (unsigned long long)d->budget,
+            (unsigned long long)d->used, (unsigned long long)d->reserved);
+    top_json_string(f, d->has_sched ? sched_policy_names[d->policy] : "unknown");
+    fprintf(f, ",\"quantum_ms\":%u,\"max_slice_ms\":%u,\"switches\":%llu",
+            (unsigned)d->quantum_ms, (unsigned)d->max_slice_ms,
+            (unsigned long long)d->switches);
+    json_holders(f, s, d, first);
+    fprintf(f, ",\"mem_waiters\":%u,\"admission_queue\":%u,\"processes\":[",
+            (unsigned)d->mem_waiters, (unsigned)d->queued);
+    for (int i = first; i < first + d->nprocs && i < s->nprocs; i++) {
+        if (i > first)
+            fputc(',', f);
+        json_proc(f, &s->procs[i]);
+    }
+    fprintf(f, "]}");
+}
+
+void top_print_json(FILE *f, const top_snap_t *s)
+{
+    fprintf(f, "{\"devices\":[");
+    for (int d = 0; d < s->ndevices; d++) {
+        if (d)
+            fputc(',', f);
+        json_device(f, s, d);
+    }
+    fprintf(f, "],\"tables\":[");
+    for (int i = 0; i < s->ntables; i++) {
+        fprintf(f, "%s{\"name\":", i ? "," : "");
+        top_json_string(f, s->tables[i].name);
+        fprintf(f, ",\"processes\":%d}", s->tables[i].nprocs);
+    }
+    fprintf(f, "],\"interval_s\":%.3f,\"note\":", s->interval_s);
+    top_json_string(f, s->note);
+    fprintf(f, "}\n");
+}
+
+/* ---- Prometheus -------------------------------------------------------------------
+ * One family at a time (HELP, TYPE, then every sample), as the format asks.
+ * Counters carry _total; shares are gauges in [0, 1], absent when not
+ * measured.  Label values are escaped. */
+
+typedef double (*dev_get_fn)(const top_device_t *d);
+typedef double (*proc_get_fn)(const top_proc_t *p);
+
+static double d_capacity(const top_device_t *d) { return (double)d->capacity; }
+static double d_budget(const top_device_t *d) { return (double)d->budget; }
+static double d_used(const top_device_t *d) { return (double)d->used; }
+static double d_quantum(const top_device_t *d) { return d->quantum_ms / 1e3; }
+static double d_waiters(const top_device_t *d) { return d->nwaiters; }
+static double d_switches(const top_device_t *d) { return (double)d->switches; }
+
+static double p_used(const top_proc_t *p) { return (double)p->mem_used; }
+static double p_limit(const top_proc_t *p) { return (double)p->mem_limit; }
+static double p_prio(const top_proc_t *p) { return p->priority; }
+static double p_iters(const top_proc_t *p) { return (double)p->iterations; }
+static double p_iter_s(const top_proc_t *p) { return p->iter_ms / 1e3; }
+static double p_held(const top_proc_t *p) { return p->gpu_held_ms / 1e3; }
+static double p_waited(const top_proc_t *p) { return p->waited_ms / 1e3; }
+static double p_gpu(const top_proc_t *p) { return p->gpu_share; }
+static double p_wait(const top_proc_t *p) { return p->wait_share; }
+static double p_switches(const top_proc_t *p) { return (double)p->switches; }
+static double p_oom(const top_proc_t *p) { return (double)p->oom_refusals; }
+
+static const struct {
+    const char *name, *type, *help;
+    dev_get_fn get;
+    int mem;             /* needs the memory module's figures */
+} dev_metrics[] = {
+    { "salus_device_memory_capacity_bytes", "gauge", "Memory of the GPU.", d_capacity, 1 },
+    { "salus_device_memory_budget_bytes", "gauge",
+      "Memory the processes may share (capacity minus headroom).", d_budget, 1 },
+    { "salus_device_memory_used_bytes", "gauge", "Memory the processes hold.", d_used, 1 },
+    { "salus_device_quantum_seconds", "gauge",
+      "Least time a lease holder keeps the GPU before yielding to an equal waiter.",
+      d_quantum, 0 },
+    { "salus_device_waiters", "gauge", "Processes waiting for the GPU's lease.", d_waiters, 0 },
+    { "salus_device_switches_total", "counter", "Lease handoffs between processes.",
+      d_switches, 0 },
+};
+
+static const struct {
+    const char *name, *type, *help;
+    proc_get_fn get;
+    int mem;             /* from the memory module (else from the scheduler) */
+} proc_metrics[] = {
+    { "salus_process_memory_used_bytes", "gauge", "Device memory the process holds.", p_used, 1 },
+    { "salus_process_memory_limit_bytes", "gauge", "The process's memory limit (0: none).",
+      p_limit, 1 },
+    { "salus_process_priority", "gauge", "SALUS_PRIORITY of the process (0..100).", p_prio, 0 },
+    { "salus_process_iterations_total", "counter", "Iterations the process has done.", p_iters, 0 },
+    { "salus_process_iteration_seconds", "gauge", "Mean running time of an iteration.",
+      p_iter_s, 0 },
+    { "salus_process_gpu_held_seconds_total", "counter", "Time the process held the GPU.",
+      p_held, 0 },
+    { "salus_process_waited_seconds_total", "counter", "Time the process waited for the GPU.",
+      p_waited, 0 },
+    { "salus_process_gpu_share", "gauge",
+      "Share of the last interval the process held the GPU (0..1).", p_gpu, 0 },
+    { "salus_process_wait_share", "gauge",
+      "Share of the last interval the process waited for the GPU (0..1).", p_wait, 0 },
+    { "salus_process_switches_total", "counter", "Times the process was handed the GPU.",
+      p_switches, 0 },
+    { "salus_process_oom_refusals_total", "counter", "Allocations refused over a limit.", p_oom, 1 },
+};
+
+static void prom_family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void prom_dev_labels(FILE *f, const top_snap_t *s, const top_device_t *d)
+{
+    fprintf(f, "{table=\"");
+    top_prom_label(f, s->tables[d->table].name);
+    fprintf(f, "\",device=\"%d\"", d->index);
+}
+
+static void prom_proc_labels(FILE *f, const top_snap_t *s, const top_proc_t *p)
+{
+    fprintf(f, "{table=\"");
+    top_prom_label(f, s->tables[p->table].name);
+    fprintf(f, "\",device=\"%d\",pid=\"%d\",name=\"", p->device, (int)p->pid);
+    top_prom_label(f, p->name);
+    fprintf(f, "\",user=\"");
+    top_prom_label(f, p->user);
+    fputc('"', f);
+}
+
+void top_print_prometheus(FILE *f, const top_snap_t *s)
+{
+    prom_family(f, "salus_table_processes", "gauge", "Live processes attached to a table.");
+    for (int i = 0; i < s->ntables; i++) {
+        fprintf(f, "salus_table_processes{table=\"");
+        top_prom_label(f, s->tables[i].name);
+        fprintf(f, "\"} %d\n", s->tables[i].nprocs);
+    }
+    prom_family(f, "salus_device_policy", "gauge", "The device's policy (1 for the current one).");
+    for (int d = 0; d < s->ndevices; d++) {
+        const top_device_t *dev = &s->devices[d];
+        if (!dev->has_sched)
+            continue;
+        fprintf(f, "salus_device_policy");
+        prom_dev_labels(f, s, dev);
+        fprintf(f, ",policy=\"%s\"} 1\n", sched_policy_names[dev->policy]);
+    }
+    for (size_t m = 0; m < sizeof dev_metrics / sizeof *dev_metrics; m++) {
+        prom_family(f, dev_metrics[m].name, dev_metrics[m].type, dev_metrics[m].help);
+        for (int d = 0; d < s->ndevices; d++) {
+            const top_device_t *dev = &s->devices[d];
+            if (dev_metrics[m].mem ? !dev->has_mem : !dev->has_sched)
+                continue;
+            fprintf(f, "%s", dev_metrics[m].name);
+            prom_dev_labels(f, s, dev);
+            fprintf(f, "} %.12g\n", dev_metrics[m].get(dev));
+        }
+    }
+    prom_family(f, "salus_process_state", "gauge",
+                "The process's state (1 for the current one): running, waiting-gpu, "
+                "waiting-mem or idle.");
+    for (int i = 0; i < s->nprocs; i++) {
+        fprintf(f, "salus_process_state");
+        prom_proc_labels(f, s, &s->procs[i]);
+        fprintf(f, ",state=\"%s\"} 1\n", shm_state_name(s->procs[i].state));
+    }
+    for (size_t m = 0; m < sizeof proc_metrics / sizeof *proc_metrics; m++) {
+        prom_family(f, proc_metrics[m].name, proc_metrics[m].type, proc_metrics[m].help);
+        for (int i = 0; i < s->nprocs; i++) {
+            const top_proc_t *p = &s->procs[i];
+            double v = proc_metrics[m].get(p);
+            if (v < 0 || !(proc_metrics[m].mem ? p->has_mem : p->has_sched))
+                continue;                     /* not measured */
+            fprintf(f, "%s", proc_metrics[m].name);
+            prom_proc_labels(f, s, &s->procs[i]);
+            fprintf(f, "} %.12g\n", v);
+        }
+    }
+}

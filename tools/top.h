@@ -1,0 +1,210 @@
+/*
+ * top.h - the inside of salus-top and of the salus command: what they share.
+ *
+ * A monitor is three layers that do not know each other's details:
+ *   1. collection (collect.c): find the tables this user can read, open them
+ *      read-only, and copy what the ipc, sched and memory modules say into a
+ *      snapshot (top_snap_t), with rates from the previous snapshot;
+ *   2. the view (layout.c): pure functions over a snapshot and a width: row
+ *      order, which columns fit, their widths and cell texts;
+ *   3. the outputs: draw.c (ncurses, live), output.c (plain text, JSON,
+ *      Prometheus), each fed a snapshot and, for text, a layout.
+ * text.c holds the string helpers all of them use: sanitizing what comes
+ * from a table (a peer's bytes), JSON and Prometheus escaping, sizes.
+ *
+ * The tools read the table only through ipc.h, sched.h and memory.h; they
+ * link those modules' objects statically, never libsalus.so (which overrides
+ * dlsym) nor the CUDA driver.
+ */
+#ifndef SALUS_TOOLS_TOP_H
+#define SALUS_TOOLS_TOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "ipc/ipc.h"
+#include "sched/sched.h"
+
+/* Exit statuses of both tools. */
+#define TOP_EXIT_OK     0
+#define TOP_EXIT_FAIL   1   /* the operation failed (a table unusable, ...) */
+#define TOP_EXIT_USAGE  2   /* bad arguments */
+
+#define TOP_MAX_TABLES  32
+#define TOP_USER_BYTES  33
+
+/* ---- the snapshot ----------------------------------------------------------- */
+
+/* One process as shown under one device (a process on two devices makes two
+ * rows; its memory figures are over all its devices). */
+typedef struct top_proc {
+    int table;                       /* index in top_snap_t.tables */
+    int device;                      /* table device index of this row */
+    int slot;
+    uint32_t gen;
+    pid_t pid;
+    uid_t uid;
+    char user[TOP_USER_BYTES];       /* sanitized */
+    char name[SHM_NAME_BYTES];       /* sanitized */
+    shm_state_t state;
+    int waiting_admission;           /* waiting-mem: for admission (1), a limit (0) */
+    int holds;                       /* holds this device's lease */
+    int has_sched, has_mem;          /* which modules had set the slot up */
+    /* scheduler */
+    int priority;
+    uint64_t declared, iterations, switches;
+    double iter_ms, gpu_held_ms, waited_ms;
+    /* memory (bytes) */
+    uint64_t mem_used, mem_limit, mem_peak, mem_reserved, oom_refusals;
+    /* over the interval since the previous snapshot; < 0: not measured (no
+     * previous sample of this process, or no lease under pack) */
+    double gpu_share, wait_share;
+} top_proc_t;
+
+typedef struct top_device {
+    int table;
+    int index;                       /* in its table */
+    int has_sched, has_mem;
+    sched_policy_t policy;
+    uint32_t quantum_ms, max_slice_ms;
+    uint64_t switches;
+    pid_t holder;                    /* 0: none (all, under pack) */
+    int nwaiters;
+    pid_t waiters[SHM_MAX_SLOTS];    /* in arrival order */
+    uint64_t capacity, budget, used, reserved;
+    uint32_t mem_waiters, queued;
+    int nprocs;                      /* rows of this device */
+} top_device_t;
+
+typedef struct top_table {
+    char name[SHM_TABLE_NAME_BYTES];
+    int nprocs;                      /* live processes */
+} top_table_t;
+
+typedef struct top_snap {
+    uint64_t taken_ns;               /* CLOCK_MONOTONIC */
+    double interval_s;               /* since the previous snapshot, 0: none */
+    int ntables;
+    top_table_t tables[TOP_MAX_TABLES];
+    int ndevices, devcap;
+    top_device_t *devices;           /* by table, then index */
+    int nprocs, proccap;
+    top_proc_t *procs;               /* by table, device, slot */
+    char note[256];                  /* why nothing is shown, or what changed */
+} top_snap_t;
+
+void top_snap_init(top_snap_t *s);
+void top_snap_free(top_snap_t *s);
+
+/* ---- collection (collect.c) ---------------------------------------------------
+ * A collector keeps its tables open between samples, notices a table that
+ * appears, disappears or is made again, and keeps the previous sample for
+ * rates.  Names are shm names ("/salus-1000"). */
+typedef struct top_collector top_collector_t;
+
+typedef struct top_collect_opts {
+    const char *const *tables;       /* NULL-terminated; NULL: discover */
+    int all;                         /* discovery: also tables nobody uses */
+} top_collect_opts_t;
+
+/* 0, or -ENOMEM. */
+int  top_collector_new(const top_collect_opts_t *o, top_collector_t **out);
+void top_collector_free(top_collector_t *c);
+/* Take a snapshot (replacing *s's contents).  0, or -ENOMEM. */
+int  top_collect(top_collector_t *c, top_snap_t *s);
+/* The name the tables of this process would use (SALUS_TABLE, SALUS_GROUP,
+ * uid), and the group of a group table ("" otherwise).  0 or -EINVAL. */
+int  top_default_table(char *name, size_t len, char *group, size_t glen);
+/* Open `name` (group "" or NULL: none) for reading or writing, without
+ * creating it and without logging.  0, or -errno (-ENOENT: no such table,
+ * -EACCES/-EPERM: not this user's, -EPROTO: another version of Salus). */
+int  top_open_table(const char *name, const char *group, int writable, shm_table_t **out);
+/* The group to open `name` with: the one a /salus-group-<g> name implies, or
+ * SALUS_GROUP for the table SALUS_TABLE names, else "". */
+void top_table_group(const char *name, char *group, size_t len);
+/* Words for top_open_table's errors. */
+const char *top_open_error(int err);
+
+/* ---- the view (layout.c) ---------------------------------------------------------- */
+typedef enum top_col {
+    TOP_COL_PID = 0, TOP_COL_USER, TOP_COL_NAME, TOP_COL_PRIO, TOP_COL_STATE,
+    TOP_COL_MEM, TOP_COL_ITERS, TOP_COL_ITER_MS, TOP_COL_GPU, TOP_COL_WAIT,
+    TOP_COL_SWITCHES, TOP_NCOLS
+} top_col_t;
+
+typedef struct top_layout {
+    int ncols;                       /* visible, in display order */
+    top_col_t cols[TOP_NCOLS];
+    int width[TOP_NCOLS];            /* by position */
+    int x[TOP_NCOLS];                /* by position */
+    int total;                       /* used width */
+} top_layout_t;
+
+/* Which columns fit in `width` characters and how wide each is: columns are
+ * dropped from the least useful first; NAME takes what is left, up to its
+ * longest cell (`name_len`).  Never fails: under 20 columns, PID and NAME
+ * are kept and NAME is cut. */
+void top_layout_compute(int width, int name_len, top_layout_t *out);
+const char *top_col_title(top_col_t col);
+/* Right-aligned numbers, left-aligned words. */
+int  top_col_right(top_col_t col);
+/* The cell of `p` in `col`, at most `width` characters (cut with '+'). */
+void top_cell(const top_proc_t *p, top_col_t col, int width, char *buf, size_t len);
+/* One row or the title line: exactly l->total characters. */
+void top_format_row(const top_layout_t *l, const top_proc_t *p, char *buf, size_t len);
+void top_format_title(const top_layout_t *l, char *buf, size_t len);
+/* Copy s into buf in at most width characters, cut with '+' when too long. */
+void top_fit(const char *s, int width, char *buf, size_t len);
+/* Longest NAME of the snapshot's rows. */
+int  top_name_len(const top_snap_t *s);
+
+/* Sort the rows within each device by `col` (numbers descending, words
+ * ascending, ties by pid). */
+void top_sort(top_snap_t *s, top_col_t col);
+/* The device's header lines ("GPU 0  ..."), `width` at most. */
+void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
+                     char *buf, size_t len);
+void top_device_line2(const top_snap_t *s, const top_device_t *d, int width,
+                      char *buf, size_t len);
+/* The rows of device d: index of its first row. */
+int  top_device_first(const top_snap_t *s, int d);
+/* What changed from `old` to `now` (tables that appeared or went, processes
+ * that exited), as one line in buf; the number of changes. */
+int  top_changes(const top_snap_t *old, const top_snap_t *now, char *buf, size_t len);
+
+/* ---- outputs (output.c) -------------------------------------------------------- */
+void top_print_text(FILE *f, const top_snap_t *s, top_col_t sort, int width);
+void top_print_json(FILE *f, const top_snap_t *s);
+void top_print_prometheus(FILE *f, const top_snap_t *s);
+
+/* ---- the live view (draw.c) ------------------------------------------------------ */
+typedef struct top_ui_opts {
+    double delay_s;
+    top_col_t sort;
+} top_ui_opts_t;
+/* Until q.  TOP_EXIT_OK, or TOP_EXIT_FAIL when the terminal cannot be used. */
+int top_ui_run(top_collector_t *c, const top_ui_opts_t *o);
+
+/* ---- salus-top's command line (top.c): also `salus status` -----------------------
+ * once: always a snapshot (salus status), never the live view. */
+int top_main(int argc, char **argv, const char *prog, int once);
+
+/* ---- text (text.c) ------------------------------------------------------------------- */
+/* Replace bytes a terminal would act on (controls, DEL, non-ASCII) by '?'. */
+void top_sanitize(char *s);
+void top_json_string(FILE *f, const char *s);      /* "..." with escapes */
+void top_prom_label(FILE *f, const char *s);       /* label value, escaped */
+/* 1.5G, 512M, 0: four significant characters at most. */
+void top_human_bytes(uint64_t bytes, char *buf, size_t len);
+/* Seconds as given to -d / --window: a positive decimal.  0 or -1. */
+int  top_parse_seconds(const char *text, double min, double max, double *out);
+/* A whole number in [min, max].  0 or -1. */
+int  top_parse_long(const char *text, long min, long max, long *out);
+/* The policy of that name (case-insensitive), or -1. */
+int  top_policy_of(const char *name);
+/* The user name of uid (or its number), sanitized. */
+void top_user_name(uid_t uid, char *buf, size_t len);
+
+#endif /* SALUS_TOOLS_TOP_H */
