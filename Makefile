@@ -81,9 +81,12 @@ all: $(ALL_TARGETS)
 test: $(B)/.deps-test all $(TESTS)
 	@sh mk/run-tests.sh $(B)/tests/logs $(TEST_TIMEOUT) $(TESTS)
 
-# Until the tools land their own demo, two training jobs share simgpu.
+# Three jobs share simgpu under Salus, then run without it (mk/demo.sh).
 demo: $(B)/.deps-test all
 	@sh mk/demo.sh
+
+# bin/, lib/ and share/man/ under $(DESTDIR)$(PREFIX): tools/module.mk's rule.
+install: all tools-install
 
 clean:
 	rm -rf $(B) $(CLEAN_EXTRA)
