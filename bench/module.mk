@@ -2,11 +2,14 @@
 # bench-quick` the same scaled down; both write bench/results/.  A fragment
 # bench/<name>.mk adds a phony target to BENCH_TARGETS (full) and
 # BENCH_QUICK_TARGETS (scaled down); its recipe writes its figures as JSON
-# under $(BENCH_OUT) for the report to gather.
+# under $(BENCH_OUT) for the report to gather.  BENCH_FINAL_TARGETS and
+# BENCH_QUICK_FINAL_TARGETS run after all of those (the report).
 
 BENCH_OUT := bench/results
 BENCH_TARGETS :=
 BENCH_QUICK_TARGETS :=
+BENCH_FINAL_TARGETS :=
+BENCH_QUICK_FINAL_TARGETS :=
 BENCH_PYTHON ?= /usr/bin/python3
 
 $(B)/.deps-bench: mk/deps.sh
@@ -19,7 +22,9 @@ include $(filter-out bench/module.mk,$(wildcard bench/*.mk))
 bench: $(B)/.deps-bench all
 	@mkdir -p $(BENCH_OUT)
 	@$(MAKE) --no-print-directory $(BENCH_TARGETS)
+	$(if $(BENCH_FINAL_TARGETS),@$(MAKE) --no-print-directory $(BENCH_FINAL_TARGETS))
 
 bench-quick: $(B)/.deps-bench all
 	@mkdir -p $(BENCH_OUT)
 	@$(MAKE) --no-print-directory $(BENCH_QUICK_TARGETS)
+	$(if $(BENCH_QUICK_FINAL_TARGETS),@$(MAKE) --no-print-directory $(BENCH_QUICK_FINAL_TARGETS))

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Run the paper's experiments over simgpu and write the report.
+
+  bench/run.py STEP... [--scale full|quick|tiny] [--out DIR]
+
+STEP: training, hyperparam, inference (experiments: run, then write
+<step>.json under DIR), micro (gather the scheduler's and memory module's
+microbenchmark JSON), report (report.md, summary.json and the plots from
+what DIR holds), all (every one, in that order), check FILE (exit 0 when a
+summary.json has every key, for tests).  Needs `make` first: it runs
+build/bin/salus-train, salus-infer, build/libsalus.so and build/sim.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from salusbench import config  # noqa: E402
+
+STEPS = ["training", "hyperparam", "inference", "micro", "report"]
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("steps", nargs="+", help="|".join(STEPS + ["all", "check FILE"]))
+    ap.add_argument("--scale", default="full", choices=sorted(config.SCALES))
+    ap.add_argument("--out", default=os.path.join(config.ROOT, "bench", "results"))
+    a = ap.parse_args(argv)
+    if a.steps[0] == "check":
+        from salusbench import report
+        if len(a.steps) != 2:
+            ap.error("check takes one FILE")
+        problems = report.check_summary(a.steps[1])
+        for p in problems:
+            print(f"bench: {a.steps[1]}: {p}", file=sys.stderr)
+        return 1 if problems else 0
+    steps = STEPS if "all" in a.steps else a.steps
+    for s in steps:
+        if s not in STEPS:
+            ap.error(f"unknown step '{s}'")
+    for path in (config.TRAIN, config.INFER, config.LIBSALUS,
+                 os.path.join(config.SIMGPU_DIR, "libcuda.so.1")):
+        if not os.path.exists(path):
+            print(f"bench: {path} is not built: run make first", file=sys.stderr)
+            return 2
+    os.makedirs(a.out, exist_ok=True)
+    sc = config.scale(a.scale)
+    for s in steps:
+        t = time.monotonic()
+        mod = __import__(f"salusbench.{s}", fromlist=["run"])
+        mod.run(sc, a.out)
+        took = time.monotonic() - t
+        record_time(a.out, a.scale, s, took)
+        print(f"bench: {s} ({a.scale}) done in {took:.0f} s", flush=True)
+    return 0
+
+
+def record_time(out, scale, step, seconds):
+    """timing.json: wall seconds of each step of the latest run of a scale."""
+    path = os.path.join(out, "timing.json")
+    try:
+        with open(path) as f:
+            t = json.load(f)
+    except (OSError, ValueError):
+        t = {}
+    if t.get("scale") != scale:
+        t = {"scale": scale, "steps": {}}
+    t["steps"][step] = round(seconds, 1)
+    with open(path, "w") as f:
+        json.dump(t, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,72 @@
+"""The sizes of a run and where things are.
+
+Every experiment reads its parameters from one Scale, so that `make bench`
+(full), `make bench-quick` (quick) and the smoke test (tiny) run the same
+code on different sizes.  Time compression (see report): a job's iteration
+time is divided by ITER_SCALE by launching ITER_SCALE times fewer kernels of
+the model's own kernel length; its iteration count is divided by
+count_scale.  Seeds are fixed: two runs of one scale draw the same jobs.
+"""
+import os
+from dataclasses import dataclass, field
+from typing import List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("SALUS_BENCH_BUILD", os.path.join(ROOT, "build"))
+TRAIN = os.path.join(BUILD, "bin", "salus-train")
+INFER = os.path.join(BUILD, "bin", "salus-infer")
+LIBSALUS = os.path.join(BUILD, "libsalus.so")
+SIMGPU_DIR = os.path.join(BUILD, "sim")
+
+GPU_MEMORY = os.environ.get("SALUS_BENCH_GPU_MEMORY", "16G")   # the paper's P100: 16 GB
+MiB = 1 << 20
+
+# The paper's training workloads: 15 models, 3 batch sizes each (presets.c).
+TRAIN_FAMILIES = ["vgg11", "vgg16", "vgg19", "resnet50", "resnet101", "resnet152",
+                  "googlenet", "alexnet", "overfeat", "inception3", "inception4",
+                  "speech", "seq2seq", "vae", "superres"]
+JOB_MINUTES = [1, 5, 10]    # the paper's jobs were sized to 1, 5 or 10 minutes
+ITER_SCALE = 20             # iteration time / 20 (fewer kernels, same length)
+POLICIES = ["fifo", "srtf", "fair", "pack", "none"]
+
+
+@dataclass
+class Scale:
+    name: str
+    # training trace
+    train_jobs: int
+    count_scale: int            # iterations / count_scale (job length / 20*count_scale)
+    load: float                 # offered load while jobs arrive (work / arrival span)
+    # hyper-parameter tuning
+    hyper_models: List[str]
+    hyper_jobs: int
+    hyper_job_s: float          # standalone length of one tuning job, seconds
+    # inference
+    infer_models: int           # how many of the 14 models
+    infer_copies: List[int]     # sweep: copies of each model on one GPU
+    infer_seconds: float
+    infer_rate: float = 2.0     # requests per second per service (Poisson)
+    infer_slo_ms: float = 100.0
+    seed: int = 1
+    publish: bool = False       # copy the report to bench/REPORT.md + bench/report/
+    extra: dict = field(default_factory=dict)
+
+
+SCALES = {
+    "full": Scale("full", train_jobs=100, count_scale=20, load=2.0,
+                  hyper_models=["superres_128", "resnet50_50"], hyper_jobs=20, hyper_job_s=2.0,
+                  infer_models=14, infer_copies=[1, 2, 3, 4], infer_seconds=10.0,
+                  publish=True),
+    "quick": Scale("quick", train_jobs=16, count_scale=40, load=2.0,
+                   hyper_models=["superres_128", "resnet50_50"], hyper_jobs=6, hyper_job_s=0.6,
+                   infer_models=14, infer_copies=[1, 3], infer_seconds=3.0),
+    "tiny": Scale("tiny", train_jobs=4, count_scale=400, load=2.0,
+                  hyper_models=["superres_128"], hyper_jobs=2, hyper_job_s=0.15,
+                  infer_models=2, infer_copies=[1], infer_seconds=0.5),
+}
+
+
+def scale(name):
+    if name not in SCALES:
+        raise SystemExit(f"bench: unknown scale '{name}' (one of {', '.join(SCALES)})")
+    return SCALES[name]

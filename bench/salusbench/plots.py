@@ -1,0 +1,142 @@
+"""PNG figures of the experiments, from their *_plot.json and JSON files.
+
+matplotlib (Debian's python3-matplotlib, Agg backend) is optional: without
+it no figure is drawn and the report says so.  Returns the names written.
+"""
+import json
+import os
+
+COLORS = {"fifo": "#888888", "srtf": "#1f77b4", "fair": "#2ca02c", "pack": "#9467bd",
+          "none": "#d62728", "ideal_srtf": "#000000"}
+
+
+def _plt():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+    except Exception:           # absent or broken: no figures
+        return None
+
+
+def _load(out_dir, name):
+    try:
+        with open(os.path.join(out_dir, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def jct_cdf(plt, tp, path):
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for pol, jcts in tp["jct"].items():
+        if not jcts:
+            continue
+        v = sorted(jcts)
+        ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post",
+                label=f"{pol} ({len(v)} done)", color=COLORS.get(pol),
+                linestyle="--" if pol == "ideal_srtf" else "-")
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time, s (arrival to completion; log scale)")
+    ax.set_ylabel("fraction of completed jobs")
+    ax.set_title("Training trace: JCT distribution per policy")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def utilization(plt, series, path, title):
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, pts in series.items():
+        if not pts:
+            continue
+        # a moving average over 5 windows, for legibility
+        ys = [p[1] for p in pts]
+        sm = [sum(ys[max(0, i - 2):i + 3]) / len(ys[max(0, i - 2):i + 3]) for i in range(len(ys))]
+        pol = name.rsplit("-", 1)[-1]
+        ax.plot([p[0] for p in pts], sm, label=name, color=COLORS.get(pol), linewidth=1.2)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("time since the first arrival, s")
+    ax.set_ylabel("GPU busy fraction (kernel trace)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def timeline(plt, tl, path):
+    pols = [p for p in ("srtf", "fair", "none") if p in tl and tl[p]["jobs"]]
+    if not pols:
+        return False
+    fig, axes = plt.subplots(len(pols), 1, figsize=(8, 1.6 + 1.3 * len(pols)), squeeze=False)
+    for ax, pol in zip(axes[:, 0], pols):
+        jobs = tl[pol]["jobs"]
+        for i, j in enumerate(jobs):
+            ax.broken_barh(j["spans"], (i - 0.4, 0.8), color=f"C{i % 10}")
+        ax.set_yticks(range(len(jobs)))
+        ax.set_yticklabels([j["job"] for j in jobs], fontsize=7)
+        ax.set_xlim(0, tl[pol]["t1_s"])
+        ax.set_title(f"{pol}: kernels of {len(jobs)} jobs on the GPU", fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+    axes[-1, 0].set_xlabel("time since the first arrival, s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def inference(plt, inf, path):
+    sweep = inf.get("sweep") or []
+    if not sweep:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for key, label in (("salus", f"Salus ({inf.get('salus_policy')})"),
+                       ("none", "no Salus (time slicing)")):
+        xs = [p["services"] for p in sweep if p[key]["p99_ms_max"] is not None]
+        ys = [p[key]["p99_ms_max"] for p in sweep if p[key]["p99_ms_max"] is not None]
+        ax.plot(xs, ys, marker="o", label=label + ": worst service p99",
+                color=COLORS["pack" if key == "salus" else "none"])
+        for p in sweep:
+            if p[key]["failed"]:
+                ax.annotate(f"{p[key]['failed']} not served", (p["services"], ys[-1] if ys else 0),
+                            fontsize=7, color=COLORS["pack" if key == "salus" else "none"])
+    ax.axhline(inf["p99_bound_ms"], color="k", linestyle=":", label="p99 bound")
+    ax.set_xlabel("inference services on one GPU")
+    ax.set_ylabel("latency p99, ms")
+    ax.set_yscale("log")
+    ax.set_title("Inference: services sharing one GPU")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def draw(out_dir):
+    plt = _plt()
+    if plt is None:
+        return []
+    done = []
+    tp = _load(out_dir, "training_plot.json")
+    if tp:
+        jct_cdf(plt, tp, os.path.join(out_dir, "training_jct_cdf.png"))
+        utilization(plt, tp["util"], os.path.join(out_dir, "training_utilization.png"),
+                    "Training trace: GPU utilization over time")
+        done += ["training_jct_cdf.png", "training_utilization.png"]
+        if timeline(plt, tp["timeline"], os.path.join(out_dir, "training_timeline.png")):
+            done.append("training_timeline.png")
+    hp = _load(out_dir, "hyperparam_plot.json")
+    if hp:
+        utilization(plt, hp, os.path.join(out_dir, "hyperparam_utilization.png"),
+                    "Hyper-parameter tuning: GPU utilization over time")
+        done.append("hyperparam_utilization.png")
+    inf = _load(out_dir, "inference.json")
+    if inf and inference(plt, inf, os.path.join(out_dir, "inference_p99.png")):
+        done.append("inference_p99.png")
+    return done

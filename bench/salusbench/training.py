@@ -1,0 +1,102 @@
+"""Experiment 1: a trace of training jobs under each policy.
+
+The same jobs, at the same arrival times, run under fifo (no sharing: one
+job owns the GPU until it exits), srtf, fair and pack through libsalus,
+and under none (the same processes on simgpu without Salus: the engine
+time-slices them and memory that does not fit fails the job).  The ideal
+preemptive SRTF schedule of the trace, computed offline, is the limit.
+Writes training.json (figures) and training_plot.json (what the plots need).
+"""
+import json
+import os
+
+from . import analysis, config, ideal, presets, runner, tracegen
+
+TIMELINE_JOBS = 6
+# libsalus's default budget: the capacity less a 5% headroom for contexts.
+BUDGET = int(presets.parse_size(config.GPU_MEMORY) * 0.95)
+
+
+def salus_counters(run):
+    """Sums over the jobs' SALUS_REPORT lines: switches, time waited."""
+    rows = runner.read_jsonl(run.report_path)
+    if not rows:
+        return {}
+    h50 = [r["handoff_us_p50"] for r in rows if r.get("switches")]
+    return {"reports": len(rows), "switches": sum(r.get("switches", 0) for r in rows),
+            "waited_s": sum(r.get("waited_ms", 0.0) for r in rows) / 1e3,
+            "handoff_us_p50_median": analysis.percentile(h50, 50) if h50 else None}
+
+
+def timeline(kernels, results, t0, span_s):
+    """Merged kernel intervals of a few jobs over [t0, t0 + span_s]: the jobs
+    that used the GPU most in that window."""
+    t1 = t0 + int(span_s * 1e9)
+    per = {}
+    for s, e, pid in kernels:
+        if s >= t1:
+            break
+        if e > t0:
+            per.setdefault(pid, []).append((s, e))
+    top = sorted(per, key=lambda p: -sum(e - s for s, e in per[p]))[:TIMELINE_JOBS]
+    names = {r.line.get("pid"): r.job.name for r in results if r.line}
+    out = []
+    for pid in sorted(top, key=lambda p: per[p][0][0]):
+        merged = analysis.union(per[pid])
+        out.append({"job": names.get(pid, str(pid)),
+                    "spans": [[(s - t0) / 1e9, (e - s) / 1e9] for s, e in merged]})
+    return {"t1_s": span_s, "jobs": out}
+
+
+def run(scale, out_dir):
+    pre = presets.load()
+    jobs, gen = tracegen.training_trace(scale, presets.training_presets(pre))
+    work = sum(j.length_s for j in jobs)
+    workdir = os.path.join(out_dir, "training")
+    figures, plot = {}, {"jct": {}, "util": {}, "timeline": {}}
+    walls = {}
+    for policy in config.POLICIES:
+        r = runner.run_jobs(jobs, policy, workdir, policy, deadline_s=6 * work + 60)
+        st, raw = analysis.policy_stats(r)
+        st["failures"] = analysis.failures(r)
+        st["salus"] = salus_counters(r) if policy != "none" else {}
+        figures[policy] = st
+        walls[policy] = r.wall_s
+        plot["jct"][policy] = raw["jcts"]
+        plot["util"][policy] = analysis.utilization_series(raw["merged"], raw["t0"], raw["t1"])
+        if policy in ("fair", "srtf", "none"):
+            span = min((raw["t1"] - raw["t0"]) / 1e9, max(1.0, 3 * gen["mean_length_s"]))
+            plot["timeline"][policy] = timeline(raw["kernels"], r.results, raw["t0"], span)
+        print(f"bench: training {policy}: avg JCT {st['avg_jct_s'] or 0:.2f} s, "
+              f"makespan {st['makespan_s']:.1f} s, utilization {st['utilization'] or 0:.2f}, "
+              f"failed {st['failed_jobs']} ({r.wall_s:.0f} s)", flush=True)
+    best, ideal_jct = ideal.stats(jobs)
+    figures["ideal_srtf"] = best
+    plot["jct"]["ideal_srtf"] = ideal_jct
+    out = {
+        "scale": scale.name,
+        "jobs": len(jobs),
+        "iter_scale": config.ITER_SCALE,
+        "count_scale": scale.count_scale,
+        "length_scale": config.ITER_SCALE * scale.count_scale,
+        "load": scale.load,
+        "mean_gap_s": gen["mean_gap_s"],
+        "mean_length_s": gen["mean_length_s"],
+        "work_s": work,
+        "gpu_work_s": sum(j.gpu_s for j in jobs),
+        "ideal_fifo": ideal.fifo_stats(jobs),
+        "ideal_srtf_admitted": ideal.admitted_stats(jobs, BUDGET),
+        "budget_gib": BUDGET / 2**30,
+        "policies": figures,
+        "wall_s": walls,
+        "seed": scale.seed,
+        "trace": [{"name": j.name, "model": j.model, "minutes": j.minutes,
+                   "iterations": j.iterations, "arrival_s": round(j.arrival_s, 4),
+                   "length_s": round(j.length_s, 4), "peak_mib": j.peak >> 20}
+                  for j in jobs],
+    }
+    with open(os.path.join(out_dir, "training.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    with open(os.path.join(out_dir, "training_plot.json"), "w") as f:
+        json.dump(plot, f)
+    return out
