@@ -1,0 +1,432 @@
+#!/usr/bin/env bash
+# bench/gpu/check.sh - what simgpu cannot show, checked on a real NVIDIA GPU.
+#
+#   bench/gpu/check.sh [--simgpu] OUTDIR
+#
+# Run from anywhere on a machine with an NVIDIA GPU, its driver and the CUDA
+# toolkit (PyTorch and JAX are used when python3 has them).  Builds Salus
+# with nvcc, then checks, each step printing PASS, FAIL or SKIP with its
+# figures, never stopping the script:
+#   1. build       make CUDA_ARCH=<the GPU's> with the toolkit found
+#   2. overhead    salus-train and salus-infer with and without libsalus:
+#                  iteration time, ns per launch, request latency
+#   3. fair        two salus-train jobs under fair: both progress, handoffs
+#      priority    the same under priority: the high one goes first
+#   4. torch-fair  a PyTorch training loop in two processes under fair: both
+#                  progress, and SALUS_REPORT counts launches and syncs made
+#                  through the CUDA runtime (interception is real)
+#      torch-oom   an allocation over SALUS_MEM_LIMIT raises
+#                  torch.cuda.OutOfMemoryError and the process goes on
+#      torch-account-*  libsalus's count matches memory_reserved() within 5%
+#                  with expandable_segments and with cudaMallocAsync
+#   5. jax         with SALUS_MEM_LIMIT=8G JAX preallocates ~75% of 8G
+# Everything goes to OUTDIR: one log per step, the jobs' JSON, the
+# SALUS_REPORTs, summary.txt and summary.json.  Exit 0 when nothing failed,
+# 1 otherwise, 2 on bad arguments.  Each external command has a timeout;
+# the whole run stays under 8 minutes (later steps SKIP when time is short).
+#
+# --simgpu runs steps 2 and 3 over simgpu (build/sim) instead of a GPU: a
+# test of this script on a machine without one; its figures mean nothing.
+set -u
+
+usage() {
+    echo "usage: $0 [--simgpu] OUTDIR" >&2
+    exit 2
+}
+SIMGPU=0
+case "${1:-}" in
+--simgpu) SIMGPU=1; shift ;;
+-h|--help) usage ;;
+esac
+[ $# -eq 1 ] || usage
+case "$1" in -*) usage ;; esac
+
+mkdir -p "$1" || { echo "$0: cannot create $1" >&2; exit 2; }
+OUT=$(cd "$1" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 2
+PY=${PYTHON:-python3}
+START=$(date +%s)
+BUDGET_S=${CHECK_BUDGET_S:-450}     # stop starting steps after this (the run < 8 min)
+TAG="salus-check-$$"
+: > "$OUT/summary.txt"
+NPASS=0; NFAIL=0; NSKIP=0
+
+# result STATUS NAME FIGURES: one line on stdout and in summary.txt.
+result() {
+    printf '%-4s %-26s %s\n' "$1" "$2" "$3" | tee -a "$OUT/summary.txt"
+    case "$1" in
+    PASS) NPASS=$((NPASS + 1)) ;;
+    FAIL) NFAIL=$((NFAIL + 1)) ;;
+    *) NSKIP=$((NSKIP + 1)) ;;
+    esac
+}
+
+# out_of_time NAME: SKIP the step when the budget is spent.
+out_of_time() {
+    if [ $(( $(date +%s) - START )) -gt "$BUDGET_S" ]; then
+        result SKIP "$1" "out of time (budget ${BUDGET_S}s)"
+        return 0
+    fi
+    return 1
+}
+
+# py CODE ARGS...: a small computation over the steps' JSON files.
+py() {
+    local code=$1
+    shift
+    "$PY" -c "$code" "$@" 2>>"$OUT/py.log"
+}
+
+# The JSON result line of a job's output file: key, or "" (jget FILE KEY).
+jget() {
+    py 'import json,sys
+try:
+    line=[l for l in open(sys.argv[1]) if l.startswith("{")][-1]
+    v=json.loads(line).get(sys.argv[2])
+    print("" if v is None else v)
+except Exception:
+    print("")' "$1" "$2"
+}
+
+cleanup() {
+    rm -f /dev/shm/"$TAG"* 2>/dev/null
+}
+trap cleanup EXIT
+
+# ---- environment -------------------------------------------------------------
+
+# The CUDA toolkit: $CUDA_HOME, nvcc on PATH, /usr/local/cuda, the newest
+# /usr/local/cuda-*.
+find_cuda() {
+    local c
+    if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
+        echo "$CUDA_HOME"; return 0
+    fi
+    if c=$(command -v nvcc 2>/dev/null); then
+        c=$(cd "$(dirname "$c")/.." && pwd)
+        [ -f "$c/include/cuda.h" ] && { echo "$c"; return 0; }
+    fi
+    [ -x /usr/local/cuda/bin/nvcc ] && { echo /usr/local/cuda; return 0; }
+    for c in $(printf '%s\n' /usr/local/cuda-* | sort -V -r); do
+        [ -x "$c/bin/nvcc" ] && { echo "$c"; return 0; }
+    done
+    return 1
+}
+
+HAVE_GPU=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    HAVE_GPU=1
+fi
+ARCH=sm_90
+if [ "$HAVE_GPU" = 1 ]; then
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+    case "$cap" in [0-9][0-9]|[0-9][0-9][0-9]) ARCH="sm_$cap" ;; esac
+fi
+CUDA=$(find_cuda) || CUDA=""
+{
+    echo "date: $(date -u +%FT%TZ)"
+    echo "host: $(uname -a)"
+    echo "cuda_home: ${CUDA:-none}"
+    echo "arch: $ARCH"
+    [ -n "$CUDA" ] && "$CUDA/bin/nvcc" --version | tail -2
+    [ "$HAVE_GPU" = 1 ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1
+    "$PY" -c 'import jax; print("jax", jax.__version__)' 2>&1 | tail -1
+} > "$OUT/env.txt" 2>&1
+echo "check: results in $OUT (GPU: $([ "$HAVE_GPU" = 1 ] && echo yes || echo no), toolkit: ${CUDA:-none}, $ARCH)"
+
+TRAIN=$ROOT/build/bin/salus-train
+INFER=$ROOT/build/bin/salus-infer
+LIB=$ROOT/build/libsalus.so
+
+# Where the driver comes from: the system's, or simgpu under --simgpu.
+RUNENV=()
+if [ "$SIMGPU" = 1 ]; then
+    RUNENV=(env "LD_LIBRARY_PATH=$ROOT/build/sim" "SIMGPU_STATE=/$TAG-sim" "SIMGPU_MEMORY=16G")
+else
+    RUNENV=(env)
+fi
+can_run_native() { [ "$HAVE_GPU" = 1 ] || [ "$SIMGPU" = 1 ]; }
+
+# ---- 1. build ----------------------------------------------------------------
+
+step_build() {
+    local log=$OUT/build.log
+    if [ -z "$CUDA" ]; then
+        result SKIP build "no CUDA toolkit (set CUDA_HOME)"
+        return
+    fi
+    # deps.sh wants every package of the tree (libelf for simgpu, ncurses
+    # for salus-top); a GPU machine without a network may lack them: the
+    # targets checked here need only the toolkit and a C compiler.
+    if ! make --no-print-directory CUDA_HOME="$CUDA" deps >"$log" 2>&1; then
+        echo "check: deps.sh failed (offline?): building the GPU targets without it" >>"$log"
+        mkdir -p build && touch build/.deps-build
+    fi
+    local targets=(build/libsalus.so build/bin/salus-train build/bin/salus-infer)
+    [ "$SIMGPU" = 1 ] && targets+=(build/sim/libcuda.so.1)
+    local t0 rc
+    t0=$(date +%s)
+    timeout 240 make --no-print-directory -j"$(nproc)" CUDA_HOME="$CUDA" CUDA_ARCH="$ARCH" \
+        "${targets[@]}" >>"$log" 2>&1
+    rc=$?
+    if [ "$rc" = 0 ] && [ -x "$TRAIN" ] && [ -e "$LIB" ]; then
+        result PASS build "make CUDA_ARCH=$ARCH with $CUDA in $(( $(date +%s) - t0 ))s"
+    else
+        result FAIL build "make exited $rc; see build.log"
+    fi
+}
+
+# ---- 2. overhead of libsalus on one job --------------------------------------
+
+# median of numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+# run_job NAME PRELOAD(0|1) PROGRAM ARGS...: the job's JSON in $OUT/NAME.json
+run_job() {
+    local name=$1 pre=$2
+    shift 2
+    local extra=()
+    [ "$pre" = 1 ] && extra=("LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$name" "SALUS_POLICY=fair"
+                             "SALUS_REPORT=$OUT/$name.report.jsonl")
+    timeout 60 "${RUNENV[@]}" "${extra[@]}" "$@" --name "$name" >"$OUT/$name.json" 2>"$OUT/$name.err"
+}
+
+step_overhead() {
+    out_of_time overhead && return
+    if ! can_run_native || [ ! -x "$TRAIN" ]; then
+        result SKIP overhead "$([ -x "$TRAIN" ] && echo "no GPU" || echo "not built")"
+        return
+    fi
+    # A realistic job (iterations of 50 kernels of 200 us) and a launch-bound
+    # one (1000 empty kernels per iteration), plain and preloaded, alternated
+    # three times; medians.
+    local real=(--iterations 100 --kernels 50 --aux-kernels 0 --kernel-us 200)
+    local bound=(--iterations 20 --kernels 1000 --aux-kernels 0 --kernel-us 0)
+    local i p s pb sb failed=0
+    for i in 1 2 3; do
+        run_job "ovh-real-plain-$i" 0 "$TRAIN" "${real[@]}" || failed=1
+        run_job "ovh-real-salus-$i" 1 "$TRAIN" "${real[@]}" || failed=1
+        run_job "ovh-bound-plain-$i" 0 "$TRAIN" "${bound[@]}" || failed=1
+        run_job "ovh-bound-salus-$i" 1 "$TRAIN" "${bound[@]}" || failed=1
+    done
+    if [ "$failed" = 1 ]; then
+        result FAIL overhead "a salus-train run failed; see ovh-*.err"
+        return
+    fi
+    p=$(for i in 1 2 3; do jget "$OUT/ovh-real-plain-$i.json" iter_ms_mean; done | median)
+    s=$(for i in 1 2 3; do jget "$OUT/ovh-real-salus-$i.json" iter_ms_mean; done | median)
+    pb=$(for i in 1 2 3; do jget "$OUT/ovh-bound-plain-$i.json" iter_ms_mean; done | median)
+    sb=$(for i in 1 2 3; do jget "$OUT/ovh-bound-salus-$i.json" iter_ms_mean; done | median)
+    local verdict figures
+    verdict=$(py 'import sys
+p,s,pb,sb=map(float,sys.argv[1:5])
+pct=100*(s/p-1); ns=(sb-pb)*1e6/1000
+print("PASS" if pct < 3 else "FAIL", "iteration %.3f ms plain, %.3f ms with libsalus (%+.2f%%); launch-bound: %+.0f ns per launch" % (p,s,pct,ns))' "$p" "$s" "$pb" "$sb")
+    figures=${verdict#* }
+    result "${verdict%% *}" overhead-train "${figures:-no figures (see py.log)}"
+
+    # salus-infer: back-to-back requests, latency p50 plain and preloaded.
+    local inf=(--rate 0 --requests 300 --kernels 10 --aux-kernels 0 --kernel-us 100)
+    run_job ovh-infer-plain 0 "$INFER" "${inf[@]}" && run_job ovh-infer-salus 1 "$INFER" "${inf[@]}" || failed=1
+    if [ "$failed" = 1 ]; then
+        result FAIL overhead-infer "a salus-infer run failed; see ovh-infer-*.err"
+        return
+    fi
+    verdict=$(py 'import sys
+p,s=map(float,sys.argv[1:3])
+print("PASS" if s <= p*1.05 + 0.05 else "FAIL", "request latency p50 %.3f ms plain, %.3f ms with libsalus" % (p,s))' \
+        "$(jget "$OUT/ovh-infer-plain.json" latency_ms_p50)" "$(jget "$OUT/ovh-infer-salus.json" latency_ms_p50)")
+    figures=${verdict#* }
+    result "${verdict%% *}" overhead-infer "${figures:-no figures (see py.log)}"
+}
+
+# ---- 3. two jobs under fair and under priority --------------------------------
+
+# two_jobs POLICY PRIO_A PRIO_B DELAY_B: job A, then B DELAY_B seconds later,
+# sharing one table; their JSON in $OUT/POLICY-{a,b}.json.
+two_jobs() {
+    local pol=$1 pa=$2 pb=$3 delay=$4
+    local job=(--iterations 200 --kernels 10 --aux-kernels 0 --kernel-us 1000)
+    local common=("LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$pol" "SALUS_POLICY=$pol"
+                  "SALUS_REPORT=$OUT/$pol.report.jsonl")
+    rm -f "$OUT/$pol.report.jsonl"
+    timeout 60 "${RUNENV[@]}" "${common[@]}" "SALUS_PRIORITY=$pa" "$TRAIN" "${job[@]}" --name "$pol-a" \
+        >"$OUT/$pol-a.json" 2>"$OUT/$pol-a.err" &
+    local a=$!
+    sleep "$delay"
+    timeout 60 "${RUNENV[@]}" "${common[@]}" "SALUS_PRIORITY=$pb" "$TRAIN" "${job[@]}" --name "$pol-b" \
+        >"$OUT/$pol-b.json" 2>"$OUT/$pol-b.err" &
+    local b=$!
+    local ra=0 rb=0
+    wait "$a" || ra=$?
+    wait "$b" || rb=$?
+    [ "$ra" = 0 ] && [ "$rb" = 0 ]
+}
+
+step_sched() {
+    out_of_time fair && return
+    if ! can_run_native || [ ! -x "$TRAIN" ]; then
+        result SKIP fair "$([ -x "$TRAIN" ] && echo "no GPU" || echo "not built")"
+        result SKIP priority "$([ -x "$TRAIN" ] && echo "no GPU" || echo "not built")"
+        return
+    fi
+    # The judgement reads both JSON lines and the SALUS_REPORT: fair when the
+    # two jobs (equal work, started together) end within 20% of each other
+    # and the GPU changed hands; priority when the later, higher job ends
+    # first and the lower one waited.
+    local judge='import json,sys
+pol,out=sys.argv[1],sys.argv[2]
+def res(n):
+    return json.loads([l for l in open(f"{out}/{pol}-{n}.json") if l.startswith("{")][-1])
+a,b=res("a"),res("b")
+rep=[json.loads(l) for l in open(f"{out}/{pol}.report.jsonl") if l.strip()]
+sw=sum(r.get("switches",0) for r in rep)
+h50=max([r.get("handoff_us_p50",0) for r in rep] or [0]); h99=max([r.get("handoff_us_p99",0) for r in rep] or [0])
+held={r["pid"]:r.get("gpu_held_ms",0) for r in rep}; waited={r["pid"]:r.get("waited_ms",0) for r in rep}
+ja,jb=a["jct_s"],b["jct_s"]
+if pol=="fair":
+    ok=min(ja,jb)/max(ja,jb)>0.8 and sw>=2
+    fig="JCT %.2f s / %.2f s (ratio %.2f), GPU held %.0f / %.0f ms" % (ja,jb,min(ja,jb)/max(ja,jb),held.get(a["pid"],0),held.get(b["pid"],0))
+else:
+    ok=b["end_ns"]<a["end_ns"] and waited.get(a["pid"],0)>waited.get(b["pid"],0)
+    fig="high job (later) JCT %.2f s, low job JCT %.2f s; waited %.0f ms (low) vs %.0f ms (high)" % (jb,ja,waited.get(a["pid"],0),waited.get(b["pid"],0))
+print("PASS" if ok else "FAIL", fig+"; %d switches, handoff p50 %.1f us, p99 %.1f us" % (sw,h50,h99))'
+    local verdict
+    if two_jobs fair 50 50 0; then
+        verdict=$(py "$judge" fair "$OUT")
+        result "${verdict%% *}" fair "${verdict#* }"
+    else
+        result FAIL fair "a job failed; see fair-*.err"
+    fi
+    # priority: the low job (10) starts first, the high one (90) 0.3 s later.
+    if two_jobs priority 10 90 0.3; then
+        verdict=$(py "$judge" priority "$OUT")
+        result "${verdict%% *}" priority "${verdict#* }"
+    else
+        result FAIL priority "a job failed; see priority-*.err"
+    fi
+}
+
+# ---- 4. PyTorch ------------------------------------------------------------------
+
+FW=${CHECK_FRAMEWORKS:-$ROOT/bench/gpu/frameworks.py}   # a test double may stand in
+torch_ready() {
+    [ "$HAVE_GPU" = 1 ] && [ -e "$LIB" ] &&
+        timeout 120 "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)' \
+            >/dev/null 2>&1
+}
+
+step_torch() {
+    if ! torch_ready; then
+        local why="no GPU"
+        [ "$HAVE_GPU" = 1 ] && why="python3 has no PyTorch with CUDA (or libsalus is not built)"
+        for s in torch-fair torch-oom torch-account-expandable torch-account-async; do
+            result SKIP "$s" "$why"
+        done
+        return
+    fi
+    local env=("LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-torch" "SALUS_POLICY=fair"
+               "SALUS_REPORT=$OUT/torch-fair.report.jsonl")
+    if ! out_of_time torch-fair; then
+        rm -f "$OUT/torch-fair.report.jsonl"
+        timeout 150 env "${env[@]}" "$PY" "$FW" train --steps 300 --out "$OUT/torch-a.steps.json" \
+            >"$OUT/torch-a.json" 2>"$OUT/torch-a.err" &
+        local a=$!
+        timeout 150 env "${env[@]}" "$PY" "$FW" train --steps 300 --seed 2 --out "$OUT/torch-b.steps.json" \
+            >"$OUT/torch-b.json" 2>"$OUT/torch-b.err" &
+        local b=$! ra=0 rb=0
+        wait "$a" || ra=$?
+        wait "$b" || rb=$?
+        if [ "$ra" != 0 ] || [ "$rb" != 0 ]; then
+            result FAIL torch-fair "a training process failed (exit $ra, $rb); see torch-*.err"
+        else
+            local verdict
+            verdict=$(py 'import json,sys
+out=sys.argv[1]
+A=json.load(open(out+"/torch-a.steps.json")); B=json.load(open(out+"/torch-b.steps.json"))
+lo=max(A["start"],B["start"]); hi=min(A["stamps"][-1],B["stamps"][-1])
+na=sum(1 for t in A["stamps"] if lo<=t<=hi); nb=sum(1 for t in B["stamps"] if lo<=t<=hi)
+rep={r["pid"]:r for r in (json.loads(l) for l in open(out+"/torch-fair.report.jsonl") if l.strip())}
+ra,rb=rep.get(A["pid"],{}),rep.get(B["pid"],{})
+ok=hi>lo and na>0 and nb>0 and all(r.get("launches",0)>0 and r.get("syncs",0)>0 for r in (ra,rb))
+print("PASS" if ok else "FAIL","in the %.1f s both ran: %d and %d steps; launches %s / %s, syncs %s / %s, switches %s / %s" % (max(0,hi-lo),na,nb,ra.get("launches"),rb.get("launches"),ra.get("syncs"),rb.get("syncs"),ra.get("switches"),rb.get("switches")))' "$OUT")
+            result "${verdict%% *}" torch-fair "${verdict#* }"
+        fi
+    fi
+
+    if ! out_of_time torch-oom; then
+        local lim=$((4 << 30)) line verdict
+        line=$(timeout 90 env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-oom" "SALUS_MEM_LIMIT=4G" \
+            "SALUS_REPORT=$OUT/torch-oom.report.jsonl" "$PY" "$FW" oom --limit "$lim" \
+            2>"$OUT/torch-oom.err" | tail -1)
+        echo "$line" > "$OUT/torch-oom.json"
+        verdict=$(py 'import json,sys
+d=json.loads(sys.argv[1] or "{}")
+ok=d.get("raised") is True and d.get("went_on") is True and d.get("exception")=="OutOfMemoryError"
+print("PASS" if ok else "FAIL","6 GiB under SALUS_MEM_LIMIT=4G: raised %s (%s), went on: %s" % (d.get("raised"),d.get("exception"),d.get("went_on")))' "$line")
+        result "${verdict%% *}" torch-oom "${verdict#* }"
+    fi
+
+    local conf name
+    for conf in "expandable_segments:True" "backend:cudaMallocAsync"; do
+        name=torch-account-$([ "$conf" = "expandable_segments:True" ] && echo expandable || echo async)
+        out_of_time "$name" && continue
+        local line verdict
+        line=$(timeout 90 env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$name" "SALUS_MEM_LIMIT=8G" \
+            "PYTORCH_CUDA_ALLOC_CONF=$conf" "$PY" "$FW" account --mib 2048 \
+            2>"$OUT/$name.err" | tail -1)
+        echo "$line" > "$OUT/$name.json"
+        verdict=$(py 'import json,sys
+d=json.loads(sys.argv[1] or "{}")
+r,u,u0=d.get("reserved"),d.get("salus_used"),d.get("salus_used_before") or 0
+if not r or u is None:
+    print("FAIL no figures:", d); sys.exit()
+u-=u0
+print("PASS" if abs(u-r)<=0.05*r else "FAIL","memory_reserved %.0f MiB, libsalus counts %.0f MiB (%+.1f%%)" % (r/2**20,u/2**20,100*(u-r)/r))' "$line")
+        result "${verdict%% *}" "$name" "${verdict#* }"
+    done
+}
+
+# ---- 5. JAX ------------------------------------------------------------------------
+
+step_jax() {
+    out_of_time jax && return
+    if [ "$HAVE_GPU" != 1 ] || [ ! -e "$LIB" ]; then
+        result SKIP jax "no GPU"
+        return
+    fi
+    local line rc verdict
+    line=$(timeout 120 env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-jax" "SALUS_MEM_LIMIT=8G" \
+        "$PY" "$FW" jax 2>"$OUT/jax.err" | tail -1)
+    rc=${PIPESTATUS[0]}
+    echo "$line" > "$OUT/jax.json"
+    if [ "$rc" = 3 ] || case "$line" in *'"skip"'*) true ;; *) false ;; esac; then
+        result SKIP jax "$(py 'import json,sys; print(json.loads(sys.argv[1]).get("skip"))' "$line")"
+        return
+    fi
+    verdict=$(py 'import json,sys
+d=json.loads(sys.argv[1] or "{}")
+pre=d.get("bytes_limit") or d.get("view_used")
+if not pre:
+    print("FAIL no figures:", d); sys.exit()
+f=pre/(8*2**30)
+print("PASS" if 0.70<=f<=0.80 else "FAIL","preallocated %.2f GiB = %.0f%% of 8 GiB (view total %.2f GiB, used %.2f GiB)" % (pre/2**30,100*f,(d.get("view_total") or 0)/2**30,(d.get("view_used") or 0)/2**30))' "$line")
+    result "${verdict%% *}" jax "${verdict#* }"
+}
+
+# ---- run -----------------------------------------------------------------------------
+
+step_build
+step_overhead
+step_sched
+step_torch
+step_jax
+
+ELAPSED=$(( $(date +%s) - START ))
+printf '{"pass":%d,"fail":%d,"skip":%d,"seconds":%d,"gpu":%d,"simgpu":%d,"arch":"%s","cuda_home":"%s"}\n' \
+    "$NPASS" "$NFAIL" "$NSKIP" "$ELAPSED" "$HAVE_GPU" "$SIMGPU" "$ARCH" "${CUDA:-}" > "$OUT/summary.json"
+echo "check: $NPASS passed, $NFAIL failed, $NSKIP skipped in ${ELAPSED}s (summary.txt, summary.json in $OUT)" |
+    tee -a "$OUT/summary.txt"
+[ "$NFAIL" = 0 ]
