@@ -176,14 +176,13 @@ static int pitch_cases(void *arg)
     shm_table_t *t = fk_start(table);
     CHECK(t);
     uint64_t a, b, c;
-    CHECK_EQ(mem_pitch_bound(1000, 3), 3 * 1024);
-    fk.pitch_size = 12 * MB;                      /* more than the bound */
+    fk.pitch_size = 12 * MB;                      /* more than width x height */
     CHECK_EQ(fk_alloc(MEM_KIND_PITCH, 10 * MB, &a), CUDA_SUCCESS);
     CHECK_EQ(self_acct(t).used, 12 * MB);
     fk.pitch_size = 8 * MB;                       /* less */
     CHECK_EQ(fk_alloc(MEM_KIND_PITCH, 10 * MB, &b), CUDA_SUCCESS);
     CHECK_EQ(self_acct(t).used, 20 * MB);
-    fk.pitch_size = 0;                            /* unknown: the bound */
+    fk.pitch_size = 0;                            /* unknown: as asked */
     CHECK_EQ(fk_alloc(MEM_KIND_PITCH, 10 * MB, &c), CUDA_SUCCESS);
     CHECK_EQ(self_acct(t).used, 30 * MB);
     /* The true size does not fit: undone, refused, nothing kept. */

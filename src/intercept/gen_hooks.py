@@ -17,7 +17,7 @@ can be binary-searched, and each category's arguments in a fixed order:
   ALLOC    kind (HOOK_MEM_*), out, size
   FREE     kind (HOOK_MEM_*), handle
   INFO     -
-  LIFE     kind (HOOK_LIFE_*)
+  LIFE     kind (HOOK_LIFE_*), dev
   RESOLVE  -
 
 An export this toolkit's header does not declare is dropped with a comment, so
@@ -36,7 +36,7 @@ CATEGORIES = {
     "ALLOC": ["kind", "out", "size"],
     "FREE": ["kind", "handle"],
     "INFO": [],
-    "LIFE": ["kind"],
+    "LIFE": ["kind", "dev"],
     "RESOLVE": [],
 }
 KINDS = {

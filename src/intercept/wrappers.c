@@ -15,6 +15,7 @@
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include "intercept/intercept.h"
+#include "memory/memory.h"
 #include "sched/sched.h"
 
 #include <string.h>
@@ -102,7 +103,8 @@ static uint64_t hook_array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
 
 /* ---- category events -----------------------------------------------------
  * Each wrapper calls its category's events; these are the places the next
- * modules plug in.  Today they count. */
+ * modules plug in: the scheduler (launch, sync, life) and memory admission
+ * (alloc, free, info, life). */
 
 /* Before work is submitted: the fast path, given the calling thread's block.
  * The scheduler's lease gate (one relaxed load) goes here.  Keep the launch
@@ -127,29 +129,42 @@ static inline void hook_on_sync(hook_block_t *b, hook_sync_kind_t kind, const vo
 }
 
 /* Before an allocation reaches the driver: memory admission reserves `size`
- * here, and gives it back if the driver then fails. */
-static inline CUresult hook_before_alloc(hook_block_t *b, hook_mem_kind_t kind, uint64_t size)
+ * here (or refuses it: the driver is not called) ... */
+_Static_assert((int)HOOK_MEM_DEVICE == (int)MEM_KIND_DEVICE &&
+               (int)HOOK_MEM_ARRAY == (int)MEM_KIND_ARRAY, "memory kinds");
+static inline CUresult hook_before_alloc(hook_mem_kind_t kind, uint64_t size, mem_op_t *op)
 {
-    (void)b;
-    (void)kind;
-    (void)size;
-    return CUDA_SUCCESS;
+    return mem_alloc_begin((mem_kind_t)kind, -1, size, op);
 }
 
-static inline void hook_on_alloc(hook_block_t *b, hook_mem_kind_t kind, uint64_t handle,
-                                 uint64_t size)
+/* ... and accounts it after the call, or gives it back if the driver failed. */
+static inline CUresult hook_on_alloc(hook_block_t *b, mem_op_t *op, CUresult rc,
+                                     uint64_t handle, uint64_t size)
 {
-    (void)kind;
-    (void)handle;
-    hook_add(&b->c.allocs, 1);
-    hook_add(&b->c.bytes_allocated, size);
+    rc = mem_alloc_end(op, rc, handle);
+    if (rc == CUDA_SUCCESS) {
+        hook_add(&b->c.allocs, 1);
+        hook_add(&b->c.bytes_allocated, size);
+    }
+    return rc;
 }
 
-static inline void hook_on_free(hook_block_t *b, hook_mem_kind_t kind, uint64_t handle)
+static inline void hook_on_free(hook_block_t *b, mem_op_t *op, CUresult rc)
 {
-    (void)kind;
-    (void)handle;
-    hook_add(&b->c.frees, 1);
+    mem_free_end(op, rc);
+    if (rc == CUDA_SUCCESS)
+        hook_add(&b->c.frees, 1);
+}
+
+/* After the driver answered a memory query: the process's own view. */
+static inline void hook_info_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    mem_view_info(free_bytes, total_bytes);
+}
+
+static inline void hook_info_cuDeviceTotalMem_v2(size_t *bytes, CUdevice_v1 dev)
+{
+    mem_view_total(bytes, dev);
 }
 
 /* The real driver's symbols, for the scheduler's own two driver calls. */
@@ -157,6 +172,47 @@ static void *hook_sched_sym(const char *name)
 {
     void *h = hook_real_handle();
     return h ? hook_dlsym_real(h, name) : NULL;
+}
+
+/* Memory admission starts with the scheduler, over the real driver's own
+ * functions (dormant over a fake table).  A job is admitted before its
+ * context is made (SALUS_MEM_RESERVE); when a context goes away, so do its
+ * allocations, unseen. */
+#define HOOK_MEM_SYM(drv, field, name) \
+    ((drv).field = (__typeof__((drv).field))hook_sched_sym(name))
+static void hook_mem_start(void)
+{
+    mem_driver_t drv;
+    memset(&drv, 0, sizeof drv);
+    HOOK_MEM_SYM(drv, ctx_get_device, "cuCtxGetDevice");
+    HOOK_MEM_SYM(drv, device_total_mem, "cuDeviceTotalMem_v2");
+    if (!HOOK_MEM_SYM(drv, device_get_uuid, "cuDeviceGetUuid_v2"))
+        HOOK_MEM_SYM(drv, device_get_uuid, "cuDeviceGetUuid");
+    HOOK_MEM_SYM(drv, mem_get_address_range, "cuMemGetAddressRange_v2");
+    HOOK_MEM_SYM(drv, mem_free, "cuMemFree_v2");
+    HOOK_MEM_SYM(drv, mem_release, "cuMemRelease");
+    HOOK_MEM_SYM(drv, array_destroy, "cuArrayDestroy");
+    HOOK_MEM_SYM(drv, pointer_get_attribute, "cuPointerGetAttribute");
+    HOOK_MEM_SYM(drv, array_get_descriptor, "cuArrayGetDescriptor_v2");
+    if (drv.ctx_get_device && drv.device_total_mem)
+        mem_init(&drv, NULL);
+}
+
+static inline CUresult hook_mem_before_life(hook_life_kind_t kind, int dev)
+{
+    if (kind == HOOK_LIFE_CREATE || kind == HOOK_LIFE_RETAIN)
+        return mem_admit(dev);
+    return CUDA_SUCCESS;
+}
+
+static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult rc)
+{
+    if (rc != CUDA_SUCCESS)
+        return;
+    if (kind == HOOK_LIFE_INIT)
+        hook_mem_start();
+    else if (kind == HOOK_LIFE_RELEASE || kind == HOOK_LIFE_RESET || kind == HOOK_LIFE_DESTROY)
+        mem_context_gone(dev);
 }
 
 /* The scheduler starts once a real driver is loaded (it stays dormant over a
@@ -236,41 +292,49 @@ HOOK_LIST(GATED_)
     {                                                                           \
         hook_block_t *b = hook_enter(HOOK_##export);                            \
         uint64_t bytes = (uint64_t)(size);                                      \
-        CUresult rc = hook_before_alloc(b, kind, bytes);                        \
+        mem_op_t op;                                                            \
+        CUresult rc = hook_before_alloc(kind, bytes, &op);                      \
         if (rc != CUDA_SUCCESS)                                                 \
             return rc;                                                          \
         rc = HOOK_REAL(export) CU_ARGS_##export;                                \
-        if (rc == CUDA_SUCCESS)                                                 \
-            hook_on_alloc(b, kind, (out) ? (uint64_t)(uintptr_t)*(out) : 0, bytes); \
-        return rc;                                                              \
+        return hook_on_alloc(b, &op, rc, rc == CUDA_SUCCESS && (out) ?          \
+                             (uint64_t)(uintptr_t)*(out) : 0, bytes);           \
     }
 
 #define HOOK_WRAP_FREE(export, base, version, pt, kind, handle)                  \
     SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
     {                                                                           \
         hook_block_t *b = hook_enter(HOOK_##export);                            \
-        uint64_t h = (uint64_t)(uintptr_t)(handle);                             \
+        mem_op_t op;                                                            \
+        mem_free_begin((mem_kind_t)(kind), (uint64_t)(uintptr_t)(handle), &op); \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
-        if (rc == CUDA_SUCCESS)                                                 \
-            hook_on_free(b, kind, h);                                           \
+        hook_on_free(b, &op, rc);                                               \
         return rc;                                                              \
     }
 
 /* cuMemGetInfo_v2, cuDeviceTotalMem_v2: memory answers the process's own
- * view here. */
+ * view here (hook_info_<export>). */
 #define HOOK_WRAP_INFO(export, base, version, pt)                                \
     SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
     {                                                                           \
         hook_enter(HOOK_##export);                                              \
-        return HOOK_REAL(export) CU_ARGS_##export;                              \
+        CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
+        if (rc == CUDA_SUCCESS)                                                 \
+            hook_info_##export CU_ARGS_##export;                                \
+        return rc;                                                              \
     }
 
-#define HOOK_WRAP_LIFE(export, base, version, pt, kind)                          \
+#define HOOK_WRAP_LIFE(export, base, version, pt, kind, dev)                     \
     SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
     {                                                                           \
         hook_enter(HOOK_##export);                                              \
-        CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
+        int dev_ = (int)(dev);                                                  \
+        CUresult rc = hook_mem_before_life(kind, dev_);                         \
+        if (rc != CUDA_SUCCESS)                                                 \
+            return rc;                                                          \
+        rc = HOOK_REAL(export) CU_ARGS_##export;                                \
         hook_on_life(kind, rc);                                                 \
+        hook_mem_after_life(kind, dev_, rc);                                    \
         return rc;                                                              \
     }
 

@@ -207,3 +207,29 @@ uint64_t mem_map_sum(int d, uint64_t *count)
         *count = n;
     return bytes;
 }
+
+size_t mem_map_snapshot(int d, mem_entry_t **out)
+{
+    mem_entry_t *v = NULL;
+    size_t n = 0, cap = 0;
+    for (int k = 0; k < MEM_STRIPES; k++) {
+        mem_stripe_t *s = &stripes[k];
+        stripe_lock(s);
+        for (uint64_t i = 0; s->e && i <= s->mask; i++) {
+            if (s->e[i].key == 0 || (d >= 0 && s->e[i].dev != d))
+                continue;
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                mem_entry_t *nv = realloc(v, ncap * sizeof *nv);
+                if (!nv)
+                    break;
+                v = nv;
+                cap = ncap;
+            }
+            v[n++] = s->e[i];
+        }
+        stripe_unlock(s);
+    }
+    *out = v;
+    return n;
+}

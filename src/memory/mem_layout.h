@@ -232,6 +232,9 @@ int  mem_map_insert(const mem_entry_t *e, mem_entry_t *replaced);
 int  mem_map_remove(int cls, uint64_t key, mem_entry_t *out);
 /* Empty, forgetting every entry without touching the old storage (fork). */
 void mem_map_reset(void);
+/* A copy of the entries on table device d (-1: all), malloc'd in *out (NULL
+ * when empty or out of memory); their number. */
+size_t mem_map_snapshot(int d, mem_entry_t **out);
 /* Number of entries and the sum of their bytes on table device d (-1: all);
  * for tests and checks, takes every stripe lock in turn. */
 uint64_t mem_map_sum(int d, uint64_t *count);

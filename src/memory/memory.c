@@ -18,6 +18,7 @@
 #include "util/util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MIB (1ull << 20)
@@ -442,6 +443,48 @@ void mem_free_end(mem_op_t *op, CUresult rc)
                       .kind = (uint8_t)op->kind };
     if (mem_map_insert(&e, NULL) < 0 && ld)
         mem_give(ld, op->bytes);      /* cannot track it any more: forget it */
+}
+
+/* ---- contexts that went away ---------------------------------------------
+ * No lock is held while the driver is asked: the map is copied, each entry
+ * checked, and those gone removed by key (a concurrent free of the same
+ * entry removes it once: whoever removes it gives its bytes back). */
+
+static int entry_gone(const mem_entry_t *e)
+{
+    const mem_driver_t *drv = &mem_p.drv;
+    if (e->cls == MEM_CLS_PTR && drv->pointer_get_attribute) {
+        CUcontext ctx = NULL;
+        return drv->pointer_get_attribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                          (CUdeviceptr)e->key) == CUDA_ERROR_INVALID_VALUE;
+    }
+    if (e->cls == MEM_CLS_ARRAY && drv->array_get_descriptor) {
+        CUDA_ARRAY_DESCRIPTOR desc;
+        return drv->array_get_descriptor(&desc, (CUarray)(uintptr_t)e->key) ==
+               CUDA_ERROR_INVALID_HANDLE;
+    }
+    return 0;                         /* VMM handles outlive contexts */
+}
+
+void mem_context_gone(CUdevice device)
+{
+    if (!is_on())
+        return;
+    int d = -1;
+    if (device >= 0) {
+        if (device >= MEM_MAX_ORDINALS || !__atomic_load_n(&mem_p.dev[device].sd, __ATOMIC_ACQUIRE))
+            return;
+        d = mem_p.dev[device].d;
+    }
+    mem_entry_t *v, e;
+    size_t n = mem_map_snapshot(d, &v);
+    for (size_t i = 0; i < n; i++) {
+        if (!entry_gone(&v[i]) || mem_map_remove(v[i].cls, v[i].key, &e) != 0)
+            continue;
+        if (mem_p.by_index[e.dev])
+            mem_give(mem_p.by_index[e.dev], e.bytes);
+    }
+    free(v);
 }
 
 /* ---- admission ---------------------------------------------------------- */

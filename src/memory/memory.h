@@ -48,7 +48,7 @@
 /* The allocation paths; the interception layer's kinds, in its order. */
 typedef enum mem_kind {
     MEM_KIND_DEVICE = 0,   /* cuMemAlloc_v2                    -> cuMemFree_v2 */
-    MEM_KIND_PITCH,        /* cuMemAllocPitch_v2 (bound first)  -> cuMemFree_v2 */
+    MEM_KIND_PITCH,        /* cuMemAllocPitch_v2                -> cuMemFree_v2 */
     MEM_KIND_MANAGED,      /* cuMemAllocManaged                 -> cuMemFree_v2 */
     MEM_KIND_ASYNC,        /* cuMemAllocAsync                   -> cuMemFree[Async] */
     MEM_KIND_POOL,         /* cuMemAllocFromPoolAsync           -> cuMemFree[Async] */
@@ -70,6 +70,10 @@ typedef struct mem_driver {
     CUresult (*mem_free)(CUdeviceptr ptr);
     CUresult (*mem_release)(CUmemGenericAllocationHandle handle);
     CUresult (*array_destroy)(CUarray array);
+    /* Whether an allocation still exists, after a context went away
+     * (cuPointerGetAttribute, cuArrayGetDescriptor_v2). */
+    CUresult (*pointer_get_attribute)(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
+    CUresult (*array_get_descriptor)(CUDA_ARRAY_DESCRIPTOR *desc, CUarray array);
 } mem_driver_t;
 
 /* Start accounting for this process: read the environment, open the table
@@ -97,12 +101,10 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
  * CUDA_ERROR_OUT_OF_MEMORY when the allocation could not be recorded (it has
  * then been freed again). */
 CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle);
-/* A bound on what cuMemAllocPitch_v2 takes for width x height bytes; the
- * allocation is then accounted at its true size. */
-static inline uint64_t mem_pitch_bound(size_t width, size_t height)
-{
-    return ((uint64_t)width + 511) / 512 * 512 * (uint64_t)height;
-}
+/* cuMemAllocPitch_v2 is reserved at width x height, then accounted at its
+ * true size (pitch x height, from cuMemGetAddressRange_v2): what it takes
+ * beyond is reserved after the call, and past a limit the allocation is
+ * freed again and refused. */
 
 /* Before and after the driver frees `handle` (a device pointer, a VMM handle
  * or an array, as `kind` says).  Unknown handles are left alone. */
@@ -114,6 +116,12 @@ void mem_free_end(mem_op_t *op, CUresult rc);
  * reservation fits, in arrival order; once per process and device.
  * CUDA_ERROR_OUT_OF_MEMORY when it can never fit (said, with the sizes). */
 CUresult mem_admit(CUdevice device);
+
+/* After cuCtxDestroy, cuDevicePrimaryCtxRelease or ...Reset on `device`
+ * (-1: any): the driver freed the allocations of the context that went
+ * away, without a call this module sees.  Those the driver no longer knows
+ * are given back.  Costs a driver query per live allocation of the device. */
+void mem_context_gone(CUdevice device);
 
 /* The process's own view, applied to what the driver answered:
  * total = its limit (or the budget), free = what it could allocate now;

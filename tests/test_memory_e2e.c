@@ -1,0 +1,308 @@
+/*
+ * test_memory_e2e.c - memory admission end to end: salus-train over simgpu
+ * (16 GiB) with libsalus preloaded.  Every --alloc path against
+ * SALUS_MEM_LIMIT; the process's own view (cuMemGetInfo through --verbose);
+ * a job that waits (SALUS_MEM_WAIT_MS) for a peer to finish, or to be
+ * killed; the admission of reserving jobs (SALUS_MEM_RESERVE) and a
+ * reservation too large for the device; the report's counters.
+ *
+ * Each run has its own simgpu state and table.  The test watches the table
+ * read-only, through memory.h and ipc.h, as salus-top does.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "lib/testutil.h"
+#include "memory/memory.h"
+
+#define MB (1ull << 20)
+#define GB (1ull << 30)
+
+static char state_name[64], table_name[64], report[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_unique_name("salus-mem-sim", state_name, sizeof state_name);
+    tu_unique_name("salus-mem-e2e", table_name, sizeof table_name);
+    snprintf(report, sizeof report, "%s/report-%s.json", tu_tmpdir(), table_name + 1);
+    unlink(report);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+    return 0;
+}
+
+/* A run of salus-train: its environment (with extra NAME=value pairs, NULL
+ * ended) and its arguments after the program (NULL ended). */
+typedef struct run {
+    tu_proc_t p;
+    int rc;
+    char json[2048];
+} run_t;
+
+static void start(run_t *r, const char *const *vars, const char *const *args)
+{
+    tu_env_t env;
+    char prog[512];
+    char *argv[40];
+    int n = 0;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    tu_env_set(&env, "SALUS_REPORT", "%s", report);
+    tu_env_set(&env, "SALUS_MEM_HEADROOM", "0");
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    tu_env_unset(&env, "SALUS_MEM_RESERVE");
+    tu_env_unset(&env, "SALUS_MEM_WAIT_MS");
+    for (int i = 0; vars && vars[i]; i++) {
+        char name[64];
+        const char *eq = strchr(vars[i], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - vars[i]), vars[i]);
+        tu_env_set(&env, name, "%s", eq + 1);
+    }
+    argv[n++] = (char *)tu_build_path("bin/salus-train", prog, sizeof prog);
+    const char *common[] = { "--kernels", "2", "--kernel-us", "100", NULL };
+    for (int i = 0; common[i]; i++)
+        argv[n++] = (char *)common[i];
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    assert_int_equal(tu_spawn(&r->p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static void finish(run_t *r)
+{
+    r->rc = tu_wait(&r->p, 60000);
+    char *out = tu_read_file(r->p.out_path, NULL);
+    r->json[0] = '\0';
+    if (out)
+        tu_find_line(out, "\"program\"", 0, r->json, sizeof r->json);
+    free(out);
+}
+
+static void run(run_t *r, const char *const *vars, const char *const *args)
+{
+    start(r, vars, args);
+    finish(r);
+}
+
+/* The report line of pid; a number from it. */
+static double report_num(pid_t pid, const char *key)
+{
+    char *text = tu_read_file(report, NULL), needle[32], line[4096];
+    double v = -1;
+    assert_non_null(text);
+    snprintf(needle, sizeof needle, "\"pid\":%d,", (int)pid);
+    assert_int_equal(tu_find_line(text, needle, 0, line, sizeof line), 0);
+    assert_int_equal(tu_json_num(line, key, &v), 0);
+    free(text);
+    return v;
+}
+
+static shm_table_t *watch(void)
+{
+    shm_open_opts_t o = { .name = table_name, .read_only = 1 };
+    shm_table_t *t = NULL;
+    for (int i = 0; i < 500 && shm_open_table(&o, &t) != 0; i++)
+        tu_sleep_ms(10);
+    assert_non_null(t);
+    return t;
+}
+
+/* Wait (up to 10 s) until pid's slot holds at least `used` bytes, or shows
+ * waiting-mem when used is 0; its slot. */
+static int await_slot(shm_table_t *t, pid_t pid, uint64_t used)
+{
+    for (int i = 0; i < 1000; i++) {
+        for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+            shm_ident_t id;
+            mem_slot_view_t v;
+            if (shm_slot_ident(t, s, &id) != 0 || id.pid != pid)
+                continue;
+            if (used ? mem_view_slot(t, s, &v) == 0 && v.used >= used
+                     : id.state == SHM_WAIT_MEM)
+                return s;
+        }
+        tu_sleep_ms(10);
+    }
+    fail_msg("process %d never reached %s", (int)pid, used ? "its memory" : "waiting-mem");
+    return -1;
+}
+
+/* ---- every path against the limit ---------------------------------------- */
+
+static void test_every_path_over_simgpu(void **state)
+{
+    (void)state;
+    const char *paths[] = { "alloc", "pitch", "managed", "async", "vmm", "array" };
+    const char *const limit[] = { "SALUS_MEM_LIMIT=1G", NULL };
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        run_t over, fits, iter_over;
+        const char *a1[] = { "--alloc", paths[i], "--iterations", "2", "--mem", "1100M", NULL };
+        run(&over, limit, a1);
+        assert_int_not_equal(over.rc, 0);
+        assert_non_null(strstr(over.json, "CUDA_ERROR_OUT_OF_MEMORY"));
+        assert_true(report_num(over.p.pid, "oom_refusals") >= 1);
+        assert_int_equal(report_num(over.p.pid, "mem_limit"), 1 * GB);
+
+        const char *a2[] = { "--alloc", paths[i], "--iterations", "3", "--mem", "900M",
+                             "--iter-mem", "100M", NULL };
+        run(&fits, limit, a2);
+        assert_int_equal(fits.rc, 0);
+        double peak = report_num(fits.p.pid, "mem_peak");
+        assert_true(peak >= 1000.0 * MB && peak <= 1.0 * GB);
+        assert_int_equal(report_num(fits.p.pid, "mem_used"), 0);
+        assert_int_equal(report_num(fits.p.pid, "oom_refusals"), 0);
+
+        /* The per-iteration buffer does not fit beside --mem: refused. */
+        const char *a3[] = { "--alloc", paths[i], "--iterations", "3", "--mem", "900M",
+                             "--iter-mem", "200M", NULL };
+        run(&iter_over, limit, a3);
+        assert_int_not_equal(iter_over.rc, 0);
+        assert_non_null(strstr(iter_over.json, "--iter-mem"));
+    }
+}
+
+/* ---- the process's own view ------------------------------------------------ */
+
+static void free_mem_line(run_t *r, uint64_t *start, uint64_t *iter, uint64_t *total)
+{
+    char *err = tu_read_file(r->p.err_path, NULL), line[512];
+    assert_non_null(err);
+    assert_int_equal(tu_find_line(err, "free_mem", 0, line, sizeof line), 0);
+    unsigned long long s, i, e, t;
+    assert_int_equal(sscanf(strstr(line, "free_mem"), "free_mem start=%llu iter=%llu end=%llu "
+                            "total=%llu", &s, &i, &e, &t), 4);
+    *start = s;
+    *iter = i;
+    *total = t;
+    free(err);
+}
+
+static void test_memgetinfo_view(void **state)
+{
+    (void)state;
+    uint64_t s, i, t;
+    run_t r;
+    const char *args[] = { "--iterations", "2", "--mem", "500M", "--iter-mem", "100M",
+                           "--verbose", NULL };
+    const char *const limit[] = { "SALUS_MEM_LIMIT=2G", NULL };
+    run(&r, limit, args);
+    assert_int_equal(r.rc, 0);
+    free_mem_line(&r, &s, &i, &t);
+    assert_int_equal(t, 2 * GB);                  /* total: the limit */
+    assert_true(s <= t);
+    assert_int_equal(s - i, 600 * MB);            /* free: what is left of it */
+
+    const char *const none[] = { "SALUS_MEM_HEADROOM=5%", NULL };
+    run(&r, none, args);
+    assert_int_equal(r.rc, 0);
+    free_mem_line(&r, &s, &i, &t);
+    assert_int_equal(t, 16 * GB - 16 * GB / 20);  /* the budget: capacity - headroom */
+    assert_int_equal(s - i, 600 * MB);
+}
+
+/* ---- waiting for a peer ------------------------------------------------------ */
+
+static void test_wait_for_peer(void **state)
+{
+    (void)state;
+    shm_table_t *t;
+    run_t holder, waiter;
+    const char *ha[] = { "--seconds", "1", "--mem", "12G", NULL };
+    start(&holder, NULL, ha);
+    t = watch();
+    await_slot(t, holder.p.pid, 12 * GB);
+    const char *const wait[] = { "SALUS_MEM_WAIT_MS=20000", NULL };
+    const char *wa[] = { "--iterations", "2", "--mem", "8G", NULL };
+    start(&waiter, wait, wa);
+    await_slot(t, waiter.p.pid, 0);               /* seen waiting */
+    finish(&holder);
+    finish(&waiter);
+    assert_int_equal(holder.rc, 0);
+    assert_int_equal(waiter.rc, 0);
+    assert_true(report_num(waiter.p.pid, "mem_waited_ms") >= 100);
+    assert_int_equal(report_num(waiter.p.pid, "oom_refusals"), 0);
+
+    /* A holder killed: the waiter proceeds. */
+    const char *ka[] = { "--seconds", "30", "--mem", "12G", NULL };
+    start(&holder, NULL, ka);
+    await_slot(t, holder.p.pid, 12 * GB);
+    start(&waiter, wait, wa);
+    await_slot(t, waiter.p.pid, 0);
+    kill(holder.p.pid, SIGKILL);
+    finish(&waiter);
+    assert_int_equal(waiter.rc, 0);
+    assert_int_equal(tu_wait(&holder.p, 5000), 128 + SIGKILL);
+    shm_close_table(t);
+}
+
+/* ---- admission ------------------------------------------------------------- */
+
+static void test_admission_over_simgpu(void **state)
+{
+    (void)state;
+    shm_table_t *t;
+    run_t first, second, huge;
+    const char *const reserve[] = { "SALUS_MEM_RESERVE=10G", NULL };
+    const char *fa[] = { "--seconds", "1", "--mem", "1G", NULL };
+    start(&first, reserve, fa);
+    t = watch();
+    await_slot(t, first.p.pid, 1 * GB);
+    const char *sa[] = { "--iterations", "2", "--mem", "9G", NULL };
+    start(&second, reserve, sa);
+    int slot = await_slot(t, second.p.pid, 0);
+    mem_slot_view_t v;
+    assert_int_equal(mem_view_slot(t, slot, &v), 0);
+    assert_int_equal(v.waiting_admission, 1);
+    finish(&first);
+    finish(&second);
+    assert_int_equal(first.rc, 0);
+    assert_int_equal(second.rc, 0);
+    double end1, end2;
+    assert_int_equal(tu_json_num(first.json, "end_ns", &end1), 0);
+    assert_int_equal(tu_json_num(second.json, "end_ns", &end2), 0);
+    assert_true(end2 > end1);
+    assert_true(report_num(second.p.pid, "mem_waited_ms") >= 100);
+    assert_int_equal(report_num(second.p.pid, "mem_reserved"), 10 * GB);
+
+    const char *const too_big[] = { "SALUS_MEM_RESERVE=20G", NULL };
+    const char *ba[] = { "--iterations", "1", NULL };
+    run(&huge, too_big, ba);
+    assert_int_not_equal(huge.rc, 0);
+    char *err = tu_read_file(huge.p.err_path, NULL);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "SALUS_MEM_RESERVE=20G"));
+    assert_non_null(strstr(err, "17179869184"));
+    free(err);
+    shm_close_table(t);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_every_path_over_simgpu),
+        T(test_memgetinfo_view),
+        T(test_wait_for_peer),
+        T(test_admission_over_simgpu),
+    };
+    return cmocka_run_group_tests_name("memory-e2e", tests, NULL, NULL);
+}
