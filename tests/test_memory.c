@@ -153,6 +153,27 @@ static int driver_cases(void *arg)
     CHECK_EQ(self_acct(t).used, 2 * MB);
     fk_free(MEM_KIND_DEVICE, b);
     CHECK_EQ(self_acct(t).used, 0);
+    /* A context went away with its allocations: those the driver no longer
+     * knows come back; VMM handles outlive contexts. */
+    uint64_t p1, p2, arr, vmm, later;
+    CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 3 * MB, &p1), CUDA_SUCCESS);
+    CHECK_EQ(fk_alloc(MEM_KIND_MANAGED, 4 * MB, &p2), CUDA_SUCCESS);
+    CHECK_EQ(fk_alloc(MEM_KIND_ARRAY, 5 * MB, &arr), CUDA_SUCCESS);
+    CHECK_EQ(fk_alloc(MEM_KIND_VMM, 6 * MB, &vmm), CUDA_SUCCESS);
+    CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 7 * MB, &later), CUDA_SUCCESS);
+    mem_context_gone(0);                          /* the driver knows them all */
+    CHECK_EQ(self_acct(t).used, 25 * MB);
+    fk.gone_below = later;
+    mem_context_gone(3);                          /* a device never used: nothing */
+    CHECK_EQ(self_acct(t).used, 25 * MB);
+    mem_context_gone(-1);
+    CHECK_EQ(self_acct(t).used, 13 * MB);
+    fk_free(MEM_KIND_DEVICE, p1);                 /* gone already: unknown now */
+    CHECK_EQ(self_acct(t).used, 13 * MB);
+    fk_free(MEM_KIND_VMM, vmm);
+    fk_free(MEM_KIND_DEVICE, later);
+    CHECK_EQ(self_acct(t).used, 0);
+    fk.gone_below = 0;
     /* Zero bytes and no context: the driver answers, nothing is counted. */
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 0, &a), CUDA_SUCCESS);
     fk.device = -1;

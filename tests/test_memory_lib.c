@@ -54,6 +54,22 @@ static CUresult fk_range(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
     return CUDA_SUCCESS;
 }
 
+static CUresult fk_pointer_attr(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+    if (attr != CU_POINTER_ATTRIBUTE_CONTEXT)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (ptr < fk.gone_below)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(CUcontext *)data = (CUcontext)0x1;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fk_array_desc(CUDA_ARRAY_DESCRIPTOR *d, CUarray a)
+{
+    (void)d;
+    return (uint64_t)(uintptr_t)a < fk.gone_below ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+
 static int undone;
 static CUresult fk_undo_ptr(CUdeviceptr p) { (void)p; undone++; return CUDA_SUCCESS; }
 static CUresult fk_undo_vmm(CUmemGenericAllocationHandle h) { (void)h; undone++; return CUDA_SUCCESS; }
@@ -84,6 +100,8 @@ mem_driver_t fk_driver(void)
         .mem_free = fk_undo_ptr,
         .mem_release = fk_undo_vmm,
         .array_destroy = fk_undo_array,
+        .pointer_get_attribute = fk_pointer_attr,
+        .array_get_descriptor = fk_array_desc,
     };
     return d;
 }

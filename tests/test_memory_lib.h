@@ -47,6 +47,7 @@ typedef struct fake_drv {
     int no_uuid;             /* device_get_uuid absent */
     uint64_t base;           /* addresses this process hands out start here */
     uint64_t force_addr;     /* nonzero: the next allocation gets this address */
+    uint64_t gone_below;     /* pointers and arrays below this the driver forgot */
 } fake_drv_t;
 extern fake_drv_t fk;
 
