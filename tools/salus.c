@@ -81,7 +81,9 @@ static void policy_usage(FILE *f)
 "  salus policy                    show\n"
 "  salus policy pack               let every job run at once\n"
 "  salus policy fair --quantum 50  equal shares, switching every 50 ms at most\n"
+"  salus policy srtf --device 1 -t salus-group-ml\n"
 "\n"
+"environment: SALUS_TABLE, SALUS_GROUP name the default table.\n"
 "exit status: 0 done, 1 no such table or it cannot be changed, 2 bad arguments.\n");
 }
 
@@ -102,6 +104,12 @@ static void reset_usage(FILE *f)
 "  -t, --table NAME   the table (default SALUS_TABLE, or /salus-<uid>)\n"
 "  -h, --help         this text\n"
 "\n"
+"examples:\n"
+"  salus reset                     the table of SALUS_TABLE, or /salus-<uid>\n"
+"  salus reset --all               every table of yours nobody uses\n"
+"  salus reset --force -t salus-1000\n"
+"\n"
+"environment: SALUS_TABLE, SALUS_GROUP name the default table.\n"
 "exit status: 0 removed (or nothing to remove), 1 refused or failed, 2 bad\n"
 "arguments.\n");
 }
