@@ -40,6 +40,8 @@ class Preset:
     iterations: int     # one minute of training
     source: str
     mem_slack: int = 0  # printing error of mem + iter_mem
+    mem_text: str = ""  # as the table prints them
+    iter_mem_text: str = ""
 
     @property
     def peak(self):
@@ -71,7 +73,8 @@ def load():
                                mem=parse_size(f[3]), iter_mem=parse_size(f[4]),
                                host_ms=float(f[5]), iterations=int(f[6]),
                                source=f[7] if len(f) > 7 else "",
-                               mem_slack=size_error(f[3]) + size_error(f[4]))
+                               mem_slack=size_error(f[3]) + size_error(f[4]),
+                               mem_text=f[3], iter_mem_text=f[4])
     return presets
 
 
