@@ -161,21 +161,6 @@ static uint64_t reclaim_locked(shm_table_t *t, mem_dev_t *dev, int d, int self)
  * The process's own sd changes here under the lock; its other threads keep
  * taking and giving spare with atomics meanwhile. */
 
-static void note_peak(mem_sdev_t *sd, uint64_t spare_after)
-{
-    uint64_t g = LOAD(&sd->granted);
-    uint64_t used = g > spare_after ? g - spare_after : 0;
-    uint64_t p = LOAD(&sd->peak);
-    while (used > p && !__atomic_compare_exchange_n(&sd->peak, &p, used, 1,
-                                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-}
-
-void mem_note_peak(mem_sdev_t *sd, uint64_t spare_after)
-{
-    note_peak(sd, spare_after);
-}
-
 /* Take the whole spare (keeping the tag); returns it. */
 static uint64_t take_all(mem_sdev_t *sd)
 {
@@ -233,13 +218,13 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes)
     mem_sdev_t *sd = ld->sd;
     uint64_t spare, grant;
     if (mem_take_fast(sd, bytes, &spare)) {
-        note_peak(sd, spare);
+        mem_note_peak(sd, spare);
         return MEM_FIT;
     }
     uint64_t a = take_all(sd);
     if (a >= bytes) {                       /* freed meanwhile */
         add_spare(sd, a - bytes);
-        note_peak(sd, MEM_SPARE(LOAD(&sd->avail)));
+        mem_note_peak(sd, MEM_SPARE(LOAD(&sd->avail)));
         return MEM_FIT;
     }
     mem_fit_t fit = grant_locked(ld, bytes - a, &grant);
@@ -248,7 +233,7 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes)
         return fit;
     }
     add_spare(sd, grant - (bytes - a));
-    note_peak(sd, MEM_SPARE(LOAD(&sd->avail)));
+    mem_note_peak(sd, MEM_SPARE(LOAD(&sd->avail)));
     return MEM_FIT;
 }
 

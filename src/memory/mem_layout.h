@@ -164,8 +164,18 @@ static inline int mem_take_fast(mem_sdev_t *sd, uint64_t bytes, uint64_t *spare_
     return 0;
 }
 
-/* Record a new high of sd's use, from the spare left after a take. */
-void mem_note_peak(mem_sdev_t *sd, uint64_t spare_after);
+/* Record a new high of sd's use, from the spare left after a take (the
+ * owner's threads race only to raise it). */
+static inline void mem_note_peak(mem_sdev_t *sd, uint64_t spare_after)
+{
+    uint64_t g = __atomic_load_n(&sd->granted, __ATOMIC_RELAXED);
+    uint64_t used = g > spare_after ? g - spare_after : 0;
+    uint64_t p = __atomic_load_n(&sd->peak, __ATOMIC_RELAXED);
+    while (__builtin_expect(used > p, 0) &&
+           !__atomic_compare_exchange_n(&sd->peak, &p, used, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+        ;
+}
 
 /* The slow path of an allocation: grant more under the lock (waiting up to
  * SALUS_MEM_WAIT_MS when the device is full).  CUDA_SUCCESS with `bytes`
@@ -206,37 +216,6 @@ void mem_publish_locked(shm_table_t *t, int d);
 void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx);
 void mem_repair_hook(shm_table_t *t, void *ctx);
 
-/* ---- map.c: the process's live allocations ------------------------------ */
-
-/* What cuMemFree* / cuMemRelease / cuArrayDestroy name: three namespaces. */
-enum { MEM_CLS_PTR = 0, MEM_CLS_VMM = 1, MEM_CLS_ARRAY = 2 };
-
-static inline int mem_kind_class(mem_kind_t kind)
-{
-    return kind == MEM_KIND_VMM ? MEM_CLS_VMM : kind == MEM_KIND_ARRAY ? MEM_CLS_ARRAY
-                                                                       : MEM_CLS_PTR;
-}
-
-typedef struct mem_entry {
-    uint64_t key;          /* 0: empty */
-    uint64_t bytes;
-    int16_t  dev;          /* table device index */
-    uint8_t  cls, kind;
-    uint32_t pad;
-} mem_entry_t;
-
-/* 0; 1 when an entry of the same key was replaced (copied to *replaced);
- * -1 when there is no room and no memory to grow. */
-int  mem_map_insert(const mem_entry_t *e, mem_entry_t *replaced);
-/* Remove and copy out the entry of (cls, key); 0 if found, -1 if not. */
-int  mem_map_remove(int cls, uint64_t key, mem_entry_t *out);
-/* Empty, forgetting every entry without touching the old storage (fork). */
-void mem_map_reset(void);
-/* A copy of the entries on table device d (-1: all), malloc'd in *out (NULL
- * when empty or out of memory); their number. */
-size_t mem_map_snapshot(int d, mem_entry_t **out);
-/* Number of entries and the sum of their bytes on table device d (-1: all);
- * for tests and checks, takes every stripe lock in turn. */
-uint64_t mem_map_sum(int d, uint64_t *count);
+#include "memory/mem_map.h"
 
 #endif /* SALUS_MEM_LAYOUT_H */

@@ -1,0 +1,31 @@
+# Memory admission's micro-benchmark: ns libsalus adds per cuMemAlloc_v2 +
+# cuMemFree_v2 pair, with 1 and with 1,000 live allocations, over a null
+# driver (bench/nulldrv/nulldrv_all.c's exports, which return at once, with
+# the answers of bench/micro/alloc_nulldrv.c).  Writes
+# $(BENCH_OUT)/micro_memory.json (alloc_ns_per_pair: the larger of the two).
+
+ALLOC_NULLDRV := $(B)/bench/alloc-nulldrv/libcuda.so.1
+ALLOC_BENCH   := $(B)/bench/alloc_overhead
+
+$(ALLOC_NULLDRV): bench/nulldrv/nulldrv_all.c bench/micro/alloc_nulldrv.c $(PROCMAP_H)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 \
+	    -o $@ bench/nulldrv/nulldrv_all.c bench/micro/alloc_nulldrv.c
+
+$(ALLOC_BENCH): bench/micro/alloc_overhead.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda
+
+.PHONY: bench-memory bench-memory-quick
+bench-memory: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
+	@mkdir -p $(BENCH_OUT)
+	LD_LIBRARY_PATH=$(dir $(ALLOC_NULLDRV)) $(ALLOC_BENCH) --nulldrv $(dir $(ALLOC_NULLDRV)) --libsalus $(B)/libsalus.so \
+	    --out $(BENCH_OUT)/micro_memory.json
+bench-memory-quick: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
+	@mkdir -p $(BENCH_OUT)
+	LD_LIBRARY_PATH=$(dir $(ALLOC_NULLDRV)) $(ALLOC_BENCH) --nulldrv $(dir $(ALLOC_NULLDRV)) --libsalus $(B)/libsalus.so \
+	    --out $(BENCH_OUT)/micro_memory.json --pairs 50000 --repeats 5 --rounds 3
+
+BENCH_TARGETS += bench-memory
+BENCH_QUICK_TARGETS += bench-memory-quick

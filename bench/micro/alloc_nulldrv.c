@@ -1,0 +1,73 @@
+/*
+ * alloc_nulldrv.c - the answers the allocation benchmark needs from the
+ * null driver (bench/nulldrv/nulldrv_all.c: every export, weak, returning at
+ * once): one device of 80 GiB, current, a context, and cuMemAlloc_v2 handing
+ * out a new address each time (as a driver does; a free returns at once).
+ * Strong definitions, linked over the weak ones.  Single-threaded use.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <string.h>
+
+#define NULL_EXPORT __attribute__((visibility("default")))
+#define CAPACITY (80ull << 30)
+
+static struct { int dummy; } the_ctx;
+static CUdeviceptr next_ptr = 0x100000000ull;
+
+NULL_EXPORT CUresult CUDAAPI cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+NULL_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *d, int ordinal)
+{
+    if (ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pctx = (CUcontext)&the_ctx;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    *pctx = (CUcontext)&the_ctx;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    (void)dev;
+    *bytes = CAPACITY;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    memset(uuid, 0, sizeof *uuid);
+    memcpy(uuid->bytes, "nulldrv", 7);
+    uuid->bytes[8] = (char)dev;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    *free_bytes = CAPACITY;
+    *total = CAPACITY;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *p, size_t bytes)
+{
+    (void)bytes;
+    *p = next_ptr;
+    next_ptr += 0x200000;          /* 2 MiB apart, as the driver places them */
+    return CUDA_SUCCESS;
+}
