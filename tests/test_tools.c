@@ -622,8 +622,8 @@ static void test_bad_arguments(void **state)
     BAD("bin/salus", "needs a value", "run", "--mem");
     BAD("bin/salus", "--frob", "run", "--frob", "true");
     BAD("bin/salus", "lifo is not a policy", "policy", "lifo");
-    BAD("bin/salus", "--quantum", "policy", "fair", "--quantum", "soon");
-    BAD("bin/salus", "--device", "policy", "--device", "99");
+    BAD("bin/salus", "--quantum \"soon\"", "policy", "fair", "--quantum", "soon");
+    BAD("bin/salus", "--device \"99\"", "policy", "--device", "99");
     BAD("bin/salus", "too many", "policy", "fair", "pack");
     BAD("bin/salus", "--bogus", "policy", "--bogus");
     BAD("bin/salus", "extra", "reset", "extra");

@@ -121,6 +121,16 @@ int salus_bad(const char *cmd, const char *what, const char *why)
     return TOP_EXIT_USAGE;
 }
 
+/* `opt "value"` is not accepted: why. */
+static int bad_value(const char *cmd, const char *opt, const char *value, const char *why)
+{
+    char what[256];
+    snprintf(what, sizeof what, "%s \"%.200s\"", opt, value);
+    char because[512];
+    snprintf(because, sizeof because, "is not accepted: %s", why);
+    return salus_bad(cmd, what, because);
+}
+
 /* The table a command works on: -t, else SALUS_TABLE / SALUS_GROUP / uid. */
 static int table_name(const char *given, char *name, size_t len, char *group, size_t glen)
 {
@@ -157,13 +167,13 @@ static int policy_parse(int argc, char **argv, policy_args_t *a)
         switch (c) {
         case 'q':
             if (top_parse_long(optarg, 0, 3600000, &a->quantum) != 0)
-                return salus_bad("policy", "--quantum", "takes milliseconds, a whole number "
-                                 "from 0 to 3600000");
+                return bad_value("policy", "--quantum", optarg, "it takes milliseconds, a "
+                                 "whole number from 0 to 3600000");
             break;
         case 'D':
             if (top_parse_long(optarg, 0, SHM_MAX_DEVICES - 1, &a->device) != 0)
-                return salus_bad("policy", "--device", "takes a GPU index of the table, "
-                                 "0 to 15");
+                return bad_value("policy", "--device", optarg, "it takes a GPU index of the "
+                                 "table, 0 to 15");
             break;
         case 't': a->table = optarg; break;
         case 'h': policy_usage(stdout); return -1;
