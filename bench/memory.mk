@@ -6,11 +6,12 @@
 
 ALLOC_NULLDRV := $(B)/bench/alloc-nulldrv/libcuda.so.1
 ALLOC_BENCH   := $(B)/bench/alloc_overhead
+ALLOC_NULLSRC := $(wildcard bench/nulldrv/nulldrv_all.c) bench/micro/alloc_nulldrv.c
 
-$(ALLOC_NULLDRV): bench/nulldrv/nulldrv_all.c bench/micro/alloc_nulldrv.c $(PROCMAP_H)
+$(ALLOC_NULLDRV): $(ALLOC_NULLSRC) $(PROCMAP_H)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 \
-	    -o $@ bench/nulldrv/nulldrv_all.c bench/micro/alloc_nulldrv.c
+	    -o $@ $(ALLOC_NULLSRC)
 
 $(ALLOC_BENCH): bench/micro/alloc_overhead.c
 	@mkdir -p $(@D)

@@ -3,7 +3,8 @@
  * null driver (bench/nulldrv/nulldrv_all.c: every export, weak, returning at
  * once): one device of 80 GiB, current, a context, and cuMemAlloc_v2 handing
  * out a new address each time (as a driver does; a free returns at once).
- * Strong definitions, linked over the weak ones.  Single-threaded use.
+ * Strong definitions, linked over the weak ones; enough on their own for
+ * the benchmark where nulldrv_all.c is absent.  Single-threaded use.
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
@@ -14,6 +15,11 @@
 
 static struct { int dummy; } the_ctx;
 static CUdeviceptr next_ptr = 0x100000000ull;
+
+NULL_EXPORT CUresult CUDAAPI cuInit(unsigned int flags) { (void)flags; return CUDA_SUCCESS; }
+NULL_EXPORT CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) { (void)ctx; return CUDA_SUCCESS; }
+NULL_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr p) { (void)p; return CUDA_SUCCESS; }
+NULL_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice d) { (void)d; return CUDA_SUCCESS; }
 
 NULL_EXPORT CUresult CUDAAPI cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
 NULL_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
