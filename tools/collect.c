@@ -115,7 +115,8 @@ const char *top_open_error(int err)
     case -EPERM:  return "it belongs to another user or group, or is open to everyone";
     case -EPROTO: return "it was made by another version of Salus, or is not a Salus table";
     case -EAGAIN: return "it is being set up";
-    case -EINVAL: return "that is not a table name ('/' then letters, digits, '.', '_', '-')";
+    case -EINVAL: return "its name is not valid ('/' then letters, digits, '.', '_', '-'), "
+                         "or SALUS_GROUP names no group of this machine";
     default:      return strerror(-err);
     }
 }
@@ -418,7 +419,7 @@ static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_d
  * processes that use none yet (they registered before their first context). */
 static int sample_table(top_snap_t *s, int ti, shm_table_t *t)
 {
-    static slot_copy_t sc[SHM_MAX_SLOTS];
+    static slot_copy_t sc[SHM_MAX_SLOTS];     /* ~40 KiB: not on the stack (one thread) */
     copy_slots(t, sc);
     uint32_t devset = 0;
     int homeless = 0;
