@@ -191,7 +191,8 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     if (g0 > limit || need > limit - g0)
         return MEM_OVER_LIMIT;
     uint64_t extra = need < ld->chunk ? umin(ld->chunk, limit - g0 - need) : 0;
-    for (int attempt = 0; attempt < 3; attempt++) {
+    int reclaimed = 0;
+    for (int attempt = 0; attempt < 4; attempt++) {
         mem_sums_t o;
         mem_sums(t, ld->d, mem_p.slot, &o);
         uint64_t room = budget > o.committed ? budget - o.committed : 0;
@@ -201,9 +202,9 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
             *grant = x;
             return MEM_FIT;
         }
-        if (attempt == 0 && budget > o.held &&
-            umax(g0 + need, r) <= budget - o.held) {
+        if (!reclaimed && budget > o.held && umax(g0 + need, r) <= budget - o.held) {
             reclaim_locked(t, dev, ld->d, mem_p.slot);      /* enough spare out there */
+            reclaimed = 1;
             continue;
         }
         if (shm_reap_dead(t, 1) <= 0)
