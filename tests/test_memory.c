@@ -510,12 +510,60 @@ static int open_bad_device(void *arg)
     return 0;
 }
 
+/* A peer holds the table's lock and hangs: one wait of a few seconds, then
+ * the process runs uncounted, never hung. */
+static int open_hung_lock(void *arg)
+{
+    int *up = arg;
+    char path[512];
+    fk_reset();
+    fk_capture_stderr(path, sizeof path);
+    shm_table_t *t = fk_start(table);
+    CHECK(t);
+    uint64_t a;
+    CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 1 * MB, &a), CUDA_SUCCESS);   /* registered */
+    fk_send(up[1], 'r');
+    CHECK(fk_recv(up[0]) == 'h');                 /* the peer holds the lock */
+    uint64_t t0 = fk_now_ms();
+    CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 512 * MB, &a), CUDA_SUCCESS);  /* slow path */
+    CHECK(fk_now_ms() - t0 < 10000);
+    t0 = fk_now_ms();
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 512 * MB, &a), CUDA_SUCCESS);
+    CHECK(fk_now_ms() - t0 < 1000);               /* no more waits */
+    char *err = tu_read_file(path, NULL);
+    CHECK(err && tu_count_lines(err, "lock cannot be taken") == 1);
+    free(err);
+    return 0;
+}
+
 static void test_fails_open(void **state)
 {
     (void)state;
     in_child(open_no_driver, NULL);
     shm_unlink(table);
     in_child(open_bad_device, NULL);
+    shm_unlink(table);
+
+    int to_child[2], from_child[2];
+    assert_int_equal(pipe(to_child), 0);
+    assert_int_equal(pipe(from_child), 0);
+    int ends[2] = { to_child[0], from_child[1] };
+    pid_t user = fk_fork(open_hung_lock, ends);
+    assert_int_equal(fk_recv(from_child[0]), 'r');
+    pid_t holder = fork();
+    if (holder == 0) {
+        shm_open_opts_t o = { .name = table, .create = 1 };
+        shm_table_t *t;
+        if (shm_open_table(&o, &t) != 0 || shm_lock(t) != 0)
+            _exit(1);
+        fk_send(to_child[1], 'h');
+        for (;;)
+            pause();
+    }
+    assert_int_equal(fk_wait(user, 30000), 0);
+    kill(holder, SIGKILL);
+    fk_wait(holder, 5000);
 }
 
 /* ---- report and monitors ------------------------------------------------- */

@@ -49,6 +49,21 @@ static mem_slot_t *area_of(shm_table_t *t, int slot)
     return shm_slot_area(t, slot, SHM_AREA_MEM);
 }
 
+/* ---- the lock --------------------------------------------------------------
+ * shm_lock waits a few seconds at most for a holder that seems hung; the
+ * module then runs uncounted for the rest of the process rather than make
+ * every allocation wait that long again. */
+int mem_lock(void)
+{
+    static int said;
+    if (shm_lock(mem_p.t) == 0)
+        return 0;
+    __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);
+    util_log_once(&said, UTIL_LOG_ERROR, "memory: the table's lock cannot be taken; "
+                  "allocations pass through without limits from now on");
+    return -1;
+}
+
 /* ---- sums over slots ----------------------------------------------------
  * Each value clamped so that a scribbling peer cannot overflow a sum. */
 void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s)
@@ -253,7 +268,7 @@ static void shrink(mem_local_dev_t *ld)
     shm_table_t *t = mem_p.t;
     mem_sdev_t *sd = ld->sd;
     uint64_t x;
-    if (shm_lock(t) != 0)
+    if (mem_lock() != 0)
         return;
     mem_fix_log(t, ld->d);
     uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
@@ -318,7 +333,7 @@ static int sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d)
 {
     shm_unlock(mem_p.t);
     shm_futex_wait(&dev->wake_seq, seq, umin(max_ns, MEM_WAIT_SLICE_NS));
-    if (shm_lock(mem_p.t) != 0)
+    if (mem_lock() != 0)
         return -1;
     mem_fix_log(mem_p.t, d);
     return 0;
@@ -371,7 +386,7 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes)
 {
     shm_table_t *t = mem_p.t;
     int lost = 0;
-    if (shm_lock(t) != 0)
+    if (mem_lock() != 0)
         return 1;
     mem_fix_log(t, ld->d);
     mem_fit_t fit = take_locked(ld, bytes);
@@ -423,15 +438,11 @@ static int admit_fits_locked(mem_local_dev_t *ld, uint64_t reserve)
 
 CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
 {
-    static int said_lock;
     shm_table_t *t = mem_p.t;
     mem_slot_t *a = mem_p.area;
     int d = ld->d, waited = 0, lost = 0;
-    if (shm_lock(t) != 0) {
-        util_log_once(&said_lock, UTIL_LOG_ERROR, "memory: the table's lock cannot be "
-                      "taken; this job runs without its reservation (SALUS_MEM_RESERVE)");
-        return CUDA_SUCCESS;
-    }
+    if (mem_lock() != 0)
+        return CUDA_SUCCESS;          /* said: runs without its reservation */
     mem_fix_log(t, d);
     uint32_t ticket = ld->dev->next_ticket++;
     uint64_t start = util_now_ns();

@@ -150,6 +150,10 @@ mem_local_dev_t *mem_local_dev(int device);
 
 typedef enum { MEM_FIT = 0, MEM_OVER_LIMIT, MEM_OVER_DEVICE } mem_fit_t;
 
+/* The table's lock: 0, or -1 when it cannot be taken (the module then runs
+ * uncounted: said once). */
+int mem_lock(void);
+
 /* Take `bytes` from sd's spare with one CAS; 1 on success, with the spare
  * left in *spare_after.  The CAS keeps the tag: bytes <= spare, no borrow. */
 static inline int mem_take_fast(mem_sdev_t *sd, uint64_t bytes, uint64_t *spare_after)

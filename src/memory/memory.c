@@ -241,7 +241,7 @@ static mem_local_dev_t *register_locked(CUdevice ord)
         ld->failed = 1;
         return NULL;
     }
-    if (shm_lock(mem_p.t) != 0)
+    if (mem_lock() != 0)
         return NULL;
     int d = find_device_locked(uuid);
     if (d < 0) {

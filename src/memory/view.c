@@ -35,7 +35,7 @@ void mem_view_info(size_t *free_bytes, size_t *total_bytes)
     if (!ld || !free_bytes || !total_bytes)
         return;
     uint64_t limit = LOAD(&ld->sd->limit), room;
-    if (shm_lock(mem_p.t) == 0) {
+    if (mem_lock() == 0) {
         shm_reap_dead(mem_p.t, 1);
         mem_fix_log(mem_p.t, ld->d);
         room = mem_room_locked(ld);
