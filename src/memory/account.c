@@ -370,9 +370,10 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
     uint64_t used = LOAD(&sd->granted) - MEM_SPARE(LOAD(&sd->avail));
     if (fit == MEM_OVER_LIMIT)
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %llu bytes on device %d: this "
-                      "process uses %llu of its limit of %llu (SALUS_MEM_LIMIT); the "
-                      "program sees CUDA_ERROR_OUT_OF_MEMORY", (unsigned long long)bytes,
-                      ld->d, (unsigned long long)used, (unsigned long long)LOAD(&sd->limit));
+                      "process uses %llu of its limit of %llu (%s); the program sees "
+                      "CUDA_ERROR_OUT_OF_MEMORY", (unsigned long long)bytes, ld->d,
+                      (unsigned long long)used, (unsigned long long)LOAD(&sd->limit),
+                      mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "the device's whole budget");
     else
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %llu bytes on device %d: the "
                       "device's budget of %llu bytes is taken by the processes sharing it%s",
