@@ -3,8 +3,9 @@
  * to processes, their return, the reclaim of peers' spare, waits for memory,
  * admission of reserving jobs, and what happens when a process dies.
  *
- * Divided into: sums over slots; the reclaim log; reclaiming spare; grants
- * (take, give, shrink); waits and wakes; admission; reap and repair hooks.
+ * Divided into: the lock; sums over slots; the reclaim log; reclaiming
+ * spare; grants (take, give, shrink); waits and wakes; admission; the
+ * process's room; reap and repair hooks.
  *
  * Locking.  Every change of a grant (sd.granted), of a reservation, of a
  * slot's wait and of a device's identity or budget is made under the table's
@@ -22,13 +23,14 @@
  * behind; the next process that takes the lock finishes the write.
  *
  * Waking.  A process waiting for memory counts itself in dev.waiters (under
- * the lock) before it last tries, reads wake_seq, and sleeps on it with a
- * timeout.  A free adds to its spare (a seq_cst read-modify-write) and then
- * reads dev.waiters (seq_cst): either the free precedes the waiter's
- * increment, and the waiter's try, which reclaims spare, sees the freed bytes;
- * or the free sees the waiter and bumps wake_seq.  The timeout (20 ms) also
- * makes the waiter reap dead peers, so memory of a killed process reaches it
- * within 100 ms.
+ * the lock, seq_cst), reads wake_seq, tries once more (reclaiming peers'
+ * spare), and sleeps on the value it read, with a timeout.  A free adds to
+ * its spare (a seq_cst read-modify-write) and then reads dev.waiters
+ * (seq_cst): either the free comes first in that order, and the waiter's try
+ * sees the freed bytes; or the free sees the waiter and bumps wake_seq, and
+ * the sleep returns at once if the bump followed the waiter's read.  The
+ * timeout (20 ms) also makes the waiter reap dead peers, so memory of a
+ * killed process reaches it within 100 ms.
  */
 #include "memory/mem_layout.h"
 #include "util/util.h"
