@@ -16,7 +16,7 @@ $(ALLOC_NULLDRV): $(ALLOC_NULLSRC) $(PROCMAP_H)
 $(ALLOC_BENCH): bench/micro/alloc_overhead.c
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
-	    -L$(CUDA_HOME)/lib64/stubs -lcuda
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda -lrt
 
 .PHONY: bench-memory bench-memory-quick
 bench-memory: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -205,6 +206,8 @@ int main(int argc, char **argv)
     unlink(report);
 
     double plain[NLIVES][64], salus[NLIVES][64], one[NLIVES];
+    char table[64];
+    snprintf(table, sizeof table, "/salus-bench-alloc-%d", (int)getpid());
     for (int r = 0; r < rounds; r++) {
         if (run_child(&c, 0, NULL, one) != 0)
             goto out_failed;
@@ -215,6 +218,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < NLIVES; k++)
             salus[k][r] = one[k];
     }
+    shm_unlink(table);                        /* the children's table */
     if (check_report(report) != 0) {
         fprintf(stderr, "alloc_overhead: the preloaded child did not account its memory "
                         "(see %s)\n", report);
@@ -243,6 +247,7 @@ int main(int argc, char **argv)
     return 0;
 
 out_failed:
+    shm_unlink(table);
     fprintf(stderr, "alloc_overhead: a child failed\n");
     return 1;
 }
