@@ -1,7 +1,22 @@
-# The scheduler's tests: unit and fake-clock schedules (test_sched), the
-# lease protocol between processes through the sched API with a fake driver
-# (test_sched_lease).
+# The scheduler's tests:
+#   test_sched        the detector, the policies, fake-clock schedules over a
+#                     table, SALUS_* parsing, histograms (one process)
+#   test_sched_lease  the lease protocol between processes, through the sched
+#                     API with a fake driver (kernels emulated by spinning)
+#   test_sched_sim    salus-train jobs over simgpu with libsalus preloaded,
+#                     judged from simgpu's trace; and test_sched_forker, the
+#                     driver-API client it runs for fork()
 SCHED_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c)) \
                    $(B)/obj/src/ipc/table.o $(B)/obj/src/ipc/slots.o $(B)/obj/src/util/util.o
 $(eval $(call salus_test,test_sched,$(SCHED_TEST_OBJS),))
 $(eval $(call salus_test,test_sched_lease,$(SCHED_TEST_OBJS),))
+$(eval $(call salus_test,test_sched_sim,$(SCHED_TEST_OBJS),))
+
+SCHED_FORKER := $(B)/tests/test_sched_forker
+$(SCHED_FORKER): tests/test_sched_forker.c | $(B)/.deps-test
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda
+
+# (The root Makefile defines LIBSALUS after including this file.)
+$(B)/tests/test_sched_sim: $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_FORKER)

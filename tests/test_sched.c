@@ -77,7 +77,8 @@ static void test_detect_item_sync(void **state)
 }
 
 /* --sync ctx and --sync event: the same shape through other calls (the
- * detector sees tokens only); a leading warm-up sync (uploading weights). */
+ * detector sees tokens only); a leading warm-up sync (uploading weights).
+ * While it learns (no period seen twice yet) no sync is a boundary. */
 static void test_detect_ctx_and_event_sync(void **state)
 {
     (void)state;
@@ -87,12 +88,13 @@ static void test_detect_ctx_and_event_sync(void **state)
     for (int mode = 0; mode < 2; mode++) {
         sched_detect_t d;
         sched_detect_init(&d, SCHED_DET_AUTO);
-        assert_int_equal(sched_detect_feed(&d, warm), 1);   /* no period: boundary */
+        assert_int_equal(sched_detect_feed(&d, warm), 0);   /* learning */
         int b[20];
         feed(&d, period, 1, 20, 20, b);
-        for (int i = 0; i < 20; i++)
+        assert_int_equal(b[0], 0);                          /* one A: not yet a loop */
+        for (int i = 1; i < 20; i++)
             assert_int_equal(b[i], 1);
-        assert_int_equal(d.iterations, 21);
+        assert_int_equal(d.iterations, 21);                 /* counted once found */
     }
 }
 
@@ -127,8 +129,10 @@ static void test_detect_gradient_accumulation(void **state)
     sched_token_t period[] = { micro, micro, micro, micro, step };
     sched_detect_t d;
     sched_detect_init(&d, SCHED_DET_AUTO);
+    assert_int_equal(sched_detect_feed(&d, (sched_token_t){ 0, 0 }), 0);  /* set-up sync */
     int b[5 * 10];
     feed(&d, period, 5, 30, 10, b);
+    assert_int_equal(sched_detect_feed(&d, (sched_token_t){ 0, 0 }), 0);  /* final drain */
     for (int r = 0; r < 10; r++)
         for (int i = 0; i < 5; i++)
             assert_int_equal(b[5 * r + i], i == 4);
@@ -150,14 +154,37 @@ static void test_detect_phase_change(void **state)
     feed(&d, train, 2, 10, 1, b);
     assert_int_equal(d.period, 2);
     feed(&d, eval, 1, 6, 6, b);
-    for (int i = 0; i < 6; i++)
-        assert_int_equal(b[i], 1);           /* each eval sync ends a step */
+    assert_int_equal(b[0], 0);               /* the period broke: learning */
+    for (int i = 1; i < 6; i++)
+        assert_int_equal(b[i], 1);           /* then each eval sync ends a step */
     feed(&d, train, 2, 10, 5, b);
     assert_int_equal(d.period, 2);
     for (int i = 0; i < 5; i++) {
         assert_int_equal(b[2 * i], 0);
         assert_int_equal(b[2 * i + 1], 1);
     }
+}
+
+/* Syncs without any period (data-dependent work): learning for
+ * SCHED_DET_LEARN syncs, then every sync is a boundary, all counted. */
+static void test_detect_no_period(void **state)
+{
+    (void)state;
+    uint64_t k[] = { K_SPIN };
+    sched_detect_t d;
+    sched_detect_init(&d, SCHED_DET_AUTO);
+    int boundaries = 0;
+    for (int i = 0; i < 100; i++) {
+        int b = sched_detect_feed(&d, tok(5 + (i * 7919) % 23 + i, k, 1));
+        if (i < SCHED_DET_LEARN - 1)
+            assert_int_equal(b, 0);
+        else
+            assert_int_equal(b, 1);
+        boundaries += b;
+    }
+    assert_int_equal(d.period, 0);
+    assert_int_equal(d.iterations, 100);
+    assert_int_equal(boundaries, 100 - (SCHED_DET_LEARN - 1));
 }
 
 static void test_detect_modes(void **state)
@@ -838,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_detect_two_syncs_per_iteration),
         cmocka_unit_test(test_detect_gradient_accumulation),
         cmocka_unit_test(test_detect_phase_change),
+        cmocka_unit_test(test_detect_no_period),
         cmocka_unit_test(test_detect_modes),
         cmocka_unit_test(test_detect_kernel_sequence),
         cmocka_unit_test(test_policy_fifo_and_pack),

@@ -20,7 +20,14 @@
  * the one with the most launches, then the largest hash; of its occurrences,
  * the one that ends a run.  A token that breaks the period (phase change:
  * evaluation, a new epoch's warm-up) unlocks it until the next repetition.
- * Before any period is known every sync is a boundary.
+ * While no period is known the detector learns: its syncs are no boundaries
+ * until SCHED_DET_LEARN of them went by without a period (any period up to
+ * SCHED_DET_MAXP shows within that), and every sync is one after that; when
+ * a period is found the iterations among the learned syncs are counted.  So
+ * a newcomer, or a job after a phase change, is not switched mid-iteration
+ * while the detector has not seen its loop twice; the max slice bounds it.  A sync with no
+ * launch since the previous one (set-up, a second .item(), the final drain)
+ * ends no iteration and is not a token.
  *
  * Kernel sequences.  A program that never syncs (torch.compile graphs, a
  * pure launch loop) is tracked launch by launch, only while contended: the
@@ -91,16 +98,27 @@ static uint64_t choose_anchor(const sched_detect_t *d, int p)
     return pick;
 }
 
+/* The smallest period the last two repetitions show.  A constant window is
+ * period 1's to claim, and period 1 only when the run of identical tokens is
+ * longer than any run a different token has ended before: after
+ * "A A A A B", four A's in a row are micro-batches, not a loop of A. */
 static int find_period(const sched_detect_t *d)
 {
     for (int p = 1; p <= SCHED_DET_MAXP; p++) {
         if (d->n < 2 * (uint64_t)p)
             break;
-        int ok = 1;
-        for (uint64_t i = d->n - (uint64_t)p; i < d->n && ok; i++)
+        int ok = 1, constant = 1;
+        for (uint64_t i = d->n - (uint64_t)p; i < d->n && ok; i++) {
             ok = tok_eq(tok_at(d, i), tok_at(d, i - (uint64_t)p));
-        if (ok)
-            return p;
+            constant = constant && tok_eq(tok_at(d, i), tok_at(d, d->n - 1));
+        }
+        if (!ok)
+            continue;
+        if (p == 1 && d->run <= d->max_run)
+            continue;
+        if (p > 1 && constant)
+            continue;
+        return p;
     }
     return 0;
 }
@@ -110,8 +128,47 @@ static int is_anchor(const sched_detect_t *d, uint64_t i)
     return (i - d->anchor) % (uint64_t)d->period == 0;
 }
 
+/* A period p found at token i: the iterations that ended while learning are
+ * counted now, as if the loop had had this period since learning began. */
+static int lock(sched_detect_t *d, int p, uint64_t i)
+{
+    d->period = p;
+    d->anchor = choose_anchor(d, p);
+    d->relocked = 1;
+    d->locked_at = i;
+    if (d->gave_up) {                         /* every sync was counted until now */
+        d->gave_up = 0;
+        d->learn_from = i;
+        d->learn_iters = d->iterations;
+        d->iterations += (uint64_t)is_anchor(d, i);
+        return is_anchor(d, i);
+    }
+    uint64_t from = d->learn_from, up = (uint64_t)p;
+    uint64_t first = from + (d->anchor + up - from % up) % up;   /* first anchor >= from */
+    d->iterations = d->learn_iters + (first <= i ? (i - first) / up + 1 : 0);
+    return is_anchor(d, i);
+}
+
+/* The period broke at token i.  A period-1 lock that lasted under
+ * SCHED_DET_MAXP tokens was the start of a longer loop (micro-batches):
+ * learning goes on from where it began and its iterations are counted again
+ * at the next lock.  Otherwise the loop changed (evaluation...): learn anew. */
+static void unlock(sched_detect_t *d, uint64_t i)
+{
+    if (d->period == 1 && i - d->locked_at < SCHED_DET_MAXP) {
+        d->iterations = d->learn_iters;
+    } else {
+        d->learn_from = i;
+        d->learn_iters = d->iterations;
+    }
+    d->period = 0;
+    d->gave_up = 0;
+}
+
 int sched_detect_feed(sched_detect_t *d, sched_token_t tok)
 {
+    if (tok.launches == 0 && d->mode == SCHED_DET_AUTO)
+        return 0;                            /* no work since the last sync */
     uint64_t i = d->n;
     d->ring[i % SCHED_DET_RING] = tok;
     d->n++;
@@ -122,32 +179,32 @@ int sched_detect_feed(sched_detect_t *d, sched_token_t tok)
         d->iterations++;
         return 1;
     }
+    if (i > 0 && tok_eq(tok_at(d, i), tok_at(d, i - 1))) {
+        d->run++;
+    } else {
+        if (d->run > d->max_run)
+            d->max_run = d->run;
+        d->run = 1;
+    }
     if (d->period) {
         if (tok_eq(tok_at(d, i), tok_at(d, i - (uint64_t)d->period))) {
             int b = is_anchor(d, i);
             d->iterations += (uint64_t)b;
             return b;
         }
-        d->period = 0;                       /* phase change */
+        unlock(d, i);                        /* phase change: learn again */
     }
     int p = find_period(d);
-    if (!p) {
-        d->iterations++;                     /* no period: every sync */
-        return 1;
+    if (p)
+        return lock(d, p, i);
+    if (!d->gave_up && i + 1 - d->learn_from < SCHED_DET_LEARN)
+        return 0;                            /* still learning */
+    if (!d->gave_up) {                       /* no period: every sync, from here on */
+        d->gave_up = 1;
+        d->iterations = d->learn_iters + (i - d->learn_from);   /* the syncs spent learning */
     }
-    d->period = p;
-    d->anchor = choose_anchor(d, p);
-    d->relocked = 1;
-    int b = is_anchor(d, i);
-    if (!d->ever_locked && p >= 2) {
-        /* The syncs so far each counted as an iteration: count the anchors
-         * among them instead, as if the loop had been periodic from the start. */
-        d->ever_locked = 1;
-        d->iterations = (i - d->anchor % (uint64_t)p) / (uint64_t)p + 1;
-    } else {
-        d->iterations += (uint64_t)b;
-    }
-    return b;
+    d->iterations++;
+    return 1;
 }
 
 void sched_detect_hint(sched_detect_t *d)

@@ -199,7 +199,7 @@ static void register_locked(sched_proc_t *p)
     p->gen = shm_slot_gen(t, slot);
     p->me = me;
     p->devset = 0;
-    p->last_boundary_ns = sched_now();
+    p->last_boundary_ns = p->registered_ns = sched_now();
     p->waited_mark_ns = 0;
     if (!p->handlers_made) {
         p->handlers_made = 1;
@@ -300,15 +300,14 @@ static void iteration_done(sched_proc_t *p, uint64_t now)
     p->last_boundary_ns = now;
     p->waited_mark_ns = waited;
     __atomic_store_n(&me->iterations, p->det.iterations, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->boundary_ns, now, __ATOMIC_RELAXED);
 }
 
-/* Under p->mu: the detector found the loop's period for the first time; the
- * syncs before were not iterations, so their times are dropped (the last
- * published mean stays until a new one is measured). */
+/* Under p->mu: the detector found the loop's period (first, or after a
+ * phase change): the time since the last boundary spans learning, not one
+ * iteration, and is not a sample; the next full iteration is. */
 static void iteration_restart(sched_proc_t *p, int boundary, uint64_t now)
 {
-    p->iter_sum_ns = 0;
-    p->iter_count = 0;
     p->last_boundary_ns = boundary ? now : 0;
     p->waited_mark_ns = __atomic_load_n(&p->me->waited_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&p->me->iterations, p->det.iterations, __ATOMIC_RELAXED);
@@ -338,13 +337,13 @@ void sched_sync_end(sched_sync_kind_t kind, int ok)
     sched_token_t sum = collect();
     sched_token_t tok = { sum.launches - p->last.launches, sum.hash - p->last.hash };
     p->last = sum;
-    int locked_before = p->det.ever_locked;
     int boundary = sched_detect_feed(&p->det, tok);
-    if (!locked_before && p->det.ever_locked)
+    util_debug("sync: %llu launches since the last, period %d, %s", (unsigned long long)tok.launches,
+               p->det.period, boundary ? "iteration boundary" : "inside an iteration");
+    if (p->det.relocked)
         iteration_restart(p, boundary, now);
     else if (boundary)
         iteration_done(p, now);
-    p->syncs_in_tenure++;
     p->last_sync_ns = now;
     pthread_mutex_unlock(&p->mu);
     bump_activity(p->me);
@@ -398,7 +397,7 @@ static void fork_child(void)
     memset(&p->last, 0, sizeof p->last);
     p->last_boundary_ns = p->waited_mark_ns = 0;
     p->iter_sum_ns = p->iter_count = 0;
-    p->syncs_in_tenure = p->last_sync_ns = 0;
+    p->last_sync_ns = p->registered_ns = 0;
     proc_gate = &word_unreg;
     sched_gate_tls = &word_unreg;
 }

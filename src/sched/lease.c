@@ -121,6 +121,18 @@ static uint64_t dev_quantum_ns(const sched_dev_t *dev)
     return (uint64_t)(q <= 3600000 ? q : SCHED_QUANTUM_MS_DEFAULT) * 1000000ull;
 }
 
+/* Time since the holder `slot` of device d last reached a boundary in its
+ * current tenure (since the tenure began if it reached none). */
+uint64_t sched_since_boundary(shm_table_t *t, int d, int slot, uint64_t now)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    uint64_t from = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
+    uint64_t b = __atomic_load_n(&sched_slot(t, slot)->boundary_ns, __ATOMIC_RELAXED);
+    if (b > from && b <= now)
+        from = b;
+    return now > from ? now - from : 0;
+}
+
 uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev)
 {
     uint32_t ms = __atomic_load_n(&dev->max_slice_ms, __ATOMIC_RELAXED);
@@ -330,7 +342,8 @@ int sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake)
 
 /* Whether the holder `slot` of device d hands it over now, and to whom
  * (SCHED_NO_SLOT: it keeps it).  boundary: this point ends an iteration,
- * and the policy decides; at any point a tenure past the max slice ends. */
+ * and the policy decides; at any point a holder that reached no boundary
+ * for the max slice (since its tenure began) hands over. */
 int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now)
 {
     static sched_view_t v;       /* under the table lock */
@@ -345,7 +358,7 @@ int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t 
     if (pick < 0)
         return SCHED_NO_SLOT;
     int yes = boundary && ops->yield(&v, pick);
-    if (!yes && v.held_ns >= sched_dev_max_slice_ns(dev))
+    if (!yes && !boundary && sched_since_boundary(t, d, slot, now) >= sched_dev_max_slice_ns(dev))
         yes = 1;
     return yes ? v.waiters[pick].slot : SCHED_NO_SLOT;
 }

@@ -49,7 +49,8 @@ typedef struct sched_slot {
     uint64_t declared;        /* SALUS_ITERATIONS, 0: unknown */
     uint64_t iterations;      /* iterations done */
     uint64_t iter_ns;         /* mean running time of an iteration, 0: unknown */
-    uint8_t pad2[16];
+    uint64_t boundary_ns;     /* the owner's last iteration boundary */
+    uint8_t pad2[8];
     /* line 3: counters */
     uint64_t held_ns;         /* GPU time of closed tenures (atomic add, any writer) */
     uint64_t waited_ns;       /* owner */
@@ -121,6 +122,7 @@ void sched_config_read(sched_config_t *out);
  * period of the token sequence and a consistent phase in it. */
 #define SCHED_DET_RING  64
 #define SCHED_DET_MAXP  16
+#define SCHED_DET_LEARN (2 * SCHED_DET_MAXP)   /* syncs to find a period in */
 
 typedef enum { SCHED_DET_AUTO, SCHED_DET_EVERY, SCHED_DET_EXPLICIT } sched_det_mode_t;
 
@@ -134,8 +136,12 @@ typedef struct sched_detect {
     uint64_t n;               /* tokens fed */
     int period;               /* 0: none known */
     uint64_t anchor;          /* token index of a boundary of the period */
-    int ever_locked;
-    uint64_t iterations;      /* boundaries so far (corrected at the first lock) */
+    uint64_t learn_from;      /* first token of the learning (no period) phase */
+    uint64_t learn_iters;     /* iterations counted before it */
+    uint64_t locked_at;       /* token at which the period was found */
+    uint64_t run, max_run;    /* identical tokens in a row; the longest run broken */
+    int gave_up;              /* learning ended without a period: every sync */
+    uint64_t iterations;      /* boundaries so far, learned ones included */
     int relocked;             /* set by feed when a period was (re)found */
 } sched_detect_t;
 
@@ -234,8 +240,8 @@ typedef struct sched_proc {
     uint64_t last_boundary_ns;    /* 0: none yet */
     uint64_t waited_mark_ns;      /* waited_ns at the last boundary */
     uint64_t iter_sum_ns, iter_count;
-    uint64_t syncs_in_tenure;     /* host syncs since the last grant */
-    uint64_t last_sync_ns;        /* end of the last host sync */
+    uint64_t last_sync_ns;        /* end of the last host sync, 0: none yet */
+    uint64_t registered_ns;       /* when the process registered */
     int handlers_made;
 } sched_proc_t;
 
@@ -259,6 +265,8 @@ int  sched_lease_holder(shm_table_t *t, uint64_t lease);
 /* A usable policy number of a device (fair when the word is corrupt). */
 sched_policy_t sched_dev_policy(const sched_dev_t *dev);
 uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev);
+/* Time since the holder `slot` of d last reached a boundary in its tenure. */
+uint64_t sched_since_boundary(shm_table_t *t, int d, int slot, uint64_t now);
 
 /* Set up a device on first use (the caller's config), or say once that its
  * policy differs from SALUS_POLICY. */
@@ -279,7 +287,8 @@ void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake);
 void sched_wake(shm_table_t *t, int slot);
 /* Whether the holder `slot` hands device d over now, and to whom
  * (SCHED_NO_SLOT: it keeps it).  boundary: the policy decides; any point:
- * a tenure past the max slice ends. */
+ * a holder that reached no boundary for the max slice (in this tenure) hands
+ * over. */
 int  sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now);
 /* Grant a free or stale lease to the policy's pick. Returns the grantee. */
 int  sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake);

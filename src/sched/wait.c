@@ -13,9 +13,10 @@
  *   - no valid holder (freed, stale generation): the policy's pick gets it;
  *   - holder dead (its liveness lock is gone): reap it; the reap hook hands
  *     the lease on.  Detection within SCHED_POLL_NS, well under 100 ms;
- *   - holder idle (its activity word unchanged, not inside a sync, for a few
- *     of its iterations): the lease is taken from it and granted by policy
- *     (work conserving).  Not under fifo, which never shares.
+ *   - holder idle (its activity word unchanged, not inside a sync, while it
+ *     used the CPU or slept for a few of its iterations - not merely while
+ *     it was not scheduled): the lease is taken from it and granted by
+ *     policy (work conserving).  Not under fifo, which never shares.
  *
  * Locks: the table lock around every decision, never held while sleeping,
  * while synchronizing a context, or across a call into the driver; p->mu
@@ -25,12 +26,18 @@
 #include "sched/sched_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define SCHED_POLL_NS          (10ull * 1000000)     /* a waiter's look at the holder */
 #define SCHED_IDLE_ITERS       3                     /* idle: this many iterations */
 #define SCHED_IDLE_MIN_NS      (200ull * 1000000)   /* well above CPU scheduling stalls */
 #define SCHED_IDLE_MAX_NS      (5000ull * 1000000)
 #define SCHED_IDLE_UNKNOWN_NS  (500ull * 1000000)   /* before a first iteration */
+#define SCHED_NOSYNC_NS        (1000ull * 1000000)  /* no host sync this long: no-sync program */
 
 enum { W_WAIT, W_GOT, W_PASS };
 
@@ -89,9 +96,80 @@ static int yield_device(sched_proc_t *p, int d, int boundary, int synced)
 
 /* ---- watching the holder --------------------------------------------------- */
 
+/* What a waiter knows of the holder's idleness: how long it has done no GPU
+ * work (no launch, no sync) while it had the CPU or slept.  A holder that is
+ * merely not scheduled (a loaded machine, a stalled vCPU) is not idle: its
+ * CPU time does not advance and it does not sleep. */
 typedef struct idle_track {
-    uint64_t lease, activity, since;
+    uint64_t lease, activity;
+    uint64_t since;              /* first poll that saw this activity value */
+    uint64_t last;               /* the previous poll */
+    uint64_t cpu0;               /* the holder's CPU time when first measured */
+    uint64_t slept;              /* wall time it was seen asleep */
+    int measured;                /* 0 not yet, 1 cpu0 valid, -1 wall time only */
+    int asleep;                  /* asleep at the previous poll */
 } idle_track_t;
+
+/* The CPU time of a process (all its threads) and whether its main thread
+ * sleeps, from /proc/<pid>/stat; -1 when unreadable or when its start time
+ * is not the slot's (another pid namespace, a recycled pid). */
+static int proc_cpu(const shm_ident_t *id, uint64_t *cpu_ns, int *asleep)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)id->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *f = strrchr(buf, ')');             /* fields after comm: 3 state ... */
+    if (!f || f[1] != ' ')
+        return -1;
+    f += 2;
+    char state = *f;
+    unsigned long long v[23] = { 0 };
+    for (int field = 3; field <= 22 && f; field++) {
+        if (field > 3)
+            v[field] = strtoull(f, NULL, 10);
+        f = strchr(f, ' ');
+        f = f ? f + 1 : NULL;
+    }
+    if (!f || (id->start_ticks && v[22] != id->start_ticks))
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    *cpu_ns = (uint64_t)(v[14] + v[15]) * (1000000000ull / (uint64_t)(hz > 0 ? hz : 100));
+    *asleep = state == 'S' || state == 'D';
+    return 0;
+}
+
+/* How long the holder has been idle: CPU time used plus time asleep since
+ * its activity last changed (wall time when /proc cannot tell). */
+static uint64_t idle_progress(shm_table_t *t, int h, idle_track_t *tr, uint64_t now)
+{
+    shm_ident_t id;
+    uint64_t cpu = 0;
+    int asleep = 0;
+    if (tr->measured >= 0 &&
+        (shm_slot_ident(t, h, &id) != 0 || proc_cpu(&id, &cpu, &asleep) != 0))
+        tr->measured = -1;
+    if (tr->measured < 0)
+        return now - tr->since;
+    if (tr->measured == 0) {
+        tr->measured = 1;
+        tr->cpu0 = cpu;
+        tr->asleep = asleep;
+        tr->last = now;
+        return 0;
+    }
+    if (tr->asleep && asleep)
+        tr->slept += now - tr->last;
+    tr->asleep = asleep;
+    tr->last = now;
+    return (cpu > tr->cpu0 ? cpu - tr->cpu0 : 0) + tr->slept;
+}
 
 static uint64_t idle_ns(const sched_slot_t *h)
 {
@@ -154,10 +232,10 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     uint64_t now = sched_now();
     if (track->lease != lease || track->activity != act ||
         __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) != 0) {
-        *track = (idle_track_t){ lease, act, now };
+        *track = (idle_track_t){ .lease = lease, .activity = act, .since = now };
         return W_WAIT;
     }
-    if (now - track->since < idle_ns(hs))
+    if (idle_progress(p->t, h, track, now) < idle_ns(hs))
         return W_WAIT;
     return regrant(p, d, lease, act, 1);
 }
@@ -168,7 +246,7 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
 {
     sched_slot_t *me = p->me;
     sched_dev_t *dev = sched_dev(p->t, d);
-    idle_track_t track = { 0, 0, 0 };
+    idle_track_t track = { .measured = 0 };
     for (;;) {
         uint32_t seen = __atomic_load_n(&me->grant, __ATOMIC_ACQUIRE);
         if (got(p, dev) == W_GOT) {
@@ -190,7 +268,6 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
 static void tenure_begins(sched_proc_t *p)
 {
     pthread_mutex_lock(&p->mu);
-    p->syncs_in_tenure = 0;
     sched_kseq_reset(&p->kseq);
     pthread_mutex_unlock(&p->mu);
     shm_set_state(p->t, p->slot, SHM_RUNNING);
@@ -256,10 +333,13 @@ void sched_yield_point(sched_proc_t *p, int boundary, int synced)
 }
 
 /* A launch by the holder while others wait.  Programs that sync are handed
- * over at their syncs; for one that has not synced in this tenure, the
- * boundary is the start of its kernel sequence's period, once the quantum
- * is used; past the max slice (or the last sync is older than it), any
- * launch.  The context is synchronized before the handover. */
+ * over at their syncs; for one that does not (no host sync for
+ * SCHED_NOSYNC_NS, since it registered if it never synced), the boundary is
+ * the start of its kernel sequence's period, once the quantum is used.  Not
+ * "no sync in this tenure": a holder that was granted the GPU while it was
+ * not scheduled has used its quantum before its first sync, and would be
+ * cut mid-iteration.  Past the max slice without a boundary, any launch.
+ * The context is synchronized before the handover. */
 void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
@@ -271,14 +351,17 @@ void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
     uint64_t held = now > since ? now - since : 0;
     uint32_t q = __atomic_load_n(&dev->quantum_ms, __ATOMIC_RELAXED);
     uint64_t slice = sched_dev_max_slice_ns(dev);
+    int over = sched_since_boundary(p->t, d, p->slot, now) >= slice;
 
     pthread_mutex_lock(&p->mu);
     sched_kseq_push(&p->kseq, handle);
-    int no_sync = p->syncs_in_tenure == 0;
+    uint64_t quiet = p->last_sync_ns ? p->last_sync_ns : p->registered_ns;
+    int no_sync = now > quiet && now - quiet >= SCHED_NOSYNC_NS;
     int at = no_sync && held >= (uint64_t)q * 1000000ull &&
              sched_kseq_find(&p->kseq) && sched_kseq_at_anchor(&p->kseq);
-    int over = held >= slice && (no_sync || now - p->last_sync_ns >= slice);
     pthread_mutex_unlock(&p->mu);
+    if (at)                                  /* a boundary, whatever the policy says */
+        __atomic_store_n(&p->me->boundary_ns, now, __ATOMIC_RELAXED);
 
     if ((at || over) && yield_device(p, d, at, 0))
         sched_acquire(p, d);                 /* this launch waits its turn */

@@ -1,0 +1,602 @@
+/*
+ * test_sched_sim.c - time slicing end to end: salus-train jobs (and a small
+ * forking client) over simgpu with libsalus preloaded, judged from simgpu's
+ * kernel trace (SIMGPU_TRACE), the jobs' result lines and SALUS_REPORT:
+ *   - the detector counts exactly the iterations of every sync style
+ *     (item, stream, ctx, event, logging syncs, gradient accumulation);
+ *   - fair: two identical jobs alternate in runs of whole iterations, with
+ *     far fewer switches than kernels, each 40-60% of the GPU while both run
+ *     (also with a logging sync and with accumulation);
+ *   - priority: a high job arriving later finishes within 25% of its time
+ *     alone, and the low one resumes after;
+ *   - srtf orders three jobs by remaining time; pack interleaves them; fifo
+ *     runs them one after another;
+ *   - SIGKILL of the holder mid-iteration: the peer goes on within 100 ms;
+ *   - a table of another version, and one that is not a table, are refused
+ *     and the job runs; a forked child without CUDA calls never registers;
+ *     salus_iteration_end is callable from Python's ctypes.
+ * Each test has its own simulated GPU and table.  Bounds are behavioural,
+ * with margins for a loaded 2-core machine.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "sched/sched.h"
+#include "lib/testutil.h"
+
+#define MS 1000000ull
+#define CHILD_MS 60000
+
+static char state_name[64], table_name[64], trace[600], report[600];
+
+static int have(const char *rel)
+{
+    char path[512];
+    return access(tu_build_path(rel, path, sizeof path), R_OK) == 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!have("sim/libcuda.so.1") || !have("bin/salus-train") || !have("libsalus.so") ||
+        !have("workloads/kernels.cubin"))
+        return 0;                           /* each test skips */
+    tu_unique_name("ssim", state_name, sizeof state_name);
+    tu_unique_name("stab", table_name, sizeof table_name);
+    snprintf(trace, sizeof trace, "%s/trace-%s.json", tu_tmpdir(), state_name + 1);
+    snprintf(report, sizeof report, "%s/report-%s.json", tu_tmpdir(), state_name + 1);
+    unlink(trace);
+    unlink(report);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char own[80];
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+    snprintf(own, sizeof own, "%s-own", state_name);
+    shm_unlink(own);
+    snprintf(own, sizeof own, "%s-own", table_name);
+    shm_unlink(own);
+    return 0;
+}
+
+static void need_simgpu(void)
+{
+    if (!have("sim/libcuda.so.1") || !have("bin/salus-train") || !have("libsalus.so") ||
+        !have("workloads/kernels.cubin"))
+        skip();
+}
+
+/* ---- jobs ------------------------------------------------------------------------ */
+
+typedef struct job {
+    tu_proc_t p;
+    char *out, *err;
+} job_t;
+
+/* salus-train with "opt value" pairs given as one string; env vars as
+ * "NAME=value" strings (NULL-terminated); on the test's GPU and table, or
+ * (other) on a GPU and table of its own, untraced. */
+static void start_on(job_t *j, const char *args, const char *const *vars, int other)
+{
+    char prog[512], buf[1024], state[80], table[80];
+    static char *argv[64];
+    tu_env_t env;
+    tu_env_init(&env);
+    snprintf(state, sizeof state, "%s%s", state_name, other ? "-own" : "");
+    snprintf(table, sizeof table, "%s%s", table_name, other ? "-own" : "");
+    tu_env_salus(&env, state, table);
+    if (!other)
+        tu_env_set(&env, "SIMGPU_TRACE", "%s", trace);
+    tu_env_set(&env, "SALUS_REPORT", "%s", report);
+    tu_env_unset(&env, "SALUS_LOG");
+    for (int i = 0; vars && vars[i]; i++) {
+        char name[64];
+        const char *eq = strchr(vars[i], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - vars[i]), vars[i]);
+        tu_env_set(&env, name, "%s", eq + 1);
+    }
+    snprintf(buf, sizeof buf, "%s", args);
+    int n = 0;
+    argv[n++] = (char *)tu_build_path("bin/salus-train", prog, sizeof prog);
+    for (char *tok = strtok(buf, " "); tok && n < 62; tok = strtok(NULL, " "))
+        argv[n++] = tok;
+    argv[n] = NULL;
+    memset(j, 0, sizeof *j);
+    assert_int_equal(tu_spawn(&j->p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static void start(job_t *j, const char *args, const char *const *vars)
+{
+    start_on(j, args, vars, 0);
+}
+
+static int finish(job_t *j)
+{
+    int rc = tu_wait(&j->p, CHILD_MS);
+    j->out = tu_read_file(j->p.out_path, NULL);
+    j->err = tu_read_file(j->p.err_path, NULL);
+    return rc;
+}
+
+static void job_free(job_t *j)
+{
+    free(j->out);
+    free(j->err);
+}
+
+/* The job's result line (its last line of JSON): a number. */
+static double result(const job_t *j, const char *key)
+{
+    double v = -1;
+    const char *last = j->out ? strrchr(j->out, '{') : NULL;
+    if (!last || tu_json_num(last, key, &v) != 0)
+        fail_msg("no \"%s\" in the result of pid %d: %s / %s", key, (int)j->p.pid,
+                 j->out ? j->out : "", j->err ? j->err : "");
+    return v;
+}
+
+static void expect_ok(job_t *j)
+{
+    int rc = finish(j);
+    if (rc != 0)
+        fail_msg("pid %d exited %d: %s", (int)j->p.pid, rc, j->err ? j->err : "");
+}
+
+/* The report line of pid: a number. */
+static double reported(int pid, const char *key)
+{
+    char *text = tu_read_file(report, NULL), line[4096], needle[32];
+    double v = -1;
+    snprintf(needle, sizeof needle, "\"pid\":%d,", pid);
+    if (!text || tu_find_line(text, needle, 0, line, sizeof line) != 0 ||
+        tu_json_num(line, key, &v) != 0)
+        fail_msg("no \"%s\" for pid %d in the report", key, pid);
+    free(text);
+    return v;
+}
+
+/* ---- the trace ------------------------------------------------------------------- */
+
+static long load(tu_kernel_t **k)
+{
+    long n = tu_trace_load(trace, k);
+    assert_true(n > 0);
+    return n;
+}
+
+/* Every run of consecutive kernels of `pid` is a whole number of iterations. */
+static void assert_whole_iterations(const tu_kernel_t *k, long n, int pid, int per_iter)
+{
+    long len = 0;
+    for (long i = 0; i < n; i++) {
+        if (k[i].pid != pid)
+            continue;
+        len++;
+        if (i == n - 1 || k[i + 1].pid != pid) {
+            if (len % per_iter != 0)
+                fail_msg("a run of %ld kernels of pid %d: not whole iterations of %d",
+                         len, pid, per_iter);
+            len = 0;
+        }
+    }
+}
+
+static uint64_t first_start(const tu_kernel_t *k, long n, int pid)
+{
+    for (long i = 0; i < n; i++)
+        if (k[i].pid == pid)
+            return k[i].start_ns;
+    return 0;
+}
+
+static uint64_t last_end(const tu_kernel_t *k, long n, int pid)
+{
+    uint64_t t = 0;
+    for (long i = 0; i < n; i++)
+        if (k[i].pid == pid && k[i].end_ns > t)
+            t = k[i].end_ns;
+    return t;
+}
+
+/* Share of a's GPU time over a and b while both run. */
+static double share_while_both(const tu_kernel_t *k, long n, int a, int b)
+{
+    uint64_t from = first_start(k, n, a) > first_start(k, n, b) ? first_start(k, n, a)
+                                                                : first_start(k, n, b);
+    uint64_t to = last_end(k, n, a) < last_end(k, n, b) ? last_end(k, n, a) : last_end(k, n, b);
+    assert_true(to > from);
+    double ta = (double)tu_trace_busy(k, n, a, from, to);
+    double tb = (double)tu_trace_busy(k, n, b, from, to);
+    return ta / (ta + tb);
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+static shm_table_t *open_table(void)
+{
+    shm_open_opts_t o = { .name = table_name, .read_only = 1 };
+    shm_table_t *t = NULL;
+    uint64_t deadline = tu_now_ns() + 20000 * MS;
+    while (shm_open_table(&o, &t) != 0 && tu_now_ns() < deadline)
+        tu_sleep_ms(2);
+    assert_non_null(t);
+    return t;
+}
+
+/* Wait until pid holds device 0's lease (holds) or is in the table at all:
+ * start order is not arrival order on a loaded machine. */
+static void wait_for(pid_t pid, int holds)
+{
+    shm_table_t *t = open_table();
+    uint64_t deadline = tu_now_ns() + 20000 * MS;
+    for (;;) {
+        if (tu_now_ns() > deadline)
+            fail_msg("pid %d never %s", (int)pid, holds ? "held the GPU" : "registered");
+        sched_device_info_t di;
+        shm_ident_t id;
+        if (holds) {
+            if (sched_read_device(t, 0, &di) == 0 && di.holder >= 0 &&
+                shm_slot_ident(t, di.holder, &id) == 0 && id.pid == pid)
+                break;
+        } else {
+            int found = 0;
+            for (int s = 0; s < SHM_MAX_SLOTS && !found; s++)
+                found = shm_slot_ident(t, s, &id) == 0 && id.pid == pid;
+            if (found)
+                break;
+        }
+        tu_sleep_ms(2);
+    }
+    shm_close_table(t);
+}
+
+/* ---- the detector on the workloads' sync patterns ---------------------------------- */
+
+static void test_detector_counts_iterations(void **state)
+{
+    (void)state;
+    need_simgpu();
+    const char *styles[] = {
+        "--sync item", "--sync stream", "--sync ctx", "--sync event",
+        "--sync item --syncs-per-iter 1", "--sync stream --accum 3",
+    };
+    for (size_t s = 0; s < sizeof styles / sizeof *styles; s++) {
+        char args[256];
+        snprintf(args, sizeof args, "--iterations 30 --kernels 8 --kernel-us 200 %s", styles[s]);
+        job_t j;
+        start(&j, args, NULL);
+        expect_ok(&j);
+        if (reported(j.p.pid, "iterations") != 30)
+            fail_msg("%s: %g iterations counted, 30 run", styles[s],
+                     reported(j.p.pid, "iterations"));
+        assert_true(reported(j.p.pid, "iter_ms") > 0);
+        assert_true(reported(j.p.pid, "gpu_held_ms") > 0);
+        job_free(&j);
+    }
+}
+
+/* ---- fair ---------------------------------------------------------------------------- */
+
+static void fair_pair(const char *extra, int per_iter)
+{
+    char args[256];
+    snprintf(args, sizeof args, "--iterations 60 --kernels 8 --kernel-us 1000 %s", extra);
+    const char *vars[] = { "SALUS_QUANTUM_MS=50", NULL };   /* ~16 tenures to average */
+    job_t a, b;
+    start(&a, args, vars);
+    tu_sleep_ms(30);
+    start(&b, args, vars);
+    expect_ok(&a);
+    expect_ok(&b);
+    tu_kernel_t *k;
+    long n = load(&k);
+    assert_int_equal(n, 2 * 60 * per_iter);
+    assert_whole_iterations(k, n, a.p.pid, per_iter);
+    assert_whole_iterations(k, n, b.p.pid, per_iter);
+    long sw = tu_trace_switches(k, n);
+    assert_true(sw >= 2);
+    assert_true(sw <= n / (2 * per_iter));           /* far fewer than kernels */
+    double share = share_while_both(k, n, a.p.pid, b.p.pid);
+    if (share < 0.40 || share > 0.60)
+        fail_msg("a had %.0f%% of the GPU while both ran", share * 100);
+    assert_true(reported(b.p.pid, "switches") >= 1);
+    assert_true(reported(b.p.pid, "handoff_us_p50") > 0);
+    free(k);
+    job_free(&a);
+    job_free(&b);
+}
+
+static void test_fair_alternates(void **state)
+{
+    (void)state;
+    need_simgpu();
+    fair_pair("--sync item", 8);
+}
+
+static void test_fair_logging_sync(void **state)
+{
+    (void)state;
+    need_simgpu();
+    fair_pair("--sync ctx --syncs-per-iter 1", 8);
+}
+
+static void test_fair_accumulation(void **state)
+{
+    (void)state;
+    need_simgpu();
+    fair_pair("--sync item --accum 2", 17);          /* 2 x 8 kernels + the optimizer step */
+}
+
+/* ---- priority, srtf, pack, fifo -------------------------------------------------------- */
+
+static void test_priority(void **state)
+{
+    (void)state;
+    need_simgpu();
+    const char *high_env[] = { "SALUS_POLICY=priority", "SALUS_PRIORITY=90", NULL };
+    const char *low_env[] = { "SALUS_POLICY=priority", "SALUS_PRIORITY=10", NULL };
+    const char *high_args = "--iterations 40 --kernels 8 --kernel-us 1000 --name high";
+    job_t h, l, ref;
+    start(&l, "--iterations 150 --kernels 8 --kernel-us 1000 --name low", low_env);
+    wait_for(l.p.pid, 1);
+    tu_sleep_ms(100);
+    start(&h, high_args, high_env);
+    start_on(&ref, high_args, high_env, 1);          /* alone, on a GPU of its own, */
+    expect_ok(&h);                                   /* at the same time: same load */
+    expect_ok(&ref);
+    expect_ok(&l);
+    double shared = result(&h, "jct_s"), alone = result(&ref, "jct_s");
+    if (shared > alone * 1.25)
+        fail_msg("the high job took %.3f s with the low one, %.3f s alone", shared, alone);
+    tu_kernel_t *k;
+    long n = load(&k);
+    uint64_t h0 = first_start(k, n, h.p.pid), h1 = last_end(k, n, h.p.pid);
+    for (long i = 0; i < n; i++)                     /* one run: nothing of low inside */
+        if (k[i].pid == l.p.pid)
+            assert_true(k[i].end_ns <= h0 || k[i].start_ns >= h1);
+    assert_true(first_start(k, n, l.p.pid) < h0);
+    assert_true(last_end(k, n, l.p.pid) > h1);       /* the low one resumes after */
+    free(k);
+    job_free(&h);
+    job_free(&l);
+    job_free(&ref);
+}
+
+static void test_srtf(void **state)
+{
+    (void)state;
+    need_simgpu();
+    const int iters[3] = { 72, 8, 24 };              /* 3x apart: measurement noise */
+    job_t j[3];
+    for (int i = 0; i < 3; i++) {
+        char args[128], var[64];
+        snprintf(args, sizeof args, "--iterations %d --kernels 4 --kernel-us 1000", iters[i]);
+        snprintf(var, sizeof var, "SALUS_ITERATIONS=%d", iters[i]);
+        const char *vars[] = { "SALUS_POLICY=srtf", var, NULL };
+        start(&j[i], args, vars);
+        wait_for(j[i].p.pid, i == 0);
+    }
+    for (int i = 0; i < 3; i++)
+        expect_ok(&j[i]);
+    double end[3];
+    for (int i = 0; i < 3; i++)
+        end[i] = result(&j[i], "end_ns");
+    if (!(end[1] < end[2] && end[2] < end[0]))
+        fail_msg("jobs of 72, 8, 24 iterations ended at %.0f, %.0f, %.0f ms", end[0] / 1e6,
+                 end[1] / 1e6, end[2] / 1e6);
+    for (int i = 0; i < 3; i++)
+        job_free(&j[i]);
+}
+
+static void test_pack(void **state)
+{
+    (void)state;
+    need_simgpu();
+    const char *vars[] = { "SALUS_POLICY=pack", NULL };
+    job_t a, b;
+    start(&a, "--iterations 30 --kernels 8 --kernel-us 500", vars);
+    start(&b, "--iterations 30 --kernels 8 --kernel-us 500", vars);
+    expect_ok(&a);
+    expect_ok(&b);
+    tu_kernel_t *k;
+    long n = load(&k);
+    assert_true(tu_trace_switches(k, n) >= 20);      /* interleaved freely */
+    assert_true(reported(a.p.pid, "waited_ms") == 0);
+    free(k);
+    job_free(&a);
+    job_free(&b);
+}
+
+static void test_fifo(void **state)
+{
+    (void)state;
+    need_simgpu();
+    const char *vars[] = { "SALUS_POLICY=fifo", NULL };
+    job_t j[3];
+    for (int i = 0; i < 3; i++) {
+        start(&j[i], "--iterations 15 --kernels 8 --kernel-us 1000", vars);
+        wait_for(j[i].p.pid, 0);
+    }
+    for (int i = 0; i < 3; i++)
+        expect_ok(&j[i]);
+    tu_kernel_t *k;
+    long n = load(&k);
+    assert_int_equal(tu_trace_switches(k, n), 2);    /* one after another */
+    assert_true(last_end(k, n, j[0].p.pid) <= first_start(k, n, j[1].p.pid));
+    assert_true(last_end(k, n, j[1].p.pid) <= first_start(k, n, j[2].p.pid));
+    free(k);
+    for (int i = 0; i < 3; i++)
+        job_free(&j[i]);
+}
+
+/* ---- robustness --------------------------------------------------------------------------- */
+
+static void test_sigkill_holder(void **state)
+{
+    (void)state;
+    need_simgpu();
+    job_t a, b;
+    start(&a, "--iterations 100000 --kernels 4 --kernel-us 5000", NULL);
+    wait_for(a.p.pid, 1);
+    shm_table_t *t = open_table();
+    start(&b, "--iterations 5 --kernels 2 --kernel-us 1000", NULL);
+    uint64_t deadline = tu_now_ns() + 20000 * MS;
+    sched_device_info_t di;
+    shm_ident_t id;
+    for (;;) {                                        /* a holds, b waits */
+        assert_true(tu_now_ns() < deadline);
+        if (sched_read_device(t, 0, &di) == 0 && di.nwaiters >= 1 && di.holder >= 0 &&
+            shm_slot_ident(t, di.holder, &id) == 0)
+            break;
+        tu_sleep_ms(2);
+    }
+    assert_int_equal(id.pid, a.p.pid);
+    tu_sleep_ms(7);                                   /* mid-iteration */
+    kill(a.p.pid, SIGKILL);
+    uint64_t killed = tu_now_ns();
+    assert_int_equal(finish(&a), 128 + SIGKILL);
+    expect_ok(&b);
+    tu_kernel_t *k;
+    long n = load(&k);
+    uint64_t resumed = first_start(k, n, b.p.pid);
+    if (resumed > killed + 100 * MS)
+        fail_msg("the peer went on %.1f ms after the holder was killed",
+                 (double)(resumed - killed) / 1e6);
+    free(k);
+    job_free(&a);
+    job_free(&b);
+    shm_close_table(t);
+}
+
+static void test_foreign_tables(void **state)
+{
+    (void)state;
+    need_simgpu();
+    for (int kind = 0; kind < 2; kind++) {
+        shm_unlink(table_name);
+        int fd = shm_open(table_name, O_RDWR | O_CREAT, 0600);
+        assert_true(fd >= 0);
+        if (kind == 0) {                               /* a real table of ABI 99 */
+            close(fd);
+            shm_unlink(table_name);
+            shm_open_opts_t o = { .name = table_name, .create = 1 };
+            shm_table_t *t;
+            assert_int_equal(shm_open_table(&o, &t), 0);
+            shm_close_table(t);
+            fd = shm_open(table_name, O_RDWR, 0600);
+            uint32_t version = 99;
+            assert_int_equal(pwrite(fd, &version, sizeof version, 8), (ssize_t)sizeof version);
+        } else {                                       /* not a table at all */
+            char junk[8192];
+            memset(junk, 0xa5, sizeof junk);
+            assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+        }
+        close(fd);
+        job_t j;
+        start(&j, "--iterations 10 --kernels 4 --kernel-us 200", NULL);
+        expect_ok(&j);
+        assert_true(result(&j, "iterations") == 10);
+        assert_non_null(strstr(j.err, kind == 0 ? "another version" : "not the"));
+        assert_non_null(strstr(j.err, "time slicing is off"));
+        job_free(&j);
+    }
+}
+
+static void test_fork_child_never_registers(void **state)
+{
+    (void)state;
+    need_simgpu();
+    char prog[512], cubin[512];
+    tu_build_path("tests/test_sched_forker", prog, sizeof prog);
+    tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin);
+    if (access(prog, X_OK) != 0)
+        skip();
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    char *argv[] = { prog, cubin, "600", NULL };
+    tu_proc_t p;
+    assert_int_equal(tu_spawn(&p, argv, &env), 0);
+    shm_table_t *t = open_table();
+    int seen = 0;
+    uint64_t deadline = tu_now_ns() + 500 * MS;
+    while (tu_now_ns() < deadline) {
+        for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+            shm_ident_t id;
+            if (shm_slot_ident(t, s, &id) != 0)
+                continue;
+            if (id.pid != p.pid)
+                fail_msg("pid %d registered in slot %d; only the parent %d may", (int)id.pid,
+                         s, (int)p.pid);
+            seen = 1;
+        }
+        tu_sleep_ms(3);
+    }
+    assert_int_equal(tu_wait(&p, CHILD_MS), 0);
+    char *out = tu_read_file(p.out_path, NULL);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "worker "));
+    assert_non_null(strstr(out, "ok"));
+    assert_true(seen);
+    free(out);
+    shm_close_table(t);
+    tu_env_free(&env);
+}
+
+static void test_ctypes_hint(void **state)
+{
+    (void)state;
+    if (!have("libsalus.so") || access("/usr/bin/python3", X_OK) != 0)
+        skip();
+    tu_env_t env;
+    tu_env_init(&env);
+    char lib[512];
+    tu_env_set(&env, "LD_PRELOAD", "%s", tu_build_path("libsalus.so", lib, sizeof lib));
+    tu_env_set(&env, "SALUS_TABLE", "%s", table_name);
+    char *argv[] = { "/usr/bin/python3", "-c",
+                     "import ctypes; f = ctypes.CDLL(None).salus_iteration_end; "
+                     "f.restype = None; f(); f(); print('hinted')", NULL };
+    tu_proc_t p;
+    assert_int_equal(tu_run(argv, &env, CHILD_MS, &p), 0);
+    char *out = tu_read_file(p.out_path, NULL);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "hinted"));
+    free(out);
+    tu_env_free(&env);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_detector_counts_iterations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_alternates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_logging_sync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_accumulation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_priority, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_srtf, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigkill_holder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_tables, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_child_never_registers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ctypes_hint, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
