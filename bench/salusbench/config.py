@@ -53,9 +53,9 @@ class Scale:
 
 
 SCALES = {
-    "full": Scale("full", train_jobs=100, count_scale=20, load=2.0,
-                  hyper_models=["superres_128", "resnet50_50"], hyper_jobs=20, hyper_job_s=2.0,
-                  infer_models=14, infer_copies=[1, 2, 3, 4], infer_seconds=10.0,
+    "full": Scale("full", train_jobs=100, count_scale=25, load=2.0,
+                  hyper_models=["superres_128", "resnet50_50"], hyper_jobs=20, hyper_job_s=1.5,
+                  infer_models=14, infer_copies=[1, 3, 4], infer_seconds=15.0,
                   publish=True),
     "quick": Scale("quick", train_jobs=16, count_scale=40, load=2.0,
                    hyper_models=["superres_128", "resnet50_50"], hyper_jobs=6, hyper_job_s=0.6,

@@ -49,22 +49,27 @@ def jct_cdf(plt, tp, path):
 
 
 def utilization(plt, series, path, title):
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for name, pts in series.items():
-        if not pts:
-            continue
-        # a moving average over 5 windows, for legibility
-        ys = [p[1] for p in pts]
-        sm = [sum(ys[max(0, i - 2):i + 3]) / len(ys[max(0, i - 2):i + 3]) for i in range(len(ys))]
+    """One small panel per run, sharing the time axis."""
+    names = [n for n, pts in series.items() if pts]
+    if not names:
+        return
+    fig, axes = plt.subplots(len(names), 1, figsize=(7, 1.0 + 1.1 * len(names)),
+                             sharex=True, squeeze=False)
+    for ax, name in zip(axes[:, 0], names):
+        pts = series[name]
         pol = name.rsplit("-", 1)[-1]
-        ax.plot([p[0] for p in pts], sm, label=name, color=COLORS.get(pol), linewidth=1.2)
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("time since the first arrival, s")
-    ax.set_ylabel("GPU busy fraction (kernel trace)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+        ax.fill_between([p[0] for p in pts], [p[1] for p in pts], step="mid",
+                        color=COLORS.get(pol, "C0"), alpha=0.7)
+        mean = sum(p[1] for p in pts) / len(pts)
+        ax.set_ylim(0, 1.05)
+        ax.set_yticks([0, 0.5, 1])
+        ax.text(0.995, 0.9, f"{name}: mean {mean:.2f}", transform=ax.transAxes, ha="right",
+                va="top", fontsize=8, bbox={"facecolor": "white", "alpha": 0.7, "lw": 0})
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_title(title, fontsize=10)
+    axes[-1, 0].set_xlabel("time since the first arrival, s")
+    fig.text(0.01, 0.5, "GPU busy fraction (kernel trace)", rotation=90, va="center", fontsize=9)
+    fig.tight_layout(rect=(0.03, 0, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -80,7 +85,7 @@ def timeline(plt, tl, path):
             ax.broken_barh(j["spans"], (i - 0.4, 0.8), color=f"C{i % 10}")
         ax.set_yticks(range(len(jobs)))
         ax.set_yticklabels([j["job"] for j in jobs], fontsize=7)
-        ax.set_xlim(0, tl[pol]["t1_s"])
+        ax.set_xlim(tl[pol].get("t0_s", 0), tl[pol]["t1_s"])
         ax.set_title(f"{pol}: kernels of {len(jobs)} jobs on the GPU", fontsize=9)
         ax.grid(alpha=0.3, axis="x")
     axes[-1, 0].set_xlabel("time since the first arrival, s")

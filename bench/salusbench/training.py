@@ -28,9 +28,10 @@ def salus_counters(run):
             "handoff_us_p50_median": analysis.percentile(h50, 50) if h50 else None}
 
 
-def timeline(kernels, results, t0, span_s):
-    """Merged kernel intervals of a few jobs over [t0, t0 + span_s]: the jobs
-    that used the GPU most in that window."""
+def timeline(kernels, results, first, start_s, span_s):
+    """Merged kernel intervals of a few jobs over [start_s, start_s + span_s]
+    after the first arrival: the jobs that used the GPU most in that window."""
+    t0 = first + int(start_s * 1e9)
     t1 = t0 + int(span_s * 1e9)
     per = {}
     for s, e, pid in kernels:
@@ -44,8 +45,9 @@ def timeline(kernels, results, t0, span_s):
     for pid in sorted(top, key=lambda p: per[p][0][0]):
         merged = analysis.union(per[pid])
         out.append({"job": names.get(pid, str(pid)),
-                    "spans": [[(s - t0) / 1e9, (e - s) / 1e9] for s, e in merged]})
-    return {"t1_s": span_s, "jobs": out}
+                    "spans": [[(max(s, t0) - first) / 1e9, (min(e, t1) - max(s, t0)) / 1e9]
+                              for s, e in merged]})
+    return {"t0_s": start_s, "t1_s": start_s + span_s, "jobs": out}
 
 
 def run(scale, out_dir):
@@ -65,8 +67,11 @@ def run(scale, out_dir):
         plot["jct"][policy] = raw["jcts"]
         plot["util"][policy] = analysis.utilization_series(raw["merged"], raw["t0"], raw["t1"])
         if policy in ("fair", "srtf", "none"):
-            span = min((raw["t1"] - raw["t0"]) / 1e9, max(1.0, 3 * gen["mean_length_s"]))
-            plot["timeline"][policy] = timeline(raw["kernels"], r.results, raw["t0"], span)
+            # the same window for each: from the arrival of a fifth of the jobs,
+            # while the queue is long
+            start = jobs[len(jobs) // 5].arrival_s
+            plot["timeline"][policy] = timeline(raw["kernels"], r.results, raw["t0"], start,
+                                                2.5 * gen["mean_length_s"])
         print(f"bench: training {policy}: avg JCT {st['avg_jct_s'] or 0:.2f} s, "
               f"makespan {st['makespan_s']:.1f} s, utilization {st['utilization'] or 0:.2f}, "
               f"failed {st['failed_jobs']} ({r.wall_s:.0f} s)", flush=True)
