@@ -86,7 +86,8 @@ static int fake_ctx_synchronize(void)
     return 0;
 }
 
-static const sched_driver_t fake_driver = { fake_ctx_device, fake_ctx_synchronize };
+static const sched_driver_t fake_driver = { .ctx_device = fake_ctx_device,
+                                            .ctx_synchronize = fake_ctx_synchronize };
 
 static void spin_until(uint64_t t)
 {

@@ -217,7 +217,7 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
 
 /* The scheduler starts once a real driver is loaded (it stays dormant over a
  * fake table), and learns the devices of the contexts a process makes. */
-static inline void hook_on_life(hook_life_kind_t kind, CUresult rc)
+static inline void hook_on_life(hook_life_kind_t kind, int dev, CUresult rc)
 {
     if (rc != CUDA_SUCCESS)
         return;
@@ -225,8 +225,8 @@ static inline void hook_on_life(hook_life_kind_t kind, CUresult rc)
         sched_driver_t drv;
         if (sched_driver_resolve(hook_sched_sym, &drv) == 0)
             sched_init(&drv);
-    } else if (kind == HOOK_LIFE_CREATE) {
-        sched_note_context(-1);
+    } else if (kind == HOOK_LIFE_CREATE || kind == HOOK_LIFE_RETAIN) {
+        sched_note_context(dev);
     }
 }
 
@@ -333,7 +333,7 @@ HOOK_LIST(GATED_)
         if (rc != CUDA_SUCCESS)                                                 \
             return rc;                                                          \
         rc = HOOK_REAL(export) CU_ARGS_##export;                                \
-        hook_on_life(kind, rc);                                                 \
+        hook_on_life(kind, dev_, rc);                                           \
         hook_mem_after_life(kind, dev_, rc);                                    \
         return rc;                                                              \
     }

@@ -29,6 +29,7 @@
  */
 #include "sched/sched_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,11 +62,12 @@ void sched_init(const sched_driver_t *drv)
     if (drv) {
         __atomic_store_n(&sched_drv.ctx_device, drv->ctx_device, __ATOMIC_RELEASE);
         __atomic_store_n(&sched_drv.ctx_synchronize, drv->ctx_synchronize, __ATOMIC_RELEASE);
+        __atomic_store_n(&sched_drv.device_uuid, drv->device_uuid, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&enabled, 1, __ATOMIC_RELEASE);
 }
 
-int sched_current_device(void)
+int sched_current_ordinal(void)
 {
     int (*fn)(int *) = __atomic_load_n(&sched_drv.ctx_device, __ATOMIC_ACQUIRE);
     if (!fn)
@@ -226,21 +228,48 @@ static sched_pstate_t ensure_registered(sched_proc_t *p)
     return __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
 }
 
-/* The process uses device d from now on. */
-static int join(sched_proc_t *p, int d)
+static void device_uuid(int ordinal, uint8_t uuid[16])
 {
+    int (*fn)(int, unsigned char *) = __atomic_load_n(&sched_drv.device_uuid, __ATOMIC_ACQUIRE);
+    memset(uuid, 0, 16);
+    if (!fn || fn(ordinal, uuid) != 0)
+        snprintf((char *)uuid, 16, "ordinal:%d", ordinal);
+}
+
+/* The table device of a CUDA ordinal, found by uuid: on first use the
+ * process joins it (set up if new, in its devset, vtime lifted, gate
+ * updated).  -1 when unknown (failed open, all table devices taken). */
+static int table_device(sched_proc_t *p, int ordinal)
+{
+    static int said_full;
+    if (ordinal < 0 || ordinal >= SHM_MAX_DEVICES)
+        return -1;
+    int v = __atomic_load_n(&p->dev_index[ordinal], __ATOMIC_ACQUIRE);
+    if (v > 0)
+        return v - 1;
+    uint8_t uuid[16];
+    device_uuid(ordinal, uuid);                 /* a driver call: outside the lock */
     if (shm_lock(p->t) != 0) {
         sched_fail_open(p, "the table's lock cannot be taken");
         return -1;
     }
-    sched_dev_configure_locked(p->t, d, &p->cfg);
-    sched_slot_t *me = p->me;
-    __atomic_store_n(&me->devset, me->devset | (1u << d), __ATOMIC_RELAXED);
-    sched_vtime_lift_locked(p->t, d, p->slot, sched_now());
-    sched_gate_update_locked(p->t, p->slot);
+    int d = sched_dev_find_locked(p->t, uuid, &p->cfg);
+    if (d >= 0) {
+        sched_slot_t *me = p->me;
+        __atomic_store_n(&me->devset, me->devset | (1u << d), __ATOMIC_RELAXED);
+        sched_vtime_lift_locked(p->t, d, p->slot, sched_now());
+        sched_gate_update_locked(p->t, p->slot);
+    }
     shm_unlock(p->t);
+    if (d < 0) {
+        util_log_once(&said_full, UTIL_LOG_ERROR, "table %s knows %d devices already; "
+                      "launches on device %d are not scheduled", shm_table_name(p->t),
+                      SHM_MAX_DEVICES, ordinal);
+        return -1;
+    }
     __atomic_or_fetch(&p->devset, 1u << d, __ATOMIC_RELAXED);
-    return 0;
+    __atomic_store_n(&p->dev_index[ordinal], (int8_t)(d + 1), __ATOMIC_RELEASE);
+    return d;
 }
 
 /* ---- the launch slow path ------------------------------------------------------
@@ -256,12 +285,10 @@ void sched_launch_slow(const void *work)
     sched_gate_tls = __atomic_load_n(&proc_gate, __ATOMIC_ACQUIRE);
     if (st != SCHED_P_ACTIVE)
         return;
-    int d = sched_current_device();
+    int d = table_device(p, sched_current_ordinal());
     if (d < 0)
-        return;                      /* no context: the driver will refuse it */
+        return;                      /* no context (the driver will refuse it), or open */
     bump_activity(p->me);
-    if (!(__atomic_load_n(&p->devset, __ATOMIC_RELAXED) & (1u << d)) && join(p, d) != 0)
-        return;
     sched_dev_t *dev = sched_dev(p->t, d);
     if (__atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == sched_lease_of(p->slot, p->gen)) {
         if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
@@ -276,11 +303,7 @@ void sched_note_context(int device)
     sched_proc_t *p = &sched_p;
     if (ensure_registered(p) != SCHED_P_ACTIVE)
         return;
-    int d = device >= 0 ? device : sched_current_device();
-    if (d < 0 || d >= SHM_MAX_DEVICES)
-        return;
-    if (!(__atomic_load_n(&p->devset, __ATOMIC_RELAXED) & (1u << d)))
-        join(p, d);
+    table_device(p, device >= 0 ? device : sched_current_ordinal());
 }
 
 /* ---- syncs and hints -------------------------------------------------------------- */
@@ -392,6 +415,7 @@ static void fork_child(void)
     p->gen = 0;
     p->me = NULL;
     p->devset = 0;
+    memset(p->dev_index, 0, sizeof p->dev_index);
     sched_detect_init(&p->det, SCHED_DET_AUTO);
     sched_kseq_reset(&p->kseq);
     memset(&p->last, 0, sizeof p->last);

@@ -78,9 +78,10 @@ static void bit_clear(uint64_t *set, int i)
 
 /* ---- device set-up ------------------------------------------------------- */
 
-static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg)
+static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg, const uint8_t uuid[16])
 {
     memset(dev, 0, sizeof *dev);
+    memcpy(dev->uuid, uuid, sizeof dev->uuid);
     dev->policy = cfg->policy < SCHED_POLICY_COUNT ? cfg->policy : SCHED_POLICY_FAIR;
     dev->quantum_ms = cfg->quantum_ms;
     dev->max_slice_ms = cfg->max_slice_ms;
@@ -88,22 +89,34 @@ static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg)
     __atomic_store_n(&dev->magic, SCHED_DEV_MAGIC, __ATOMIC_RELEASE);
 }
 
-void sched_dev_configure_locked(shm_table_t *t, int d, const sched_config_t *cfg)
+int sched_dev_find_locked(shm_table_t *t, const uint8_t uuid[16], const sched_config_t *cfg)
 {
     static int said_corrupt, said_policy;
-    sched_dev_t *dev = sched_dev(t, d);
-    if (!dev)
-        return;
-    uint32_t magic = __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE);
-    if (magic != SCHED_DEV_MAGIC) {
-        if (magic != 0)
+    int d, free_d = -1;
+    sched_dev_t *dev = NULL;
+    for (d = 0; d < SHM_MAX_DEVICES; d++) {
+        sched_dev_t *x = sched_dev(t, d);
+        if (__atomic_load_n(&x->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC) {
+            if (free_d < 0)
+                free_d = d;
+        } else if (memcmp(x->uuid, uuid, sizeof x->uuid) == 0) {
+            dev = x;
+            break;
+        }
+    }
+    if (!dev) {
+        if (free_d < 0)
+            return -1;
+        d = free_d;
+        dev = sched_dev(t, d);
+        if (__atomic_load_n(&dev->magic, __ATOMIC_RELAXED) != 0)
             util_log_once(&said_corrupt, UTIL_LOG_WARN,
                           "table %s: the scheduler's state of device %d was corrupted; "
                           "it is set up afresh", shm_table_name(t), d);
-        dev_init_locked(dev, cfg);
+        dev_init_locked(dev, cfg, uuid);
         util_debug("device %d: policy %s, quantum %u ms, max slice %u ms", d,
                    sched_policy_names[dev->policy], dev->quantum_ms, dev->max_slice_ms);
-        return;
+        return d;
     }
     if (dev->policy >= SCHED_POLICY_COUNT)
         dev->policy = SCHED_POLICY_FAIR;
@@ -113,6 +126,7 @@ void sched_dev_configure_locked(shm_table_t *t, int d, const sched_config_t *cfg
                       "that used it; SALUS_POLICY=%s is ignored (change a running table's "
                       "policy with `salus policy`)", d, sched_policy_names[dev->policy],
                       sched_policy_names[cfg->policy]);
+    return d;
 }
 
 static uint64_t dev_quantum_ns(const sched_dev_t *dev)
@@ -421,9 +435,8 @@ int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, in
         return rc;
     sched_dev_t *dev = sched_dev(t, device);
     if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC) {
-        sched_config_t cfg;
-        sched_config_read(&cfg);
-        dev_init_locked(dev, &cfg);
+        shm_unlock(t);
+        return -ENODEV;
     }
     uint64_t woken[2] = { dev->waiters[0], dev->waiters[1] };
     __atomic_store_n(&dev->policy, (uint32_t)policy, __ATOMIC_RELAXED);

@@ -120,13 +120,16 @@ static inline __attribute__((always_inline)) uintptr_t sched_select(uintptr_t op
  * The slow path needs two driver calls; they come through this table so that
  * tests and benchmarks give fakes.  Each returns 0 on success. */
 typedef struct sched_driver {
-    int (*ctx_device)(int *device);   /* device of the calling thread's current context */
+    int (*ctx_device)(int *device);   /* ordinal of the calling thread's current context */
     int (*ctx_synchronize)(void);     /* wait for the current context's work */
+    /* The device's uuid (16 bytes); NULL or an error: known by ordinal. */
+    int (*device_uuid)(int ordinal, unsigned char uuid[16]);
 } sched_driver_t;
 
 /* Build the table from a symbol lookup over the real driver (dlsym on its
- * handle): cuCtxGetDevice and cuCtxSynchronize, legacy ABI.  0, or -1 when
- * a symbol is missing (*out untouched). */
+ * handle): cuCtxGetDevice, cuCtxSynchronize (legacy ABI), cuDeviceGetUuid_v2
+ * or cuDeviceGetUuid (optional).  0, or -1 when a required symbol is
+ * missing (*out untouched). */
 int  sched_driver_resolve(void *(*sym)(const char *name), sched_driver_t *out);
 /* Start scheduling, with the driver's functions (intercept, once the real
  * driver is loaded; tests).  Until then the module is dormant: launches
@@ -147,8 +150,9 @@ typedef enum sched_sync_kind {
  * not idle while it waits), end after it, with ok = the call succeeded. */
 void sched_sync_begin(void);
 void sched_sync_end(sched_sync_kind_t kind, int ok);
-/* A context was made or retained on `device` (-1: the calling thread's
- * current context); the process needs that device's lease from now on. */
+/* A context was made or retained on the device of CUDA ordinal `device`
+ * (-1: the calling thread's current context's); the process needs that
+ * device's lease from now on. */
 void sched_note_context(int device);
 /* The program says an iteration ended here (ctypes-callable).  From its
  * first call on, only these calls are boundaries. */
@@ -166,8 +170,9 @@ typedef enum sched_policy {
 /* "fifo", "fair", "priority", "srtf", "pack", NULL. */
 extern const char *const sched_policy_names[SCHED_POLICY_COUNT + 1];
 
-/* Change a running table's policy on `device` (quantum_ms < 0: keep the
- * quantum).  Opens the process's table (SALUS_TABLE...).  0, or -errno. */
+/* Change a running table's policy on table device `device` (quantum_ms < 0:
+ * keep the quantum).  Opens the process's table (SALUS_TABLE...).  0, or
+ * -errno (-ENODEV: no process has used that device yet). */
 int sched_set_policy(int device, sched_policy_t policy, int quantum_ms);
 int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, int quantum_ms);
 
@@ -191,7 +196,11 @@ typedef struct sched_slot_info {
     uint32_t waits;               /* devices it waits for (bit d) */
 } sched_slot_info_t;
 
+/* Devices are known by uuid in the table, as memory knows them, so that
+ * processes that see a GPU under other ordinals (CUDA_VISIBLE_DEVICES)
+ * share its lease; a table device index is not a CUDA ordinal. */
 typedef struct sched_device_info {
+    unsigned char uuid[16];       /* "ordinal:<n>" when the driver gave none */
     sched_policy_t policy;
     uint32_t quantum_ms, max_slice_ms;
     int holder;                   /* slot, -1: none */

@@ -92,7 +92,8 @@ typedef struct sched_dev {
     uint32_t quantum_ms;
     uint32_t max_slice_ms;
     uint32_t ticket_next;
-    uint8_t pad[52];
+    uint8_t uuid[16];         /* the device's identity (memory's too) */
+    uint8_t pad[36];
     sched_wait_t wait[SHM_MAX_SLOTS];
 } sched_dev_t;
 
@@ -234,6 +235,7 @@ typedef struct sched_proc {
     uint32_t gen;
     sched_slot_t *me;
     uint32_t devset;              /* mirror of me->devset */
+    int8_t dev_index[SHM_MAX_DEVICES];   /* CUDA ordinal -> table device + 1, 0: unknown */
     sched_detect_t det;
     sched_kseq_t kseq;
     sched_token_t last;           /* process sums at the previous sync */
@@ -248,8 +250,8 @@ typedef struct sched_proc {
 extern sched_proc_t sched_p;
 extern sched_driver_t sched_drv;
 uint64_t sched_now(void);
-/* The device of the calling thread's current context, or -1. */
-int sched_current_device(void);
+/* The CUDA ordinal of the calling thread's current context, or -1. */
+int sched_current_ordinal(void);
 
 /* ---- the lease (lease.c): under the table lock unless said ---------------- */
 #define SCHED_NO_SLOT (-1)
@@ -268,9 +270,10 @@ uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev);
 /* Time since the holder `slot` of d last reached a boundary in its tenure. */
 uint64_t sched_since_boundary(shm_table_t *t, int d, int slot, uint64_t now);
 
-/* Set up a device on first use (the caller's config), or say once that its
- * policy differs from SALUS_POLICY. */
-void sched_dev_configure_locked(shm_table_t *t, int d, const sched_config_t *cfg);
+/* The table device of that uuid, set up with the caller's config if new (or
+ * said once that its policy differs from SALUS_POLICY); -1 when all are
+ * taken. */
+int  sched_dev_find_locked(shm_table_t *t, const uint8_t uuid[16], const sched_config_t *cfg);
 void sched_gate_update_locked(shm_table_t *t, int slot);
 /* Add `slot` to the device's waiters (idempotent), its vtime lifted to the
  * active set's least; the holder's gate becomes CONTENDED. */
