@@ -38,6 +38,7 @@ static int drv_ctx_synchronize(void)
 static int drv_device_uuid(int ordinal, unsigned char uuid[16])
 {
     CUuuid u;
+    memset(&u, 0, sizeof u);                  /* a driver that writes nothing: zeros */
     if (real_get_uuid(&u, (CUdevice)ordinal) != CUDA_SUCCESS)
         return -1;
     memcpy(uuid, u.bytes, 16);

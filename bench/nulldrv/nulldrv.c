@@ -1,0 +1,93 @@
+/*
+ * nulldrv.c - a libcuda.so.1 whose every export returns at once (see
+ * nulldrv_all.c), with real answers where a program or libsalus needs one:
+ * one device (its uuid), device 0 current, version 13.0, a context handle.  For the
+ * micro-benchmarks: the cost of a launch through libsalus is measured
+ * against this floor.  No state, no lock.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#define NULL_EXPORT __attribute__((visibility("default")))
+
+static struct { int dummy; } the_ctx;
+
+NULL_EXPORT CUresult CUDAAPI cuDriverGetVersion(int *version)
+{
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = 13000;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
+{
+    if (!device || ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+/* Not through the exports: with libsalus preloaded they are its wrappers. */
+static CUresult the_context(CUcontext *pctx, CUdevice dev)
+{
+    if (!pctx || dev != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)&the_ctx;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    (void)flags;
+    return the_context(pctx, dev);
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    return the_context(pctx, dev);
+}
+
+static CUresult the_uuid(CUuuid *uuid, CUdevice dev)
+{
+    static const char id[16] = "nulldrv-device-0";
+    if (!uuid || dev != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < 16; i++)
+        uuid->bytes[i] = id[i];
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return the_uuid(uuid, dev);
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    return the_uuid(uuid, dev);
+}
+
+NULL_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)&the_ctx;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,49 @@
+# The scheduler's micro-benchmarks, over the null driver (a libcuda.so.1 whose
+# every export returns at once, bench/nulldrv):
+#   launch_overhead  ns libsalus adds per launch on the fast path (the process
+#                    registered and holding the lease, nobody waiting)
+#   handoff          lease handoff latency p50/p99 between two processes
+#                    ping-ponging the GPU (SALUS_ITER_SYNC=every, quantum 0)
+# Both write JSON; bench/results/micro_sched.json gathers them:
+#   {"overhead_ns_per_launch": ..., "handoff_us": {"p50": ..., "p99": ...},
+#    "launch": {...}, "handoff": {...}}
+
+SCHED_NULLDRV := $(B)/bench/nulldrv/libcuda.so.1
+SCHED_LAUNCH  := $(B)/bench/launch_overhead
+SCHED_HANDOFF := $(B)/bench/handoff
+SCHED_BENCH_CC = $(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS)
+
+$(SCHED_NULLDRV): bench/nulldrv/nulldrv.c bench/nulldrv/nulldrv_all.c $(PROCMAP_H)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -Wl,-soname,libcuda.so.1 -o $@ \
+	    bench/nulldrv/nulldrv.c bench/nulldrv/nulldrv_all.c
+$(SCHED_LAUNCH): bench/micro/launch_overhead.c
+	@mkdir -p $(@D)
+	$(SCHED_BENCH_CC) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda
+$(SCHED_HANDOFF): bench/micro/handoff.c
+	@mkdir -p $(@D)
+	$(SCHED_BENCH_CC) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda
+
+SCHED_BENCH_DEPS := $(SCHED_NULLDRV) $(SCHED_LAUNCH) $(SCHED_HANDOFF) $(B)/libsalus.so
+SCHED_BENCH_RUN = \
+	LD_LIBRARY_PATH=$(dir $(SCHED_NULLDRV)) $(SCHED_LAUNCH) --nulldrv $(dir $(SCHED_NULLDRV)) \
+	    --libsalus $(B)/libsalus.so --out $(BENCH_OUT)/micro_sched_launch.json $(1) && \
+	LD_LIBRARY_PATH=$(dir $(SCHED_NULLDRV)) $(SCHED_HANDOFF) --nulldrv $(dir $(SCHED_NULLDRV)) \
+	    --libsalus $(B)/libsalus.so --out $(BENCH_OUT)/micro_sched_handoff.json $(2) && \
+	$(BENCH_PYTHON) -c 'import json, sys; o = sys.argv[1]; \
+	    l = json.load(open(o + "/micro_sched_launch.json")); \
+	    h = json.load(open(o + "/micro_sched_handoff.json")); \
+	    json.dump({"overhead_ns_per_launch": l["overhead_ns_per_launch"], \
+	               "handoff_us": h["handoff_us"], "launch": l, "handoff": h}, \
+	              open(o + "/micro_sched.json", "w"), indent=1)' $(BENCH_OUT)
+
+.PHONY: bench-sched bench-sched-quick
+bench-sched: $(SCHED_BENCH_DEPS)
+	@mkdir -p $(BENCH_OUT)
+	$(call SCHED_BENCH_RUN,--rounds 9 --repeats 9 --launches 2000000,--runs 5 --ms 1000)
+bench-sched-quick: $(SCHED_BENCH_DEPS)
+	@mkdir -p $(BENCH_OUT)
+	$(call SCHED_BENCH_RUN,--rounds 5 --repeats 5 --launches 500000,--runs 3 --ms 200)
+
+BENCH_TARGETS += bench-sched
+BENCH_QUICK_TARGETS += bench-sched-quick
