@@ -23,9 +23,9 @@
  * sequence, iteration timing, registration); reg_mu guards the thread
  * registry (reg_live, reg_retired).  Order: p->mu, then reg_mu, then the
  * table lock; nothing sleeps holding p->mu or reg_mu.  Thread counters are
- * written by their owner only (relaxed stores) and summed under reg_mu with
- * relaxed loads: a sum taken at a sync is exact for the syncing thread and
- * recent for the others, which is what a token needs.
+ * written by their owner only (a load and a volatile store, sched.h) and
+ * summed under reg_mu with relaxed loads: a sum taken at a sync is exact for
+ * the syncing thread and recent for the others, which is what a token needs.
  */
 #include "sched/sched_int.h"
 

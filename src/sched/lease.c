@@ -16,7 +16,8 @@
  * the lease word (release store), the gates, then the grantee's grant word
  * (release increment), and after that wakes the grantee's futex.  A waiter
  * reads its grant word (acquire), then the lease (acquire), and sleeps with
- * FUTEX_WAIT(grant, value read).  If it read the grant before the increment,
+ * FUTEX_WAIT(grant, value read) (after spinning a little on the lease word,
+ * with acquire loads).  If it read the grant before the increment,
  * the futex either sees the new value and returns at once, or is woken by the
  * wake that follows the increment; if after, the release/acquire pair on the
  * grant word makes the new lease visible to its lease load.  So a grant is

@@ -7,9 +7,11 @@
  *
  * Waiting.  A process without the lease enqueues itself under the table
  * lock (which marks the holder CONTENDED, so that it looks at its next
- * boundary), then sleeps on its own slot's grant word with a timeout of
- * SCHED_POLL_NS.  A grant wakes it directly (lease.c explains why no grant
- * is missed).  At each timeout it looks at the holder:
+ * boundary), spins on the lease word for SCHED_SPIN_NS, then sleeps on its
+ * own slot's grant word with a timeout of SCHED_POLL_NS.  A grant wakes it
+ * directly (lease.c explains why no grant is missed; the spin, like the
+ * sleep, trusts only the lease word).  At each timeout it looks at the
+ * holder:
  *   - no valid holder (freed, stale generation): the policy's pick gets it;
  *   - holder dead (its liveness lock is gone): reap it; the reap hook hands
  *     the lease on.  Detection within SCHED_POLL_NS, well under 100 ms;
