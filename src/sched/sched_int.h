@@ -53,12 +53,12 @@ typedef struct sched_slot {
     uint8_t pad2[8];
     /* line 3: counters */
     uint64_t held_ns;         /* GPU time of closed tenures (atomic add, any writer) */
-    uint64_t waited_ns;       /* owner */
+    uint64_t waited_ns;       /* owner's threads (atomic add) */
     uint64_t switches;        /* grants from another holder (atomic add) */
-    uint64_t handoffs;        /* samples in hist (owner) */
+    uint64_t handoffs;        /* samples in hist (owner's threads, atomic add) */
     uint8_t pad3[32];
     uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
-    uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (owner) */
+    uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (atomic add) */
 } sched_slot_t;
 
 /* ---- the device area (SHM_AREA_SCHED of every device) --------------------

@@ -7,7 +7,8 @@
  * Histograms are log-linear over nanoseconds: four buckets per power of two
  * (values within 12.5% of their bucket's midpoint), from 0 to about 1 s, the
  * last bucket taking everything above.  A slot's histogram is written by its
- * owner only (after each wake by a grant); readers take relaxed loads.
+ * owner's threads (atomic adds, after each wake by a grant); readers take
+ * relaxed loads.
  *
  * No lock: everything here is a relaxed read of words whose writers keep
  * them consistent one by one, and every value is checked before it is used.
@@ -37,12 +38,11 @@ uint64_t sched_hist_value(int b)
     return (1ull << e) + (uint64_t)sub * width + width / 2;
 }
 
+/* Atomic adds: several threads of the owner may be woken by one grant. */
 void sched_hist_add(sched_slot_t *s, uint64_t ns)
 {
-    uint32_t *c = &s->hist[sched_hist_bucket(ns)];
-    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->handoffs, __atomic_load_n(&s->handoffs, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->hist[sched_hist_bucket(ns)], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->handoffs, 1, __ATOMIC_RELAXED);
 }
 
 uint64_t sched_hist_quantile(const uint32_t *hist, double q)

@@ -343,7 +343,7 @@ void sched_acquire(sched_proc_t *p, int d)
     int r = wait_loop(p, d, &by_other);
     uint64_t now = sched_now();
     sched_slot_t *me = p->me;
-    __atomic_store_n(&me->waited_ns, me->waited_ns + (now - t0), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&me->waited_ns, now - t0, __ATOMIC_RELAXED);   /* threads may wait at once */
     if (r != W_GOT) {
         shm_set_state(t, p->slot, SHM_RUNNING);
         return;
