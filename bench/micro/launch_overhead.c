@@ -174,6 +174,9 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    char table[128];
+    snprintf(table, sizeof table, "/dev/shm/salus-bench-%d", (int)getpid());
+    unlink(table);                                /* the children's table */
     if (check_report(report) != 0) {
         fprintf(stderr, "launch_overhead: the preloaded child did not run scheduled "
                         "(see %s)\n", report);
