@@ -67,8 +67,9 @@ def record_time(out, scale, step, seconds):
     except (OSError, ValueError):
         t = {}
     if t.get("scale") != scale:
-        t = {"scale": scale, "steps": {}}
+        t = {"scale": scale, "steps": {}, "load": {}}
     t["steps"][step] = round(seconds, 1)
+    t.setdefault("load", {})[step] = round(os.getloadavg()[0], 2)
     with open(path, "w") as f:
         json.dump(t, f, indent=1)
 

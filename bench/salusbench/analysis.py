@@ -89,6 +89,9 @@ def policy_stats(run):
     last = max([r.end_ns for r in done] + [r.exit_ns for r in failed] + [first])
     kernels = load_trace(run.trace_path)
     merged = union(kernels)
+    # One engine runs one kernel at a time: overlapping kernels mean the
+    # simulated GPU was not one (its state was removed and made afresh).
+    overlap = sum(e - s for s, e, _ in kernels) - sum(e - s for s, e in merged)
     busy = busy_ns(merged, first, last)
     span = last - first
     return {
@@ -101,6 +104,7 @@ def policy_stats(run):
         "gpu_busy_s": busy / 1e9,
         "median_jct_s": percentile(jcts, 50),
         "kernels": len(kernels),
+        "engine_overlap_s": overlap / 1e9,
     }, {"jcts": jcts, "merged": merged, "kernels": kernels, "t0": first, "t1": last}
 
 

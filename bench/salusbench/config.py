@@ -26,7 +26,9 @@ TRAIN_FAMILIES = ["vgg11", "vgg16", "vgg19", "resnet50", "resnet101", "resnet152
                   "googlenet", "alexnet", "overfeat", "inception3", "inception4",
                   "speech", "seq2seq", "vae", "superres"]
 JOB_MINUTES = [1, 5, 10]    # the paper's jobs were sized to 1, 5 or 10 minutes
-ITER_SCALE = 20             # iteration time / 20 (fewer kernels, same length)
+ITER_SCALE = 20             # iteration time / 20 (fewer kernels, same length) ...
+MIN_ITER_MS = 2.0           # ... but not below 2 ms (GPU + host), where wake-up
+                            # latencies of a loaded host would dominate
 POLICIES = ["fifo", "srtf", "fair", "pack", "none"]
 
 
@@ -35,7 +37,7 @@ class Scale:
     name: str
     # training trace
     train_jobs: int
-    count_scale: int            # iterations / count_scale (job length / 20*count_scale)
+    count_scale: int            # job length / (ITER_SCALE * count_scale), see tracegen
     load: float                 # offered load while jobs arrive (work / arrival span)
     # hyper-parameter tuning
     hyper_models: List[str]

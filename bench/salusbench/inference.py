@@ -22,13 +22,18 @@ SALUS_POLICY = "pack"
 def service_stats(run, slo_ms):
     rows = []
     for r in run.results:
-        rows.append({"name": r.job.name, "model": r.job.model, "ok": r.ok,
+        # A service stopped by the runner (SIGTERM: "interrupted") did not
+        # serve its whole time: it waited for admission, or was killed there.
+        late = bool(r.line.get("interrupted")) or r.killed
+        ok = r.ok and not late
+        why = None
+        if not ok:
+            why = (r.line.get("error") or
+                   ("waited for admission, stopped" if late else f"exit {r.rc}"))
+        rows.append({"name": r.job.name, "model": r.job.model, "ok": ok,
                      "served": r.line.get("requests"),
                      "p99_ms": r.line.get("latency_ms_p99"),
-                     "p50_ms": r.line.get("latency_ms_p50"),
-                     "error": None if r.ok else (r.line.get("error") or
-                                                 ("not admitted / killed" if r.killed
-                                                  else f"exit {r.rc}"))})
+                     "p50_ms": r.line.get("latency_ms_p50"), "error": why})
     ok = [x for x in rows if x["ok"] and x["p99_ms"] is not None]
     p99 = [x["p99_ms"] for x in ok]
     return {
@@ -48,12 +53,12 @@ def run(scale, out_dir):
     services = presets.inference_services(pre)[:scale.infer_models]
     workdir = os.path.join(out_dir, "inference")
     slo = scale.infer_slo_ms
-    stop = scale.infer_seconds + 1.5
+    stop = scale.infer_seconds + 3.0     # services end by themselves before this
 
     # One GPU each: every model alone, each on a simulated GPU of its own.
     alone_jobs = tracegen.inference_jobs(scale, services, 1, scale.infer_seconds, slo)
     for k, j in enumerate(alone_jobs):
-        j.env = {"SIMGPU_STATE": f"/salus-bench-{os.getpid()}-alone-{k}"}
+        j.env = {"SIMGPU_STATE": f"/bench-{os.getpid()}-alone-{k}-gpu"}
     r = runner.run_jobs(alone_jobs, "none", workdir, "alone", stop_at_s=stop)
     alone, alone_rows = service_stats(r, slo)
     print(f"bench: inference alone: p99 max {alone['p99_ms_max'] or 0:.1f} ms", flush=True)

@@ -104,13 +104,20 @@ def inference(plt, inf, path):
                        ("none", "no Salus (time slicing)")):
         xs = [p["services"] for p in sweep if p[key]["p99_ms_max"] is not None]
         ys = [p[key]["p99_ms_max"] for p in sweep if p[key]["p99_ms_max"] is not None]
-        ax.plot(xs, ys, marker="o", label=label + ": worst service p99",
-                color=COLORS["pack" if key == "salus" else "none"])
+        col = COLORS["pack" if key == "salus" else "none"]
+        ax.plot(xs, ys, marker="o", label=label + ": worst service p99", color=col)
+        med = [(p["services"], p[key]["p99_ms_median"]) for p in sweep
+               if p[key]["p99_ms_median"] is not None]
+        ax.plot([m[0] for m in med], [m[1] for m in med], marker=".", linestyle="--", color=col,
+                label=label + ": median service p99")
         for p in sweep:
             if p[key]["failed"]:
                 ax.annotate(f"{p[key]['failed']} not served", (p["services"], ys[-1] if ys else 0),
                             fontsize=7, color=COLORS["pack" if key == "salus" else "none"])
     ax.axhline(inf["p99_bound_ms"], color="k", linestyle=":", label="p99 bound")
+    if (inf.get("alone") or {}).get("p99_ms_max") is not None:
+        ax.axhline(inf["alone"]["p99_ms_max"], color="#888888", linestyle="-.",
+                   label="one GPU each: worst p99")
     ax.set_xlabel("inference services on one GPU")
     ax.set_ylabel("latency p99, ms")
     ax.set_yscale("log")

@@ -116,6 +116,19 @@ def table(header, rows):
     return "\n".join(out)
 
 
+def disturbed(named_stats):
+    """A warning for runs whose one engine ran kernels side by side: the
+    simulated GPU's state was removed under them and made afresh."""
+    bad = [(n, st.get("engine_overlap_s") or 0) for n, st in named_stats]
+    bad = [(n, v) for n, v in bad if v > 0.01]
+    if not bad:
+        return ""
+    return ("**Warning: disturbed runs.** " + ", ".join(f"{n} ({f(v, 1)} s)" for n, v in bad)
+            + ": kernels overlapped on the one simulated engine, which happens only when "
+            "the run's simgpu state is removed while it runs (by something else on the "
+            "machine).  Their figures are not to be trusted; rerun.\n")
+
+
 def cmp_word(ours, paper, close=0.15):
     """How `ours` stands against `paper` (both ratios, larger is better)."""
     if ours is None:
@@ -161,9 +174,10 @@ def section_training(tr, timing):
         f"**Setup.** {tr['jobs']} jobs drawn (seed {tr['seed']}) uniformly from the paper's 45 "
         f"training workloads (15 models x 3 batch sizes, `salus-train --preset list`), each "
         f"sized to 1, 5 or 10 minutes of training as in the paper, then compressed "
-        f"{tr['length_scale']}x: iterations last 1/{tr['iter_scale']} of the model's (the "
-        f"same kernels, {tr['iter_scale']}x fewer of them) and jobs have 1/{tr['count_scale']} "
-        f"of the iterations.  A job lasts {f(tr['mean_length_s'])} s alone on average "
+        f"{tr['length_scale']}x in time: an iteration is shortened {tr['iter_scale']}x (the "
+        f"model's own kernel lengths, {tr['iter_scale']}x fewer kernels), or less where it "
+        f"would fall below {f(tr.get('min_iter_ms', 2.0), 0)} ms, and the job has as many "
+        f"fewer iterations as make up the rest.  A job lasts {f(tr['mean_length_s'])} s alone on average "
         f"({f(tr['work_s'], 1)} s in all, {f(tr['gpu_work_s'], 1)} s of it GPU time).  "
         f"Poisson arrivals, mean gap {f(tr['mean_gap_s'], 3)} s: an offered load of "
         f"{f(tr['load'], 1)} while jobs arrive, so a queue forms, as in the paper's trace.  "
@@ -181,6 +195,9 @@ def section_training(tr, timing):
     out.append(table(["policy", "avg JCT s", "median s", "p95 s", "makespan s",
                       "utilization", "failed", "avg JCT gain over fifo"], rows))
     out.append("")
+    w = disturbed([(p, P[p]) for p in config.POLICIES])
+    if w:
+        out += [w, ""]
     g = ratio(fifo["avg_jct_s"], srtf["avg_jct_s"])
     gi = ratio(fifo["avg_jct_s"], ideal["avg_jct_s"])
     gap = ratio(srtf["avg_jct_s"], ideal["avg_jct_s"])
@@ -262,6 +279,9 @@ def section_hyper(hp):
     out.append(table(["model", "policy", "makespan s", "utilization", "avg JCT s", "failed"],
                      rows))
     out.append("")
+    w = disturbed([(f"{s['model']} {p}", s[p]) for s in sets for p in ("fifo", "pack")])
+    if w:
+        out += [w, ""]
     rows = [[s["model"], f(s["utilization_gain"]) + "x", f(s["makespan_gain"]) + "x",
              f(s["bound_gain"]) + "x"] for s in sets]
     out.append(table(["model", "utilization gain", "makespan gain",
@@ -338,7 +358,7 @@ def section_infer(inf):
     return "\n".join(out)
 
 
-def section_micro(mi):
+def section_micro(mi, tr=None):
     out = ["## 4. Microbenchmarks", ""]
     fig = (mi or {}).get("figures", {})
     src = (mi or {}).get("sources", {})
@@ -352,12 +372,29 @@ def section_micro(mi):
              f"<= {TARGETS['handoff_p99_us']}", "futex wake p99 15"]]
     out.append(table(["figure", "measured", "target", "for reference (design.md)"], rows))
     out.append("")
+    rt = ((mi or {}).get("raw", {}).get("sched") or {}).get("handoff", {})
+    if isinstance(rt, dict) and rt.get("round_trip_us_per_handoff") is not None:
+        out.append(f"The handoff benchmark's round trip (release, wake, acquire) averaged "
+                   f"{f(rt['round_trip_us_per_handoff'], 2)} us per handoff.")
+        out.append("")
     have = [v for v in src.values() if v]
     out.append("Gathered from " + (", ".join(f"`{v}`" for v in have) if have else "nothing")
                + " (the scheduler's and memory module's own benchmarks, bench/sched.mk and "
                "bench/memory.mk, over a null driver that returns at once)."
                + ("" if len(have) == 2 else "  A missing file leaves its figures n/a."))
     out.append("")
+    if tr:
+        seen = [(p, (tr["policies"][p].get("salus") or {}).get("handoff_us_p50_median"))
+                for p in ("fifo", "srtf", "fair")]
+        seen = [(p, v) for p, v in seen if v is not None]
+        if seen:
+            out.append("In the training runs themselves, a handoff (from the holder's release "
+                       "decision to the next holder running, as SALUS_REPORT measures it) took "
+                       + ", ".join(f"{f(v, 0)} us under {p}" for p, v in seen)
+                       + " (the median of the jobs' p50): it includes synchronizing the "
+                       "releasing context and the waiter's wake-up on a loaded 2-core host, "
+                       "so it is an end-to-end figure, not the futex wake alone.")
+            out.append("")
     return "\n".join(out)
 
 
@@ -425,7 +462,10 @@ def headline(tr, hp, inf, mi):
         rows.append(["training avg JCT, srtf vs fifo", f"{PAPER['jct']}x",
                      f(ratio(P["fifo"]["avg_jct_s"], P["srtf"]["avg_jct_s"])) + "x",
                      "ideal SRTF: " + f(ratio(P["fifo"]["avg_jct_s"],
-                                              P["ideal_srtf"]["avg_jct_s"])) + "x"])
+                                              P["ideal_srtf"]["avg_jct_s"])) + "x; with our "
+                     "memory admission: " + f(ratio(P["fifo"]["avg_jct_s"],
+                                                   (tr.get("ideal_srtf_admitted") or {})
+                                                   .get("avg_jct_s"))) + "x"])
     if hp and hp.get("sets"):
         h = hp["sets"][0]
         rows.append([f"tuning utilization, pack vs one at a time ({h['model']})",
@@ -450,6 +490,7 @@ def render(out_dir, scale, pngs, img_prefix=""):
     inf, mi = _load(out_dir, "inference.json"), _load(out_dir, "micro.json")
     timing = _load(out_dir, "timing.json") or {}
     steps = timing.get("steps", {})
+    loads = timing.get("load", {})
     L = ["# Salus reproduced over simgpu", ""]
     cmd = {"full": "make bench", "quick": "make bench-quick"}.get(scale.name, "tests/test_bench")
     L.append(f"Scale `{scale.name}` (`{cmd}`), "
@@ -457,7 +498,10 @@ def render(out_dir, scale, pngs, img_prefix=""):
              f"{platform.machine()}.  Wall time of the experiments: "
              + ", ".join(f"{k} {v:.0f} s" for k, v in steps.items() if k != "report")
              + f" (total {sum(v for k, v in steps.items() if k != 'report'):.0f} s).  "
-             "Every figure below is computed from this run's files "
+             + (f"Host load average (1 min) after each step: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in loads.items()) + ": the jobs are "
+                "real processes, so a busy host slows them.  " if loads else "")
+             + "Every figure below is computed from this run's files "
              "(bench/results/*.json); rerun with `make bench` or "
              "`python3 bench/run.py all --scale full`.")
     L += ["", "The paper: Peifeng Yu and Mosharaf Chowdhury, *Fine-Grained GPU Sharing "
@@ -478,7 +522,7 @@ def render(out_dir, scale, pngs, img_prefix=""):
         L.append(section_infer(inf))
         if "inference_p99.png" in pngs:
             L += [f"![inference p99]({img_prefix}inference_p99.png)", ""]
-    L.append(section_micro(mi))
+    L.append(section_micro(mi, tr))
     L.append(SHORTFALL_TEXT)
     L.append(section_workloads(tr))
     if not pngs:

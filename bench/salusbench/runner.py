@@ -60,9 +60,11 @@ _counter = [0]
 
 
 def _names(tag):
+    """A simulated GPU and a table of the run's own.  Not salus-* or
+    simgpu-*: names that tools and people clean up by pattern."""
     _counter[0] += 1
-    base = f"salus-bench-{os.getpid()}-{_counter[0]}-{tag}"
-    return "/" + base, "/" + base + "-table"
+    base = f"bench-{os.getpid()}-{_counter[0]}-{tag}"
+    return "/" + base + "-gpu", "/" + base + "-table"
 
 
 def _unlink_shm(name):

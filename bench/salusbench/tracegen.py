@@ -45,21 +45,32 @@ def compressed_train_job(preset, iterations, name, arrival_s, seed, iter_scale=c
                peak=preset.peak, model=preset.name)
 
 
+def iter_scale_of(preset):
+    """How much a preset's iterations are shortened: ITER_SCALE, less for
+    models whose iterations would drop below MIN_ITER_MS.  A job's length is
+    shortened by the same factor whatever its model (the count makes up)."""
+    it = preset.iter_ms + preset.host_ms
+    return max(1.0, min(float(config.ITER_SCALE), it / config.MIN_ITER_MS))
+
+
 def training_trace(scale, train_presets):
     """About 100 jobs of the paper's mix: a model and batch size drawn
     uniformly among the 45 workloads, a length of 1, 5 or 10 minutes
     (uniformly), compressed; Poisson arrivals whose mean gap makes the
     offered load `scale.load` while jobs arrive."""
     rng = random.Random(scale.seed)
+    length_scale = config.ITER_SCALE * scale.count_scale
     drawn = []
     for i in range(scale.train_jobs):
         p = rng.choice(train_presets)
         minutes = rng.choice(config.JOB_MINUTES)
-        iters = max(2, round(p.iterations * minutes / scale.count_scale))
-        drawn.append((p, minutes, iters))
-    jobs = [compressed_train_job(p, iters, f"j{i:03d}-{p.name}", 0.0, seed=1000 + i)
-            for i, (p, minutes, iters) in enumerate(drawn)]
-    for j, (_, minutes, _) in zip(jobs, drawn):
+        s_iter = iter_scale_of(p)
+        iters = max(2, round(p.iterations * minutes * s_iter / length_scale))
+        drawn.append((p, minutes, iters, s_iter))
+    jobs = [compressed_train_job(p, iters, f"j{i:03d}-{p.name}", 0.0, seed=1000 + i,
+                                 iter_scale=s_iter)
+            for i, (p, minutes, iters, s_iter) in enumerate(drawn)]
+    for j, (_, minutes, _, _) in zip(jobs, drawn):
         j.minutes = minutes
     mean_len = sum(j.length_s for j in jobs) / len(jobs)
     mean_gap = mean_len / scale.load

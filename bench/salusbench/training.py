@@ -82,6 +82,7 @@ def run(scale, out_dir):
         "scale": scale.name,
         "jobs": len(jobs),
         "iter_scale": config.ITER_SCALE,
+        "min_iter_ms": config.MIN_ITER_MS,
         "count_scale": scale.count_scale,
         "length_scale": config.ITER_SCALE * scale.count_scale,
         "load": scale.load,
