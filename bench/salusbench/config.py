@@ -51,20 +51,21 @@ class Scale:
     infer_slo_ms: float = 100.0
     seed: int = 1
     publish: bool = False       # copy the report to bench/REPORT.md + bench/report/
+    unbounded: bool = True      # training: fifo and srtf again without memory limits
     extra: dict = field(default_factory=dict)
 
 
 SCALES = {
-    "full": Scale("full", train_jobs=100, count_scale=25, load=2.0,
-                  hyper_models=["superres_128", "resnet50_50"], hyper_jobs=20, hyper_job_s=1.5,
-                  infer_models=14, infer_copies=[1, 3, 4], infer_seconds=15.0,
+    "full": Scale("full", train_jobs=100, count_scale=30, load=2.0,
+                  hyper_models=["superres_128", "resnet50_50"], hyper_jobs=16, hyper_job_s=1.5,
+                  infer_models=14, infer_copies=[1, 3, 4], infer_seconds=12.0,
                   publish=True),
     "quick": Scale("quick", train_jobs=16, count_scale=40, load=2.0,
                    hyper_models=["superres_128", "resnet50_50"], hyper_jobs=6, hyper_job_s=0.6,
                    infer_models=14, infer_copies=[1, 3], infer_seconds=3.0),
     "tiny": Scale("tiny", train_jobs=4, count_scale=400, load=2.0,
                   hyper_models=["superres_128"], hyper_jobs=2, hyper_job_s=0.15,
-                  infer_models=2, infer_copies=[1], infer_seconds=0.5),
+                  infer_models=2, infer_copies=[1], infer_seconds=0.5, unbounded=False),
 }
 
 

@@ -34,9 +34,11 @@ def jct_cdf(plt, tp, path):
         if not jcts:
             continue
         v = sorted(jcts)
+        base = pol.split(" ")[0]
         ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post",
-                label=f"{pol} ({len(v)} done)", color=COLORS.get(pol),
-                linestyle="--" if pol == "ideal_srtf" else "-")
+                label=f"{pol} ({len(v)} done)", color=COLORS.get(base),
+                linestyle="--" if pol == "ideal_srtf" else (":" if " " in pol else "-"),
+                linewidth=1.0 if " " in pol else 1.5)
     ax.set_xscale("log")
     ax.set_xlabel("job completion time, s (arrival to completion; log scale)")
     ax.set_ylabel("fraction of completed jobs")

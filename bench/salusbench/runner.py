@@ -74,8 +74,10 @@ def _unlink_shm(name):
         pass
 
 
-def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_env=None):
+def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_env=None,
+             reserve=True):
     """Run `jobs` under `policy` ("none" or a SALUS_POLICY); returns a Run.
+    reserve=False: no SALUS_MEM_RESERVE (no admission).
     stop_at_s: SIGTERM every job still running then (services), SIGKILL
     2 s later.  deadline_s: SIGKILL everything then (a safety net)."""
     os.makedirs(workdir, exist_ok=True)
@@ -109,7 +111,7 @@ def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_
             while nxt < len(order) and jobs[order[nxt]].arrival_s <= el:
                 i = order[nxt]
                 nxt += 1
-                results[i] = _spawn(jobs[i], policy, env, workdir, tag, procs)
+                results[i] = _spawn(jobs[i], policy, env, workdir, tag, procs, reserve)
             if stop_at_s is not None and el >= stop_at_s and not termed:
                 termed = True
                 for p, r, _, _ in procs.values():
@@ -143,13 +145,13 @@ def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_
                t0_ns=t0, wall_s=(time.monotonic_ns() - t0) / 1e9)
 
 
-def _spawn(job, policy, env, workdir, tag, procs):
+def _spawn(job, policy, env, workdir, tag, procs, reserve=True):
     prog = config.TRAIN if job.program == "train" else config.INFER
     jenv = dict(env)
     if policy != "none":
         if job.iterations:
             jenv["SALUS_ITERATIONS"] = str(job.iterations)
-        if job.peak:
+        if job.peak and reserve:
             jenv["SALUS_MEM_RESERVE"] = str(job.peak)
     jenv.update(job.env)
     out = os.path.join(workdir, f"{tag}.{job.name}.out")

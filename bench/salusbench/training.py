@@ -75,6 +75,23 @@ def run(scale, out_dir):
         print(f"bench: training {policy}: avg JCT {st['avg_jct_s'] or 0:.2f} s, "
               f"makespan {st['makespan_s']:.1f} s, utilization {st['utilization'] or 0:.2f}, "
               f"failed {st['failed_jobs']} ({r.wall_s:.0f} s)", flush=True)
+    # The switching primitive alone: memory out of the picture (a GPU too large
+    # to fill, no reservations), so that srtf can pick among every job that
+    # has arrived, as the ideal does.
+    unbounded = {}
+    if scale.unbounded:
+        for policy in ("fifo", "srtf"):
+            r = runner.run_jobs(jobs, policy, workdir, f"{policy}-unbounded",
+                                deadline_s=6 * work + 60, reserve=False,
+                                extra_env={"SIMGPU_MEMORY": "1T"})
+            st, raw = analysis.policy_stats(r)
+            st["salus"] = salus_counters(r)
+            unbounded[policy] = st
+            plot["jct"][f"{policy} (no memory limit)"] = raw["jcts"]
+            walls[f"{policy}-unbounded"] = r.wall_s
+            print(f"bench: training {policy}, no memory limit: avg JCT "
+                  f"{st['avg_jct_s'] or 0:.2f} s, makespan {st['makespan_s']:.1f} s "
+                  f"({r.wall_s:.0f} s)", flush=True)
     best, ideal_jct = ideal.stats(jobs)
     figures["ideal_srtf"] = best
     plot["jct"]["ideal_srtf"] = ideal_jct
@@ -94,6 +111,7 @@ def run(scale, out_dir):
         "ideal_srtf_admitted": ideal.admitted_stats(jobs, BUDGET),
         "budget_gib": BUDGET / 2**30,
         "policies": figures,
+        "unbounded": unbounded,
         "wall_s": walls,
         "seed": scale.seed,
         "trace": [{"name": j.name, "model": j.model, "minutes": j.minutes,
