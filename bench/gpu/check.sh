@@ -71,6 +71,16 @@ out_of_time() {
     return 1
 }
 
+# tmo N: a command's timeout, N seconds or what is left of the whole run's
+# 470 s (at least 5), so that the run stays under 8 minutes.
+HARD_S=${CHECK_HARD_S:-470}
+tmo() {
+    local left=$(( HARD_S - ($(date +%s) - START) ))
+    [ "$left" -lt 5 ] && left=5
+    [ "$1" -lt "$left" ] && left=$1
+    echo "$left"
+}
+
 # py CODE ARGS...: a small computation over the steps' JSON files.
 py() {
     local code=$1
@@ -168,7 +178,7 @@ step_build() {
     [ "$SIMGPU" = 1 ] && targets+=(build/sim/libcuda.so.1)
     local t0 rc
     t0=$(date +%s)
-    timeout 240 make --no-print-directory -j"$(nproc)" CUDA_HOME="$CUDA" CUDA_ARCH="$ARCH" \
+    timeout "$(tmo 240)" make --no-print-directory -j"$(nproc)" CUDA_HOME="$CUDA" CUDA_ARCH="$ARCH" \
         "${targets[@]}" >>"$log" 2>&1
     rc=$?
     if [ "$rc" = 0 ] && [ -x "$TRAIN" ] && [ -e "$LIB" ]; then
@@ -190,7 +200,7 @@ run_job() {
     local extra=()
     [ "$pre" = 1 ] && extra=("LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$name" "SALUS_POLICY=fair"
                              "SALUS_REPORT=$OUT/$name.report.jsonl")
-    timeout 60 "${RUNENV[@]}" "${extra[@]}" "$@" --name "$name" >"$OUT/$name.json" 2>"$OUT/$name.err"
+    timeout "$(tmo 60)" "${RUNENV[@]}" "${extra[@]}" "$@" --name "$name" >"$OUT/$name.json" 2>"$OUT/$name.err"
 }
 
 step_overhead() {
@@ -252,11 +262,11 @@ two_jobs() {
     local common=("LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$pol" "SALUS_POLICY=$pol"
                   "SALUS_REPORT=$OUT/$pol.report.jsonl")
     rm -f "$OUT/$pol.report.jsonl"
-    timeout 60 "${RUNENV[@]}" "${common[@]}" "SALUS_PRIORITY=$pa" "$TRAIN" "${job[@]}" --name "$pol-a" \
+    timeout "$(tmo 60)" "${RUNENV[@]}" "${common[@]}" "SALUS_PRIORITY=$pa" "$TRAIN" "${job[@]}" --name "$pol-a" \
         >"$OUT/$pol-a.json" 2>"$OUT/$pol-a.err" &
     local a=$!
     sleep "$delay"
-    timeout 60 "${RUNENV[@]}" "${common[@]}" "SALUS_PRIORITY=$pb" "$TRAIN" "${job[@]}" --name "$pol-b" \
+    timeout "$(tmo 60)" "${RUNENV[@]}" "${common[@]}" "SALUS_PRIORITY=$pb" "$TRAIN" "${job[@]}" --name "$pol-b" \
         >"$OUT/$pol-b.json" 2>"$OUT/$pol-b.err" &
     local b=$!
     local ra=0 rb=0
@@ -314,7 +324,7 @@ print("PASS" if ok else "FAIL", fig+"; %d switches, handoff p50 %.1f us, p99 %.1
 FW=${CHECK_FRAMEWORKS:-$ROOT/bench/gpu/frameworks.py}   # a test double may stand in
 torch_ready() {
     [ "$HAVE_GPU" = 1 ] && [ -e "$LIB" ] &&
-        timeout 120 "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)' \
+        timeout "$(tmo 120)" "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)' \
             >/dev/null 2>&1
 }
 
@@ -331,10 +341,10 @@ step_torch() {
                "SALUS_REPORT=$OUT/torch-fair.report.jsonl")
     if ! out_of_time torch-fair; then
         rm -f "$OUT/torch-fair.report.jsonl"
-        timeout 150 env "${env[@]}" "$PY" "$FW" train --steps 300 --out "$OUT/torch-a.steps.json" \
+        timeout "$(tmo 150)" env "${env[@]}" "$PY" "$FW" train --steps 300 --out "$OUT/torch-a.steps.json" \
             >"$OUT/torch-a.json" 2>"$OUT/torch-a.err" &
         local a=$!
-        timeout 150 env "${env[@]}" "$PY" "$FW" train --steps 300 --seed 2 --out "$OUT/torch-b.steps.json" \
+        timeout "$(tmo 150)" env "${env[@]}" "$PY" "$FW" train --steps 300 --seed 2 --out "$OUT/torch-b.steps.json" \
             >"$OUT/torch-b.json" 2>"$OUT/torch-b.err" &
         local b=$! ra=0 rb=0
         wait "$a" || ra=$?
@@ -358,7 +368,7 @@ print("PASS" if ok else "FAIL","in the %.1f s both ran: %d and %d steps; launche
 
     if ! out_of_time torch-oom; then
         local lim=$((4 << 30)) line verdict
-        line=$(timeout 90 env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-oom" "SALUS_MEM_LIMIT=4G" \
+        line=$(timeout "$(tmo 90)" env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-oom" "SALUS_MEM_LIMIT=4G" \
             "SALUS_REPORT=$OUT/torch-oom.report.jsonl" "$PY" "$FW" oom --limit "$lim" \
             2>"$OUT/torch-oom.err" | tail -1)
         echo "$line" > "$OUT/torch-oom.json"
@@ -374,7 +384,7 @@ print("PASS" if ok else "FAIL","6 GiB under SALUS_MEM_LIMIT=4G: raised %s (%s), 
         name=torch-account-$([ "$conf" = "expandable_segments:True" ] && echo expandable || echo async)
         out_of_time "$name" && continue
         local line verdict
-        line=$(timeout 90 env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$name" "SALUS_MEM_LIMIT=8G" \
+        line=$(timeout "$(tmo 90)" env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$name" "SALUS_MEM_LIMIT=8G" \
             "PYTORCH_CUDA_ALLOC_CONF=$conf" "$PY" "$FW" account --mib 2048 \
             2>"$OUT/$name.err" | tail -1)
         echo "$line" > "$OUT/$name.json"
@@ -398,7 +408,7 @@ step_jax() {
         return
     fi
     local line rc verdict
-    line=$(timeout 120 env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-jax" "SALUS_MEM_LIMIT=8G" \
+    line=$(timeout "$(tmo 120)" env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-jax" "SALUS_MEM_LIMIT=8G" \
         "$PY" "$FW" jax 2>"$OUT/jax.err" | tail -1)
     rc=${PIPESTATUS[0]}
     echo "$line" > "$OUT/jax.json"
