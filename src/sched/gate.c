@@ -84,6 +84,15 @@ static void bump_activity(sched_slot_t *me)
                      __ATOMIC_RELAXED);
 }
 
+/* At an iteration boundary: until the next launch or sync the owner is at
+ * rest between iterations, which waiters may treat as idle much sooner than
+ * a pause inside an iteration (wait.c). */
+static void mark_rest(sched_slot_t *me)
+{
+    __atomic_store_n(&me->rest_activity, __atomic_load_n(&me->activity, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+}
+
 /* ---- the thread registry ---------------------------------------------------- */
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -370,6 +379,8 @@ void sched_sync_end(sched_sync_kind_t kind, int ok)
     p->last_sync_ns = now;
     pthread_mutex_unlock(&p->mu);
     bump_activity(p->me);
+    if (boundary)
+        mark_rest(p->me);
     if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
         sched_yield_point(p, boundary, 1);
 }
@@ -386,6 +397,7 @@ SALUS_EXPORT void salus_iteration_end(void)
     if (!active)
         return;
     bump_activity(p->me);
+    mark_rest(p->me);
     if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
         sched_yield_point(p, 1, 0);
 }

@@ -50,7 +50,7 @@ typedef struct sched_slot {
     uint64_t iterations;      /* iterations done */
     uint64_t iter_ns;         /* mean running time of an iteration, 0: unknown */
     uint64_t boundary_ns;     /* the owner's last iteration boundary */
-    uint8_t pad2[8];
+    uint64_t rest_activity;   /* activity at that boundary: equal => at rest since */
     /* line 3: counters */
     uint64_t held_ns;         /* GPU time of closed tenures (atomic add, any writer) */
     uint64_t waited_ns;       /* owner's threads (atomic add) */

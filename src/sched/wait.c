@@ -15,10 +15,13 @@
  *   - no valid holder (freed, stale generation): the policy's pick gets it;
  *   - holder dead (its liveness lock is gone): reap it; the reap hook hands
  *     the lease on.  Detection within SCHED_POLL_NS, well under 100 ms;
- *   - holder idle (its activity word unchanged, not inside a sync, while it
- *     used the CPU or slept for a few of its iterations - not merely while
- *     it was not scheduled): the lease is taken from it and granted by
- *     policy (work conserving).  Not under fifo, which never shares.
+ *   - holder at rest since its last boundary for SCHED_REST_NS, or idle
+ *     inside an iteration (its activity word unchanged, not inside a sync,
+ *     while it used the CPU or slept - not merely while it was not
+ *     scheduled - for a few of its iterations): the lease is taken from it
+ *     and granted by policy (work conserving).  Not under fifo, which never
+ *     shares.  A waiter that sees the holder at rest times its next look to
+ *     the moment the rest reaches SCHED_REST_NS.
  *
  * Locks: the table lock around every decision, never held while sleeping,
  * while synchronizing a context, or across a call into the driver; p->mu
@@ -39,6 +42,7 @@
 #define SCHED_IDLE_MIN_NS      (200ull * 1000000)   /* well above CPU scheduling stalls */
 #define SCHED_IDLE_MAX_NS      (5000ull * 1000000)
 #define SCHED_IDLE_UNKNOWN_NS  (500ull * 1000000)   /* before a first iteration */
+#define SCHED_REST_NS          (5ull * 1000000)     /* idle at rest between iterations */
 #define SCHED_NOSYNC_NS        (1000ull * 1000000)  /* no host sync this long: no-sync program */
 #define SCHED_SPIN_NS          (20ull * 1000)       /* a waiter's spin before it sleeps */
 
@@ -71,6 +75,25 @@ static uint64_t my_lease(const sched_proc_t *p)
 
 /* Hand device d over if the policy says so; synchronize the context first
  * when the GPU work is not known to be done.  1 if handed over. */
+/* The holder keeps the GPU at a boundary while others wait: wake one waiter
+ * (without a grant) so that it times its watch of the rest that may follow
+ * (poll_rest) from this boundary rather than from its next periodic look. */
+static void nudge_watcher(sched_proc_t *p, int d)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    for (int w = 0; w < 2; w++) {
+        uint64_t bits = __atomic_load_n(&dev->waiters[w], __ATOMIC_RELAXED);
+        if (w * 64 <= p->slot && p->slot < w * 64 + 64)
+            bits &= ~(1ull << (p->slot - w * 64));
+        if (bits) {
+            sched_slot_t *s = sched_slot(p->t, w * 64 + __builtin_ctzll(bits));
+            if (s)
+                shm_futex_wake(&s->grant, 1);
+            return;
+        }
+    }
+}
+
 static int yield_device(sched_proc_t *p, int d, int boundary, int synced)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -79,6 +102,8 @@ static int yield_device(sched_proc_t *p, int d, int boundary, int synced)
         int to = sched_decide_locked(p->t, d, p->slot, boundary, sched_now());
         if (to < 0) {
             shm_unlock(p->t);
+            if (boundary)
+                nudge_watcher(p, d);
             return 0;
         }
         if (!synced) {
@@ -176,6 +201,8 @@ static uint64_t idle_progress(shm_table_t *t, int h, idle_track_t *tr, uint64_t 
     return (cpu > tr->cpu0 ? cpu - tr->cpu0 : 0) + tr->slept;
 }
 
+/* How much idle progress takes the lease from a holder quiet inside an
+ * iteration: a few of its iterations. */
 static uint64_t idle_ns(const sched_slot_t *h)
 {
     uint64_t it = __atomic_load_n(&h->iter_ns, __ATOMIC_RELAXED);
@@ -245,6 +272,45 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     return regrant(p, d, lease, act, 1);
 }
 
+/* A holder at rest since its last boundary (host time between iterations,
+ * an inference service between requests) has no GPU work left: handing the
+ * GPU over cuts nothing, and keeping it only idles the GPU.  It gives way
+ * once it has rested SCHED_REST_NS, whether it sleeps, computes on the CPU
+ * or is merely not scheduled.  Returns W_WAIT with *next_ns, the time to
+ * look again, when it is not at rest or not yet long enough.
+ *
+ * "At rest" is read from activity == rest_activity, and a holder bumps its
+ * activity at launches only on its slow path, once it sees its gate
+ * CONTENDED.  A boundary from before this waiter enqueued (`enqueued_ns`)
+ * proves nothing: the holder may have launched a whole iteration since, on
+ * the fast path.  A boundary after it was reached with the gate already
+ * CONTENDED (the enqueue set it under the lock), so every launch since
+ * would have moved activity. */
+static int poll_rest(sched_proc_t *p, int d, uint64_t enqueued_ns, uint64_t *next_ns)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    uint64_t lease = __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE);
+    int h = sched_lease_holder(p->t, lease);
+    *next_ns = SCHED_POLL_NS;
+    if (h < 0 || lease == my_lease(p) || !shares(dev))
+        return W_WAIT;
+    sched_slot_t *hs = sched_slot(p->t, h);
+    uint64_t act = __atomic_load_n(&hs->activity, __ATOMIC_RELAXED);
+    if (act != __atomic_load_n(&hs->rest_activity, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) != 0)
+        return W_WAIT;
+    uint64_t now = sched_now();
+    uint64_t b = __atomic_load_n(&hs->boundary_ns, __ATOMIC_RELAXED);
+    if (b < enqueued_ns || b > now)
+        return W_WAIT;
+    uint64_t since = now - b;
+    if (since < SCHED_REST_NS) {
+        *next_ns = SCHED_REST_NS - since + 100000;
+        return W_WAIT;
+    }
+    return regrant(p, d, lease, act, 1);
+}
+
 /* ---- acquiring and waiting --------------------------------------------------- */
 
 static inline void cpu_relax(void)
@@ -282,6 +348,7 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
     sched_slot_t *me = p->me;
     sched_dev_t *dev = sched_dev(p->t, d);
     idle_track_t track = { .measured = 0 };
+    uint64_t enqueued_ns = sched_now();      /* sched_acquire has just enqueued us */
     if (spin_for_grant(p, dev)) {
         *by_other = 1;
         return W_GOT;
@@ -294,9 +361,12 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
         }
         if (ungated(dev) || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE)
             return W_PASS;
-        if (shm_futex_wait(&me->grant, seen, SCHED_POLL_NS) != ETIMEDOUT)
+        uint64_t next_ns;
+        int r = poll_rest(p, d, enqueued_ns, &next_ns);
+        if (r == W_WAIT && shm_futex_wait(&me->grant, seen, next_ns) != ETIMEDOUT)
             continue;
-        int r = poll_holder(p, d, &track);
+        if (r == W_WAIT)
+            r = poll_holder(p, d, &track);
         if (r != W_WAIT) {
             *by_other = 0;
             return r;
