@@ -440,6 +440,53 @@ static void test_futex_across_processes(void **state)
     shm_close_table(t);
 }
 
+/* ---- devices ------------------------------------------------------------ */
+
+static void test_device_registry(void **state)
+{
+    (void)state;
+    shm_table_t *t = open_named(name);
+    uint8_t a[16] = "GPU-aaaaaaaaaaa", b[16] = "GPU-bbbbbbbbbbb", out[16];
+    assert_int_equal(shm_device_uuid(t, 0, out), -1);      /* nothing registered */
+    assert_int_equal(shm_lock(t), 0);
+    assert_int_equal(shm_device_index_locked(t, a), 0);
+    assert_int_equal(shm_device_index_locked(t, b), 1);
+    assert_int_equal(shm_device_index_locked(t, a), 0);    /* known: same index */
+    shm_unlock(t);
+    assert_int_equal(shm_device_uuid(t, 1, out), 0);
+    assert_memory_equal(out, b, 16);
+    assert_int_equal(shm_device_uuid(t, 2, out), -1);
+    assert_int_equal(shm_device_uuid(t, -1, out), -1);
+
+    /* Another process that sees b under another ordinal gets b's index. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        shm_table_t *c = open_named(name);
+        if (shm_lock(c) != 0)
+            _exit(80);
+        int d = shm_device_index_locked(c, b);
+        shm_unlock(c);
+        _exit(d == 1 ? 0 : 81);
+    }
+    assert_int_equal(reap_child(pid, 5000), 0);
+
+    /* Full: every index taken, a new GPU gets none; a scribbled count is
+     * clamped rather than trusted. */
+    assert_int_equal(shm_lock(t), 0);
+    for (int i = 2; i < SHM_MAX_DEVICES; i++) {
+        uint8_t u[16] = { 0 };
+        snprintf((char *)u, sizeof u, "GPU-%d", i);
+        assert_int_equal(shm_device_index_locked(t, u), i);
+    }
+    uint8_t c[16] = "GPU-ccccccccccc";
+    assert_int_equal(shm_device_index_locked(t, c), -1);
+    t->map->hdr.devices = 1000;
+    assert_int_equal(shm_device_index_locked(t, a), 0);
+    assert_int_equal(t->map->hdr.devices, SHM_MAX_DEVICES);
+    shm_unlock(t);
+    shm_close_table(t);
+}
+
 /* ---- stress and misuse -------------------------------------------------- */
 
 static void test_stress_claims(void **state)
@@ -574,6 +621,7 @@ int main(void)
         T(test_dead_creator_table_is_remade),
         T(test_fork_child_holds_no_slot),
         T(test_futex_across_processes),
+        T(test_device_registry),
         T(test_stress_claims),
         T(test_misuse),
         T(test_table_full),

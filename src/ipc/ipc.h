@@ -25,7 +25,7 @@
 #include <sys/types.h>
 
 /* Sizes fixed by the ABI version: a table of another version is refused. */
-#define SHM_ABI_VERSION        1u
+#define SHM_ABI_VERSION        2u
 #define SHM_MAX_SLOTS          128   /* processes sharing one table */
 #define SHM_MAX_DEVICES        16
 #define SHM_SLOT_AREA_BYTES    1024  /* per module, per slot */
@@ -134,6 +134,18 @@ int  shm_slot_ident(shm_table_t *t, int slot, shm_ident_t *out);
 /* Generation of a slot (0 when free). */
 uint32_t shm_slot_gen(shm_table_t *t, int slot);
 void shm_set_state(shm_table_t *t, int slot, shm_state_t state);
+
+/* ---- devices ---------------------------------------------------------------
+ * One GPU has one index in the table, whatever ordinal each process sees it
+ * under (CUDA_VISIBLE_DEVICES changes them): the table knows devices by
+ * UUID, and every module uses this index for its device areas, so that
+ * their views of one GPU always agree.  An index is never given back. */
+
+/* The index of the device with this UUID, registered if new; with the table
+ * locked.  -1 when all SHM_MAX_DEVICES indices are taken. */
+int  shm_device_index_locked(shm_table_t *t, const uint8_t uuid[16]);
+/* The UUID of device index d: 0 and *out written, or -1 when unused. */
+int  shm_device_uuid(shm_table_t *t, int device, uint8_t out[16]);
 
 /* ---- module areas --------------------------------------------------------
  * 64-byte aligned, zeroed when the table is made; a slot's areas are zeroed

@@ -11,6 +11,7 @@
  *   slot.state != SHM_FREE  ==>  its owner holds the record lock at
  *                                SHM_LIVE_BASE + index, or has died
  *   slot.gen increases by one at every claim: (index, gen) names a process
+ *   hdr.devices <= SHM_MAX_DEVICES; dev_uuid[i] for i < devices are distinct
  */
 #ifndef SALUS_SHM_LAYOUT_H
 #define SALUS_SHM_LAYOUT_H
@@ -39,6 +40,9 @@ typedef struct shm_header {
     uint32_t pad0;
     uint64_t created_ns;
     uint64_t changes;            /* bumped at every claim / free (monitors) */
+    uint32_t devices;            /* dev_uuid[0..devices) are registered; locked */
+    uint32_t pad2;
+    uint8_t  dev_uuid[SHM_MAX_DEVICES][16];
     pthread_mutex_t lock;        /* robust, process-shared */
     uint8_t pad1[64];
 } __attribute__((aligned(64))) shm_header_t;

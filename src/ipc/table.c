@@ -415,6 +415,37 @@ void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,
     t->hooks[area].ctx = ctx;
 }
 
+/* ---- devices ------------------------------------------------------------ */
+
+int shm_device_index_locked(shm_table_t *t, const uint8_t uuid[16])
+{
+    if (!t || t->read_only || !uuid)
+        return -1;
+    shm_header_t *h = &t->map->hdr;
+    uint32_t n = h->devices;
+    if (n > SHM_MAX_DEVICES)             /* a peer scribbled: keep what is sane */
+        n = h->devices = SHM_MAX_DEVICES;
+    for (uint32_t d = 0; d < n; d++)
+        if (memcmp(h->dev_uuid[d], uuid, 16) == 0)
+            return (int)d;
+    if (n == SHM_MAX_DEVICES)
+        return -1;
+    memcpy(h->dev_uuid[n], uuid, 16);
+    __atomic_store_n(&h->devices, n + 1, __ATOMIC_RELEASE);
+    return (int)n;
+}
+
+int shm_device_uuid(shm_table_t *t, int device, uint8_t out[16])
+{
+    if (!t || device < 0 || device >= SHM_MAX_DEVICES)
+        return -1;
+    uint32_t n = __atomic_load_n(&t->map->hdr.devices, __ATOMIC_ACQUIRE);
+    if ((uint32_t)device >= n || n > SHM_MAX_DEVICES)
+        return -1;
+    memcpy(out, t->map->hdr.dev_uuid[device], 16);
+    return 0;
+}
+
 /* ---- areas -------------------------------------------------------------- */
 
 void *shm_slot_area(shm_table_t *t, int slot, shm_area_t area)

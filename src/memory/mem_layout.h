@@ -5,7 +5,7 @@
  * Shared, in the table's per-module areas:
  *   slot area   mem_slot_t: per device, the process's grant, its spare
  *               (avail), reservation, limit and peak; its wait; counters.
- *   device area mem_dev_t: identity (uuid), capacity, budget; the futex word
+ *   device area mem_dev_t (index from shm_device_index_locked): capacity, budget; the futex word
  *               frees bump when someone waits; the admission ticket counter;
  *               a reclaim log; sums cached for monitors.
  *
@@ -93,7 +93,6 @@ typedef struct mem_dev {
     /* Under the lock. */
     uint32_t magic;        /* MEM_DEV_MAGIC once registered */
     uint32_t next_ticket;  /* admission arrival order */
-    uint8_t  uuid[16];
     uint64_t capacity, headroom, budget;
     mem_reclaim_log_t log;
     /* Cached for monitors after each locked change. */

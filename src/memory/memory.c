@@ -162,26 +162,19 @@ static int device_identity(CUdevice ord, uint64_t *capacity, uint8_t uuid[16])
     return 0;
 }
 
-/* The table's device of that uuid, claimed if new; under the lock. */
+/* The table's device of that uuid (ipc's index, which sched shares), its
+ * area set up if new; under the lock. */
 static int find_device_locked(const uint8_t uuid[16])
 {
-    int first_free = -1;
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
-        if (dev->magic != MEM_DEV_MAGIC) {
-            if (first_free < 0)
-                first_free = d;
-        } else if (memcmp(dev->uuid, uuid, 16) == 0) {
-            return d;
-        }
-    }
-    if (first_free >= 0) {
-        mem_dev_t *dev = shm_device_area(mem_p.t, first_free, SHM_AREA_MEM);
+    int d = shm_device_index_locked(mem_p.t, uuid);
+    if (d < 0)
+        return -1;
+    mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
+    if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != MEM_DEV_MAGIC) {
         memset(dev, 0, sizeof *dev);
-        memcpy(dev->uuid, uuid, 16);
         __atomic_store_n(&dev->magic, MEM_DEV_MAGIC, __ATOMIC_RELEASE);
     }
-    return first_free;
+    return d;
 }
 
 /* Set the budget when no live process is registered on d (the first comes,

@@ -127,7 +127,8 @@ int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out)
         return -1;
     mem_device_view_t v;
     memset(&v, 0, sizeof v);
-    memcpy(v.uuid, dev->uuid, sizeof v.uuid);
+    if (shm_device_uuid(t, device, v.uuid) != 0)
+        return -1;
     v.capacity = LOAD(&dev->capacity);
     v.headroom = LOAD(&dev->headroom);
     v.budget = LOAD(&dev->budget);

@@ -79,10 +79,9 @@ static void bit_clear(uint64_t *set, int i)
 
 /* ---- device set-up ------------------------------------------------------- */
 
-static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg, const uint8_t uuid[16])
+static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg)
 {
     memset(dev, 0, sizeof *dev);
-    memcpy(dev->uuid, uuid, sizeof dev->uuid);
     dev->policy = cfg->policy < SCHED_POLICY_COUNT ? cfg->policy : SCHED_POLICY_FAIR;
     dev->quantum_ms = cfg->quantum_ms;
     dev->max_slice_ms = cfg->max_slice_ms;
@@ -93,28 +92,17 @@ static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg, const u
 int sched_dev_find_locked(shm_table_t *t, const uint8_t uuid[16], const sched_config_t *cfg)
 {
     static int said_corrupt, said_policy;
-    int d, free_d = -1;
-    sched_dev_t *dev = NULL;
-    for (d = 0; d < SHM_MAX_DEVICES; d++) {
-        sched_dev_t *x = sched_dev(t, d);
-        if (__atomic_load_n(&x->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC) {
-            if (free_d < 0)
-                free_d = d;
-        } else if (memcmp(x->uuid, uuid, sizeof x->uuid) == 0) {
-            dev = x;
-            break;
-        }
-    }
-    if (!dev) {
-        if (free_d < 0)
-            return -1;
-        d = free_d;
-        dev = sched_dev(t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_RELAXED) != 0)
+    int d = shm_device_index_locked(t, uuid);
+    if (d < 0)
+        return -1;
+    sched_dev_t *dev = sched_dev(t, d);
+    uint32_t magic = __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE);
+    if (magic != SCHED_DEV_MAGIC) {
+        if (magic != 0)
             util_log_once(&said_corrupt, UTIL_LOG_WARN,
                           "table %s: the scheduler's state of device %d was corrupted; "
                           "it is set up afresh", shm_table_name(t), d);
-        dev_init_locked(dev, cfg, uuid);
+        dev_init_locked(dev, cfg);
         util_debug("device %d: policy %s, quantum %u ms, max slice %u ms", d,
                    sched_policy_names[dev->policy], dev->quantum_ms, dev->max_slice_ms);
         return d;

@@ -92,8 +92,7 @@ typedef struct sched_dev {
     uint32_t quantum_ms;
     uint32_t max_slice_ms;
     uint32_t ticket_next;
-    uint8_t uuid[16];         /* the device's identity (memory's too) */
-    uint8_t pad[36];
+    uint8_t pad[52];
     sched_wait_t wait[SHM_MAX_SLOTS];
 } sched_dev_t;
 

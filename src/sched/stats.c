@@ -140,7 +140,8 @@ int sched_read_device(shm_table_t *t, int device, sched_device_info_t *out)
     sched_dev_t *dev = sched_dev(t, device);
     sched_device_info_t v;
     memset(&v, 0, sizeof v);
-    memcpy(v.uuid, dev->uuid, sizeof v.uuid);
+    if (shm_device_uuid(t, device, v.uuid) != 0)
+        return -1;
     v.policy = sched_dev_policy(dev);
     v.quantum_ms = __atomic_load_n(&dev->quantum_ms, __ATOMIC_RELAXED);
     v.max_slice_ms = __atomic_load_n(&dev->max_slice_ms, __ATOMIC_RELAXED);
