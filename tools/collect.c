@@ -223,7 +223,6 @@ typedef struct prev_proc {
     int slot;
     uint32_t gen;
     pid_t pid;
-    shm_state_t state;
     double gpu_held_ms, waited_ms;
 } prev_proc_t;
 
@@ -464,10 +463,8 @@ static int sample_table(top_snap_t *s, int ti, shm_table_t *t)
 /* ---- rates --------------------------------------------------------------------------
  * GPU% is the growth of the GPU time a process held (its lease tenures,
  * the current one included) over the time between two samples; WAIT% the
- * growth of its time waiting for the lease.  sched adds a wait to waited_ms
- * when it ends, so a process that waited through the whole interval shows no
- * growth yet: it is counted as waiting all along when it was waiting at both
- * samples.  Under pack nobody holds a lease: GPU% is not measured there. */
+ * growth of its time waiting for the lease (the wait in progress included).
+ * Under pack nobody holds a lease: GPU% is not measured there. */
 
 static const prev_proc_t *find_prev(const top_collector_t *c, const char *table,
                                     const top_proc_t *p)
@@ -504,13 +501,6 @@ static void apply_rates(top_collector_t *c, top_snap_t *s)
         if (!(d && d->has_sched && d->policy == SCHED_POLICY_PACK))
             p->gpu_share = share(p->gpu_held_ms, q->gpu_held_ms, dt_ms);
         p->wait_share = share(p->waited_ms, q->waited_ms, dt_ms);
-        if (p->waited_ms == q->waited_ms && p->state == SHM_WAIT_GPU &&
-            q->state == SHM_WAIT_GPU)
-            p->wait_share = 1;
-        /* A wait that ended in this interval is counted whole, though it may
-         * have begun before it; a process cannot hold and wait at once. */
-        if (p->gpu_share >= 0 && p->wait_share > 1 - p->gpu_share)
-            p->wait_share = 1 - p->gpu_share;
     }
 }
 
@@ -530,7 +520,6 @@ static int remember(top_collector_t *c, const top_snap_t *s)
         q->slot = p->slot;
         q->gen = p->gen;
         q->pid = p->pid;
-        q->state = p->state;
         q->gpu_held_ms = p->gpu_held_ms;
         q->waited_ms = p->waited_ms;
     }

@@ -56,7 +56,8 @@ typedef struct sched_slot {
     uint64_t waited_ns;       /* owner's threads (atomic add) */
     uint64_t switches;        /* grants from another holder (atomic add) */
     uint64_t handoffs;        /* samples in hist (owner's threads, atomic add) */
-    uint8_t pad3[32];
+    uint64_t wait_since_ns;   /* start of the owner's wait in progress, 0: none */
+    uint8_t pad3[24];
     uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
     uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (atomic add) */
 } sched_slot_t;

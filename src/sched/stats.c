@@ -116,7 +116,12 @@ int sched_read_slot(shm_table_t *t, int slot, sched_slot_info_t *out)
     v.iterations = __atomic_load_n(&s->iterations, __ATOMIC_RELAXED);
     v.iter_ms = ms(__atomic_load_n(&s->iter_ns, __ATOMIC_RELAXED));
     v.gpu_held_ms = ms(held_now(t, slot, &v.holds));
-    v.waited_ms = ms(__atomic_load_n(&s->waited_ns, __ATOMIC_RELAXED));
+    /* Closed waits, plus the one in progress: a monitor sees a wait grow. */
+    uint64_t waited = __atomic_load_n(&s->waited_ns, __ATOMIC_RELAXED);
+    uint64_t wsince = __atomic_load_n(&s->wait_since_ns, __ATOMIC_RELAXED), now = sched_now();
+    if (wsince && wsince <= now && now - wsince < 86400ull * 1000000000ull)
+        waited += now - wsince;
+    v.waited_ms = ms(waited);
     v.switches = __atomic_load_n(&s->switches, __ATOMIC_RELAXED);
     v.handoff_us_p50 = (double)sched_hist_quantile(s->hist, 0.50) / 1e3;
     v.handoff_us_p99 = (double)sched_hist_quantile(s->hist, 0.99) / 1e3;

@@ -409,11 +409,13 @@ void sched_acquire(sched_proc_t *p, int d)
 
     shm_set_state(t, p->slot, SHM_WAIT_GPU);
     util_debug("device %d: waiting for the GPU", d);
+    sched_slot_t *me = p->me;
+    __atomic_store_n(&me->wait_since_ns, t0, __ATOMIC_RELAXED);    /* monitors see it grow */
     int by_other = 0;
     int r = wait_loop(p, d, &by_other);
     uint64_t now = sched_now();
-    sched_slot_t *me = p->me;
     __atomic_add_fetch(&me->waited_ns, now - t0, __ATOMIC_RELAXED);   /* threads may wait at once */
+    __atomic_store_n(&me->wait_since_ns, 0, __ATOMIC_RELAXED);
     if (r != W_GOT) {
         shm_set_state(t, p->slot, SHM_RUNNING);
         return;
