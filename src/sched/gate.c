@@ -220,8 +220,9 @@ static void register_locked(sched_proc_t *p)
     }
     __atomic_store_n(&p->state, SCHED_P_ACTIVE, __ATOMIC_RELEASE);
     __atomic_store_n(&proc_gate, &me->gate, __ATOMIC_RELEASE);
-    util_debug("scheduler: slot %d, priority %d, policy %s", slot, p->cfg.priority,
-               sched_policy_names[p->cfg.policy]);
+    util_info("scheduler: table %s, slot %d, priority %d, policy %s (the first process "
+              "on a device fixes it)", shm_table_name(t), slot, p->cfg.priority,
+              sched_policy_names[p->cfg.policy]);
 }
 
 /* The process's state once registration was tried (UNREG: still dormant). */
