@@ -13,6 +13,7 @@ build/bin/salus-train, salus-infer, build/libsalus.so and build/sim.
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -47,6 +48,8 @@ def main(argv):
             print(f"bench: {path} is not built: run make first", file=sys.stderr)
             return 2
     os.makedirs(a.out, exist_ok=True)
+    if any(s in ("training", "hyperparam", "inference", "report") for s in steps):
+        config.use_snapshot(a.out)
     sc = config.scale(a.scale)
     for s in steps:
         t = time.monotonic()
@@ -74,5 +77,13 @@ def record_time(out, scale, step, seconds):
         json.dump(t, f, indent=1)
 
 
+def stop(signum, frame):
+    """SIGTERM (and SIGINT, even in a background job): leave through the
+    runners' cleanup, which kills the jobs and removes their shared memory."""
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     sys.exit(main(sys.argv[1:]))

@@ -8,6 +8,7 @@ the model's own kernel length; its iteration count is divided by
 count_scale.  Seeds are fixed: two runs of one scale draw the same jobs.
 """
 import os
+import shutil
 from dataclasses import dataclass, field
 from typing import List
 
@@ -17,6 +18,34 @@ TRAIN = os.path.join(BUILD, "bin", "salus-train")
 INFER = os.path.join(BUILD, "bin", "salus-infer")
 LIBSALUS = os.path.join(BUILD, "libsalus.so")
 SIMGPU_DIR = os.path.join(BUILD, "sim")
+
+def use_snapshot(out_dir):
+    """Run from a private copy of the programs, libsalus and simgpu (under
+    out_dir/.build), so that a rebuild of build/ during a run (by someone
+    else working on the tree) cannot mix two versions in one experiment:
+    a new libsalus refuses a table made by the old one."""
+    global TRAIN, INFER, LIBSALUS, SIMGPU_DIR
+    snap = os.path.join(out_dir, ".build")
+    files = {"bin/salus-train": TRAIN, "bin/salus-infer": INFER, "libsalus.so": LIBSALUS,
+             "sim/libcuda.so.1": os.path.join(SIMGPU_DIR, "libcuda.so.1")}
+    for ext in ("cubin", "ptx"):            # salus-train finds <bin>/../workloads/kernels.*
+        src = os.path.join(os.path.dirname(os.path.dirname(TRAIN)), "workloads", f"kernels.{ext}")
+        if os.path.exists(src):
+            files[f"workloads/kernels.{ext}"] = src
+    for rel, src in files.items():
+        dst = os.path.join(snap, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        tmp = dst + ".tmp"
+        shutil.copy2(src, tmp)
+        os.replace(tmp, dst)
+    link = os.path.join(snap, "sim", "libcuda.so")
+    if not os.path.lexists(link):
+        os.symlink("libcuda.so.1", link)
+    TRAIN = os.path.join(snap, "bin", "salus-train")
+    INFER = os.path.join(snap, "bin", "salus-infer")
+    LIBSALUS = os.path.join(snap, "libsalus.so")
+    SIMGPU_DIR = os.path.join(snap, "sim")
+
 
 GPU_MEMORY = os.environ.get("SALUS_BENCH_GPU_MEMORY", "16G")   # the paper's P100: 16 GB
 MiB = 1 << 20
