@@ -394,12 +394,12 @@ static void test_environment(void **state)
     (void)state;
     static const env_case_t bad[] = {
         { "SALUS_MEM_LIMIT", "12Q", "powers of 1024" },
-        { "SALUS_MEM_LIMIT", "150%", "percentage of the device in (0, 100]" },
+        { "SALUS_MEM_LIMIT", "150%", "percentage in (0, 100]" },
         { "SALUS_MEM_LIMIT", "0%", "percentage" },
-        { "SALUS_MEM_LIMIT", "-1G", "is not a size" },
-        { "SALUS_MEM_LIMIT", "0", "positive size" },
-        { "SALUS_MEM_LIMIT", "1.5", "is not a size" },
-        { "SALUS_MEM_RESERVE", "lots", "is not a size" },
+        { "SALUS_MEM_LIMIT", "-1G", "takes a size" },
+        { "SALUS_MEM_LIMIT", "0", "not 0, which would refuse every allocation" },
+        { "SALUS_MEM_LIMIT", "1.5", "takes a size" },
+        { "SALUS_MEM_RESERVE", "lots", "takes a size" },
         { "SALUS_MEM_HEADROOM", "101%", "percentage" },
         { "SALUS_MEM_WAIT_MS", "-5", "whole number from 0" },
         { "SALUS_MEM_WAIT_MS", "1s", "whole number from 0" },

@@ -242,6 +242,25 @@ static shm_table_t *open_table(void)
 
 /* Wait until pid holds device 0's lease (holds) or is in the table at all:
  * start order is not arrival order on a loaded machine. */
+/* Until pid is waiting for the GPU or holds it: it has taken its place in
+ * the arrival order (registering happens earlier, at cuInit). */
+static void wait_queued(pid_t pid)
+{
+    shm_table_t *t = open_table();
+    uint64_t deadline = tu_now_ns() + 20000 * MS;
+    for (int found = 0; !found;) {
+        if (tu_now_ns() > deadline)
+            fail_msg("pid %d never queued for the GPU", (int)pid);
+        shm_ident_t id;
+        for (int s = 0; s < SHM_MAX_SLOTS && !found; s++)
+            found = shm_slot_ident(t, s, &id) == 0 && id.pid == pid &&
+                    (id.state == SHM_WAIT_GPU || id.state == SHM_RUNNING);
+        if (!found)
+            tu_sleep_ms(2);
+    }
+    shm_close_table(t);
+}
+
 static void wait_for(pid_t pid, int holds)
 {
     shm_table_t *t = open_table();
@@ -432,7 +451,7 @@ static void test_fifo(void **state)
     job_t j[3];
     for (int i = 0; i < 3; i++) {
         start(&j[i], "--iterations 15 --kernels 8 --kernel-us 1000", vars);
-        wait_for(j[i].p.pid, 0);
+        wait_queued(j[i].p.pid);                     /* arrival order is launch order */
     }
     for (int i = 0; i < 3; i++)
         expect_ok(&j[i]);

@@ -1,6 +1,7 @@
 /*
- * test_util.c - the shared helpers of libsalus: size parsing and the
- * SALUS_* readers (accepted forms, rejected forms and their message), the log.
+ * test_util.c - the shared helpers of libsalus: size parsing, the one list
+ * of SALUS_* variables and its readers (accepted forms, rejected forms and
+ * their message, said once), the log.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,53 +71,90 @@ static void capture_end(int saved)
     close(saved);
 }
 
-static void test_env_readers(void **state)
+/* The one list: well formed, and its readers apply its rules. */
+static void test_var_list(void **state)
+{
+    (void)state;
+    for (int i = 0; i < UTIL_VAR_COUNT; i++) {
+        const util_var_t *v = &util_vars[i];
+        assert_non_null(v->name);
+        assert_int_equal(strncmp(v->name, "SALUS_", 6), 0);
+        assert_non_null(v->help);
+        assert_non_null(v->arg);
+        if (v->kind == UTIL_KIND_LONG) {
+            assert_true(v->min <= v->max);
+            assert_true(v->def == 0 || (v->def >= v->min && v->def <= v->max));
+        }
+        if (v->kind == UTIL_KIND_CHOICE)
+            assert_non_null(v->choices);
+        for (int j = 0; j < i; j++) {
+            assert_string_not_equal(v->name, util_vars[j].name);
+            if (v->option && util_vars[j].option)
+                assert_string_not_equal(v->option, util_vars[j].option);
+        }
+    }
+    assert_string_equal(util_policy_names[1], "fair");
+}
+
+static void test_var_readers(void **state)
 {
     (void)state;
     int saved;
-    uint64_t size = 5;
     long n = 5;
     int choice = 5;
-    const char *const words[] = { "fifo", "fair", NULL };
+    char why[256];
 
-    unsetenv("SALUS_T_SIZE");
-    assert_int_equal(util_env_size("SALUS_T_SIZE", 0, &size), 1);
-    setenv("SALUS_T_SIZE", "", 1);
-    assert_int_equal(util_env_size("SALUS_T_SIZE", 0, &size), 1);
-    setenv("SALUS_T_SIZE", "3M", 1);
-    assert_int_equal(util_env_size("SALUS_T_SIZE", 0, &size), 0);
-    assert_int_equal(size, 3u << 20);
-
-    setenv("SALUS_T_SIZE", "lots", 1);
-    capture_begin(&saved);
-    assert_int_equal(util_env_size("SALUS_T_SIZE", 100, &size), -1);
-    capture_end(saved);
-    assert_int_equal(size, 3u << 20);
-    assert_non_null(strstr(captured, "SALUS_T_SIZE=\"lots\""));
-    assert_non_null(strstr(captured, "percentage"));
-    assert_non_null(strstr(captured, "salus["));
-
-    setenv("SALUS_T_LONG", "42", 1);
-    assert_int_equal(util_env_long("SALUS_T_LONG", 0, 100, &n), 0);
+    unsetenv("SALUS_PRIORITY");
+    assert_int_equal(util_var_long(UTIL_VAR_PRIORITY, &n), 1);
+    setenv("SALUS_PRIORITY", "", 1);
+    assert_int_equal(util_var_long(UTIL_VAR_PRIORITY, &n), 1);
+    setenv("SALUS_PRIORITY", "42", 1);
+    assert_int_equal(util_var_long(UTIL_VAR_PRIORITY, &n), 0);
     assert_int_equal(n, 42);
-    setenv("SALUS_T_LONG", "101", 1);
+    setenv("SALUS_PRIORITY", "101", 1);
     capture_begin(&saved);
-    assert_int_equal(util_env_long("SALUS_T_LONG", 0, 100, &n), -1);
+    assert_int_equal(util_var_long(UTIL_VAR_PRIORITY, &n), -1);
+    assert_int_equal(util_var_long(UTIL_VAR_PRIORITY, &n), -1);
     capture_end(saved);
-    assert_int_equal(n, 42);
+    assert_int_equal(n, 42);                               /* untouched */
+    assert_non_null(strstr(captured, "SALUS_PRIORITY=\"101\""));
     assert_non_null(strstr(captured, "from 0 to 100"));
-    setenv("SALUS_T_LONG", "4x", 1);
-    assert_int_equal(util_env_long("SALUS_T_LONG", 0, 100, &n), -1);
+    assert_non_null(strstr(captured, "salus["));
+    assert_null(strstr(strstr(captured, "from 0 to 100") + 1, "from 0 to 100"));  /* once */
+    unsetenv("SALUS_PRIORITY");
 
-    setenv("SALUS_T_CHOICE", "FAIR", 1);
-    assert_int_equal(util_env_choice("SALUS_T_CHOICE", words, &choice), 0);
-    assert_int_equal(choice, 1);
-    setenv("SALUS_T_CHOICE", "lottery", 1);
+    setenv("SALUS_POLICY", "SRTF", 1);
+    assert_int_equal(util_var_choice(UTIL_VAR_POLICY, &choice), 0);
+    assert_int_equal(choice, 3);
+    setenv("SALUS_POLICY", "lottery", 1);
     capture_begin(&saved);
-    assert_int_equal(util_env_choice("SALUS_T_CHOICE", words, &choice), -1);
+    assert_int_equal(util_var_choice(UTIL_VAR_POLICY, &choice), -1);
     capture_end(saved);
-    assert_int_equal(choice, 1);
-    assert_non_null(strstr(captured, "one of: fifo, fair"));
+    assert_int_equal(choice, 3);
+    assert_non_null(strstr(captured, "one of: fifo, fair, priority, srtf, pack"));
+    unsetenv("SALUS_POLICY");
+
+    setenv("SALUS_MEM_LIMIT", "25%", 1);
+    assert_string_equal(util_var_text(UTIL_VAR_MEM_LIMIT), "25%");
+    setenv("SALUS_MEM_LIMIT", "0", 1);                     /* would refuse everything */
+    capture_begin(&saved);
+    assert_null(util_var_text(UTIL_VAR_MEM_LIMIT));
+    capture_end(saved);
+    assert_non_null(strstr(captured, "not 0"));
+    unsetenv("SALUS_MEM_LIMIT");
+    assert_null(util_var_text(UTIL_VAR_MEM_LIMIT));
+
+    assert_int_equal(util_var_check(UTIL_VAR_MEM_RESERVE, "0", why, sizeof why), 0);
+    assert_int_equal(util_var_check(UTIL_VAR_MEM_RESERVE, "1.5G", why, sizeof why), 0);
+    assert_int_equal(util_var_check(UTIL_VAR_MEM_RESERVE, "lots", why, sizeof why), -1);
+    assert_non_null(strstr(why, "percentage"));
+    assert_int_equal(util_var_check(UTIL_VAR_TABLE, "team.a-1", why, sizeof why), 0);
+    assert_int_equal(util_var_check(UTIL_VAR_TABLE, "/x/y", why, sizeof why), -1);
+    assert_int_equal(util_var_check(UTIL_VAR_NAME, "a\x1b[2J", why, sizeof why), -1);
+    assert_int_equal(util_var_check(UTIL_VAR_NAME, "resnet-50", why, sizeof why), 0);
+    assert_int_equal(util_var_check(UTIL_VAR_QUANTUM_MS, "-1", why, sizeof why), -1);
+    assert_non_null(strstr(why, "from 0 to 3600000"));
+    assert_int_equal(util_var_check(UTIL_VAR_COUNT, "1", why, sizeof why), -1);
 }
 
 static void test_log_levels(void **state)
@@ -154,7 +192,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_accepted),
         cmocka_unit_test(test_sizes_rejected),
-        cmocka_unit_test(test_env_readers),
+        cmocka_unit_test(test_var_list),
+        cmocka_unit_test(test_var_readers),
         cmocka_unit_test(test_log_levels),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);

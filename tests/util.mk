@@ -1,1 +1,1 @@
-$(eval $(call salus_test,test_util,$(B)/obj/src/util/util.o,))
+$(eval $(call salus_test,test_util,$(B)/obj/src/util/util.o $(B)/obj/src/util/vars.o,))

@@ -53,7 +53,7 @@ static __thread int loading;        /* this thread holds load_lock, loading */
 
 static void *real_open(const char **what)
 {
-    const char *path = util_env_str("SALUS_REAL_LIBCUDA");
+    const char *path = util_var_text(UTIL_VAR_REAL_LIBCUDA);
     if (path) {
         *what = path;
         return dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -143,7 +143,7 @@ static void fork_child(void)
 /* Under registry_lock: the process's first driver call. */
 static void arm_locked(void)
 {
-    const char *path = util_env_str("SALUS_REPORT");
+    const char *path = util_var_text(UTIL_VAR_REPORT);
     snprintf(report_path, sizeof report_path, "%s", path ? path : "");
     if (path && strlen(path) >= sizeof report_path) {
         util_warn("SALUS_REPORT is longer than %d characters: no report", PATH_MAX - 1);

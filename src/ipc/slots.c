@@ -98,7 +98,7 @@ static void append(char *out, size_t len, size_t *at, const char *src)
  * the script's name too, which is what a user recognizes in salus-top. */
 static void process_name(char *out, size_t len)
 {
-    const char *env = util_env_str("SALUS_NAME");
+    const char *env = util_var_text(UTIL_VAR_NAME);
     size_t at = 0;
     out[0] = '\0';
     if (env) {

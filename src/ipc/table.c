@@ -50,22 +50,13 @@ const char *shm_state_name(shm_state_t state)
 /* A POSIX shm name: one leading '/', then [A-Za-z0-9._-], at most 62 chars. */
 static int valid_name(const char *name)
 {
-    size_t n = strlen(name);
-    if (n < 2 || n >= SHM_TABLE_NAME_BYTES || name[0] != '/')
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return 1;
+    return name[0] == '/' && util_table_name_ok(name);
 }
 
 int shm_default_name(char *buf, size_t len)
 {
-    const char *table = util_env_str("SALUS_TABLE");
-    const char *group = util_env_str("SALUS_GROUP");
+    const char *table = util_var_text(UTIL_VAR_TABLE);
+    const char *group = util_var_text(UTIL_VAR_GROUP);
     char name[SHM_TABLE_NAME_BYTES + 8];
     if (table)
         snprintf(name, sizeof name, "%s%s", table[0] == '/' ? "" : "/", table);
@@ -277,7 +268,7 @@ int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
         return err;
     }
     if (!o.group)
-        o.group = util_env_str("SALUS_GROUP");
+        o.group = util_var_text(UTIL_VAR_GROUP);
     if (o.group && (err = group_id(o.group, &gid)) != 0)
         return err;
 

@@ -33,38 +33,17 @@ enum { OP_PASS = 0, OP_ALLOC = 1, OP_FREE = 2 };
 static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 /* ---- configuration -------------------------------------------------------
- * Sizes are checked once here (a bad one is said once, and ignored); those
- * that may be percentages are resolved per device at registration. */
-
-static int is_percent(const char *text)
-{
-    size_t n = strlen(text);
-    return n > 0 && text[n - 1] == '%';
-}
-
-static const char *size_var(const char *name, int zero_ok)
-{
-    uint64_t v;
-    if (util_env_size(name, 100, &v) != 0)
-        return NULL;
-    const char *text = util_env_str(name);
-    if (!zero_ok && v == 0 && !is_percent(text)) {
-        util_error("%s=\"%s\" is not accepted: a limit of 0 would refuse every allocation; "
-                   "give a positive size (e.g. 8G) or a percentage (e.g. 50%%), or unset it "
-                   "for no limit; it is ignored", name, text);
-        return NULL;
-    }
-    return text;
-}
+ * Sizes are checked once here by the one list's rules (a bad one is said
+ * once, and ignored); percentages are resolved per device at registration. */
 
 static void read_config(mem_config_t *c)
 {
     long ms;
     memset(c, 0, sizeof *c);
-    c->limit = size_var("SALUS_MEM_LIMIT", 0);
-    c->reserve = size_var("SALUS_MEM_RESERVE", 1);
-    c->headroom_text = size_var("SALUS_MEM_HEADROOM", 1);
-    if (util_env_long("SALUS_MEM_WAIT_MS", 0, 24L * 3600 * 1000, &ms) == 0)
+    c->limit = util_var_text(UTIL_VAR_MEM_LIMIT);
+    c->reserve = util_var_text(UTIL_VAR_MEM_RESERVE);
+    c->headroom_text = util_var_text(UTIL_VAR_MEM_HEADROOM);
+    if (util_var_long(UTIL_VAR_MEM_WAIT_MS, &ms) == 0)
         c->wait_ns = (uint64_t)ms * 1000000ull;
 }
 

@@ -101,9 +101,10 @@ _Static_assert(sizeof(sched_slot_t) <= SHM_SLOT_AREA_BYTES, "sched slot area");
 _Static_assert(sizeof(sched_dev_t) <= SHM_DEVICE_AREA_BYTES, "sched device area");
 
 /* ---- configuration (config.c) --------------------------------------------- */
-#define SCHED_QUANTUM_MS_DEFAULT    100
-#define SCHED_MAX_SLICE_MS_DEFAULT  2000
-#define SCHED_PRIORITY_DEFAULT      50
+/* Defaults: the one list of variables (util/vars.h) holds them. */
+#define SCHED_QUANTUM_MS_DEFAULT    ((uint32_t)util_vars[UTIL_VAR_QUANTUM_MS].def)
+#define SCHED_MAX_SLICE_MS_DEFAULT  ((uint32_t)util_vars[UTIL_VAR_MAX_SLICE_MS].def)
+#define SCHED_PRIORITY_DEFAULT      ((int)util_vars[UTIL_VAR_PRIORITY].def)
 
 typedef struct sched_config {
     sched_policy_t policy;       /* SALUS_POLICY, default fair */

@@ -21,7 +21,7 @@
 
 int util_log_level = UTIL_LOG_WARN;
 
-static const char *const level_names[] = { "error", "warn", "info", "debug", NULL };
+static const char *const level_names[] = { UTIL_LOG_NAMES, NULL };
 
 void util_log_write(util_log_level_t level, const char *fmt, ...)
 {
@@ -45,7 +45,7 @@ void util_log_write(util_log_level_t level, const char *fmt, ...)
 void util_log_init(void)
 {
     int level;
-    if (util_env_choice("SALUS_LOG", level_names, &level) == 0)
+    if (util_var_choice(UTIL_VAR_LOG, &level) == 0)
         util_log_level = level;
 }
 
@@ -100,55 +100,6 @@ int util_parse_size(const char *text, uint64_t whole, uint64_t *out)
         return -1;
     *out = (uint64_t)bytes;
     return 0;
-}
-
-int util_env_size(const char *name, uint64_t whole, uint64_t *out)
-{
-    const char *v = util_env_str(name);
-    if (!v)
-        return 1;
-    if (util_parse_size(v, whole, out) == 0)
-        return 0;
-    util_error("%s=\"%s\" is not a size; accepted: bytes with an optional K, M, G "
-               "or T suffix (powers of 1024, e.g. 512M, 1.5G)%s; the default is used",
-               name, v, whole ? ", or a percentage of the device in (0, 100] (e.g. 25%)" : "");
-    return -1;
-}
-
-int util_env_long(const char *name, long min, long max, long *out)
-{
-    const char *v = util_env_str(name);
-    if (!v)
-        return 1;
-    errno = 0;
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end != '\0' || n < min || n > max) {
-        util_error("%s=\"%s\" is not accepted; it takes a whole number from %ld to %ld; "
-                   "the default is used", name, v, min, max);
-        return -1;
-    }
-    *out = n;
-    return 0;
-}
-
-int util_env_choice(const char *name, const char *const choices[], int *out)
-{
-    const char *v = util_env_str(name);
-    if (!v)
-        return 1;
-    char list[256] = "";
-    for (int i = 0; choices[i]; i++) {
-        if (strcasecmp(v, choices[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-        size_t used = strlen(list);
-        snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", choices[i]);
-    }
-    util_error("%s=\"%s\" is not accepted; it takes one of: %s; the default is used",
-               name, v, list);
-    return -1;
 }
 
 /* ---- clock -------------------------------------------------------------- */

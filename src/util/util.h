@@ -51,24 +51,21 @@ void util_log_write(util_log_level_t level, const char *fmt, ...)
     } while (0)
 
 /* ---- SALUS_* variables --------------------------------------------------
- * Each reader returns 0 and writes *out when the variable is set and valid,
- * 1 when it is unset or empty (*out untouched), and -1 when it is set but
- * invalid: then it has said, once, which variable was wrong, what it holds
- * and which forms are accepted, and the caller keeps its default. */
+ * Modules read their variables through vars.h's list (util_var_*), which
+ * applies each variable's rules with these primitives. */
 
 /* Sizes: "<n>[K|M|G|T][i][B]" (powers of 1024; "0" allowed), or "<p>%" of
- * `whole` (a percentage, 0 < p <= 100, needs whole > 0). */
+ * `whole` (a percentage, 0 < p <= 100, needs whole > 0).  0 and *out
+ * written, or -1. */
 int util_parse_size(const char *text, uint64_t whole, uint64_t *out);
-int util_env_size(const char *name, uint64_t whole, uint64_t *out);
-/* Integers in [min, max]. */
-int util_env_long(const char *name, long min, long max, long *out);
-/* One of a NULL-terminated list of words; *out is its index. */
-int util_env_choice(const char *name, const char *const choices[], int *out);
 /* The value as a string (NULL when unset or empty). */
 const char *util_env_str(const char *name);
 
 /* ---- clock -------------------------------------------------------------- */
 /* CLOCK_MONOTONIC in nanoseconds: the clock simgpu's trace uses too. */
 uint64_t util_now_ns(void);
+
+/* The one list of SALUS_* variables and its readers. */
+#include "util/vars.h"
 
 #endif /* SALUS_UTIL_H */

@@ -1,0 +1,184 @@
+/*
+ * vars.c - the table of SALUS_* variables (vars.h's one list) and the
+ * readers that apply its rules.
+ *
+ * Divided into: the table; checking a value; reading one.  The table is
+ * constant; readers are called at start-up only.  A value that is set but
+ * wrong is said once per variable (the `said` flags), naming the variable,
+ * its value and the forms it accepts.
+ */
+#include "util/vars.h"
+#include "util/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- the table ------------------------------------------------------------ */
+
+const char *const util_policy_names[] = { UTIL_POLICY_NAMES, NULL };
+const char *const util_log_names[] = { UTIL_LOG_NAMES, NULL };
+const char *const util_iter_sync_names[] = { UTIL_ITER_SYNC_NAMES, NULL };
+
+const util_var_t util_vars[UTIL_VAR_COUNT] = {
+#define UTIL_VAR_ROW(id, name, kind, min, max, def, choices, option, arg, help) \
+    [UTIL_VAR_##id] = { name, UTIL_KIND_##kind, min, max, def, choices, option, arg, help },
+    SALUS_VARS(UTIL_VAR_ROW)
+#undef UTIL_VAR_ROW
+};
+
+static int said[UTIL_VAR_COUNT];
+
+/* ---- checking a value ------------------------------------------------------- */
+
+int util_table_name_ok(const char *name)
+{
+    if (name[0] == '/')
+        name++;
+    size_t n = strlen(name);
+    if (n < 1 || n > 62)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int parse_long(const char *text, long min, long max, long *out)
+{
+    char *end;
+    long n = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || n < min || n > max)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+static int choice_index(const util_var_t *v, const char *text)
+{
+    for (int i = 0; v->choices[i]; i++)
+        if (strcasecmp(text, v->choices[i]) == 0)
+            return i;
+    return -1;
+}
+
+static void forms(const util_var_t *v, char *why, size_t len)
+{
+    size_t at;
+    switch (v->kind) {
+    case UTIL_KIND_LONG:
+        snprintf(why, len, "it takes a whole number from %ld to %ld", v->min, v->max);
+        break;
+    case UTIL_KIND_SIZE:
+        snprintf(why, len, "it takes a size: bytes with an optional K, M, G or T suffix "
+                 "(powers of 1024, e.g. 512M, 1.5G), or a percentage in (0, 100] (e.g. 25%%)%s",
+                 v->min > 0 ? "; not 0, which would refuse every allocation" : "");
+        break;
+    case UTIL_KIND_CHOICE:
+        at = (size_t)snprintf(why, len, "it takes one of: ");
+        for (int i = 0; v->choices[i] && at < len; i++)
+            at += (size_t)snprintf(why + at, len - at, "%s%s", i ? ", " : "", v->choices[i]);
+        break;
+    case UTIL_KIND_NAME:
+        snprintf(why, len, "it takes 1 to 31 printable ASCII characters");
+        break;
+    case UTIL_KIND_TABLE:
+        snprintf(why, len, "it takes a table name: letters, digits, '.', '_' and '-', "
+                 "at most 62, after an optional '/'");
+        break;
+    case UTIL_KIND_PATH:
+        snprintf(why, len, "it takes a file name");
+        break;
+    }
+}
+
+int util_var_check(util_var_id_t id, const char *text, char *why, size_t whylen)
+{
+    if ((unsigned)id >= UTIL_VAR_COUNT || !text)
+        return -1;
+    const util_var_t *v = &util_vars[id];
+    long n;
+    uint64_t bytes;
+    int ok = 0;
+    size_t len = strlen(text);
+    switch (v->kind) {
+    case UTIL_KIND_LONG:
+        ok = parse_long(text, v->min, v->max, &n) == 0;
+        break;
+    case UTIL_KIND_SIZE:
+        /* 100 stands for the unknown whole: the percentage's range is checked. */
+        ok = util_parse_size(text, 100, &bytes) == 0 &&
+             (v->min == 0 || bytes > 0 || text[len - 1] == '%');
+        break;
+    case UTIL_KIND_CHOICE:
+        ok = choice_index(v, text) >= 0;
+        break;
+    case UTIL_KIND_NAME:
+        ok = len > 0 && len < 32;
+        for (size_t i = 0; ok && i < len; i++)
+            ok = (unsigned char)text[i] >= 0x20 && (unsigned char)text[i] < 0x7f;
+        break;
+    case UTIL_KIND_TABLE:
+        ok = util_table_name_ok(text);
+        break;
+    case UTIL_KIND_PATH:
+        ok = len > 0 && len < 4096;
+        break;
+    }
+    if (ok)
+        return 0;
+    if (why && whylen)
+        forms(v, why, whylen);
+    return -1;
+}
+
+/* ---- reading one ------------------------------------------------------------- */
+
+/* The variable's value: NULL when unset; when invalid, said once and NULL. */
+static const char *valid_text(util_var_id_t id)
+{
+    const char *text = util_env_str(util_vars[id].name);
+    char why[256];
+    if (!text || util_var_check(id, text, why, sizeof why) == 0)
+        return text;
+    util_log_once(&said[id], UTIL_LOG_ERROR, "%s=\"%s\" is not accepted: %s; %s",
+                  util_vars[id].name, text, why,
+                  util_vars[id].kind == UTIL_KIND_LONG ? "the default is used" : "it is ignored");
+    return NULL;
+}
+
+int util_var_long(util_var_id_t id, long *out)
+{
+    if ((unsigned)id >= UTIL_VAR_COUNT || util_vars[id].kind != UTIL_KIND_LONG)
+        return -1;
+    if (!util_env_str(util_vars[id].name))
+        return 1;
+    const char *text = valid_text(id);
+    if (!text)
+        return -1;
+    return parse_long(text, util_vars[id].min, util_vars[id].max, out);
+}
+
+int util_var_choice(util_var_id_t id, int *out)
+{
+    if ((unsigned)id >= UTIL_VAR_COUNT || util_vars[id].kind != UTIL_KIND_CHOICE)
+        return -1;
+    if (!util_env_str(util_vars[id].name))
+        return 1;
+    const char *text = valid_text(id);
+    if (!text)
+        return -1;
+    *out = choice_index(&util_vars[id], text);
+    return 0;
+}
+
+const char *util_var_text(util_var_id_t id)
+{
+    if ((unsigned)id >= UTIL_VAR_COUNT)
+        return NULL;
+    return valid_text(id);
+}
