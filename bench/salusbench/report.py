@@ -292,10 +292,16 @@ def training_meaning(tr):
               f"model's {f(off_fifo)} s: every job start (admission, process, context, "
               f"allocations) and every iteration (host wake-ups) costs real time here.  ")
     if none["failed_jobs"]:
+        peaks = {j["name"]: j["peak_mib"] for j in tr["trace"]}
+        dead = [peaks[n] for n in none.get("failed_names", []) if n in peaks]
+        alive = [v for n, v in peaks.items() if n not in set(none.get("failed_names", []))]
         t += (f"Without Salus (`none`) {none['failed_jobs']} of {tr['jobs']} jobs die out of "
               f"memory when their peaks meet; its averages and makespan are over the "
-              f"{none.get('completed_jobs')} survivors, mostly the small jobs, which flatters "
-              f"it.  ")
+              f"{none.get('completed_jobs')} survivors")
+        if dead and alive:
+            t += (f" (peak {f(sum(alive) / len(alive) / 1024, 1)} GiB on average, against "
+                  f"{f(sum(dead) / len(dead) / 1024, 1)} GiB for the dead)")
+        t += ", which flatters it.  "
     else:
         t += "Without Salus (`none`) no job failed.  "
     failed_salus = [p for p in ("fifo", "srtf", "fair", "pack") if P[p]["failed_jobs"]]
@@ -354,7 +360,8 @@ def section_hyper(hp):
     ug = h["utilization_gain"]
     txt = (f"**What it means.** Packing {h['model']} jobs raises GPU utilization {f(ug)}x "
            f"(the paper: {PAPER['hyper_util']}x), {cmp_word(ug, PAPER['hyper_util'])} the "
-           f"paper's figure, and shortens the makespan {f(h['makespan_gain'])}x.  On simgpu "
+           f"paper's figure, and shortens the makespan {f(h['makespan_gain'])}x (the same GPU "
+           f"work in less time: the two gains are one).  On simgpu "
            f"packing can only fill the host gaps between a job's iterations, so its gain is "
            f"bounded by 1 / (GPU share of a step) = {f(h['bound_gain'])}x; the paper's packing "
            f"also overlapped small kernels on the SMs, which simgpu cannot show.  ")
@@ -383,7 +390,10 @@ def section_infer(inf):
         f"{f(max(inf['request_ms'].values()), 1)} ms, "
         f"{min(inf['mem_mib'].values())}-{max(inf['mem_mib'].values())} MiB).  A configuration "
         f"fits when every service is served and every service's p99 latency (arrival to "
-        f"completion) is within {f(inf['p99_bound_ms'], 0)} ms.  Under Salus the services run "
+        f"completion) is within {f(inf['p99_bound_ms'], 0)} ms; with about "
+        f"{f(inf['rate_rps'] * inf['seconds'], 0)} requests per service, a service's p99 is "
+        f"close to its worst request, so the test is strict and one slow wake-up of the host "
+        f"can fail it.  Under Salus the services run "
         f"`{inf['salus_policy']}` with memory admission; `none` is the same processes on the "
         f"GPU without Salus (time slicing, like MPS without its limits).")
     out.append("")

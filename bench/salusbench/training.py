@@ -61,6 +61,7 @@ def run(scale, out_dir):
         r = runner.run_jobs(jobs, policy, workdir, policy, deadline_s=6 * work + 60)
         st, raw = analysis.policy_stats(r)
         st["failures"] = analysis.failures(r)
+        st["failed_names"] = [x.job.name for x in r.results if not x.ok]
         st["salus"] = salus_counters(r) if policy != "none" else {}
         figures[policy] = st
         walls[policy] = r.wall_s
