@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -65,10 +66,34 @@ const char *tu_tmpdir(void)
     return dir;
 }
 
+/* Every name handed out is unlinked when the test binary exits, so that a
+ * run leaves nothing in /dev/shm (tables, simgpu states).  Only the process
+ * that made the list does it: a forked child that exits must not remove
+ * what its parent still uses. */
+#define TU_MAX_NAMES 512
+static char tu_names[TU_MAX_NAMES][64];
+static int tu_nnames;
+static pid_t tu_names_pid;
+
+static void unlink_names(void)
+{
+    if (getpid() != tu_names_pid)
+        return;
+    for (int i = 0; i < tu_nnames; i++)
+        shm_unlink(tu_names[i]);
+}
+
 const char *tu_unique_name(const char *prefix, char *buf, size_t len)
 {
     static int counter;
     snprintf(buf, len, "/%s-%d-%d", prefix, (int)getpid(), ++counter);
+    if (tu_names_pid != getpid()) {          /* first name in this process */
+        tu_names_pid = getpid();
+        tu_nnames = 0;
+        atexit(unlink_names);
+    }
+    if (tu_nnames < TU_MAX_NAMES)
+        snprintf(tu_names[tu_nnames++], sizeof tu_names[0], "%s", buf);
     return buf;
 }
 

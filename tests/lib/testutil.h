@@ -21,7 +21,8 @@ const char *tu_build_path(const char *rel, char *buf, size_t len);
 const char *tu_source_path(const char *rel, char *buf, size_t len);
 /* A fresh directory for this test binary's files, made on first use. */
 const char *tu_tmpdir(void);
-/* "/<prefix>-<pid>-<n>": a shared-memory name no other test uses. */
+/* "/<prefix>-<pid>-<n>": a shared-memory name no other test uses; it is
+ * unlinked when the test binary exits. */
 const char *tu_unique_name(const char *prefix, char *buf, size_t len);
 
 /* An environment: the test's own, with variables set or removed. */
