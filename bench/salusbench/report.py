@@ -271,15 +271,21 @@ def training_meaning(tr):
     a = ratio(off_fifo, ideal["avg_jct_s"])                     # offline, no memory limit
     b = ratio(off_fifo, off_adm)                                # offline, our admission
     c = ratio((U.get("fifo") or {}).get("avg_jct_s"), (U.get("srtf") or {}).get("avg_jct_s"))
-    t = (f"**What it means.** `srtf` improves the average JCT over `fifo` {f(g)}x (the paper: "
+    if g is None or g >= 1.005:
+        said = f"improves the average JCT over `fifo` {f(g)}x"
+    elif g >= 0.995:
+        said = f"matches `fifo`'s average JCT ({f(g)}x)"
+    else:
+        said = f"is slower than `fifo` on average JCT, {f(g)}x"
+    t = (f"**What it means.** `srtf` {said} (the paper: "
          f"{PAPER['jct']}x), {cmp_word(g, PAPER['jct'])} the paper's figure.  The offline model "
          f"of the same trace (one GPU, free switches, exact lengths) shows why: there SRTF beats "
          f"FIFO {f(a)}x when every arrived job is resident, but only {f(b)}x when each job must "
          f"first reserve its peak memory, in arrival order, as ours do on a "
          f"{f(tr.get('budget_gib'), 1)} GiB budget.  ")
     if c is not None:
-        t += (f"Measured, our `srtf` beats our `fifo` {f(c)}x with memory out of the picture "
-              f"and {f(g)}x under admission, ")
+        t += (f"Measured, the gain of our `srtf` over our `fifo` is {f(c)}x with memory out of "
+              f"the picture and {f(g)}x under admission, ")
         close = a and b and abs(c - a) <= 0.15 * a and abs(g - b) <= 0.15 * b
         t += ("the offline model's gains in both regimes: iteration-boundary switching "
               "delivers what preemption can give on this trace, and memory residency is what "
