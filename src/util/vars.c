@@ -151,29 +151,32 @@ static const char *valid_text(util_var_id_t id)
     return NULL;
 }
 
-int util_var_long(util_var_id_t id, long *out)
+/* A variable of `kind`: 0 and its valid text; 1 unset; -1 invalid or not
+ * of that kind. */
+static int read_kind(util_var_id_t id, util_var_kind_t kind, const char **text)
 {
-    if ((unsigned)id >= UTIL_VAR_COUNT || util_vars[id].kind != UTIL_KIND_LONG)
+    if ((unsigned)id >= UTIL_VAR_COUNT || util_vars[id].kind != kind)
         return -1;
     if (!util_env_str(util_vars[id].name))
         return 1;
-    const char *text = valid_text(id);
-    if (!text)
-        return -1;
-    return parse_long(text, util_vars[id].min, util_vars[id].max, out);
+    *text = valid_text(id);
+    return *text ? 0 : -1;
+}
+
+int util_var_long(util_var_id_t id, long *out)
+{
+    const char *text;
+    int rc = read_kind(id, UTIL_KIND_LONG, &text);
+    return rc ? rc : parse_long(text, util_vars[id].min, util_vars[id].max, out);
 }
 
 int util_var_choice(util_var_id_t id, int *out)
 {
-    if ((unsigned)id >= UTIL_VAR_COUNT || util_vars[id].kind != UTIL_KIND_CHOICE)
-        return -1;
-    if (!util_env_str(util_vars[id].name))
-        return 1;
-    const char *text = valid_text(id);
-    if (!text)
-        return -1;
-    *out = choice_index(&util_vars[id], text);
-    return 0;
+    const char *text;
+    int rc = read_kind(id, UTIL_KIND_CHOICE, &text);
+    if (rc == 0)
+        *out = choice_index(&util_vars[id], text);
+    return rc;
 }
 
 const char *util_var_text(util_var_id_t id)
