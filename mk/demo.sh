@@ -68,10 +68,13 @@ launch() {
     pids="$pids $!"
 }
 
+# salus-top --once samples twice, half a second apart, and shows the table
+# as the second sample saw it: start it half a second before the moment.
 snapshot() {   # <ms since t0> <what is going on>
-    sleep_until "$1"
+    sleep_until $(( $1 - 500 ))
+    view=$("$top" --once -t "/$id-table")
     printf '\n-- salus-top --once at %.1f s: %s\n' "$(( $(now_ms) - t0 ))e-3" "$2"
-    "$top" --once -t "/$id-table" | sed 's/^./   &/'
+    printf '%s\n' "$view" | sed 's/^./   &/'
 }
 
 run() {   # <mode: salus|none>

@@ -299,6 +299,18 @@ void sched_wake(shm_table_t *t, int slot)
         shm_futex_wake(&s->grant, INT_MAX);
 }
 
+/* The GPU was taken from a holder that is not waiting for it (at rest, idle,
+ * or yielding): salus-top shows it idle until it launches again and queues.
+ * A process on several GPUs may still hold another: its state stays. */
+static void mark_idle_locked(shm_table_t *t, int slot)
+{
+    shm_ident_t id;
+    uint32_t devset = __atomic_load_n(&sched_slot(t, slot)->devset, __ATOMIC_RELAXED);
+    if ((devset & (devset - 1)) == 0 && shm_slot_ident(t, slot, &id) == 0 &&
+        id.state == SHM_RUNNING)
+        shm_set_state(t, slot, SHM_IDLE);
+}
+
 void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
 {
     sched_dev_t *dev = sched_dev(t, d);
@@ -323,6 +335,7 @@ void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
     if (from >= 0 && from != to) {
         dev->switches++;
         __atomic_add_fetch(&s->switches, 1, __ATOMIC_RELAXED);
+        mark_idle_locked(t, from);
     }
     if (from >= 0)
         sched_gate_update_locked(t, from);
