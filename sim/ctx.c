@@ -290,18 +290,24 @@ static CUresult ctx_or_current(CUcontext h, sim_ctx_t **out)
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+/* The tail of a cuCtx query or setting, once its arguments are checked:
+ * under the lock, find the context c (h, or the current one when h is
+ * NULL), run body on it (body may set rc), and return rc. */
+#define WITH_CTX(h, body) do { \
+        SIM_LOCK(); \
+        sim_ctx_t *c; \
+        CUresult rc = ctx_or_current((h), &c); \
+        if (rc == CUDA_SUCCESS) { body; } \
+        SIM_UNLOCK(); \
+        return rc; \
+    } while (0)
+
 static CUresult ctx_get_device(CUdevice *dev, CUcontext h)
 {
     SIM_CHECK_INIT();
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = ctx_or_current(h, &c);
-    if (rc == CUDA_SUCCESS)
-        *dev = c->device;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(h, *dev = c->device);
 }
 
 CUresult CUDAAPI cuCtxGetDevice(CUdevice *dev) { return ctx_get_device(dev, NULL); }
@@ -312,15 +318,7 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx) { return ctx_ge
 static CUresult ctx_synchronize(CUcontext h)
 {
     SIM_CHECK_INIT();
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = ctx_or_current(h, &c);
-    if (rc == CUDA_SUCCESS) {
-        sim_ctx_wait(c);
-        sim_pools_trim_sync();
-    }
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(h, sim_ctx_wait(c); sim_pools_trim_sync());
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void) { return ctx_synchronize(NULL); }
@@ -333,29 +331,17 @@ CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
     SIM_CHECK_INIT();
     if (!flags)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS)
-        *flags = c->flags;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, *flags = c->flags);
 }
 
 #ifdef CU_PARAMS_cuCtxSetFlags
 CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
 {
     SIM_CHECK_INIT();
-    CUresult rc = check_flags(flags);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS)
-        c->flags = flags;
-    SIM_UNLOCK();
-    return rc;
+    CUresult bad = check_flags(flags);
+    if (bad != CUDA_SUCCESS)
+        return bad;
+    WITH_CTX(NULL, c->flags = flags);
 }
 #endif
 
@@ -365,13 +351,7 @@ CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *id)
     SIM_CHECK_INIT();
     if (!id)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = ctx_or_current(ctx, &c);
-    if (rc == CUDA_SUCCESS)
-        *id = c->id;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(ctx, *id = c->id);
 }
 #endif
 
@@ -380,13 +360,7 @@ CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
     SIM_CHECK_INIT();
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = ctx_or_current(ctx, &c);
-    if (rc == CUDA_SUCCESS)
-        *version = 3020;                /* what drivers report for _v2 contexts */
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(ctx, *version = 3020);     /* what drivers report for _v2 contexts */
 }
 
 static int limit_known(CUlimit limit)
@@ -407,13 +381,7 @@ CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
     SIM_CHECK_INIT();
     if (!limit_known(limit))
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS)
-        c->limit[limit] = value;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, c->limit[limit] = value);
 }
 
 CUresult CUDAAPI cuCtxGetLimit(size_t *value, CUlimit limit)
@@ -423,13 +391,7 @@ CUresult CUDAAPI cuCtxGetLimit(size_t *value, CUlimit limit)
         return CUDA_ERROR_INVALID_VALUE;
     if (!limit_known(limit))
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS)
-        *value = c->limit[limit];
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, *value = c->limit[limit]);
 }
 
 CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
@@ -437,13 +399,7 @@ CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
     SIM_CHECK_INIT();
     if (!config)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS)
-        *config = (CUfunc_cache)c->cache_config;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, *config = (CUfunc_cache)c->cache_config);
 }
 
 CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
@@ -451,13 +407,7 @@ CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
     SIM_CHECK_INIT();
     if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS)
-        c->cache_config = config;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, c->cache_config = config);
 }
 
 CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *config)
@@ -465,13 +415,7 @@ CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *config)
     SIM_CHECK_INIT();
     if (!config)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS)
-        *config = (CUsharedconfig)c->shmem_config;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, *config = (CUsharedconfig)c->shmem_config);
 }
 
 CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
@@ -479,13 +423,7 @@ CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
     SIM_CHECK_INIT();
     if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS)
-        c->shmem_config = config;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, c->shmem_config = config);
 }
 
 CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greatest)
@@ -501,11 +439,7 @@ CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greatest)
 CUresult CUDAAPI cuCtxResetPersistingL2Cache(void)
 {
     SIM_CHECK_INIT();
-    sim_ctx_t *c;
-    SIM_LOCK();
-    CUresult rc = sim_ctx_require(&c);
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, (void)c);            /* no cache is modelled: only check */
 }
 
 CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
@@ -513,25 +447,14 @@ CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
     SIM_CHECK_INIT();
     if (flags)
         return CUDA_ERROR_INVALID_VALUE;
-    SIM_LOCK();
-    sim_ctx_t *c, *p = sim_ctx_get(peer);
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS && (!p || p == c))
-        rc = CUDA_ERROR_INVALID_CONTEXT;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, sim_ctx_t *p = sim_ctx_get(peer);
+                   if (!p || p == c) rc = CUDA_ERROR_INVALID_CONTEXT);
 }
 
 CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peer)
 {
     SIM_CHECK_INIT();
-    SIM_LOCK();
-    sim_ctx_t *c;
-    CUresult rc = sim_ctx_require(&c);
-    if (rc == CUDA_SUCCESS && !sim_ctx_get(peer))
-        rc = CUDA_ERROR_INVALID_CONTEXT;
-    SIM_UNLOCK();
-    return rc;
+    WITH_CTX(NULL, if (!sim_ctx_get(peer)) rc = CUDA_ERROR_INVALID_CONTEXT);
 }
 
 /* ---- primary contexts --------------------------------------------------- */

@@ -161,26 +161,28 @@ static void stream_free(sim_stream_t *s)
 
 /* ---- waiting -------------------------------------------------------------- */
 
-void sim_stream_wait(sim_stream_t *s)
+/* Sleep until t with the lock released; called and returns with it held. */
+static void sleep_unlocked(uint64_t t)
 {
-    uint64_t h = s->handle, t = s->tail;
     if (t > sim_now()) {
         SIM_UNLOCK();
         sim_sleep_until(t);
         SIM_LOCK();
     }
+}
+
+void sim_stream_wait(sim_stream_t *s)
+{
+    uint64_t h = s->handle;
+    sleep_unlocked(s->tail);
     while ((s = sim_obj_get(h, SIM_K_STREAM)) && s->host_pending)
         pthread_cond_wait(&sim_p.cond, &sim_p.lock);
 }
 
 void sim_ctx_wait(sim_ctx_t *c)
 {
-    uint64_t h = c->handle, t = c->tail;
-    if (t > sim_now()) {
-        SIM_UNLOCK();
-        sim_sleep_until(t);
-        SIM_LOCK();
-    }
+    uint64_t h = c->handle;
+    sleep_unlocked(c->tail);
     while ((c = sim_obj_get(h, SIM_K_CTX)) && c->host_pending)
         pthread_cond_wait(&sim_p.cond, &sim_p.lock);
 }

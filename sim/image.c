@@ -236,43 +236,54 @@ static void global_info(sim_func_t *unused, unsigned attr, const unsigned char *
     }
 }
 
+/* The next symbol table section after scn (NULL: the first), with its
+ * header, data and entry count; NULL when there is no other. */
+static Elf_Scn *next_symtab(Elf *e, Elf_Scn *scn, GElf_Shdr *sh, Elf_Data **d, size_t *n)
+{
+    while ((scn = elf_nextscn(e, scn))) {
+        if (!gelf_getshdr(scn, sh) || sh->sh_type != SHT_SYMTAB || !sh->sh_entsize)
+            continue;
+        *d = elf_getdata(scn, NULL);
+        *n = *d ? (*d)->d_size / sh->sh_entsize : 0;
+        return scn;
+    }
+    return NULL;
+}
+
+/* Kernels: from the first symbol table only. */
 static CUresult cubin_functions(Elf *e, sim_module_t *m, size_t **symidx)
 {
-    Elf_Scn *scn = NULL;
-    while ((scn = elf_nextscn(e, scn))) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
-            continue;
-        Elf_Data *d = elf_getdata(scn, NULL);
-        size_t n = d ? d->d_size / sh.sh_entsize : 0;
-        int entries = 0;
-        for (int pass = 0; pass < 2 && !entries; pass++) {
-            /* Kernels are flagged STO_CUDA_ENTRY; a toolchain without the
-             * flag: every defined global function. */
-            for (size_t i = 0; i < n; i++) {
-                GElf_Sym s;
-                if (!gelf_getsym(d, (int)i, &s) || GELF_ST_TYPE(s.st_info) != STT_FUNC ||
-                    s.st_shndx == SHN_UNDEF)
-                    continue;
-                if (pass == 0 ? !(s.st_other & STO_CUDA_ENTRY)
-                              : GELF_ST_BIND(s.st_info) == STB_LOCAL)
-                    continue;
-                const char *name = elf_strptr(e, sh.sh_link, s.st_name);
-                if (!name || !*name)
-                    continue;
-                size_t *ni = realloc(*symidx, (size_t)(m->nfuncs + 1) * sizeof *ni);
-                if (!ni)
-                    return CUDA_ERROR_OUT_OF_MEMORY;
-                *symidx = ni;
-                ni[m->nfuncs] = i;
-                if (!func_add(m, name, strlen(name)))
-                    return CUDA_ERROR_OUT_OF_MEMORY;
-                entries++;
-            }
+    GElf_Shdr sh;
+    Elf_Data *d;
+    size_t n;
+    if (!next_symtab(e, NULL, &sh, &d, &n))
+        return CUDA_SUCCESS;            /* no symbols: a module without kernels */
+    int entries = 0;
+    for (int pass = 0; pass < 2 && !entries; pass++) {
+        /* Kernels are flagged STO_CUDA_ENTRY; a toolchain without the
+         * flag: every defined global function. */
+        for (size_t i = 0; i < n; i++) {
+            GElf_Sym s;
+            if (!gelf_getsym(d, (int)i, &s) || GELF_ST_TYPE(s.st_info) != STT_FUNC ||
+                s.st_shndx == SHN_UNDEF)
+                continue;
+            if (pass == 0 ? !(s.st_other & STO_CUDA_ENTRY)
+                          : GELF_ST_BIND(s.st_info) == STB_LOCAL)
+                continue;
+            const char *name = elf_strptr(e, sh.sh_link, s.st_name);
+            if (!name || !*name)
+                continue;
+            size_t *ni = realloc(*symidx, (size_t)(m->nfuncs + 1) * sizeof *ni);
+            if (!ni)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            *symidx = ni;
+            ni[m->nfuncs] = i;
+            if (!func_add(m, name, strlen(name)))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            entries++;
         }
-        return CUDA_SUCCESS;
     }
-    return CUDA_SUCCESS;                /* no symbols: a module without kernels */
+    return CUDA_SUCCESS;
 }
 
 /* Variables: defined STT_OBJECT symbols of .nv.global* (zeros or their
@@ -280,13 +291,10 @@ static CUresult cubin_functions(Elf *e, sim_module_t *m, size_t **symidx)
  * parameters live in .nv.constant0). */
 static CUresult cubin_globals(Elf *e, size_t shstrndx, sim_module_t *m)
 {
-    Elf_Scn *scn = NULL;
-    while ((scn = elf_nextscn(e, scn))) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
-            continue;
-        Elf_Data *d = elf_getdata(scn, NULL);
-        size_t n = d ? d->d_size / sh.sh_entsize : 0;
+    GElf_Shdr sh;
+    Elf_Data *d;
+    size_t n;
+    for (Elf_Scn *scn = NULL; (scn = next_symtab(e, scn, &sh, &d, &n));) {
         for (size_t i = 0; i < n; i++) {
             GElf_Sym sym;
             GElf_Shdr vs;
