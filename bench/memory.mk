@@ -13,9 +13,10 @@ $(ALLOC_NULLDRV): $(ALLOC_NULLSRC) $(PROCMAP_H)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 \
 	    -o $@ $(ALLOC_NULLSRC)
 
-$(ALLOC_BENCH): bench/micro/alloc_overhead.c
+$(ALLOC_BENCH): bench/micro/alloc_overhead.c $(MICRO_SRC)
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ \
+	    $(filter %.c,$^) \
 	    -L$(CUDA_HOME)/lib64/stubs -lcuda -lrt
 
 .PHONY: bench-memory bench-memory-quick

@@ -11,6 +11,8 @@ BENCH_QUICK_TARGETS :=
 BENCH_FINAL_TARGETS :=
 BENCH_QUICK_FINAL_TARGETS :=
 BENCH_PYTHON ?= /usr/bin/python3
+# What the micro-benchmarks (bench/micro/*_overhead.c, handoff.c) share.
+MICRO_SRC := bench/micro/micro.c bench/micro/micro.h
 
 $(B)/.deps-bench: mk/deps.sh
 	@mkdir -p $(B)

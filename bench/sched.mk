@@ -17,12 +17,12 @@ $(SCHED_NULLDRV): bench/nulldrv/nulldrv.c bench/nulldrv/nulldrv_all.c $(PROCMAP_
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -Wl,-soname,libcuda.so.1 -o $@ \
 	    bench/nulldrv/nulldrv.c bench/nulldrv/nulldrv_all.c
-$(SCHED_LAUNCH): bench/micro/launch_overhead.c
+$(SCHED_LAUNCH): bench/micro/launch_overhead.c $(MICRO_SRC)
 	@mkdir -p $(@D)
-	$(SCHED_BENCH_CC) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda
-$(SCHED_HANDOFF): bench/micro/handoff.c
+	$(SCHED_BENCH_CC) -o $@ $(filter %.c,$^) -L$(CUDA_HOME)/lib64/stubs -lcuda
+$(SCHED_HANDOFF): bench/micro/handoff.c $(MICRO_SRC)
 	@mkdir -p $(@D)
-	$(SCHED_BENCH_CC) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda
+	$(SCHED_BENCH_CC) -o $@ $(filter %.c,$^) -L$(CUDA_HOME)/lib64/stubs -lcuda
 
 SCHED_BENCH_DEPS := $(SCHED_NULLDRV) $(SCHED_LAUNCH) $(SCHED_HANDOFF) $(B)/libsalus.so
 SCHED_BENCH_RUN = \

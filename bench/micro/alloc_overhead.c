@@ -17,42 +17,23 @@
  * preloaded children write a SALUS_REPORT, read back to check that memory
  * accounting was on (mem_peak covers the live allocations).
  *
- * Divided into: the child; running children; the parent.
+ * Divided into: the child; running children; the parent.  What the
+ * micro-benchmarks share (clock, medians, options, spawning) is micro.c.
  */
 #include <cuda.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "micro.h"
 
 #define MIB (1ull << 20)
 #define MAX_LIVE 1000
 
 static const int lives[] = { 1, MAX_LIVE };
 #define NLIVES (int)(sizeof lives / sizeof *lives)
-
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* ---- the child ------------------------------------------------------------ */
 
@@ -61,24 +42,20 @@ static double time_pairs(long pairs, int repeats)
     double ns[64];
     CUdeviceptr p;
     for (int r = 0; r < repeats; r++) {
-        unsigned long long t0 = now_ns();
+        unsigned long long t0 = micro_now_ns();
         for (long i = 0; i < pairs; i++) {
             if (cuMemAlloc(&p, MIB) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
                 return -1;
         }
-        ns[r] = (double)(now_ns() - t0) / (double)pairs;
+        ns[r] = (double)(micro_now_ns() - t0) / (double)pairs;
     }
-    return median(ns, repeats);
+    return micro_median(ns, repeats);
 }
 
 static int child(long pairs, int repeats)
 {
-    CUdevice dev;
-    CUcontext ctx = NULL;
     static CUdeviceptr live[MAX_LIVE];
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+    if (micro_context() != 0) {
         fprintf(stderr, "alloc_overhead: no context on the null driver\n");
         return 1;
     }
@@ -102,49 +79,22 @@ static int child(long pairs, int repeats)
 /* ---- running children ----------------------------------------------------- */
 
 typedef struct cfg {
-    const char *self, *nulldrv, *libsalus;
+    micro_t m;
+    char table[64];                     /* the preloaded children's */
     long pairs;
     int repeats;
 } cfg_t;
 
 /* One child: its median ns per pair for each number of live allocations. */
-static int run_child(const cfg_t *c, int preload, const char *report, double out[NLIVES])
+static int run_child(cfg_t *c, int preload, double out[NLIVES])
 {
-    int fds[2];
-    if (pipe(fds) != 0)
+    char n[32], r[32], buf[256];
+    snprintf(n, sizeof n, "%ld", c->pairs);
+    snprintf(r, sizeof r, "%d", c->repeats);
+    char *argv[] = { c->m.self, "--child", n, r, NULL };
+    micro_env_t env = { c->m.nulldrv, preload ? c->m.libsalus : NULL, c->table, c->m.report };
+    if (micro_run(argv, &env, buf, sizeof buf) != 0)
         return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        char n[32], r[32], table[64];
-        snprintf(n, sizeof n, "%ld", c->pairs);
-        snprintf(r, sizeof r, "%d", c->repeats);
-        snprintf(table, sizeof table, "salus-bench-alloc-%d", (int)getppid());
-        dup2(fds[1], 1);
-        close(fds[0]);
-        setenv("LD_LIBRARY_PATH", c->nulldrv, 1);
-        unsetenv("LD_PRELOAD");
-        unsetenv("SALUS_MEM_LIMIT");
-        unsetenv("SALUS_MEM_RESERVE");
-        if (preload) {
-            setenv("LD_PRELOAD", c->libsalus, 1);
-            setenv("SALUS_TABLE", table, 1);
-            setenv("SALUS_REPORT", report, 1);
-        }
-        execl(c->self, c->self, "--child", n, r, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    char buf[256] = "";
-    size_t got = 0;
-    ssize_t m;
-    while (got < sizeof buf - 1 && (m = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)m;
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return -1;
-    buf[got] = '\0';
     char *p = buf;
     for (int k = 0; k < NLIVES; k++) {
         char *end;
@@ -160,15 +110,10 @@ static int run_child(const cfg_t *c, int preload, const char *report, double out
  * covers the 999 allocations it kept. */
 static int check_report(const char *path)
 {
-    char line[8192] = "";
-    FILE *f = fopen(path, "r");
-    if (!f)
+    char line[8192];
+    if (micro_last_line(path, line, sizeof line) != 0)
         return -1;
-    while (fgets(line, sizeof line, f))
-        ;
-    fclose(f);
-    const char *peak = strstr(line, "\"mem_peak\":");
-    return peak && atof(peak + 11) >= (double)(MAX_LIVE - 1) * MIB ? 0 : -1;
+    return micro_field(line, "mem_peak") >= (double)(MAX_LIVE - 1) * MIB ? 0 : -1;
 }
 
 /* ---- the parent ----------------------------------------------------------- */
@@ -179,46 +124,39 @@ int main(int argc, char **argv)
         return child(atol(argv[2]), atoi(argv[3]));
 
     cfg_t c = { .pairs = 200000, .repeats = 9 };
-    const char *out = NULL;
     int rounds = 7;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--nulldrv") == 0) c.nulldrv = argv[i + 1];
-        else if (strcmp(argv[i], "--libsalus") == 0) c.libsalus = argv[i + 1];
-        else if (strcmp(argv[i], "--out") == 0) out = argv[i + 1];
-        else if (strcmp(argv[i], "--pairs") == 0) c.pairs = atol(argv[i + 1]);
+        if (strcmp(argv[i], "--pairs") == 0) c.pairs = atol(argv[i + 1]);
         else if (strcmp(argv[i], "--repeats") == 0) c.repeats = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[i + 1]);
+        else micro_option(&c.m, argv[i], argv[i + 1]);
     }
-    if (!c.nulldrv || !c.libsalus || !out || rounds < 1 || rounds > 64 || c.repeats < 1 ||
+    if (!micro_options_given(&c.m) || rounds < 1 || rounds > 64 || c.repeats < 1 ||
         c.repeats > 64 || c.pairs < 1) {
         fprintf(stderr, "usage: alloc_overhead --nulldrv DIR --libsalus PATH --out FILE "
                         "[--pairs N] [--repeats R<=64] [--rounds K<=64]\n");
         return 2;
     }
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    if (micro_setup(&c.m) != 0)
         return 1;
-    self[n] = '\0';
-    c.self = self;
-    char report[4200];
-    snprintf(report, sizeof report, "%s.report", out);
+    const char *report = c.m.report, *out = c.m.out;
     unlink(report);
+    snprintf(c.table, sizeof c.table, "salus-bench-alloc-%d", (int)getpid());
+    unsetenv("SALUS_MEM_LIMIT");              /* the children's: no limit, no reserve */
+    unsetenv("SALUS_MEM_RESERVE");
 
     double plain[NLIVES][64], salus[NLIVES][64], one[NLIVES];
-    char table[64];
-    snprintf(table, sizeof table, "/salus-bench-alloc-%d", (int)getpid());
     for (int r = 0; r < rounds; r++) {
-        if (run_child(&c, 0, NULL, one) != 0)
+        if (run_child(&c, 0, one) != 0)
             goto out_failed;
         for (int k = 0; k < NLIVES; k++)
             plain[k][r] = one[k];
-        if (run_child(&c, 1, report, one) != 0)
+        if (run_child(&c, 1, one) != 0)
             goto out_failed;
         for (int k = 0; k < NLIVES; k++)
             salus[k][r] = one[k];
     }
-    shm_unlink(table);                        /* the children's table */
+    micro_unlink_table(c.table);
     if (check_report(report) != 0) {
         fprintf(stderr, "alloc_overhead: the preloaded child did not account its memory "
                         "(see %s)\n", report);
@@ -226,8 +164,8 @@ int main(int argc, char **argv)
     }
     double p[NLIVES], s[NLIVES], worst = 0;
     for (int k = 0; k < NLIVES; k++) {
-        p[k] = median(plain[k], rounds);
-        s[k] = median(salus[k], rounds);
+        p[k] = micro_median(plain[k], rounds);
+        s[k] = micro_median(salus[k], rounds);
         worst = s[k] - p[k] > worst ? s[k] - p[k] : worst;
     }
     FILE *f = fopen(out, "w");
@@ -247,7 +185,7 @@ int main(int argc, char **argv)
     return 0;
 
 out_failed:
-    shm_unlink(table);
+    micro_unlink_table(c.table);
     fprintf(stderr, "alloc_overhead: a child failed\n");
     return 1;
 }

@@ -19,34 +19,23 @@
  * are histogram buckets, within 12.5%), and the mean end-to-end time of a
  * handoff, wall time over handoffs.  Figures: the medians over R runs.
  *
- * Divided into: the child; the parent.
+ * Divided into: the child; the parent.  What the micro-benchmarks share
+ * (clock, medians, options, spawning, reports) is micro.c.
  */
 #include <cuda.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "micro.h"
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return (double)micro_now_ns() / 1e9;
 }
 
 /* ---- the child -------------------------------------------------------------- */
@@ -55,13 +44,9 @@ static double median(double *v, int n)
  * the parent's go, so that both loops start together. */
 static int child(long ms, int ready_fd, int go_fd)
 {
-    CUdevice dev;
-    CUcontext ctx = NULL;
     CUfunction f = (CUfunction)(uintptr_t)0x5a15;
     char c = 'r';
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+    if (micro_context() != 0)
         return 1;
     if (write(ready_fd, &c, 1) != 1 || read(go_fd, &c, 1) != 1)
         return 1;
@@ -80,16 +65,8 @@ typedef struct run {
     double p50, p99, switches, wall_s;
 } run_t;
 
-static double field(const char *line, const char *key)
-{
-    char needle[64];
-    snprintf(needle, sizeof needle, "\"%s\":", key);
-    const char *p = strstr(line, needle);
-    return p ? atof(p + strlen(needle)) : -1;
-}
-
-static int one_run(const char *self, const char *nulldrv, const char *libsalus,
-                   const char *report, long ms, int round, run_t *out)
+/* Both children share the pipes: they write ready, read go. */
+static int one_run(micro_t *m, long ms, int round, run_t *out)
 {
     char table[64], n[32], rfd[16], gfd[16];
     int ready[2], go[2];
@@ -99,22 +76,13 @@ static int one_run(const char *self, const char *nulldrv, const char *libsalus,
     snprintf(n, sizeof n, "%ld", ms);
     snprintf(rfd, sizeof rfd, "%d", ready[1]);
     snprintf(gfd, sizeof gfd, "%d", go[0]);
+    const char *report = m->report;
     unlink(report);
+    char *argv[] = { m->self, "--child", n, rfd, gfd, NULL };
+    micro_env_t env = { m->nulldrv, m->libsalus, table, report };
     pid_t pid[2];
-    for (int c = 0; c < 2; c++) {
-        pid[c] = fork();
-        if (pid[c] == 0) {
-            setenv("LD_LIBRARY_PATH", nulldrv, 1);
-            setenv("LD_PRELOAD", libsalus, 1);
-            setenv("SALUS_TABLE", table, 1);
-            setenv("SALUS_REPORT", report, 1);
-            setenv("SALUS_ITER_SYNC", "every", 1);
-            setenv("SALUS_QUANTUM_MS", "0", 1);
-            setenv("SALUS_POLICY", "fair", 1);
-            execl(self, self, "--child", n, rfd, gfd, (char *)NULL);
-            _exit(127);
-        }
-    }
+    for (int c = 0; c < 2; c++)
+        pid[c] = micro_spawn(argv, &env, -1);
     close(ready[1]);
     close(go[0]);
     char buf[2];
@@ -129,9 +97,7 @@ static int one_run(const char *self, const char *nulldrv, const char *libsalus,
         ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     }
     double wall = now_s() - t0;
-    char path[128];
-    snprintf(path, sizeof path, "/dev/shm/%s", table);
-    unlink(path);
+    micro_unlink_table(table);
     FILE *f = fopen(report, "r");
     if (!ok || !f) {
         if (f)
@@ -142,8 +108,9 @@ static int one_run(const char *self, const char *nulldrv, const char *libsalus,
     run_t r = { 0, 0, 0, wall };
     int lines = 0;
     while (fgets(line, sizeof line, f)) {
-        double p50 = field(line, "handoff_us_p50"), p99 = field(line, "handoff_us_p99");
-        double sw = field(line, "switches");
+        double p50 = micro_field(line, "handoff_us_p50");
+        double p99 = micro_field(line, "handoff_us_p99");
+        double sw = micro_field(line, "switches");
         if (p50 < 0 || p99 < 0 || sw < 0)
             continue;
         r.p50 = p50 > r.p50 ? p50 : r.p50;
@@ -162,33 +129,31 @@ int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--child") == 0)
         return child(atol(argv[2]), atoi(argv[3]), atoi(argv[4]));
-    const char *nulldrv = NULL, *libsalus = NULL, *out = NULL;
+    micro_t m = { 0 };
     long ms = 1000;
     int runs = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--nulldrv") == 0) nulldrv = argv[i + 1];
-        else if (strcmp(argv[i], "--libsalus") == 0) libsalus = argv[i + 1];
-        else if (strcmp(argv[i], "--out") == 0) out = argv[i + 1];
-        else if (strcmp(argv[i], "--ms") == 0) ms = atol(argv[i + 1]);
+        if (strcmp(argv[i], "--ms") == 0) ms = atol(argv[i + 1]);
         else if (strcmp(argv[i], "--runs") == 0) runs = atoi(argv[i + 1]);
+        else micro_option(&m, argv[i], argv[i + 1]);
     }
-    if (!nulldrv || !libsalus || !out || ms < 10 || runs < 1 || runs > 32) {
+    if (!micro_options_given(&m) || ms < 10 || runs < 1 || runs > 32) {
         fprintf(stderr, "usage: handoff --nulldrv DIR --libsalus PATH --out FILE "
                         "[--ms MS>=10] [--runs R<=32]\n");
         return 2;
     }
-    char self[4096], report[4200];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    if (micro_setup(&m) != 0)
         return 1;
-    self[n] = '\0';
-    snprintf(report, sizeof report, "%s.report", out);
+    /* Every sync ends an iteration and hands over (inherited by the children). */
+    setenv("SALUS_ITER_SYNC", "every", 1);
+    setenv("SALUS_QUANTUM_MS", "0", 1);
+    setenv("SALUS_POLICY", "fair", 1);
 
     double p50[32], p99[32], e2e[32], sw[32];
     for (int r = 0; r < runs; r++) {
         run_t x;
-        if (one_run(self, nulldrv, libsalus, report, ms, r, &x) != 0) {
-            fprintf(stderr, "handoff: run %d failed (see %s)\n", r, report);
+        if (one_run(&m, ms, r, &x) != 0) {
+            fprintf(stderr, "handoff: run %d failed (see %s)\n", r, m.report);
             return 1;
         }
         p50[r] = x.p50;
@@ -196,10 +161,10 @@ int main(int argc, char **argv)
         sw[r] = x.switches;
         e2e[r] = x.wall_s * 1e6 / x.switches;
     }
-    unlink(report);
-    double m50 = median(p50, runs), m99 = median(p99, runs);
-    double me2e = median(e2e, runs), msw = median(sw, runs);
-    FILE *f = fopen(out, "w");
+    unlink(m.report);
+    double m50 = micro_median(p50, runs), m99 = micro_median(p99, runs);
+    double me2e = micro_median(e2e, runs), msw = micro_median(sw, runs);
+    FILE *f = fopen(m.out, "w");
     if (!f)
         return 1;
     fprintf(f, "{\"ms_per_run\":%ld,\"runs\":%d,\"handoffs_per_run\":%.0f,"

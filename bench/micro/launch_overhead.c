@@ -15,46 +15,25 @@
  * write a SALUS_REPORT, read back to check that scheduling was on (policy
  * "fair", no time waited): the fast path measured is the gated one.
  *
- * Divided into: the child; running children; the parent.
+ * Divided into: the child; running children; the parent.  What the
+ * micro-benchmarks share (clock, medians, options, spawning) is micro.c.
  */
 #include <cuda.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "micro.h"
 
 /* ---- the child ------------------------------------------------------------ */
 
 static int child(long launches, int repeats)
 {
-    CUdevice dev;
-    CUcontext ctx = NULL;
     CUfunction f = (CUfunction)(uintptr_t)0x5a15;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-        cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+    if (micro_context() != 0) {
         fprintf(stderr, "launch_overhead: no context on the null driver\n");
         return 1;
     }
@@ -62,71 +41,42 @@ static int child(long launches, int repeats)
         cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
     double ns[64];
     for (int r = 0; r < repeats; r++) {
-        unsigned long long t0 = now_ns();
+        unsigned long long t0 = micro_now_ns();
         for (long i = 0; i < launches; i++)
             cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
-        ns[r] = (double)(now_ns() - t0) / (double)launches;
+        ns[r] = (double)(micro_now_ns() - t0) / (double)launches;
     }
-    printf("%.4f\n", median(ns, repeats));
+    printf("%.4f\n", micro_median(ns, repeats));
     return 0;
 }
 
 /* ---- running children ----------------------------------------------------- */
 
 typedef struct cfg {
-    const char *self, *nulldrv, *libsalus;
+    micro_t m;
+    char table[64];                     /* the preloaded children's */
     long launches;
     int repeats;
 } cfg_t;
 
 /* One child; its median ns per launch, or -1. */
-static double run_child(const cfg_t *c, int preload, const char *report)
+static double run_child(cfg_t *c, int preload)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        char n[32], r[32], table[64];
-        snprintf(n, sizeof n, "%ld", c->launches);
-        snprintf(r, sizeof r, "%d", c->repeats);
-        snprintf(table, sizeof table, "salus-bench-%d", (int)getppid());
-        dup2(fds[1], 1);
-        close(fds[0]);
-        setenv("LD_LIBRARY_PATH", c->nulldrv, 1);
-        unsetenv("LD_PRELOAD");
-        if (preload) {
-            setenv("LD_PRELOAD", c->libsalus, 1);
-            setenv("SALUS_TABLE", table, 1);
-            setenv("SALUS_REPORT", report, 1);
-        }
-        execl(c->self, c->self, "--child", n, r, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    char buf[64] = "";
-    ssize_t got = read(fds[0], buf, sizeof buf - 1);
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    if (got <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return -1;
-    buf[got] = '\0';
-    return atof(buf);
+    char n[32], r[32], buf[64];
+    snprintf(n, sizeof n, "%ld", c->launches);
+    snprintf(r, sizeof r, "%d", c->repeats);
+    char *argv[] = { c->m.self, "--child", n, r, NULL };
+    micro_env_t env = { c->m.nulldrv, preload ? c->m.libsalus : NULL, c->table, c->m.report };
+    return micro_run(argv, &env, buf, sizeof buf) == 0 ? atof(buf) : -1;
 }
 
 /* The report's "policy" and "waited_ms" of the last preloaded child. */
 static int check_report(const char *path)
 {
-    char line[4096] = "";
-    FILE *f = fopen(path, "r");
-    if (!f)
+    char line[8192];
+    if (micro_last_line(path, line, sizeof line) != 0)
         return -1;
-    while (fgets(line, sizeof line, f))
-        ;
-    fclose(f);
-    const char *w = strstr(line, "\"waited_ms\":");
-    if (!strstr(line, "\"policy\":\"fair\"") || !w || atof(w + 12) != 0.0)
+    if (!strstr(line, "\"policy\":\"fair\"") || micro_field(line, "waited_ms") != 0.0)
         return -1;
     return 0;
 }
@@ -138,52 +88,43 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "--child") == 0)
         return child(atol(argv[2]), atoi(argv[3]));
 
-    cfg_t c = { .self = "/proc/self/exe", .launches = 2000000, .repeats = 9 };
-    const char *out = NULL;
+    cfg_t c = { .launches = 2000000, .repeats = 9 };
     int rounds = 7;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--nulldrv") == 0) c.nulldrv = argv[i + 1];
-        else if (strcmp(argv[i], "--libsalus") == 0) c.libsalus = argv[i + 1];
-        else if (strcmp(argv[i], "--out") == 0) out = argv[i + 1];
-        else if (strcmp(argv[i], "--launches") == 0) c.launches = atol(argv[i + 1]);
+        if (strcmp(argv[i], "--launches") == 0) c.launches = atol(argv[i + 1]);
         else if (strcmp(argv[i], "--repeats") == 0) c.repeats = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[i + 1]);
+        else micro_option(&c.m, argv[i], argv[i + 1]);
     }
-    if (!c.nulldrv || !c.libsalus || !out || rounds < 1 || rounds > 64 || c.repeats < 1 ||
+    if (!micro_options_given(&c.m) || rounds < 1 || rounds > 64 || c.repeats < 1 ||
         c.repeats > 64 || c.launches < 1) {
         fprintf(stderr, "usage: launch_overhead --nulldrv DIR --libsalus PATH --out FILE "
                         "[--launches N] [--repeats R<=64] [--rounds K<=64]\n");
         return 2;
     }
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    if (micro_setup(&c.m) != 0)
         return 1;
-    self[n] = '\0';
-    c.self = self;
-    char report[4200];
-    snprintf(report, sizeof report, "%s.report", out);
+    const char *report = c.m.report;
     unlink(report);
+    snprintf(c.table, sizeof c.table, "salus-bench-%d", (int)getpid());
 
     double plain[64], salus[64];
     for (int r = 0; r < rounds; r++) {
-        plain[r] = run_child(&c, 0, NULL);
-        salus[r] = run_child(&c, 1, report);
+        plain[r] = run_child(&c, 0);
+        salus[r] = run_child(&c, 1);
         if (plain[r] < 0 || salus[r] < 0) {
             fprintf(stderr, "launch_overhead: a child failed\n");
             return 1;
         }
     }
-    char table[128];
-    snprintf(table, sizeof table, "/dev/shm/salus-bench-%d", (int)getpid());
-    unlink(table);                                /* the children's table */
+    micro_unlink_table(c.table);
     if (check_report(report) != 0) {
         fprintf(stderr, "launch_overhead: the preloaded child did not run scheduled "
                         "(see %s)\n", report);
         return 1;
     }
-    double p = median(plain, rounds), s = median(salus, rounds);
-    FILE *f = fopen(out, "w");
+    double p = micro_median(plain, rounds), s = micro_median(salus, rounds);
+    FILE *f = fopen(c.m.out, "w");
     if (!f)
         return 1;
     fprintf(f, "{\"launches_per_run\":%ld,\"repeats\":%d,\"rounds\":%d,"

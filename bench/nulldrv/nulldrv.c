@@ -12,34 +12,25 @@
 
 static struct { int dummy; } the_ctx;
 
-NULL_EXPORT CUresult CUDAAPI cuDriverGetVersion(int *version)
-{
-    if (!version)
-        return CUDA_ERROR_INVALID_VALUE;
-    *version = 13000;
-    return CUDA_SUCCESS;
-}
+/* An export whose one argument is where its answer goes. */
+#define NULL_ANSWER(name, type, value) \
+    NULL_EXPORT CUresult CUDAAPI name(type *out) \
+    { \
+        if (!out) \
+            return CUDA_ERROR_INVALID_VALUE; \
+        *out = (value); \
+        return CUDA_SUCCESS; \
+    }
 
-NULL_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *count)
-{
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    *count = 1;
-    return CUDA_SUCCESS;
-}
+NULL_ANSWER(cuDriverGetVersion, int, 13000)
+NULL_ANSWER(cuDeviceGetCount, int, 1)
+NULL_ANSWER(cuCtxGetDevice, CUdevice, 0)
+NULL_ANSWER(cuCtxGetCurrent, CUcontext, (CUcontext)&the_ctx)
 
 NULL_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
     if (!device || ordinal != 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    *device = 0;
-    return CUDA_SUCCESS;
-}
-
-NULL_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
-{
-    if (!device)
-        return CUDA_ERROR_INVALID_VALUE;
     *device = 0;
     return CUDA_SUCCESS;
 }
@@ -82,12 +73,4 @@ NULL_EXPORT CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 NULL_EXPORT CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     return the_uuid(uuid, dev);
-}
-
-NULL_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
-{
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    *pctx = (CUcontext)&the_ctx;
-    return CUDA_SUCCESS;
 }
