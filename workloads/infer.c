@@ -28,17 +28,13 @@ typedef struct infer_cfg {
 } infer_cfg_t;
 
 typedef struct infer_run {
+    wl_run_t w;               /* GPU, --mem, times, memory figures */
     const infer_cfg_t *cfg;
-    wl_gpu_t g;
-    int gpu_opened;
     wl_kernel_kind_t *plan;
     wl_seq_t fwd;
-    wl_buf_t mem;
     wl_samples_t latency_ms;
     long long slo_violations;
-    uint64_t start_ns, end_ns, deadline_ns, serve_start_ns, last_done_ns, oom_retries;
-    size_t free_start, free_end, total;
-    int interrupted;
+    uint64_t serve_start_ns, last_done_ns;
 } infer_run_t;
 
 static const char synopsis[] =
@@ -53,10 +49,6 @@ static const char synopsis[] =
 
 /* ---- options ------------------------------------------------------------ */
 
-#define OPT(nm, k, d, ch, lo, hi, mv, h) \
-    (wl_opt_t){ .name = nm, .kind = k, .dst = d, .choices = ch, .min = lo, .max = hi, \
-                .metavar = mv, .help = h }
-
 static int parse_args(infer_cfg_t *t, int argc, char **argv)
 {
     memset(t, 0, sizeof *t);
@@ -65,12 +57,12 @@ static int parse_args(infer_cfg_t *t, int argc, char **argv)
     t->rate = 50;
     wl_opt_t opts[40];
     size_t n = 0;
-    opts[n++] = OPT("requests", WL_OPT_INT, &t->requests, NULL, 1, 1e12, "N",
-                    "requests to serve (default 100; unbounded with --seconds alone)");
-    opts[n++] = OPT("rate", WL_OPT_DOUBLE, &t->rate, NULL, 0, 1e6, "R",
-                    "mean arrivals per second, Poisson (default 50; 0: back to back)");
-    opts[n++] = OPT("slo-ms", WL_OPT_DOUBLE, &t->slo_ms, NULL, 0, 3.6e6, "MS",
-                    "latency bound; requests over it are counted (default none)");
+    opts[n++] = WL_OPT("requests", WL_OPT_INT, &t->requests, NULL, 1, 1e12, "N",
+                       "requests to serve (default 100; unbounded with --seconds alone)");
+    opts[n++] = WL_OPT("rate", WL_OPT_DOUBLE, &t->rate, NULL, 0, 1e6, "R",
+                       "mean arrivals per second, Poisson (default 50; 0: back to back)");
+    opts[n++] = WL_OPT("slo-ms", WL_OPT_DOUBLE, &t->slo_ms, NULL, 0, 3.6e6, "MS",
+                       "latency bound; requests over it are counted (default none)");
     wl_common_opts(&t->c, opts, &n);
     opts[n] = (wl_opt_t){ 0 };
     int rc = wl_opt_parse(PROG, synopsis, opts, argc, argv);
@@ -90,25 +82,23 @@ static int parse_args(infer_cfg_t *t, int argc, char **argv)
 static int setup(infer_run_t *r)
 {
     const infer_cfg_t *t = r->cfg;
-    int rc = wl_gpu_open(&r->g, PROG, &t->c);
-    r->gpu_opened = 1;
-    if (rc || (rc = wl_gpu_meminfo(&r->g, &r->free_start, &r->total)))
+    int rc = wl_run_setup(&r->w);
+    if (rc)
         return rc;
-    if ((rc = wl_buf_alloc(&r->g, &r->mem, t->c.mem, "--mem", r->deadline_ns, &r->oom_retries)))
-        return rc;
+    r->w.free_iter = r->w.free_start;   /* no per-request memory */
     r->plan = wl_plan(t->c.kernels, t->c.aux_kernels);
     if (!r->plan)
         return WL_ECUDA;
-    return wl_seq_init(&r->g, &r->fwd, r->plan, 0, (int)t->c.kernels);
+    return wl_seq_init(&r->w.g, &r->fwd, r->plan, 0, (int)t->c.kernels);
 }
 
 /* ---- serving ------------------------------------------------------------ */
 
 static int serve_one(infer_run_t *r, uint64_t arrival_ns)
 {
-    int rc = wl_seq_launch(&r->g, &r->fwd);
+    int rc = wl_seq_launch(&r->w.g, &r->fwd);
     if (!rc)
-        rc = wl_sync(&r->g, WL_SYNC_ITEM);
+        rc = wl_sync(&r->w.g, WL_SYNC_ITEM);
     if (rc)
         return rc;
     uint64_t done = wl_now_ns();
@@ -154,15 +144,12 @@ static int serve(infer_run_t *r)
 
 static int teardown(infer_run_t *r, int rc)
 {
-    if (!r->gpu_opened)
-        return rc;
-    wl_buf_t *bufs[] = { &r->mem };
-    rc = wl_finish(&r->g, bufs, 1, &r->end_ns, &r->free_end, rc);
+    wl_buf_t *bufs[] = { &r->w.mem };
+    rc = wl_run_finish(&r->w, bufs, 1, rc);
     int r2 = wl_seq_free(&r->fwd);
     rc = rc ? rc : r2;
     free(r->plan);
-    r2 = wl_gpu_close(&r->g);
-    return rc ? rc : r2;
+    return wl_run_close(&r->w, rc);
 }
 
 /* ---- the result line ---------------------------------------------------- */
@@ -170,17 +157,11 @@ static int teardown(infer_run_t *r, int rc)
 static void report(infer_run_t *r, int rc)
 {
     const infer_cfg_t *t = r->cfg;
-    if (!r->end_ns)
-        r->end_ns = wl_now_ns();
     const wl_samples_t *l = &r->latency_ms;
     double serve_s = (double)(r->last_done_ns - r->serve_start_ns) / 1e9;
     long long spins = t->c.kernels - t->c.aux_kernels;
     wl_json_t j;
-    wl_json_head(&j, PROG, t->c.name);
-    wl_json_int(&j, "requests", (long long)l->n);
-    wl_json_num(&j, "jct_s", (double)(r->end_ns - r->start_ns) / 1e9, 6);
-    wl_json_u64(&j, "start_ns", r->start_ns);
-    wl_json_u64(&j, "end_ns", r->end_ns);
+    wl_run_json_begin(&r->w, &j, "requests", (long long)l->n);
     wl_json_num(&j, "throughput_rps", serve_s > 0 ? (double)l->n / serve_s : 0, 4);
     wl_json_num(&j, "latency_ms_mean", wl_samples_mean(l), 4);
     wl_json_num(&j, "latency_ms_p50", wl_samples_pct(l, 50), 4);
@@ -191,15 +172,7 @@ static void report(infer_run_t *r, int rc)
     wl_json_num(&j, "slo_violation_frac", l->n ? (double)r->slo_violations / (double)l->n : 0, 6);
     wl_json_num(&j, "rate_rps", t->rate, 4);
     wl_json_num(&j, "gpu_ms_per_request", (double)spins * t->c.kernel_us / 1000.0, 4);
-    wl_json_u64(&j, "launches", r->g.launches);
-    wl_json_u64(&j, "syncs", r->g.syncs);
-    wl_json_u64(&j, "oom_retries", r->oom_retries);
-    wl_json_tail(&j, rc, r->interrupted);
-    wl_json_end(&j, stdout);
-    if (rc)
-        fprintf(stderr, PROG ": %s\n", wl_error());
-    if (t->c.verbose && rc == WL_OK)
-        wl_report_mem(PROG, r->free_start, r->free_start, r->free_end, r->total);
+    wl_run_json_end(&r->w, &j, rc);
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -213,17 +186,10 @@ int main(int argc, char **argv)
     infer_run_t run;
     memset(&run, 0, sizeof run);
     run.cfg = &cfg;
-    run.start_ns = wl_now_ns();
-    if (cfg.c.seconds > 0)
-        run.deadline_ns = run.start_ns + (uint64_t)(cfg.c.seconds * 1e9);
-    rc = wl_signals_install();
-    if (!rc)
-        rc = setup(&run);
+    wl_run_begin(&run.w, PROG, &cfg.c);
+    rc = setup(&run);
     if (!rc)
         rc = serve(&run);
-    if (rc == WL_ESTOP)
-        rc = WL_OK;
-    run.interrupted = wl_stop_requested();
     rc = teardown(&run, rc);
     report(&run, rc);
     wl_samples_free(&run.latency_ms);

@@ -18,7 +18,7 @@ ALL_TARGETS += $(WL_CUBIN) $(WL_PTX)
 # picks simgpu or the real driver.  They find the module beside themselves
 # (build/bin/../workloads/kernels.cubin), hence the dependency on it.
 WL_LIB_SRCS := workloads/wl_util.c workloads/wl_opt.c workloads/wl_gpu.c \
-               workloads/wl_mem.c workloads/presets.c
+               workloads/wl_mem.c workloads/wl_run.c workloads/presets.c
 WL_LIB_OBJS := $(WL_LIB_SRCS:%.c=$(B)/obj/%.o)
 WL_PROGS    := $(B)/bin/salus-train $(B)/bin/salus-infer
 WL_LDLIBS   := -L$(CUDA_HOME)/lib64/stubs -lcuda -lm -lrt -lpthread

@@ -33,20 +33,16 @@ typedef struct train_cfg {
 } train_cfg_t;
 
 typedef struct train_run {
+    wl_run_t w;               /* GPU, --mem, times, memory figures */
     const train_cfg_t *cfg;
-    wl_gpu_t g;
-    int gpu_opened;
     wl_kernel_kind_t *plan;
     wl_seq_t *segs;           /* the micro-batch's kernels, split at logging syncs */
     int nsegs;
     wl_seq_t optim;           /* the optimizer step under --accum */
-    wl_buf_t mem, iter;
+    wl_buf_t iter;
     wl_samples_t iter_ms;
-    uint64_t start_ns, end_ns, deadline_ns, loop_start_ns, loop_end_ns, last_report_ns;
-    uint64_t oom_retries;
+    uint64_t loop_start_ns, loop_end_ns, last_report_ns;
     long long done;
-    size_t free_start, free_iter, free_end, total;
-    int interrupted;
 } train_run_t;
 
 static const char synopsis[] =
@@ -63,30 +59,26 @@ static const char synopsis[] =
 
 /* ---- options ------------------------------------------------------------ */
 
-#define OPT(nm, k, d, ch, lo, hi, mv, h) \
-    (wl_opt_t){ .name = nm, .kind = k, .dst = d, .choices = ch, .min = lo, .max = hi, \
-                .metavar = mv, .help = h }
-
 static size_t train_opts(train_cfg_t *t, wl_opt_t *o)
 {
     size_t n = 0;
-    o[n++] = OPT("preset", WL_OPT_STR, &t->preset, NULL, 0, 0, "NAME",
-                 "fill the options from a model's figures ('list' shows them)");
-    o[n++] = OPT("iterations", WL_OPT_INT, &t->iterations, NULL, 1, 1e12, "N",
-                 "iterations of the job (default 100; unbounded with --seconds alone)");
-    o[n++] = OPT("sync", WL_OPT_ENUM, &t->sync, wl_sync_names, 0, 0, "STYLE",
-                 "iteration-end sync: item (blocking 4-byte cuMemcpyDtoH, as loss.item()), "
-                 "cuStreamSynchronize, cuCtxSynchronize, cuEventRecord+cuEventSynchronize, "
-                 "or none (one drain at the end)");
-    o[n++] = OPT("host-ms", WL_OPT_DOUBLE, &t->host_ms, NULL, 0, 3.6e6, "MS",
-                 "host time (data loading) before each micro-batch, milliseconds (default 0)");
-    o[n++] = OPT("iter-mem", WL_OPT_SIZE, &t->iter_mem, NULL, 0, 0, "SIZE",
-                 "memory allocated before each iteration's kernels, freed after (default 0)");
-    o[n++] = OPT("syncs-per-iter", WL_OPT_INT, &t->syncs_per_iter, NULL, 0, 1e6, "N",
-                 "extra item-like logging syncs inside each micro-batch (default 0)");
-    o[n++] = OPT("accum", WL_OPT_INT, &t->accum, NULL, 1, 1e6, "N",
-                 "gradient accumulation: N micro-batches of --kernels, each ending with an "
-                 "item-like sync, then an optimizer step of one salus_axpy (default 1)");
+    o[n++] = WL_OPT("preset", WL_OPT_STR, &t->preset, NULL, 0, 0, "NAME",
+                    "fill the options from a model's figures ('list' shows them)");
+    o[n++] = WL_OPT("iterations", WL_OPT_INT, &t->iterations, NULL, 1, 1e12, "N",
+                    "iterations of the job (default 100; unbounded with --seconds alone)");
+    o[n++] = WL_OPT("sync", WL_OPT_ENUM, &t->sync, wl_sync_names, 0, 0, "STYLE",
+                    "iteration-end sync: item (blocking 4-byte cuMemcpyDtoH, as loss.item()), "
+                    "cuStreamSynchronize, cuCtxSynchronize, cuEventRecord+cuEventSynchronize, "
+                    "or none (one drain at the end)");
+    o[n++] = WL_OPT("host-ms", WL_OPT_DOUBLE, &t->host_ms, NULL, 0, 3.6e6, "MS",
+                    "host time (data loading) before each micro-batch, milliseconds (default 0)");
+    o[n++] = WL_OPT("iter-mem", WL_OPT_SIZE, &t->iter_mem, NULL, 0, 0, "SIZE",
+                    "memory allocated before each iteration's kernels, freed after (default 0)");
+    o[n++] = WL_OPT("syncs-per-iter", WL_OPT_INT, &t->syncs_per_iter, NULL, 0, 1e6, "N",
+                    "extra item-like logging syncs inside each micro-batch (default 0)");
+    o[n++] = WL_OPT("accum", WL_OPT_INT, &t->accum, NULL, 1, 1e6, "N",
+                    "gradient accumulation: N micro-batches of --kernels, each ending with an "
+                    "item-like sync, then an optimizer step of one salus_axpy (default 1)");
     wl_common_opts(&t->c, o, &n);
     o[n] = (wl_opt_t){ 0 };
     return n;
@@ -180,27 +172,19 @@ static int setup_segments(train_run_t *r)
     if (!r->segs)
         return wl_errorf(WL_ECUDA, "out of host memory");
     for (int k = 0; k < r->nsegs; k++) {
-        int rc = wl_seq_init(&r->g, &r->segs[k], r->plan, (int)(k * n / r->nsegs),
+        int rc = wl_seq_init(&r->w.g, &r->segs[k], r->plan, (int)(k * n / r->nsegs),
                              (int)((k + 1) * n / r->nsegs));
         if (rc)
             return rc;
     }
     static const wl_kernel_kind_t step[] = { WL_K_AXPY };
-    return wl_seq_init(&r->g, &r->optim, step, 0, t->accum > 1 ? 1 : 0);
+    return wl_seq_init(&r->w.g, &r->optim, step, 0, t->accum > 1 ? 1 : 0);
 }
 
 static int setup(train_run_t *r)
 {
-    const train_cfg_t *t = r->cfg;
-    int rc = wl_gpu_open(&r->g, PROG, &t->c);
-    r->gpu_opened = 1;
-    if (rc)
-        return rc;
-    if ((rc = wl_gpu_meminfo(&r->g, &r->free_start, &r->total)))
-        return rc;
-    if ((rc = wl_buf_alloc(&r->g, &r->mem, t->c.mem, "--mem", r->deadline_ns, &r->oom_retries)))
-        return rc;
-    return setup_segments(r);
+    int rc = wl_run_setup(&r->w);
+    return rc ? rc : setup_segments(r);
 }
 
 /* ---- one iteration ------------------------------------------------------ */
@@ -212,9 +196,9 @@ static int micro_batch(train_run_t *r)
     if (t->host_ms > 0)
         wl_sleep_until(wl_now_ns() + (uint64_t)(t->host_ms * 1e6));
     for (int k = 0; k < r->nsegs; k++) {
-        if ((rc = wl_seq_launch(&r->g, &r->segs[k])))
+        if ((rc = wl_seq_launch(&r->w.g, &r->segs[k])))
             return rc;
-        if (k + 1 < r->nsegs && (rc = wl_sync(&r->g, WL_SYNC_ITEM)))
+        if (k + 1 < r->nsegs && (rc = wl_sync(&r->w.g, WL_SYNC_ITEM)))
             return rc;
     }
     return WL_OK;
@@ -224,21 +208,22 @@ static int iteration(train_run_t *r)
 {
     const train_cfg_t *t = r->cfg;
     uint64_t t0 = wl_now_ns();
-    int rc = wl_buf_alloc(&r->g, &r->iter, t->iter_mem, "--iter-mem", r->deadline_ns,
-                          &r->oom_retries);
+    int rc = wl_buf_alloc(&r->w.g, &r->iter, t->iter_mem, "--iter-mem", r->w.deadline_ns,
+                          &r->w.oom_retries);
     if (rc)
         return rc;
-    if (t->c.verbose && r->done == 0 && (rc = wl_gpu_meminfo(&r->g, &r->free_iter, &r->total)))
+    if (t->c.verbose && r->done == 0 &&
+        (rc = wl_gpu_meminfo(&r->w.g, &r->w.free_iter, &r->w.total)))
         return rc;
     for (long long m = 0; m < t->accum; m++) {
         if ((rc = micro_batch(r)))
             return rc;
-        if (t->accum > 1 && (rc = wl_sync(&r->g, WL_SYNC_ITEM)))
+        if (t->accum > 1 && (rc = wl_sync(&r->w.g, WL_SYNC_ITEM)))
             return rc;
     }
-    if ((rc = wl_seq_launch(&r->g, &r->optim)) ||
-        (rc = wl_buf_free(&r->g, &r->iter)) ||
-        (rc = wl_sync(&r->g, t->sync)))
+    if ((rc = wl_seq_launch(&r->w.g, &r->optim)) ||
+        (rc = wl_buf_free(&r->w.g, &r->iter)) ||
+        (rc = wl_sync(&r->w.g, t->sync)))
         return rc;
     uint64_t t1 = wl_now_ns();
     r->done++;
@@ -253,7 +238,7 @@ static int more_to_do(const train_run_t *r)
         return 0;
     if (r->cfg->iterations && r->done >= r->cfg->iterations)
         return 0;
-    return !r->deadline_ns || wl_now_ns() < r->deadline_ns;
+    return !r->w.deadline_ns || wl_now_ns() < r->w.deadline_ns;
 }
 
 /* At most two progress lines a second, whatever the iteration time. */
@@ -288,10 +273,8 @@ static int run_loop(train_run_t *r)
  * recorded one. */
 static int teardown(train_run_t *r, int rc)
 {
-    if (!r->gpu_opened)
-        return rc;
-    wl_buf_t *bufs[] = { &r->iter, &r->mem };
-    rc = wl_finish(&r->g, bufs, 2, &r->end_ns, &r->free_end, rc);
+    wl_buf_t *bufs[] = { &r->iter, &r->w.mem };
+    rc = wl_run_finish(&r->w, bufs, 2, rc);
     int r2;
     for (int k = 0; r->segs && k < r->nsegs; k++)
         if ((r2 = wl_seq_free(&r->segs[k])) && !rc)
@@ -300,8 +283,7 @@ static int teardown(train_run_t *r, int rc)
         rc = r2;
     free(r->segs);
     free(r->plan);
-    r2 = wl_gpu_close(&r->g);
-    return rc ? rc : r2;
+    return wl_run_close(&r->w, rc);
 }
 
 /* ---- the result line ---------------------------------------------------- */
@@ -309,30 +291,16 @@ static int teardown(train_run_t *r, int rc)
 static void report(train_run_t *r, int rc)
 {
     const train_cfg_t *t = r->cfg;
-    if (!r->end_ns)
-        r->end_ns = wl_now_ns();
     double loop_s = (double)(r->loop_end_ns - r->loop_start_ns) / 1e9;
     long long spins = t->c.kernels - t->c.aux_kernels;
     wl_json_t j;
-    wl_json_head(&j, PROG, t->c.name);
-    wl_json_int(&j, "iterations", r->done);
-    wl_json_num(&j, "jct_s", (double)(r->end_ns - r->start_ns) / 1e9, 6);
-    wl_json_u64(&j, "start_ns", r->start_ns);
-    wl_json_u64(&j, "end_ns", r->end_ns);
+    wl_run_json_begin(&r->w, &j, "iterations", r->done);
     wl_json_num(&j, "iter_ms_mean", wl_samples_mean(&r->iter_ms), 4);
     wl_json_num(&j, "iter_ms_p50", wl_samples_pct(&r->iter_ms, 50), 4);
     wl_json_num(&j, "iter_ms_p99", wl_samples_pct(&r->iter_ms, 99), 4);
     wl_json_num(&j, "throughput_it_s", loop_s > 0 ? (double)r->done / loop_s : 0, 4);
     wl_json_num(&j, "gpu_ms_per_iter", (double)(t->accum * spins) * t->c.kernel_us / 1000.0, 4);
-    wl_json_u64(&j, "launches", r->g.launches);
-    wl_json_u64(&j, "syncs", r->g.syncs);
-    wl_json_u64(&j, "oom_retries", r->oom_retries);
-    wl_json_tail(&j, rc, r->interrupted);
-    wl_json_end(&j, stdout);
-    if (rc)
-        fprintf(stderr, PROG ": %s\n", wl_error());
-    if (t->c.verbose && rc == WL_OK)
-        wl_report_mem(PROG, r->free_start, r->free_iter, r->free_end, r->total);
+    wl_run_json_end(&r->w, &j, rc);
 }
 
 static void describe(const train_cfg_t *t)
@@ -358,19 +326,12 @@ int main(int argc, char **argv)
     train_run_t run;
     memset(&run, 0, sizeof run);
     run.cfg = &cfg;
-    run.start_ns = wl_now_ns();
-    if (cfg.c.seconds > 0)
-        run.deadline_ns = run.start_ns + (uint64_t)(cfg.c.seconds * 1e9);
+    wl_run_begin(&run.w, PROG, &cfg.c);
     if (cfg.c.verbose)
         describe(&cfg);
-    rc = wl_signals_install();
-    if (!rc)
-        rc = setup(&run);
+    rc = setup(&run);
     if (!rc)
         rc = run_loop(&run);
-    if (rc == WL_ESTOP)
-        rc = WL_OK;   /* a signal or --seconds ended a wait for memory */
-    run.interrupted = wl_stop_requested();
     rc = teardown(&run, rc);
     report(&run, rc);
     wl_samples_free(&run.iter_ms);

@@ -14,6 +14,8 @@
  *               work (direct, or per-thread through cuGetProcAddress),
  *               kernel sequences and how they are launched, sync styles
  *   memory      device buffers over each allocation path, with OOM policy
+ *   run         what a run does around its loop: start, set-up, end, and
+ *               the first and last fields of its result line
  *
  * The programs include <cuda.h> plainly, as any driver-API user does.
  */
@@ -113,6 +115,11 @@ typedef struct wl_opt {
     const char *help;
     int set;                     /* out: given on the command line */
 } wl_opt_t;
+
+/* An entry of an option table. */
+#define WL_OPT(nm, k, d, ch, lo, hi, mv, h) \
+    (wl_opt_t){ .name = nm, .kind = k, .dst = d, .choices = ch, .min = lo, .max = hi, \
+                .metavar = mv, .help = h }
 
 /* Parse argv ("--name value" or "--name=value") into the NULL-name-terminated
  * table.  Returns WL_OK, 1 when --help was printed, or WL_EUSAGE after a
@@ -283,5 +290,36 @@ void wl_preset_list(FILE *f);
 void wl_json_head(wl_json_t *j, const char *prog, const char *name);
 /* The fields every result ends with: ok, and error or interrupted. */
 void wl_json_tail(wl_json_t *j, int rc, int interrupted);
+
+/* ---- a run -------------------------------------------------------------- */
+
+/* What every run holds; a program's run embeds it. */
+typedef struct wl_run {
+    const char *prog;
+    const wl_common_t *c;
+    wl_gpu_t g;
+    wl_buf_t mem;             /* --mem, held from set-up to the end */
+    uint64_t start_ns, end_ns, deadline_ns;     /* deadline: --seconds, 0: none */
+    uint64_t oom_retries;
+    size_t free_start, free_iter, free_end, total;  /* device memory, for --verbose */
+    int interrupted;
+} wl_run_t;
+
+/* Start the clock: start_ns and the --seconds deadline. */
+void wl_run_begin(wl_run_t *r, const char *prog, const wl_common_t *c);
+/* Signal handlers, wl_gpu_open, free memory at start, --mem. */
+int wl_run_setup(wl_run_t *r);
+/* After the loop, keeping rc if it is a failure (WL_ESTOP is none): note
+ * whether a signal stopped the run, then wl_finish over bufs (every buffer
+ * still held, --mem's included).  Then the program frees its sequences and
+ * calls wl_run_close, which closes the GPU. */
+int wl_run_finish(wl_run_t *r, wl_buf_t *const bufs[], int n, int rc);
+int wl_run_close(wl_run_t *r, int rc);
+/* The result line's first fields: program name pid, count_key, jct_s
+ * start_ns end_ns (end_ns is taken now if the run did not set it). */
+void wl_run_json_begin(wl_run_t *r, wl_json_t *j, const char *count_key, long long count);
+/* Its last fields (launches syncs oom_retries, then wl_json_tail), the line
+ * on stdout, the error on stderr, and the --verbose memory line. */
+void wl_run_json_end(wl_run_t *r, wl_json_t *j, int rc);
 
 #endif /* SALUS_WL_H */

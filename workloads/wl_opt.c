@@ -282,44 +282,43 @@ void wl_common_defaults(wl_common_t *c)
     c->oom = WL_OOM_FAIL;
 }
 
-#define OPT(nm, k, d, ch, lo, hi, mv, h) \
-    (wl_opt_t){ .name = nm, .kind = k, .dst = d, .choices = ch, .min = lo, .max = hi, \
-                .metavar = mv, .help = h }
-
 void wl_common_opts(wl_common_t *c, wl_opt_t *o, size_t *n)
 {
-    o[(*n)++] = OPT("kernels", WL_OPT_INT, &c->kernels, NULL, 1, 1000000, "N",
-                    "kernel launches per iteration/request (default 10)");
-    o[(*n)++] = OPT("kernel-us", WL_OPT_DOUBLE, &c->kernel_us, NULL, 0, 60e6, "US",
-                    "GPU time of each salus_spin kernel, microseconds (default 1000)");
-    o[(*n)++] = OPT("aux-kernels", WL_OPT_INT, &c->aux_kernels, NULL, 0, 1000000, "N",
-                    "how many of --kernels are salus_fill/salus_axpy over a small buffer "
-                    "(distinct handles, as a model has); default kernels/8");
-    o[(*n)++] = OPT("mem", WL_OPT_SIZE, &c->mem, NULL, 0, 0, "SIZE",
-                    "persistent device memory allocated at start (default 0)");
-    o[(*n)++] = OPT("alloc", WL_OPT_ENUM, &c->alloc, wl_alloc_names, 0, 0, "PATH",
-                    "driver path of device memory: cuMemAlloc_v2, cuMemAllocPitch_v2, "
-                    "cuMemAllocManaged, cuMemAllocAsync, cuMemCreate+Map (VMM), cuArrayCreate_v2");
-    o[(*n)++] = OPT("oom", WL_OPT_ENUM, &c->oom, wl_oom_names, 0, 0, "POLICY",
-                    "on CUDA_ERROR_OUT_OF_MEMORY: exit 2 with an error, or sleep 10 ms and "
-                    "retry (counted in oom_retries)");
-    o[(*n)++] = OPT("stream", WL_OPT_ENUM, &c->stream, wl_stream_names, 0, 0, "KIND",
-                    "stream of the work: the legacy default stream, a created stream, or the "
-                    "per-thread default stream (_ptsz/_ptds entry points via cuGetProcAddress)");
-    o[(*n)++] = OPT("launch", WL_OPT_ENUM, &c->launch, wl_launch_names, 0, 0, "FORM",
-                    "cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, or "
-                    "sequences captured once as graphs and run with cuGraphLaunch");
-    o[(*n)++] = OPT("seconds", WL_OPT_DOUBLE, &c->seconds, NULL, 0, 1e7, "S",
-                    "stop after S seconds (0: no time bound)");
-    o[(*n)++] = OPT("device", WL_OPT_INT, &c->device, NULL, 0, 1023, "N", "CUDA device (default 0)");
-    o[(*n)++] = OPT("name", WL_OPT_STR, &c->name, NULL, 0, 0, "NAME",
-                    "name in the result line (default the preset's or the program's)");
-    o[(*n)++] = OPT("module", WL_OPT_STR, &c->module, NULL, 0, 0, "PATH",
-                    "kernels cubin or PTX (default <bin>/../workloads/kernels.cubin, then .ptx)");
-    o[(*n)++] = OPT("seed", WL_OPT_INT, &c->seed, NULL, 0, 9.2e18, "N",
-                    "seed of every random choice (default 1)");
-    o[(*n)++] = OPT("verbose", WL_OPT_FLAG, &c->verbose, NULL, 0, 0, NULL,
-                    "progress and free device memory on stderr");
+    o[(*n)++] = WL_OPT("kernels", WL_OPT_INT, &c->kernels, NULL, 1, 1000000, "N",
+                       "kernel launches per iteration/request (default 10)");
+    o[(*n)++] = WL_OPT("kernel-us", WL_OPT_DOUBLE, &c->kernel_us, NULL, 0, 60e6, "US",
+                       "GPU time of each salus_spin kernel, microseconds (default 1000)");
+    o[(*n)++] = WL_OPT("aux-kernels", WL_OPT_INT, &c->aux_kernels, NULL, 0, 1000000, "N",
+                       "how many of --kernels are salus_fill/salus_axpy over a small buffer "
+                       "(distinct handles, as a model has); default kernels/8");
+    o[(*n)++] = WL_OPT("mem", WL_OPT_SIZE, &c->mem, NULL, 0, 0, "SIZE",
+                       "persistent device memory allocated at start (default 0)");
+    o[(*n)++] = WL_OPT("alloc", WL_OPT_ENUM, &c->alloc, wl_alloc_names, 0, 0, "PATH",
+                       "driver path of device memory: cuMemAlloc_v2, cuMemAllocPitch_v2, "
+                       "cuMemAllocManaged, cuMemAllocAsync, cuMemCreate+Map (VMM), "
+                       "cuArrayCreate_v2");
+    o[(*n)++] = WL_OPT("oom", WL_OPT_ENUM, &c->oom, wl_oom_names, 0, 0, "POLICY",
+                       "on CUDA_ERROR_OUT_OF_MEMORY: exit 2 with an error, or sleep 10 ms and "
+                       "retry (counted in oom_retries)");
+    o[(*n)++] = WL_OPT("stream", WL_OPT_ENUM, &c->stream, wl_stream_names, 0, 0, "KIND",
+                       "stream of the work: the legacy default stream, a created stream, or the "
+                       "per-thread default stream (_ptsz/_ptds entry points via cuGetProcAddress)");
+    o[(*n)++] = WL_OPT("launch", WL_OPT_ENUM, &c->launch, wl_launch_names, 0, 0, "FORM",
+                       "cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel, or "
+                       "sequences captured once as graphs and run with cuGraphLaunch");
+    o[(*n)++] = WL_OPT("seconds", WL_OPT_DOUBLE, &c->seconds, NULL, 0, 1e7, "S",
+                       "stop after S seconds (0: no time bound)");
+    o[(*n)++] = WL_OPT("device", WL_OPT_INT, &c->device, NULL, 0, 1023, "N",
+                       "CUDA device (default 0)");
+    o[(*n)++] = WL_OPT("name", WL_OPT_STR, &c->name, NULL, 0, 0, "NAME",
+                       "name in the result line (default the preset's or the program's)");
+    o[(*n)++] = WL_OPT("module", WL_OPT_STR, &c->module, NULL, 0, 0, "PATH",
+                       "kernels cubin or PTX "
+                       "(default <bin>/../workloads/kernels.cubin, then .ptx)");
+    o[(*n)++] = WL_OPT("seed", WL_OPT_INT, &c->seed, NULL, 0, 9.2e18, "N",
+                       "seed of every random choice (default 1)");
+    o[(*n)++] = WL_OPT("verbose", WL_OPT_FLAG, &c->verbose, NULL, 0, 0, NULL,
+                       "progress and free device memory on stderr");
 }
 
 int wl_common_check(const char *prog, wl_common_t *c)
