@@ -9,8 +9,10 @@
 SCHED_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c)) \
                    $(B)/obj/src/ipc/table.o $(B)/obj/src/ipc/slots.o $(B)/obj/src/util/util.o $(B)/obj/src/util/vars.o
 $(eval $(call salus_test,test_sched,$(SCHED_TEST_OBJS),))
-$(eval $(call salus_test,test_sched_lease,$(SCHED_TEST_OBJS),))
-$(eval $(call salus_test,test_sched_sim,$(SCHED_TEST_OBJS),))
+# The multi-process tests share tests/test_sched_lib.c (table watchers).
+$(B)/obj/tests/test_sched_lib.o: | $(B)/.deps-test
+$(eval $(call salus_test,test_sched_lease,$(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o,))
+$(eval $(call salus_test,test_sched_sim,$(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o,))
 
 SCHED_FORKER := $(B)/tests/test_sched_forker
 $(SCHED_FORKER): tests/test_sched_forker.c | $(B)/.deps-test

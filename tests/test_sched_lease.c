@@ -24,7 +24,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +35,7 @@
 
 #include "sched/sched_int.h"
 #include "lib/testutil.h"
+#include "test_sched_lib.h"
 
 #define MAX_EV   8192
 #define MAX_JOBS 4
@@ -227,6 +227,17 @@ static int sorted_log(ev_t **out)
     return n;
 }
 
+/* Run n jobs at once, each to a clean exit; the log, sorted (e: NULL, none). */
+static int run_jobs(const job_t *jobs, int n, ev_t **e)
+{
+    pid_t pid[MAX_JOBS];
+    for (int i = 0; i < n; i++)
+        pid[i] = spawn(&jobs[i]);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(wait_job(pid[i]), 0);
+    return e ? sorted_log(e) : 0;
+}
+
 /* Kernels of different jobs never overlap in time. */
 static void assert_no_overlap(const ev_t *e, int n)
 {
@@ -296,6 +307,36 @@ static uint64_t last_end(const ev_t *e, int n, int job)
     return t;
 }
 
+/* Each of jobs 0..njobs-1's share of the GPU time while all of them ran. */
+static void shares_while_all(const ev_t *e, int n, int njobs, double *share)
+{
+    uint64_t from = 0, to = UINT64_MAX, total = 0, b[MAX_JOBS];
+    for (int i = 0; i < njobs; i++) {
+        from = first_start(e, n, i) > from ? first_start(e, n, i) : from;
+        to = last_end(e, n, i) < to ? last_end(e, n, i) : to;
+    }
+    for (int i = 0; i < njobs; i++)
+        total += b[i] = busy(e, n, i, from, to);
+    for (int i = 0; i < njobs; i++)
+        share[i] = (double)b[i] / (double)total;
+}
+
+/* Job 1 first runs after job 0's last kernel before its pause (at
+ * iteration pause_at), within `bound`; `what` job 0 did, for the message. */
+static void assert_taken_in_pause(const ev_t *e, int n, int pause_at, uint64_t bound,
+                                  const char *what)
+{
+    uint64_t a_pause = 0;
+    for (int i = 0; i < n; i++)
+        if (e[i].job == 0 && e[i].iter == pause_at - 1)
+            a_pause = e[i].end;
+    assert_true(a_pause > 0);
+    uint64_t b_first = first_start(e, n, 1);
+    if (!(b_first > a_pause && b_first < a_pause + bound))
+        fail_msg("a %s at %.1f ms, b first ran at %.1f ms", what,
+                 (double)(a_pause - e[0].start) / 1e6, (double)(b_first - e[0].start) / 1e6);
+}
+
 /* ---- tests ------------------------------------------------------------------------- */
 
 static void test_fair_alternates_whole_iterations(void **state)
@@ -306,11 +347,8 @@ static void test_fair_alternates_whole_iterations(void **state)
     job_t b = a;
     b.id = 1;
     b.after = 1;
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pa), 0);
-    assert_int_equal(wait_job(pb), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
     assert_int_equal(n, 480);
     assert_no_overlap(e, n);
     assert_whole_iterations(e, n, 0, 4);
@@ -318,12 +356,10 @@ static void test_fair_alternates_whole_iterations(void **state)
     int sw = count_switches(e, n);
     if (sw < 4 || sw > n / 4)                        /* switches only between iterations */
         fail_msg("%d switches for %d kernels", sw, n);
-    uint64_t from = first_start(e, n, 1);
-    uint64_t to = last_end(e, n, 0) < last_end(e, n, 1) ? last_end(e, n, 0) : last_end(e, n, 1);
-    double a_ms = (double)busy(e, n, 0, from, to), b_ms = (double)busy(e, n, 1, from, to);
-    double share = a_ms / (a_ms + b_ms);
-    if (share < 0.30 || share > 0.70)                /* spun kernels: CPU noise; 40-60% */
-        fail_msg("a had %.0f%% of the time while both ran", share * 100);   /* in _sim */
+    double share[2];
+    shares_while_all(e, n, 2, share);
+    if (share[0] < 0.30 || share[0] > 0.70)          /* spun kernels: CPU noise; 40-60% */
+        fail_msg("a had %.0f%% of the time while both ran", share[0] * 100);   /* in _sim */
     free(e);
 }
 
@@ -331,30 +367,19 @@ static void test_fair_three_jobs(void **state)
 {
     (void)state;
     job_t j[3];
-    pid_t p[3];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3; i++)
         j[i] = (job_t){ .id = i, .iterations = 40, .kernels = 3, .kernel_us = 1000,
                         .sync = 1, .quantum_ms = 15, .after = i };
-        p[i] = spawn(&j[i]);
-    }
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(wait_job(p[i]), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs(j, 3, &e);
     assert_int_equal(n, 360);
     assert_no_overlap(e, n);
-    uint64_t from = first_start(e, n, 2), to = UINT64_MAX;
-    for (int i = 0; i < 3; i++)
-        if (last_end(e, n, i) < to)
-            to = last_end(e, n, i);
-    uint64_t total = 0, b[3];
-    for (int i = 0; i < 3; i++)
-        total += b[i] = busy(e, n, i, from, to);
+    double share[3];
+    shares_while_all(e, n, 3, share);
     for (int i = 0; i < 3; i++) {                    /* a third each, give or take */
         assert_whole_iterations(e, n, i, 3);
-        double share = (double)b[i] / (double)total;
-        if (share < 0.15 || share > 0.55)
-            fail_msg("job %d had %.0f%% of the time while all three ran", i, share * 100);
+        if (share[i] < 0.15 || share[i] > 0.55)
+            fail_msg("job %d had %.0f%% of the time while all three ran", i, share[i] * 100);
     }
     free(e);
 }
@@ -364,8 +389,7 @@ static void test_priority_preempts(void **state)
     (void)state;
     job_t high = { .id = 1, .policy = "priority", .priority = 90, .iterations = 40,
                    .kernels = 4, .kernel_us = 2000, .sync = 1 };
-    pid_t ph = spawn(&high);                         /* alone first: its own time */
-    assert_int_equal(wait_job(ph), 0);
+    run_jobs(&high, 1, NULL);                        /* alone first: its own time */
     uint64_t alone = sh->exit_ns[1] - sh->first_ns[1];
     shm_unlink(tname);
     memset(sh, 0, sizeof *sh);
@@ -374,13 +398,9 @@ static void test_priority_preempts(void **state)
                   .kernels = 4, .kernel_us = 2000, .sync = 1 };
     high.after = 1;                                  /* low (id 0) runs first */
     high.start_ms = 100;
-    pid_t pl = spawn(&low);
-    ph = spawn(&high);
-    assert_int_equal(wait_job(ph), 0);
-    assert_int_equal(wait_job(pl), 0);
-    (void)alone;                 /* CPU-spun kernels: the JCT bound is test_sched_sim's */
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ low, high }, 2, &e);
+    (void)alone;                 /* CPU-spun kernels: the JCT bound is test_sched_sim's */
     /* It waits at most about one low iteration (8 ms of kernels), then runs. */
     uint64_t waited = first_start(e, n, 1) - sh->first_ns[1];
     if (waited > 150 * MS)
@@ -398,16 +418,12 @@ static void test_priority_preempts(void **state)
 static void test_fifo_one_after_another(void **state)
 {
     (void)state;
-    pid_t p[3];
-    for (int i = 0; i < 3; i++) {
-        job_t j = { .id = i, .policy = "fifo", .iterations = 10, .kernels = 3,
-                    .kernel_us = 2000, .sync = 1, .after = i, .start_ms = 20 * (i > 0) };
-        p[i] = spawn(&j);
-    }
+    job_t j[3];
     for (int i = 0; i < 3; i++)
-        assert_int_equal(wait_job(p[i]), 0);
+        j[i] = (job_t){ .id = i, .policy = "fifo", .iterations = 10, .kernels = 3,
+                        .kernel_us = 2000, .sync = 1, .after = i, .start_ms = 20 * (i > 0) };
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs(j, 3, &e);
     assert_int_equal(n, 90);
     assert_int_equal(count_switches(e, n), 2);
     assert_int_equal(e[0].job, 0);
@@ -426,11 +442,8 @@ static void test_pack_interleaves(void **state)
                 .sync = 1 };
     job_t b = a;
     b.id = 1;
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pa), 0);
-    assert_int_equal(wait_job(pb), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
     assert_int_equal(n, 200);
     assert_true(count_switches(e, n) >= 2);          /* they run at once */
     assert_true(first_start(e, n, 1) < last_end(e, n, 0));
@@ -438,28 +451,9 @@ static void test_pack_interleaves(void **state)
     free(e);
 }
 
-/* Find the device's holder (and wait until somebody waits for it). */
-static pid_t holder_when_contended(shm_table_t *t, int nwaiters)
-{
-    uint64_t deadline = tu_now_ns() + 10000 * MS;
-    while (tu_now_ns() < deadline) {
-        sched_device_info_t di;
-        shm_ident_t id;
-        if (sched_read_device(t, 0, &di) == 0 && di.holder >= 0 && di.nwaiters >= nwaiters &&
-            shm_slot_ident(t, di.holder, &id) == 0)
-            return id.pid;
-        tu_sleep_ms(2);
-    }
-    return -1;
-}
-
 static shm_table_t *open_table(void)
 {
-    shm_open_opts_t o = { .name = tname, .read_only = 1 };
-    shm_table_t *t = NULL;
-    uint64_t deadline = tu_now_ns() + 10000 * MS;
-    while (shm_open_table(&o, &t) != 0 && tu_now_ns() < deadline)
-        tu_sleep_ms(2);
+    shm_table_t *t = ts_open_table(tname, 10000);
     assert_non_null(t);
     return t;
 }
@@ -473,7 +467,7 @@ static void test_sigkill_holder(void **state)
                 .after = 1 };
     pid_t pa = spawn(&a), pb = spawn(&b);
     shm_table_t *t = open_table();
-    assert_int_equal(holder_when_contended(t, 1), pa);
+    assert_int_equal(ts_await_holder(t, 1, 10000), pa);
     tu_sleep_ms(27);                                 /* mid-iteration */
     kill(pa, SIGKILL);
     uint64_t killed = tu_now_ns();
@@ -496,22 +490,11 @@ static void test_idle_holder_released(void **state)
                 .pause_at = 20, .pause_ms = 1500, .quantum_ms = 60000 };
     job_t b = { .id = 1, .iterations = 50, .kernels = 2, .kernel_us = 1000, .sync = 1,
                 .after = 1, .start_ms = 10, .quantum_ms = 60000 };
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pa), 0);
-    assert_int_equal(wait_job(pb), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
     assert_no_overlap(e, n);
     /* b ran while a was paused, well before a came back */
-    uint64_t a_pause = 0;
-    for (int i = 0; i < n; i++)
-        if (e[i].job == 0 && e[i].iter == 19)
-            a_pause = e[i].end;
-    assert_true(a_pause > 0);
-    uint64_t b_first = first_start(e, n, 1);
-    if (!(b_first > a_pause && b_first < a_pause + 1000 * MS))
-        fail_msg("a paused at %.1f ms, b first ran at %.1f ms", (double)(a_pause - e[0].start) / 1e6,
-                 (double)(b_first - e[0].start) / 1e6);
+    assert_taken_in_pause(e, n, a.pause_at, 1000 * MS, "paused");
     free(e);
 }
 
@@ -525,23 +508,12 @@ static void test_rest_between_iterations(void **state)
                 .pause_at = 15, .pause_ms = 150, .quantum_ms = 60000 };
     job_t b = { .id = 1, .iterations = 400, .kernels = 2, .kernel_us = 1000, .sync = 1,
                 .after = 1, .start_ms = 10, .quantum_ms = 60000 };
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pa), 0);
-    assert_int_equal(wait_job(pb), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
     assert_no_overlap(e, n);
-    uint64_t a_pause = 0;
-    for (int i = 0; i < n; i++)
-        if (e[i].job == 0 && e[i].iter == 14)
-            a_pause = e[i].end;
-    assert_true(a_pause > 0);
-    uint64_t b_first = first_start(e, n, 1);
     /* The pause is shorter than the threshold for a quiet holder inside an
      * iteration (200 ms): only the at-rest rule hands the GPU over in it. */
-    if (!(b_first > a_pause && b_first < a_pause + 100 * MS))
-        fail_msg("a rested at %.1f ms, b first ran at %.1f ms",
-                 (double)(a_pause - e[0].start) / 1e6, (double)(b_first - e[0].start) / 1e6);
+    assert_taken_in_pause(e, n, a.pause_at, 100 * MS, "rested");
     free(e);
 }
 
@@ -556,11 +528,8 @@ static void test_kernel_sequence_boundaries(void **state)
                 .quantum_ms = 20 };
     job_t b = { .id = 1, .iterations = 300, .kernels = 5, .kernel_us = 1000, .sync = 1,
                 .quantum_ms = 20, .after = 1 };
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pa), 0);
-    assert_int_equal(wait_job(pb), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
     assert_no_overlap(e, n);
     int phase = -1, a_runs = 0;
     for (int i = 1; i < n; i++) {
@@ -591,11 +560,8 @@ static void test_max_slice(void **state)
                 .distinct = 1, .quantum_ms = 10, .max_slice_ms = 40 };
     job_t b = { .id = 1, .iterations = 150, .kernels = 1, .kernel_us = 1000, .sync = 1,
                 .quantum_ms = 10, .max_slice_ms = 40, .after = 1 };
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pb), 0);
-    assert_int_equal(wait_job(pa), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
     assert_no_overlap(e, n);
     uint64_t b_end = last_end(e, n, 1);
     assert_true(b_end < last_end(e, n, 0));          /* b did not wait for a's end */
@@ -620,11 +586,8 @@ static void test_iteration_hint(void **state)
     job_t b = a;
     b.id = 1;
     b.start_ms = 5;
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pa), 0);
-    assert_int_equal(wait_job(pb), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
     assert_no_overlap(e, n);
     assert_whole_iterations(e, n, 0, 3);
     assert_whole_iterations(e, n, 1, 3);
@@ -640,18 +603,8 @@ static void test_fork_child_not_in_table(void **state)
                 .fork_at = 2 };
     pid_t pa = spawn(&a);
     shm_table_t *t = open_table();
-    int seen_parent = 0;
-    uint64_t deadline = tu_now_ns() + 250 * MS;
-    while (tu_now_ns() < deadline) {
-        for (int s = 0; s < SHM_MAX_SLOTS; s++) {
-            shm_ident_t id;
-            if (shm_slot_ident(t, s, &id) != 0)
-                continue;
-            assert_int_equal(id.pid, pa);            /* nobody else, ever */
-            seen_parent = 1;
-        }
-        tu_sleep_ms(5);
-    }
+    int seen_parent;
+    assert_int_equal(ts_others(t, pa, 250, &seen_parent), 0);   /* nobody else, ever */
     assert_true(seen_parent);
     assert_int_equal(wait_job(pa), 0);
     shm_close_table(t);
@@ -662,31 +615,12 @@ static void test_foreign_tables_fail_open(void **state)
 {
     (void)state;
     for (int kind = 0; kind < 2; kind++) {
-        shm_unlink(tname);
-        if (kind == 0) {                             /* another ABI version */
-            shm_open_opts_t o = { .name = tname, .create = 1 };
-            shm_table_t *t;
-            assert_int_equal(shm_open_table(&o, &t), 0);
-            shm_close_table(t);
-            int fd = shm_open(tname, O_RDWR, 0600);
-            uint32_t version = 99;
-            assert_int_equal(pwrite(fd, &version, sizeof version, 8), (ssize_t)sizeof version);
-            close(fd);
-        } else {                                     /* garbage of another size */
-            int fd = shm_open(tname, O_RDWR | O_CREAT, 0600);
-            assert_true(fd >= 0);
-            char junk[4096];
-            memset(junk, 0x5a, sizeof junk);
-            assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
-            close(fd);
-        }
+        ts_make_foreign(tname, kind);                /* another ABI version; garbage */
         memset(sh, 0, sizeof *sh);
         job_t a = { .id = 0, .iterations = 5, .kernels = 2, .kernel_us = 100, .sync = 1 };
         job_t b = a;
         b.id = 1;
-        pid_t pa = spawn(&a), pb = spawn(&b);
-        assert_int_equal(wait_job(pa), 0);
-        assert_int_equal(wait_job(pb), 0);
+        run_jobs((job_t[]){ a, b }, 2, NULL);
         assert_int_equal(sh->n, 20);
     }
 }
@@ -712,11 +646,8 @@ static void test_corrupted_areas(void **state)
                 .quantum_ms = 5 };
     job_t b = a;
     b.id = 1;
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pa), 0);
-    assert_int_equal(wait_job(pb), 0);
     ev_t *e;
-    int n = sorted_log(&e);
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
     assert_int_equal(n, 80);
     assert_no_overlap(e, n);
     free(e);
@@ -735,9 +666,7 @@ static void test_report_fields(void **state)
     b.id = 1;
     b.start_ms = 5;
     b.report = rb;
-    pid_t pa = spawn(&a), pb = spawn(&b);
-    assert_int_equal(wait_job(pa), 0);
-    assert_int_equal(wait_job(pb), 0);
+    run_jobs((job_t[]){ a, b }, 2, NULL);
     for (int i = 0; i < 2; i++) {
         char *text = tu_read_file(i ? rb : ra, NULL);
         assert_non_null(text);

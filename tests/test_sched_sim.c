@@ -24,7 +24,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include "ipc/ipc.h"
 #include "sched/sched.h"
 #include "lib/testutil.h"
+#include "test_sched_lib.h"
 
 #define MS 1000000ull
 #define CHILD_MS 60000
@@ -231,56 +231,38 @@ static double share_while_both(const tu_kernel_t *k, long n, int a, int b)
 
 static shm_table_t *open_table(void)
 {
-    shm_open_opts_t o = { .name = table_name, .read_only = 1 };
-    shm_table_t *t = NULL;
-    uint64_t deadline = tu_now_ns() + 20000 * MS;
-    while (shm_open_table(&o, &t) != 0 && tu_now_ns() < deadline)
-        tu_sleep_ms(2);
+    shm_table_t *t = ts_open_table(table_name, 20000);
     assert_non_null(t);
     return t;
 }
 
-/* Wait until pid holds device 0's lease (holds) or is in the table at all:
- * start order is not arrival order on a loaded machine. */
-/* Until pid is waiting for the GPU or holds it: it has taken its place in
- * the arrival order (registering happens earlier, at cuInit). */
-static void wait_queued(pid_t pid)
+/* How far a job has come, as the table shows it: start order is not
+ * arrival order on a loaded machine. */
+enum {
+    REGISTERED,         /* in the table at all (at cuInit) */
+    QUEUED,             /* waiting for the GPU or holding it: its place in
+                         * the arrival order is taken */
+    HOLDS,              /* holds device 0's lease */
+};
+
+static int reached(shm_table_t *t, pid_t pid, int what)
 {
-    shm_table_t *t = open_table();
-    uint64_t deadline = tu_now_ns() + 20000 * MS;
-    for (int found = 0; !found;) {
-        if (tu_now_ns() > deadline)
-            fail_msg("pid %d never queued for the GPU", (int)pid);
-        shm_ident_t id;
-        for (int s = 0; s < SHM_MAX_SLOTS && !found; s++)
-            found = shm_slot_ident(t, s, &id) == 0 && id.pid == pid &&
-                    (id.state == SHM_WAIT_GPU || id.state == SHM_RUNNING);
-        if (!found)
-            tu_sleep_ms(2);
-    }
-    shm_close_table(t);
+    int state = ts_state(t, pid);
+    if (what == HOLDS)
+        return ts_holder(t, 0) == pid;
+    if (what == QUEUED)
+        return state == SHM_WAIT_GPU || state == SHM_RUNNING;
+    return state >= 0;
 }
 
-static void wait_for(pid_t pid, int holds)
+static void wait_for(pid_t pid, int what)
 {
+    static const char *const never[] = { "registered", "queued for the GPU", "held the GPU" };
     shm_table_t *t = open_table();
     uint64_t deadline = tu_now_ns() + 20000 * MS;
-    for (;;) {
+    while (!reached(t, pid, what)) {
         if (tu_now_ns() > deadline)
-            fail_msg("pid %d never %s", (int)pid, holds ? "held the GPU" : "registered");
-        sched_device_info_t di;
-        shm_ident_t id;
-        if (holds) {
-            if (sched_read_device(t, 0, &di) == 0 && di.holder >= 0 &&
-                shm_slot_ident(t, di.holder, &id) == 0 && id.pid == pid)
-                break;
-        } else {
-            int found = 0;
-            for (int s = 0; s < SHM_MAX_SLOTS && !found; s++)
-                found = shm_slot_ident(t, s, &id) == 0 && id.pid == pid;
-            if (found)
-                break;
-        }
+            fail_msg("pid %d never %s", (int)pid, never[what]);
         tu_sleep_ms(2);
     }
     shm_close_table(t);
@@ -374,7 +356,7 @@ static void test_priority(void **state)
     const char *high_args = "--iterations 40 --kernels 8 --kernel-us 1000 --name high";
     job_t h, l, ref;
     start(&l, "--iterations 150 --kernels 8 --kernel-us 1000 --name low", low_env);
-    wait_for(l.p.pid, 1);
+    wait_for(l.p.pid, HOLDS);
     tu_sleep_ms(100);
     start(&h, high_args, high_env);
     start_on(&ref, high_args, high_env, 1);          /* alone, on a GPU of its own, */
@@ -410,7 +392,7 @@ static void test_srtf(void **state)
         snprintf(var, sizeof var, "SALUS_ITERATIONS=%d", iters[i]);
         const char *vars[] = { "SALUS_POLICY=srtf", var, NULL };
         start(&j[i], args, vars);
-        wait_for(j[i].p.pid, i == 0);
+        wait_for(j[i].p.pid, i == 0 ? HOLDS : REGISTERED);
     }
     for (int i = 0; i < 3; i++)
         expect_ok(&j[i]);
@@ -451,7 +433,7 @@ static void test_fifo(void **state)
     job_t j[3];
     for (int i = 0; i < 3; i++) {
         start(&j[i], "--iterations 15 --kernels 8 --kernel-us 1000", vars);
-        wait_queued(j[i].p.pid);                     /* arrival order is launch order */
+        wait_for(j[i].p.pid, QUEUED);                /* arrival order is launch order */
     }
     for (int i = 0; i < 3; i++)
         expect_ok(&j[i]);
@@ -473,20 +455,10 @@ static void test_sigkill_holder(void **state)
     need_simgpu();
     job_t a, b;
     start(&a, "--iterations 100000 --kernels 4 --kernel-us 5000", NULL);
-    wait_for(a.p.pid, 1);
+    wait_for(a.p.pid, HOLDS);
     shm_table_t *t = open_table();
     start(&b, "--iterations 5 --kernels 2 --kernel-us 1000", NULL);
-    uint64_t deadline = tu_now_ns() + 20000 * MS;
-    sched_device_info_t di;
-    shm_ident_t id;
-    for (;;) {                                        /* a holds, b waits */
-        assert_true(tu_now_ns() < deadline);
-        if (sched_read_device(t, 0, &di) == 0 && di.nwaiters >= 1 && di.holder >= 0 &&
-            shm_slot_ident(t, di.holder, &id) == 0)
-            break;
-        tu_sleep_ms(2);
-    }
-    assert_int_equal(id.pid, a.p.pid);
+    assert_int_equal(ts_await_holder(t, 1, 20000), a.p.pid);   /* a holds, b waits */
     tu_sleep_ms(7);                                   /* mid-iteration */
     kill(a.p.pid, SIGKILL);
     uint64_t killed = tu_now_ns();
@@ -509,25 +481,7 @@ static void test_foreign_tables(void **state)
     (void)state;
     need_simgpu();
     for (int kind = 0; kind < 2; kind++) {
-        shm_unlink(table_name);
-        int fd = shm_open(table_name, O_RDWR | O_CREAT, 0600);
-        assert_true(fd >= 0);
-        if (kind == 0) {                               /* a real table of ABI 99 */
-            close(fd);
-            shm_unlink(table_name);
-            shm_open_opts_t o = { .name = table_name, .create = 1 };
-            shm_table_t *t;
-            assert_int_equal(shm_open_table(&o, &t), 0);
-            shm_close_table(t);
-            fd = shm_open(table_name, O_RDWR, 0600);
-            uint32_t version = 99;
-            assert_int_equal(pwrite(fd, &version, sizeof version, 8), (ssize_t)sizeof version);
-        } else {                                       /* not a table at all */
-            char junk[8192];
-            memset(junk, 0xa5, sizeof junk);
-            assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
-        }
-        close(fd);
+        ts_make_foreign(table_name, kind);             /* a table of ABI 99; not a table */
         job_t j;
         start(&j, "--iterations 10 --kernels 4 --kernel-us 200", NULL);
         expect_ok(&j);
@@ -554,20 +508,10 @@ static void test_fork_child_never_registers(void **state)
     tu_proc_t p;
     assert_int_equal(tu_spawn(&p, argv, &env), 0);
     shm_table_t *t = open_table();
-    int seen = 0;
-    uint64_t deadline = tu_now_ns() + 500 * MS;
-    while (tu_now_ns() < deadline) {
-        for (int s = 0; s < SHM_MAX_SLOTS; s++) {
-            shm_ident_t id;
-            if (shm_slot_ident(t, s, &id) != 0)
-                continue;
-            if (id.pid != p.pid)
-                fail_msg("pid %d registered in slot %d; only the parent %d may", (int)id.pid,
-                         s, (int)p.pid);
-            seen = 1;
-        }
-        tu_sleep_ms(3);
-    }
+    int seen;
+    pid_t other = ts_others(t, p.pid, 500, &seen);
+    if (other)
+        fail_msg("pid %d registered; only the parent %d may", (int)other, (int)p.pid);
     assert_int_equal(tu_wait(&p, CHILD_MS), 0);
     char *out = tu_read_file(p.out_path, NULL);
     assert_non_null(out);
