@@ -27,23 +27,6 @@
 #include "lib/testutil.h"
 #include "test_memory_lib.h"
 
-static char table[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_unique_name("salus-mem", table, sizeof table);
-    shm_unlink(table);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    shm_unlink(table);
-    return 0;
-}
-
 static void in_child(int (*fn)(void *), void *arg)
 {
     pid_t pid = fk_fork(fn, arg);
@@ -67,7 +50,7 @@ static int limit_paths(void *arg)
     fk_reset();
     setenv("SALUS_MEM_LIMIT", "64M", 1);
     setenv("SALUS_MEM_HEADROOM", "0", 1);
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     uint64_t a, b, c, refusals = 0;
     for (int k = 0; k < MEM_KINDS; k++) {
@@ -114,7 +97,7 @@ static int driver_cases(void *arg)
     (void)arg;
     fk_reset();
     setenv("SALUS_MEM_LIMIT", "64M", 1);
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     uint64_t a, b;
     /* A refusal by the driver gives the reservation back. */
@@ -194,7 +177,7 @@ static int pitch_cases(void *arg)
     (void)arg;
     fk_reset();
     setenv("SALUS_MEM_LIMIT", "64M", 1);
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     uint64_t a, b, c;
     fk.pitch_size = 12 * MB;                      /* more than width x height */
@@ -238,7 +221,7 @@ static int view_peer(void *arg)
     fk_reset();
     setenv("SALUS_MEM_HEADROOM", "0", 1);
     CHECK(fk_recv(p->to_peer[0]) == 'g');
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     uint64_t a;
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 900 * MB, &a), CUDA_SUCCESS);
@@ -256,7 +239,7 @@ static int view_cases(void *arg)
     fk_reset();
     setenv("SALUS_MEM_LIMIT", "25%", 1);           /* of the budget */
     setenv("SALUS_MEM_HEADROOM", "0", 1);
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     size_t free_b = 1024 * MB, total = 1024 * MB, one = 1024 * MB;
     mem_view_total(&one, 0);
@@ -304,7 +287,7 @@ static int default_budget_view(void *arg)
     (void)arg;
     fk_reset();
     fk.capacity = 16384 * MB;
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     size_t free_b = 16384 * MB, total = 16384 * MB, one = 16384 * MB;
     mem_view_info(&free_b, &total);
@@ -325,7 +308,7 @@ static void test_views(void **state)
     pid_t peer = fk_fork(view_peer, &p);
     assert_int_equal(fk_wait(viewer, 30000), 0);
     assert_int_equal(fk_wait(peer, 30000), 0);
-    shm_unlink(table);
+    shm_unlink(fk_table);
     in_child(default_budget_view, NULL);
 }
 
@@ -343,7 +326,7 @@ static int env_rejected(void *arg)
     setenv("SALUS_MEM_HEADROOM", "0", 1);
     setenv(c->name, c->value, 1);
     fk_capture_stderr(path, sizeof path);
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);                                     /* a bad value is not fatal */
     char *err = tu_read_file(path, NULL);
     CHECK(err);
@@ -367,7 +350,7 @@ static int env_accepted(void *arg)
     fk_reset();
     setenv("SALUS_MEM_HEADROOM", "24M", 1);       /* budget 1000M */
     setenv("SALUS_MEM_LIMIT", "1.5GiB", 1);       /* more than the budget: the budget */
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     size_t one = 1024 * MB;
     mem_view_total(&one, 0);
@@ -381,7 +364,7 @@ static int env_percent(void *arg)
     fk_reset();
     setenv("SALUS_MEM_HEADROOM", "50%", 1);       /* of the capacity: budget 512M */
     setenv("SALUS_MEM_LIMIT", "12.5%", 1);        /* of the budget: 64M */
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     size_t one = 1024 * MB;
     mem_view_total(&one, 0);
@@ -405,12 +388,12 @@ static void test_environment(void **state)
         { "SALUS_MEM_WAIT_MS", "1s", "whole number from 0" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        shm_unlink(table);
+        shm_unlink(fk_table);
         in_child(env_rejected, (void *)&bad[i]);
     }
-    shm_unlink(table);
+    shm_unlink(fk_table);
     in_child(env_accepted, NULL);
-    shm_unlink(table);
+    shm_unlink(fk_table);
     in_child(env_percent, NULL);
 }
 
@@ -420,7 +403,7 @@ static int fork_parent_side(void *arg)
 {
     (void)arg;
     fk_reset();
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     uint64_t h, mine;
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 10 * MB, &h), CUDA_SUCCESS);
@@ -470,7 +453,7 @@ static int open_no_driver(void *arg)
     fk_capture_stderr(path, sizeof path);
     mem_driver_t d = fk_driver();
     d.ctx_get_device = NULL;
-    shm_open_opts_t o = { .name = table, .create = 1 };
+    shm_open_opts_t o = { .name = fk_table, .create = 1 };
     shm_table_t *t;
     CHECK(shm_open_table(&o, &t) == 0);
     CHECK(mem_init(&d, t) == -1);
@@ -499,7 +482,7 @@ static int open_bad_device(void *arg)
     fk_reset();
     fk.capacity = 0;                              /* a driver answer we cannot use */
     fk_capture_stderr(path, sizeof path);
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     uint64_t a;
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 1ull << 40, &a), CUDA_SUCCESS);
@@ -518,7 +501,7 @@ static int open_hung_lock(void *arg)
     char path[512];
     fk_reset();
     fk_capture_stderr(path, sizeof path);
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     uint64_t a;
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 1 * MB, &a), CUDA_SUCCESS);   /* registered */
@@ -541,9 +524,9 @@ static void test_fails_open(void **state)
 {
     (void)state;
     in_child(open_no_driver, NULL);
-    shm_unlink(table);
+    shm_unlink(fk_table);
     in_child(open_bad_device, NULL);
-    shm_unlink(table);
+    shm_unlink(fk_table);
 
     int to_child[2], from_child[2];
     assert_int_equal(pipe(to_child), 0);
@@ -553,7 +536,7 @@ static void test_fails_open(void **state)
     assert_int_equal(fk_recv(from_child[0]), 'r');
     pid_t holder = fork();
     if (holder == 0) {
-        shm_open_opts_t o = { .name = table, .create = 1 };
+        shm_open_opts_t o = { .name = fk_table, .create = 1 };
         shm_table_t *t;
         if (shm_open_table(&o, &t) != 0 || shm_lock(t) != 0)
             _exit(1);
@@ -575,7 +558,7 @@ static int report_cases(void *arg)
     setenv("SALUS_MEM_LIMIT", "512M", 1);
     setenv("SALUS_MEM_RESERVE", "128M", 1);
     setenv("SALUS_MEM_HEADROOM", "0", 1);
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     CHECK_EQ(mem_admit(0), CUDA_SUCCESS);
     uint64_t a, b;
@@ -597,7 +580,7 @@ static int report_cases(void *arg)
     CHECK(tu_json_num(obj, "mem_waited_ms", &v) == 0 && v == 0);
 
     /* A monitor, read-only, sees the same. */
-    shm_open_opts_t ro = { .name = table, .read_only = 1 };
+    shm_open_opts_t ro = { .name = fk_table, .read_only = 1 };
     shm_table_t *m;
     CHECK(shm_open_table(&ro, &m) == 0);
     mem_slot_view_t sv;
@@ -629,7 +612,7 @@ static void test_report_and_monitors(void **state)
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, fk_setup, fk_teardown)
     const struct CMUnitTest tests[] = {
         T(test_every_path_respects_the_limit),
         T(test_driver_failures_and_unknown_pointers),

@@ -51,7 +51,6 @@ typedef struct cell {
     uint64_t handle, bytes;
 } cell_t;
 
-static char table[64];
 static shared_t *sh;
 static int me;                   /* process index */
 static cell_t cells[CELLS];
@@ -59,9 +58,7 @@ static shm_table_t *tab;
 
 static int setup(void **state)
 {
-    (void)state;
-    tu_unique_name("salus-memhm", table, sizeof table);
-    shm_unlink(table);
+    fk_setup(state);
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(sh != MAP_FAILED);
     memset(sh, 0, sizeof *sh);
@@ -72,8 +69,7 @@ static int teardown(void **state)
 {
     (void)state;
     munmap(sh, sizeof *sh);
-    shm_unlink(table);
-    return 0;
+    return fk_teardown(state);
 }
 
 static uint64_t rnd(uint64_t *s)
@@ -195,7 +191,7 @@ static int process(int index, int ops, int cmd)
         setenv("SALUS_MEM_WAIT_MS", "3", 1);
     if (index == 1)
         setenv("SALUS_MEM_RESERVE", "32M", 1);
-    tab = fk_start(table);
+    tab = fk_start(fk_table);
     CHECK(tab);
     CHECK_EQ(mem_admit(0), CUDA_SUCCESS);
     fk_send(cmd, 'a');
@@ -249,7 +245,7 @@ static void spawn_all(proc_t *ps)
 /* The survivors hold, each, what its driver holds; the table says so. */
 static void check_end(proc_t *ps)
 {
-    shm_open_opts_t o = { .name = table, .create = 1 };
+    shm_open_opts_t o = { .name = fk_table, .create = 1 };
     shm_table_t *t;
     assert_int_equal(shm_open_table(&o, &t), 0);
     uint64_t survivors = 0;

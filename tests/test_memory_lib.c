@@ -2,8 +2,8 @@
  * test_memory_lib.c - the memory tests' fake driver, allocation helpers and
  * accounting readers (see test_memory_lib.h).
  *
- * Divided into: the fake driver; allocating through the module; reading the
- * table back; children and pipes.  The readers include the module's private
+ * Divided into: the test's table name; the fake driver; allocating through
+ * the module; reading the table back; children and pipes.  The readers include the module's private
  * layout, as test_ipc reads the table's: a test checks the bytes.
  */
 #include "test_memory_lib.h"
@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -19,6 +20,25 @@
 
 fake_drv_t fk = { .device = 0, .capacity = 1024 * MB, .base = 1ull << 32 };
 static uint64_t next_addr;
+
+/* ---- the test's table name ----------------------------------------------- */
+
+char fk_table[64];
+
+int fk_setup(void **state)
+{
+    (void)state;
+    tu_unique_name("salus-mem", fk_table, sizeof fk_table);
+    shm_unlink(fk_table);
+    return 0;
+}
+
+int fk_teardown(void **state)
+{
+    (void)state;
+    shm_unlink(fk_table);
+    return 0;
+}
 
 /* ---- the fake driver ----------------------------------------------------- */
 

@@ -38,6 +38,12 @@
         }                                                                        \
     } while (0)
 
+/* The test's table name: fresh for each test, unlinked before and after
+ * it by fk_setup and fk_teardown, cmocka's set-up and tear-down. */
+extern char fk_table[64];
+int fk_setup(void **state);
+int fk_teardown(void **state);
+
 /* The fake driver of this process. */
 typedef struct fake_drv {
     int device;              /* current context's ordinal; -1: no context */

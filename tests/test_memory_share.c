@@ -28,23 +28,6 @@
 #include "memory/mem_layout.h"
 #include "test_memory_lib.h"
 
-static char table[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_unique_name("salus-memsh", table, sizeof table);
-    shm_unlink(table);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    shm_unlink(table);
-    return 0;
-}
-
 /* ---- actors ---------------------------------------------------------------- */
 
 typedef struct actor {
@@ -133,7 +116,7 @@ static int await_waiting(shm_table_t *t, pid_t pid)
 
 static shm_table_t *monitor(void)
 {
-    shm_open_opts_t o = { .name = table, .create = 1 };
+    shm_open_opts_t o = { .name = fk_table, .create = 1 };
     shm_table_t *t = NULL;
     assert_int_equal(shm_open_table(&o, &t), 0);
     return t;
@@ -150,7 +133,7 @@ static shm_table_t *start_100m(void)
 
 static shm_table_t *go(void)
 {
-    shm_table_t *t = fk_start(table);
+    shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     return t;
 }
@@ -517,7 +500,7 @@ static void test_reservations(void **state)
     actor_start(&big, too_large, 0);
     expect(&big, 'e');
     finish(&big);
-    shm_unlink(table);
+    shm_unlink(fk_table);
     actor_start(&res, reserved_job, 0);
     expect(&res, 'A');
     actor_start(&other, unreserved_job, 0);        /* others cannot take it */
@@ -567,7 +550,7 @@ static int spare_holder(actor_t *a)
 static int dying_reclaimer(actor_t *a)
 {
     int victim = (int)(a->arg >> 8), step = (int)(a->arg & 0xff);
-    shm_open_opts_t o = { .name = table, .create = 1 };
+    shm_open_opts_t o = { .name = fk_table, .create = 1 };
     shm_table_t *t;
     CHECK(shm_open_table(&o, &t) == 0);
     CHECK(shm_lock(t) == 0);
@@ -621,7 +604,7 @@ static void test_reclaimer_killed_halfway(void **state)
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, fk_setup, fk_teardown)
     const struct CMUnitTest tests[] = {
         T(test_one_budget_and_reclaim),
         T(test_wait_then_succeed),
