@@ -61,30 +61,29 @@ static int reap_child(pid_t pid, int timeout_ms)
     return tu_wait(&p, timeout_ms);
 }
 
-/* A child that opens the table, claims a slot, tells the parent through a
- * pipe, then waits for SIGKILL (or exits when the pipe closes). */
+/* tu_fork_teller, which must start and tell. */
+static pid_t spawn_teller(int (*fn)(void *), void *arg, int *told)
+{
+    pid_t pid = tu_fork_teller(fn, arg, told);
+    assert_true(pid > 0);
+    return pid;
+}
+
+/* In a child: open the table (arg: its name) and claim a slot; the slot. */
+static int claim_slot(void *arg)
+{
+    shm_open_opts_t o = { .name = arg, .create = 1 };
+    shm_table_t *t;
+    if (shm_open_table(&o, &t) != 0)
+        _exit(10);
+    return shm_self(t);
+}
+
+/* A child that opens the table, claims a slot, tells the parent which, then
+ * waits for SIGKILL. */
 static pid_t spawn_holder(const char *n, int *slot_out)
 {
-    int up[2];
-    assert_int_equal(pipe(up), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(up[0]);
-        shm_open_opts_t o = { .name = n, .create = 1 };
-        shm_table_t *t;
-        if (shm_open_table(&o, &t) != 0)
-            _exit(10);
-        int slot = shm_self(t);
-        if (write(up[1], &slot, sizeof slot) != sizeof slot)
-            _exit(11);
-        for (;;)
-            pause();
-    }
-    close(up[1]);
-    assert_int_equal(read(up[0], slot_out, sizeof *slot_out), (ssize_t)sizeof *slot_out);
-    close(up[0]);
-    return pid;
+    return spawn_teller(claim_slot, (void *)n, slot_out);
 }
 
 /* ---- naming and opening ------------------------------------------------- */
@@ -298,27 +297,26 @@ static void test_pid_reuse_cannot_fool(void **state)
     shm_close_table(t);
 }
 
+/* In a child: claim a slot and take the table's lock; the slot. */
+static int claim_and_lock(void *arg)
+{
+    (void)arg;
+    shm_table_t *c = open_named(name);
+    int slot = shm_self(c);
+    if (shm_lock(c) != 0)
+        _exit(30);
+    return slot;
+}
+
 static void test_holder_dies_with_lock(void **state)
 {
     (void)state;
     shm_table_t *t = open_named(name);
     shm_set_hooks(t, SHM_AREA_SCHED, count_reap, count_repair, NULL);
     reap_calls = repair_calls = 0;
-    int up[2];
-    assert_int_equal(pipe(up), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        shm_table_t *c = open_named(name);
-        int slot = shm_self(c);
-        if (shm_lock(c) != 0)
-            _exit(30);
-        /* Die in the middle of a structural change. */
-        if (write(up[1], &slot, sizeof slot) != sizeof slot)
-            _exit(31);
-        raise(SIGKILL);
-    }
     int slot;
-    assert_int_equal(read(up[0], &slot, sizeof slot), (ssize_t)sizeof slot);
+    pid_t pid = spawn_teller(claim_and_lock, NULL, &slot);
+    kill(pid, SIGKILL);                               /* mid-way through a structural change */
     reap_child(pid, 5000);
     uint64_t t0 = tu_now_ns();
     assert_int_equal(shm_lock(t), 0);                 /* not a hang, not an error */
@@ -330,36 +328,28 @@ static void test_holder_dies_with_lock(void **state)
     assert_int_equal(shm_lock(t), 0);                 /* consistent again */
     assert_int_equal(repair_calls, 1);
     shm_unlock(t);
-    close(up[0]);
-    close(up[1]);
     shm_close_table(t);
+}
+
+/* In a child: take the table's lock. */
+static int take_lock(void *arg)
+{
+    (void)arg;
+    return shm_lock(open_named(name));
 }
 
 static void test_hung_lock_holder_times_out(void **state)
 {
     (void)state;
     shm_table_t *t = open_named(name);
-    int up[2];
-    assert_int_equal(pipe(up), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        shm_table_t *c = open_named(name);
-        shm_lock(c);
-        char x = 1;
-        if (write(up[1], &x, 1) != 1)
-            _exit(1);
-        for (;;)
-            pause();                                  /* holds it forever */
-    }
-    char x;
-    assert_int_equal(read(up[0], &x, 1), 1);
+    int locked;
+    pid_t pid = spawn_teller(take_lock, NULL, &locked);   /* holds it forever */
+    assert_int_equal(locked, 0);
     assert_int_equal(shm_lock(t), -ETIMEDOUT);        /* bounded, not a hang */
     kill(pid, SIGKILL);
     reap_child(pid, 5000);
     assert_int_equal(shm_lock(t), 0);                 /* and recovers once it dies */
     shm_unlock(t);
-    close(up[0]);
-    close(up[1]);
     shm_close_table(t);
 }
 
@@ -381,26 +371,24 @@ static void test_dead_creator_table_is_remade(void **state)
 
 /* ---- fork, futexes ------------------------------------------------------ */
 
+/* In a forked child of a registered process (arg: the inherited table):
+ * no slot until it asks for one; then its own. */
+static int claim_own_slot(void *arg)
+{
+    shm_table_t *t = arg;
+    if (shm_self_peek(t) != -1)
+        _exit(40);                            /* inherited the parent's slot */
+    return shm_self(t);                       /* registers only when it asks */
+}
+
 static void test_fork_child_holds_no_slot(void **state)
 {
     (void)state;
     shm_table_t *t = open_named(name);
     int self = shm_self(t);
     assert_true(self >= 0);
-    int up[2];
-    assert_int_equal(pipe(up), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (shm_self_peek(t) != -1)
-            _exit(40);                        /* inherited the parent's slot */
-        int mine = shm_self(t);               /* registers only when it asks */
-        if (write(up[1], &mine, sizeof mine) != sizeof mine)
-            _exit(41);
-        for (;;)
-            pause();
-    }
     int child_slot;
-    assert_int_equal(read(up[0], &child_slot, sizeof child_slot), (ssize_t)sizeof child_slot);
+    pid_t pid = spawn_teller(claim_own_slot, t, &child_slot);
     assert_true(child_slot >= 0);
     assert_int_not_equal(child_slot, self);
     shm_ident_t id;
@@ -412,8 +400,6 @@ static void test_fork_child_holds_no_slot(void **state)
     reap_child(pid, 5000);
     assert_true(shm_slot_alive(t, self));     /* the child's death is not ours */
     assert_int_equal(shm_reap_dead(t, 0), 1);
-    close(up[0]);
-    close(up[1]);
     shm_close_table(t);
 }
 
@@ -570,40 +556,36 @@ static void test_misuse(void **state)
     shm_close_table(t);
 }
 
+/* In a child: every slot registered as its own, liveness lock held. */
+static int hold_every_slot(void *arg)
+{
+    (void)arg;
+    shm_table_t *c = open_named(name);
+    for (int i = 0; i < SHM_MAX_SLOTS; i++) {
+        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+                            .l_start = SHM_LIVE_BASE + i, .l_len = 1 };
+        if (fcntl(c->fd, F_SETLK, &fl) != 0)
+            _exit(70);
+        c->map->slots[i].id.pid = getpid();
+        c->map->slots[i].id.gen = 1;
+        __atomic_store_n(&c->map->slots[i].id.state, SHM_IDLE, __ATOMIC_RELEASE);
+    }
+    return SHM_MAX_SLOTS;
+}
+
 static void test_table_full(void **state)
 {
     (void)state;
     shm_table_t *t = open_named(name);
     /* A helper process holds the liveness lock of every slot, as if 128 live
      * processes were registered. */
-    int up[2];
-    assert_int_equal(pipe(up), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        shm_table_t *c = open_named(name);
-        for (int i = 0; i < SHM_MAX_SLOTS; i++) {
-            struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-                                .l_start = SHM_LIVE_BASE + i, .l_len = 1 };
-            if (fcntl(c->fd, F_SETLK, &fl) != 0)
-                _exit(70);
-            c->map->slots[i].id.pid = getpid();
-            c->map->slots[i].id.gen = 1;
-            __atomic_store_n(&c->map->slots[i].id.state, SHM_IDLE, __ATOMIC_RELEASE);
-        }
-        char x = 1;
-        if (write(up[1], &x, 1) != 1)
-            _exit(71);
-        for (;;)
-            pause();
-    }
-    char x;
-    assert_int_equal(read(up[0], &x, 1), 1);
+    int held;
+    pid_t pid = spawn_teller(hold_every_slot, NULL, &held);
+    assert_int_equal(held, SHM_MAX_SLOTS);
     assert_int_equal(shm_self(t), -1);                 /* full: runs without Salus */
     kill(pid, SIGKILL);
     reap_child(pid, 5000);
     assert_true(shm_self(t) >= 0);                     /* all reaped, room again */
-    close(up[0]);
-    close(up[1]);
     shm_close_table(t);
 }
 

@@ -372,27 +372,20 @@ static uint64_t fake_clock(void)
     return fake_now;
 }
 
+static int claim_slot(void *arg)
+{
+    (void)arg;
+    shm_open_opts_t o = { .name = tname, .create = 1 };
+    shm_table_t *t;
+    return shm_open_table(&o, &t) == 0 ? shm_self(t) : -1;
+}
+
 /* A child that claims a slot and sleeps: the slot's process is alive. */
 static int dummy_slot(void)
 {
-    int up[2];
-    assert_int_equal(pipe(up), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(up[0]);
-        shm_open_opts_t o = { .name = tname, .create = 1 };
-        shm_table_t *t;
-        int slot = shm_open_table(&o, &t) == 0 ? shm_self(t) : -1;
-        if (write(up[1], &slot, sizeof slot) != sizeof slot)
-            _exit(1);
-        for (;;)
-            pause();
-    }
-    close(up[1]);
     int slot = -1;
-    assert_int_equal(read(up[0], &slot, sizeof slot), (ssize_t)sizeof slot);
-    close(up[0]);
+    pid_t pid = tu_fork_teller(claim_slot, NULL, &slot);
+    assert_true(pid > 0);
     assert_true(slot >= 0);
     dummies[ndummies++] = pid;
     return slot;

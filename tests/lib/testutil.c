@@ -235,6 +235,33 @@ int tu_run(char *const argv[], const tu_env_t *env, int timeout_ms, tu_proc_t *p
     return tu_wait(p, timeout_ms);
 }
 
+pid_t tu_fork_teller(int (*fn)(void *), void *arg, int *told)
+{
+    int up[2];
+    if (pipe(up) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(up[0]);
+        int v = fn(arg);
+        if (write(up[1], &v, sizeof v) != sizeof v)
+            _exit(11);
+        for (;;)
+            pause();
+    }
+    close(up[1]);
+    int v;
+    ssize_t got = pid > 0 ? read(up[0], &v, sizeof v) : -1;
+    close(up[0]);
+    if (got != (ssize_t)sizeof v) {
+        if (pid > 0)
+            waitpid(pid, NULL, 0);          /* it died before telling */
+        return -1;
+    }
+    *told = v;
+    return pid;
+}
+
 /* ---- files and flat JSON ------------------------------------------------ */
 
 char *tu_read_file(const char *path, size_t *len)

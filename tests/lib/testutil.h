@@ -55,6 +55,11 @@ int  tu_spawn(tu_proc_t *p, char *const argv[], const tu_env_t *env);
 int  tu_wait(tu_proc_t *p, int timeout_ms);
 /* spawn + wait. */
 int  tu_run(char *const argv[], const tu_env_t *env, int timeout_ms, tu_proc_t *p);
+/* Fork a child that runs fn(arg) (exiting on failure), tells the parent
+ * the int fn returned through a pipe, then waits to be killed.  Returns
+ * once it has told: its pid, and what it told in *told; -1 when it could
+ * not start or died before telling. */
+pid_t tu_fork_teller(int (*fn)(void *), void *arg, int *told);
 
 /* Whole file, NUL-terminated, malloc'd; NULL if it cannot be read. */
 char *tu_read_file(const char *path, size_t *len);
