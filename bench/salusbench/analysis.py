@@ -23,19 +23,28 @@ def mean(values):
     return sum(values) / len(values) if values else None
 
 
-def load_trace(path):
-    """[(start_ns, end_ns, pid)] sorted by start; [] if there is none."""
-    k = []
+def iter_jsonl(path):
+    """The objects of a JSON-lines file (the SALUS_REPORT, the kernel trace),
+    read as they are used; bad lines skipped, none if it cannot be read."""
     try:
         with open(path) as f:
             for line in f:
                 try:
-                    d = json.loads(line)
-                    k.append((int(d["start_ns"]), int(d["end_ns"]), int(d["pid"])))
-                except (ValueError, KeyError):
-                    continue
+                    yield json.loads(line)
+                except ValueError:
+                    pass
     except OSError:
-        return []
+        return
+
+
+def load_trace(path):
+    """[(start_ns, end_ns, pid)] sorted by start; [] if there is none."""
+    k = []
+    for d in iter_jsonl(path):
+        try:
+            k.append((int(d["start_ns"]), int(d["end_ns"]), int(d["pid"])))
+        except (ValueError, KeyError):
+            continue
     k.sort()
     return k
 

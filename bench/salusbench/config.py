@@ -7,6 +7,7 @@ time is divided by ITER_SCALE by launching ITER_SCALE times fewer kernels of
 the model's own kernel length; its iteration count is divided by
 count_scale.  Seeds are fixed: two runs of one scale draw the same jobs.
 """
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -18,6 +19,16 @@ TRAIN = os.path.join(BUILD, "bin", "salus-train")
 INFER = os.path.join(BUILD, "bin", "salus-infer")
 LIBSALUS = os.path.join(BUILD, "libsalus.so")
 SIMGPU_DIR = os.path.join(BUILD, "sim")
+
+def load_json(out_dir, name):
+    """The JSON file `name` of out_dir (a step's result), or None when it is
+    missing or unreadable."""
+    try:
+        with open(os.path.join(out_dir, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
 
 def use_snapshot(out_dir):
     """Run from a private copy of the programs, libsalus and simgpu (under

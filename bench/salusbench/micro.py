@@ -11,6 +11,8 @@ and the report says so.
 import json
 import os
 
+from . import config
+
 FILES = {"sched": "micro_sched.json", "memory": "micro_memory.json"}
 
 # Where each figure may be, first match wins: key paths tried in order.
@@ -56,11 +58,7 @@ def _find(d, key):
 def load(out_dir):
     raw = {}
     for name, fn in FILES.items():
-        try:
-            with open(os.path.join(out_dir, fn)) as f:
-                raw[name] = json.load(f)
-        except (OSError, ValueError):
-            raw[name] = None
+        raw[name] = config.load_json(out_dir, fn)
     figures = {}
     for fig, (src, paths) in WANTED.items():
         v = None

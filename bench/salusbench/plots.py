@@ -3,8 +3,9 @@
 matplotlib (Debian's python3-matplotlib, Agg backend) is optional: without
 it no figure is drawn and the report says so.  Returns the names written.
 """
-import json
 import os
+
+from .config import load_json
 
 COLORS = {"fifo": "#888888", "srtf": "#1f77b4", "fair": "#2ca02c", "pack": "#9467bd",
           "none": "#d62728", "ideal_srtf": "#000000"}
@@ -20,12 +21,17 @@ def _plt():
         return None
 
 
-def _load(out_dir, name):
-    try:
-        with open(os.path.join(out_dir, name)) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+def _save(plt, fig, path, **layout):
+    fig.tight_layout(**layout)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _save_with_legend(plt, fig, ax, path):
+    """One panel: its grid and legend, then _save."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(plt, fig, path)
 
 
 def jct_cdf(plt, tp, path):
@@ -43,11 +49,7 @@ def jct_cdf(plt, tp, path):
     ax.set_xlabel("job completion time, s (arrival to completion; log scale)")
     ax.set_ylabel("fraction of completed jobs")
     ax.set_title("Training trace: JCT distribution per policy")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_with_legend(plt, fig, ax, path)
 
 
 def utilization(plt, series, path, title):
@@ -71,9 +73,7 @@ def utilization(plt, series, path, title):
     axes[0, 0].set_title(title, fontsize=10)
     axes[-1, 0].set_xlabel("time since the first arrival, s")
     fig.text(0.01, 0.5, "GPU busy fraction (kernel trace)", rotation=90, va="center", fontsize=9)
-    fig.tight_layout(rect=(0.03, 0, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path, rect=(0.03, 0, 1, 1))
 
 
 def timeline(plt, tl, path):
@@ -91,9 +91,7 @@ def timeline(plt, tl, path):
         ax.set_title(f"{pol}: kernels of {len(jobs)} jobs on the GPU", fontsize=9)
         ax.grid(alpha=0.3, axis="x")
     axes[-1, 0].set_xlabel("time since the first arrival, s")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
     return True
 
 
@@ -124,11 +122,7 @@ def inference(plt, inf, path):
     ax.set_ylabel("latency p99, ms")
     ax.set_yscale("log")
     ax.set_title("Inference: services sharing one GPU")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save_with_legend(plt, fig, ax, path)
     return True
 
 
@@ -137,7 +131,7 @@ def draw(out_dir):
     if plt is None:
         return []
     done = []
-    tp = _load(out_dir, "training_plot.json")
+    tp = load_json(out_dir, "training_plot.json")
     if tp:
         jct_cdf(plt, tp, os.path.join(out_dir, "training_jct_cdf.png"))
         utilization(plt, tp["util"], os.path.join(out_dir, "training_utilization.png"),
@@ -145,12 +139,12 @@ def draw(out_dir):
         done += ["training_jct_cdf.png", "training_utilization.png"]
         if timeline(plt, tp["timeline"], os.path.join(out_dir, "training_timeline.png")):
             done.append("training_timeline.png")
-    hp = _load(out_dir, "hyperparam_plot.json")
+    hp = load_json(out_dir, "hyperparam_plot.json")
     if hp:
         utilization(plt, hp, os.path.join(out_dir, "hyperparam_utilization.png"),
                     "Hyper-parameter tuning: GPU utilization over time")
         done.append("hyperparam_utilization.png")
-    inf = _load(out_dir, "inference.json")
+    inf = load_json(out_dir, "inference.json")
     if inf and inference(plt, inf, os.path.join(out_dir, "inference_p99.png")):
         done.append("inference_p99.png")
     return done

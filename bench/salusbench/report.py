@@ -27,12 +27,11 @@ TARGETS = {"launch_ns": 5, "pair_ns": 60, "handoff_p50_us": 10, "handoff_p99_us"
 
 # ---- loading and summary.json ----------------------------------------------
 
-def _load(out_dir, name):
-    try:
-        with open(os.path.join(out_dir, name)) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+def results(out_dir):
+    """The training, hyperparam, inference and micro JSON of out_dir (each
+    None when missing)."""
+    return [config.load_json(out_dir, f"{step}.json")
+            for step in ("training", "hyperparam", "inference", "micro")]
 
 
 def infer_figures(inf):
@@ -582,9 +581,8 @@ def headline(tr, hp, inf, mi):
 
 
 def render(out_dir, scale, pngs, img_prefix=""):
-    tr, hp = _load(out_dir, "training.json"), _load(out_dir, "hyperparam.json")
-    inf, mi = _load(out_dir, "inference.json"), _load(out_dir, "micro.json")
-    timing = _load(out_dir, "timing.json") or {}
+    tr, hp, inf, mi = results(out_dir)
+    timing = config.load_json(out_dir, "timing.json") or {}
     steps = timing.get("steps", {})
     loads = timing.get("load", {})
     L = ["# Salus reproduced over simgpu", ""]
@@ -628,8 +626,7 @@ def render(out_dir, scale, pngs, img_prefix=""):
 
 
 def run(scale, out_dir):
-    tr, hp = _load(out_dir, "training.json"), _load(out_dir, "hyperparam.json")
-    inf, mi = _load(out_dir, "inference.json"), _load(out_dir, "micro.json")
+    tr, hp, inf, mi = results(out_dir)
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
         json.dump(summary(tr, hp, inf, mi), fh, indent=1)
     pngs = plots.draw(out_dir)

@@ -189,18 +189,3 @@ def _last_json(path):
         return json.loads(lines[-1]) if lines else {}
     except (OSError, ValueError):
         return {}
-
-
-def read_jsonl(path):
-    """Lines of a JSON-lines file (the SALUS_REPORT); bad lines skipped."""
-    out = []
-    try:
-        with open(path) as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-    except OSError:
-        pass
-    return out

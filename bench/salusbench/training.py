@@ -19,7 +19,7 @@ BUDGET = int(presets.parse_size(config.GPU_MEMORY) * 0.95)
 
 def salus_counters(run):
     """Sums over the jobs' SALUS_REPORT lines: switches, time waited."""
-    rows = runner.read_jsonl(run.report_path)
+    rows = list(analysis.iter_jsonl(run.report_path))
     if not rows:
         return {}
     h50 = [r["handoff_us_p50"] for r in rows if r.get("switches")]
