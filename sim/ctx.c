@@ -394,37 +394,28 @@ CUresult CUDAAPI cuCtxGetLimit(size_t *value, CUlimit limit)
     WITH_CTX(NULL, *value = c->limit[limit]);
 }
 
-CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
-{
-    SIM_CHECK_INIT();
-    if (!config)
-        return CUDA_ERROR_INVALID_VALUE;
-    WITH_CTX(NULL, *config = (CUfunc_cache)c->cache_config);
-}
+/* A setting of the current context that is only stored: get and set, the
+ * values an enum from 0 to max. */
+#define CTX_SETTING(get, set, type, field, max) \
+    CUresult CUDAAPI get(type *config) \
+    { \
+        SIM_CHECK_INIT(); \
+        if (!config) \
+            return CUDA_ERROR_INVALID_VALUE; \
+        WITH_CTX(NULL, *config = (type)c->field); \
+    } \
+    CUresult CUDAAPI set(type config) \
+    { \
+        SIM_CHECK_INIT(); \
+        if ((unsigned)config > (max)) \
+            return CUDA_ERROR_INVALID_VALUE; \
+        WITH_CTX(NULL, c->field = config); \
+    }
 
-CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
-{
-    SIM_CHECK_INIT();
-    if ((unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    WITH_CTX(NULL, c->cache_config = config);
-}
-
-CUresult CUDAAPI cuCtxGetSharedMemConfig(CUsharedconfig *config)
-{
-    SIM_CHECK_INIT();
-    if (!config)
-        return CUDA_ERROR_INVALID_VALUE;
-    WITH_CTX(NULL, *config = (CUsharedconfig)c->shmem_config);
-}
-
-CUresult CUDAAPI cuCtxSetSharedMemConfig(CUsharedconfig config)
-{
-    SIM_CHECK_INIT();
-    if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
-        return CUDA_ERROR_INVALID_VALUE;
-    WITH_CTX(NULL, c->shmem_config = config);
-}
+CTX_SETTING(cuCtxGetCacheConfig, cuCtxSetCacheConfig, CUfunc_cache, cache_config,
+            CU_FUNC_CACHE_PREFER_EQUAL)
+CTX_SETTING(cuCtxGetSharedMemConfig, cuCtxSetSharedMemConfig, CUsharedconfig, shmem_config,
+            CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
 
 CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *least, int *greatest)
 {
