@@ -52,7 +52,8 @@ $(B)/.deps-build: mk/deps.sh
 	@mkdir -p $(B)
 	@sh mk/deps.sh build
 	@touch $@
-$(B)/.deps-test: mk/deps.sh
+# After the build's: two apt-get runs at once (make -j) fight over dpkg's lock.
+$(B)/.deps-test: mk/deps.sh $(B)/.deps-build
 	@mkdir -p $(B)
 	@sh mk/deps.sh test
 	@touch $@
