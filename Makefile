@@ -2,6 +2,9 @@
 #
 #   make            build libsalus.so, simgpu, the workloads and the tools
 #   make test       every test (unit and multi-process), then a summary line
+#   make test T=test_sched,test_ipc F='*lease*'
+#                   those test binaries only; of them, the tests whose names
+#                   match F (cmocka's filter: * and ? are wildcards)
 #   make demo       jobs sharing a (simulated) GPU, with and without Salus
 #   make bench      the paper's experiments, reproduced (bench/results/)
 #   make install PREFIX=/usr/local
@@ -61,8 +64,11 @@ deps: $(B)/.deps-build
 deps-test: $(B)/.deps-test
 
 # libsalus is every .c file under src/; a module adds rules of its own (a
-# generated header, say) in its module.mk.
+# generated header, say) in its module.mk.  Its names are defined before the
+# modules are read, so that any module.mk may depend on $(LIBSALUS).
 SALUS_SRCS := $(wildcard src/*/*.c)
+SALUS_OBJS := $(SALUS_SRCS:%.c=$(B)/obj/%.o)
+LIBSALUS   := $(B)/libsalus.so
 include $(wildcard src/*/module.mk sim/module.mk workloads/module.mk \
                    tools/module.mk bench/module.mk tests/module.mk)
 
@@ -70,17 +76,21 @@ include $(wildcard src/*/module.mk sim/module.mk workloads/module.mk \
 # exports only what is marked SALUS_EXPORT (the wrapped driver symbols, dlsym
 # and the documented salus_* functions).  It does not link libcuda: the real
 # driver is opened when a process first uses CUDA.
-SALUS_OBJS := $(SALUS_SRCS:%.c=$(B)/obj/%.o)
 $(SALUS_OBJS): MOD_CFLAGS := -fvisibility=hidden
-LIBSALUS := $(B)/libsalus.so
 $(LIBSALUS): $(SALUS_OBJS)
 	$(CC) -shared -Wl,-soname,libsalus.so -Wl,-Bsymbolic -Wl,-z,now -o $@ $^ -ldl -lpthread -lrt
 ALL_TARGETS += $(LIBSALUS)
 
 all: $(ALL_TARGETS)
 
-test: $(B)/.deps-test all $(TESTS)
-	@sh mk/run-tests.sh $(B)/tests/logs $(TEST_TIMEOUT) $(TESTS)
+# T picks test binaries by name (comma or space separated), F the tests in
+# them by cmocka's filter (tests/lib/testutil.c hands it over).
+comma := ,
+TEST_PICK := $(if $(T),$(addprefix $(B)/tests/,$(notdir $(subst $(comma), ,$(T)))),$(TESTS))
+TEST_UNKNOWN := $(filter-out $(TESTS),$(TEST_PICK))
+test: $(B)/.deps-test all $(filter $(TESTS),$(TEST_PICK))
+	@$(if $(TEST_UNKNOWN),echo "make test: no test binary $(notdir $(TEST_UNKNOWN)); the tests are: $(notdir $(TESTS))" >&2; exit 2)
+	@CMOCKA_TEST_FILTER='$(F)' sh mk/run-tests.sh $(B)/tests/logs $(TEST_TIMEOUT) $(TEST_PICK)
 
 # Three jobs share simgpu under Salus, then run without it (mk/demo.sh).
 demo: $(B)/.deps-test all

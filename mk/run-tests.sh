@@ -9,11 +9,16 @@
 # more, so nothing is lost from the summary.  The last line is
 #   N passed, N failed, N skipped
 # and the exit status is 0 only when nothing failed.
+#
+# With CMOCKA_TEST_FILTER set (make test F=...), each binary runs only its
+# tests whose names match; binaries with none are left out of the listing,
+# and a filter that matches no test at all is a failure (a typo must not pass).
 set -u
+filter=${CMOCKA_TEST_FILTER:-}
 
 logdir=$1; limit=$2; shift 2
 mkdir -p "$logdir"
-passed=0; failed=0; skipped=0; failing=""
+passed=0; failed=0; skipped=0; failing=""; ran=0
 
 for t in "$@"; do
     name=$(basename "$t")
@@ -39,6 +44,8 @@ for t in "$@"; do
     [ "$unfinished" -gt 0 ] && bad=$(( bad + unfinished ))
     [ "$err" -gt 0 ] && [ "$run" -eq 0 ] && extra=1
     bad=$(( bad + extra ))
+    ran=$(( ran + run ))
+    [ -n "$filter" ] && [ "$run" -eq 0 ] && [ "$bad" -eq 0 ] && continue
     passed=$(( passed + ok )); failed=$(( failed + bad )); skipped=$(( skipped + skip ))
     status="ok"
     [ "$bad" -gt 0 ] && status="FAILED"
@@ -56,6 +63,10 @@ for t in "$@"; do
     fi
 done
 
+if [ -n "$filter" ] && [ "$ran" -eq 0 ]; then
+    echo "no test matches the filter '$filter'"
+    failed=$(( failed + 1 ))
+fi
 [ -n "$failing" ] && echo "failing:$failing (logs in $logdir)"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

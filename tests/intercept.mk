@@ -54,10 +54,9 @@ LIBSALUS_O0 := $(B)/tests/libsalus-O0.so
 $(LIBSALUS_O0): $(O0_OBJS) $(filter-out $(B)/obj/src/intercept/%,$(SALUS_SRCS:%.c=$(B)/obj/%.o))
 	$(CC) -shared -Wl,-soname,libsalus.so -Wl,-Bsymbolic -Wl,-z,now -o $@ $^ -ldl -lpthread -lrt
 
-# (The root Makefile defines LIBSALUS after including this file.)
-$(B)/tests/test_intercept: $(B)/libsalus.so
+$(B)/tests/test_intercept: $(LIBSALUS)
 $(B)/tests/test_intercept_load: $(FAKECUDA) $(TCLI)/next_main $(TCLI)/libbadnext.so \
-                                $(LIBSALUS_O0) $(B)/libsalus.so $(TCLI)/initclient
+                                $(LIBSALUS_O0) $(LIBSALUS) $(TCLI)/initclient
 
 $(TCLI)/initclient: tests/clients/initclient.c
 	@mkdir -p $(@D)

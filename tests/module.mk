@@ -1,4 +1,4 @@
-# Tests: one cmocka binary per module, build/tests/<name> from tests/<name>.c.
+# Tests: cmocka binaries (several per module where it helps), build/tests/<name> from tests/<name>.c.
 # A tests/<module>.mk declares each of its binaries with
 #   $(eval $(call salus_test,<name>,<objects it links>,<libraries>))
 # which adds it to TESTS, the list that make test runs in order.

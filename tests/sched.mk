@@ -20,5 +20,4 @@ $(SCHED_FORKER): tests/test_sched_forker.c | $(B)/.deps-test
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
 	    -L$(CUDA_HOME)/lib64/stubs -lcuda
 
-# (The root Makefile defines LIBSALUS after including this file.)
-$(B)/tests/test_sched_sim: $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_FORKER)
+$(B)/tests/test_sched_sim: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_FORKER)

@@ -116,34 +116,52 @@ static double report_num(pid_t pid, const char *key)
     return v;
 }
 
-static shm_table_t *watch(void)
+static int table_opened(void *arg)
 {
     shm_open_opts_t o = { .name = table_name, .read_only = 1 };
+    return shm_open_table(&o, (shm_table_t **)arg) == 0;
+}
+
+/* The table, once a job has made it (up to 5 s). */
+static shm_table_t *watch(void)
+{
     shm_table_t *t = NULL;
-    for (int i = 0; i < 500 && shm_open_table(&o, &t) != 0; i++)
-        tu_sleep_ms(10);
-    assert_non_null(t);
+    assert_true(tu_await(table_opened, &t, 5000));
     return t;
+}
+
+typedef struct slot_goal {
+    shm_table_t *t;
+    pid_t pid;
+    uint64_t used;     /* 0: waiting-mem */
+    int slot;          /* out: where it was seen */
+} slot_goal_t;
+
+static int slot_reached(void *arg)
+{
+    slot_goal_t *g = arg;
+    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+        shm_ident_t id;
+        mem_slot_view_t v;
+        if (shm_slot_ident(g->t, s, &id) != 0 || id.pid != g->pid)
+            continue;
+        if (g->used ? mem_view_slot(g->t, s, &v) == 0 && v.used >= g->used
+                    : id.state == SHM_WAIT_MEM) {
+            g->slot = s;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Wait (up to 10 s) until pid's slot holds at least `used` bytes, or shows
  * waiting-mem when used is 0; its slot. */
 static int await_slot(shm_table_t *t, pid_t pid, uint64_t used)
 {
-    for (int i = 0; i < 1000; i++) {
-        for (int s = 0; s < SHM_MAX_SLOTS; s++) {
-            shm_ident_t id;
-            mem_slot_view_t v;
-            if (shm_slot_ident(t, s, &id) != 0 || id.pid != pid)
-                continue;
-            if (used ? mem_view_slot(t, s, &v) == 0 && v.used >= used
-                     : id.state == SHM_WAIT_MEM)
-                return s;
-        }
-        tu_sleep_ms(10);
-    }
-    fail_msg("process %d never reached %s", (int)pid, used ? "its memory" : "waiting-mem");
-    return -1;
+    slot_goal_t g = { t, pid, used, -1 };
+    if (!tu_await(slot_reached, &g, 10000))
+        fail_msg("process %d never reached %s", (int)pid, used ? "its memory" : "waiting-mem");
+    return g.slot;
 }
 
 /* ---- every path against the limit ---------------------------------------- */

@@ -287,6 +287,17 @@ static void test_hammer(void **state)
             (unsigned long long)sh->refusals);
 }
 
+typedef struct progress {
+    int proc;
+    uint64_t ops;      /* done when the process has done this many */
+} progress_t;
+
+static int has_progressed(void *arg)
+{
+    const progress_t *p = arg;
+    return __atomic_load_n(&sh->done_ops[p->proc], __ATOMIC_RELAXED) >= p->ops;
+}
+
 static void test_hammer_with_kills(void **state)
 {
     (void)state;
@@ -303,10 +314,9 @@ static void test_hammer_with_kills(void **state)
             victims[n++] = v;
     }
     for (int k = 0; k < n; k++) {
-        uint64_t target = (uint64_t)(TOTAL_OPS / PROCS) * (10 + rnd(&s) % 70) / 100;
-        for (int i = 0; i < 5000 && __atomic_load_n(&sh->done_ops[victims[k]],
-                                                     __ATOMIC_RELAXED) < target; i++)
-            usleep(200);
+        progress_t p = { victims[k],
+                         (uint64_t)(TOTAL_OPS / PROCS) * (10 + rnd(&s) % 70) / 100 };
+        tu_await(has_progressed, &p, 1000);     /* or killed at the deadline */
         kill(ps[victims[k]].pid, SIGKILL);
         ps[victims[k]].killed = 1;
     }

@@ -100,18 +100,27 @@ static int slot_of(shm_table_t *t, pid_t pid, shm_state_t *state)
     return -1;
 }
 
+typedef struct waiting_goal {
+    shm_table_t *t;
+    pid_t pid;
+    int slot;          /* out: where it waits */
+} waiting_goal_t;
+
+static int shows_waiting(void *arg)
+{
+    waiting_goal_t *g = arg;
+    shm_state_t st = SHM_FREE;
+    g->slot = slot_of(g->t, g->pid, &st);
+    return st == SHM_WAIT_MEM;
+}
+
 /* Wait until pid's slot shows waiting-mem (up to 5 s); its slot. */
 static int await_waiting(shm_table_t *t, pid_t pid)
 {
-    shm_state_t st = SHM_FREE;
-    int slot = -1;
-    for (int i = 0; i < 500 && st != SHM_WAIT_MEM; i++) {
-        slot = slot_of(t, pid, &st);
-        if (st != SHM_WAIT_MEM)
-            tu_sleep_ms(10);
-    }
-    assert_int_equal(st, SHM_WAIT_MEM);
-    return slot;
+    waiting_goal_t g = { t, pid, -1 };
+    if (!tu_await(shows_waiting, &g, 5000))
+        fail_msg("process %d never showed waiting-mem", (int)pid);
+    return g.slot;
 }
 
 static shm_table_t *monitor(void)

@@ -235,6 +235,11 @@ static void assert_shows(const char *screen, const char *const *needles)
             fail_msg("the screen lacks \"%s\":\n%s", needles[i], screen ? screen : "(none)");
 }
 
+static int top_gone(void *tm)
+{
+    return tmux(tm, NULL, "has-session", "-t", "top", NULL) != 0;
+}
+
 static void test_top_in_terminal(void **state)
 {
     (void)state;
@@ -290,11 +295,9 @@ static void test_top_in_terminal(void **state)
 
     /* q quits */
     tmux(&tm, NULL, "send-keys", "-t", "top", "q", NULL);
-    int alive = 1;
-    for (int i = 0; i < 50 && alive; i++, tu_sleep_ms(100))
-        alive = tmux(&tm, NULL, "has-session", "-t", "top", NULL) == 0;
+    int quit = tu_await(top_gone, &tm, 5000);
     tmux(&tm, NULL, "kill-server", NULL);
-    assert_false(alive);
+    assert_true(quit);
 }
 
 /* ---- snapshots ---------------------------------------------------------------- */

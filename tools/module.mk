@@ -35,12 +35,11 @@ $(B)/bin/salus: $(B)/obj/tools/salus.o $(B)/obj/tools/salus_run.o $(TOOLS_LIB_OB
 
 ALL_TARGETS += $(TOOLS_BINS)
 
-# (LIBSALUS is defined after this file is read: its path is spelled out.)
 .PHONY: tools-install
-tools-install: $(B)/libsalus.so $(TOOLS_BINS) $(TOOLS_MAN1) $(TOOLS_MAN7)
+tools-install: $(LIBSALUS) $(TOOLS_BINS) $(TOOLS_MAN1) $(TOOLS_MAN7)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 755 $(TOOLS_BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(B)/libsalus.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBSALUS) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(TOOLS_MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 $(TOOLS_MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/

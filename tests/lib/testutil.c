@@ -2,14 +2,17 @@
  * testutil.c - helpers of the multi-process tests (see testutil.h).
  *
  * Divided into: paths and names; environments; child processes; files and
- * flat JSON; simgpu traces; time.  Single-threaded, like the tests.
+ * flat JSON; simgpu traces; time and waiting; the test filter.
+ * Single-threaded, like the tests.
  */
 #include "testutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>   /* after setjmp.h, stdarg.h and stddef.h */
 
 extern char **environ;
 
@@ -444,4 +449,29 @@ void tu_sleep_ms(int ms)
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+int tu_await(int (*pred)(void *arg), void *arg, int ms)
+{
+    uint64_t deadline = tu_now_ns() + (uint64_t)(ms > 0 ? ms : 0) * 1000000ull;
+    int nap = 1;
+    while (tu_now_ns() < deadline) {
+        if (pred(arg))
+            return 1;
+        tu_sleep_ms(nap);
+        if (nap < 16)
+            nap *= 2;
+    }
+    return pred(arg) ? 1 : 0;
+}
+
+/* ---- the test filter ------------------------------------------------------ */
+
+/* cmocka 1.1 reads no filter from the environment (later versions read this
+ * same variable), so the filter is set here, before any test binary's main. */
+__attribute__((constructor)) static void tu_set_filter(void)
+{
+    const char *pattern = getenv(TU_FILTER_VAR);
+    if (pattern && *pattern)
+        cmocka_set_test_filter(pattern);
 }

@@ -2,7 +2,7 @@
  * testutil.h - what the multi-process tests share: paths into the build tree,
  * unique names for shared memory, child processes with an environment and a
  * timeout, and readers for the JSON lines that libsalus (SALUS_REPORT) and
- * simgpu (SIMGPU_TRACE) write.
+ * simgpu (SIMGPU_TRACE) write, and waits for a state with a deadline.
  *
  * Tests run from anywhere: paths are found from the test binary's own
  * location, build/tests/<name>.  Every child gets a deadline; a child that
@@ -90,5 +90,15 @@ long tu_trace_switches(const tu_kernel_t *k, long n);
 uint64_t tu_now_ns(void);
 /* Sleep ms milliseconds. */
 void tu_sleep_ms(int ms);
+/* Wait until pred(arg) is true, polling with short sleeps (1 ms, doubling
+ * to 16 ms) for at most ms milliseconds of the monotonic clock.  Returns 1
+ * when pred became true, 0 at the deadline (pred is asked once more then,
+ * so a slow poll never loses a state reached just in time). */
+int tu_await(int (*pred)(void *arg), void *arg, int ms);
+
+/* Every test binary links this file: before main, it hands the pattern in
+ * CMOCKA_TEST_FILTER (make test F=..., '*' and '?' as wildcards) to cmocka,
+ * which then runs only the tests whose names match. */
+#define TU_FILTER_VAR "CMOCKA_TEST_FILTER"
 
 #endif /* SALUS_TESTUTIL_H */
