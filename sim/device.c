@@ -416,5 +416,14 @@ CUresult CUDAAPI cuGetExportTable(const void **table, const CUuuid *id)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* No profiler is attached: starting, stopping and configuring one do nothing. */
+CUresult CUDAAPI cuProfilerInitialize(const char *config, const char *output, CUoutput_mode mode)
+{
+    (void)config;
+    (void)output;
+    (void)mode;
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuProfilerStart(void) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuProfilerStop(void) { return CUDA_SUCCESS; }

@@ -16,7 +16,15 @@ $(SIM_ERRORS_H): sim/gen_errors.py $(CUDA_HOME)/include/cuda.h | $(B)/.deps-buil
 	@mkdir -p $(@D)
 	$(PYTHON) $< $(CUDA_HOME)/include/cuda.h $@
 
-$(SIM_OBJS): | $(SIM_ERRORS_H)
+# The graphics interop exports (cudaGL.h, cudaEGL.h, cudaVDPAU.h), which
+# cudaTypedefs.h does not list: their cuGetProcAddress rows, by the map's rule.
+SIM_GFX_H    := $(GEN)/cu_procmap_gfx.h
+SIM_GFX_SRC  := $(addprefix $(CUDA_HOME)/include/,cudaGLTypedefs.h cudaEGLTypedefs.h cudaVDPAUTypedefs.h)
+$(SIM_GFX_H): src/intercept/gen_procmap.py $(SIM_GFX_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(PYTHON) $< --rows CU_PROCMAP_GFX $@ $(SIM_GFX_SRC)
+
+$(SIM_OBJS): | $(SIM_ERRORS_H) $(SIM_GFX_H)
 
 $(SIM_LIB): $(SIM_OBJS) sim/libcuda.map
 	@mkdir -p $(@D)

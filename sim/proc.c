@@ -4,9 +4,11 @@
  * Divided into: the table; the lookup; the entry points.  The exports that
  * simgpu does not implement are generated in stubs.c.
  *
- * The table is CU_PROCMAP (build/gen/cu_procmap.h, generated from the
- * toolkit's cudaTypedefs.h): one row per export, sorted by base name, then
- * per-thread flag, then version, with &export as the answer.  libcuda.so.1
+ * The tables are CU_PROCMAP (build/gen/cu_procmap.h, generated from the
+ * toolkit's cudaTypedefs.h), CU_PROCMAP_GFX (the graphics interop headers'
+ * typedefs, by the same rule) and cudaProfiler.h's three: one row per
+ * export, sorted by base name, then per-thread flag, then version, with
+ * &export as the answer.  libcuda.so.1
  * is linked with -Bsymbolic, so &export is simgpu's own function even when a
  * preloaded library (libsalus) exports the same name.
  *
@@ -33,40 +35,47 @@ typedef struct proc_row {
 #define SIM_ROW(base, version, per_thread, export) \
     { #base, version, per_thread, (void *)&export },
 static const proc_row_t rows[] = { CU_PROCMAP(SIM_ROW) };
-#define NROWS ((int)(sizeof rows / sizeof rows[0]))
+static const proc_row_t gfx_rows[] = { CU_PROCMAP_GFX(SIM_ROW) };
 
-/* Exports of cudaProfiler.h, which cudaTypedefs.h does not list. */
-static const proc_row_t extra[] = {
+/* Exports of cudaProfiler.h, which no typedef header of cuda.h's lists. */
+static const proc_row_t profiler_rows[] = {
+    { "cuProfilerInitialize", 4000, 0, (void *)&cuProfilerInitialize },
     { "cuProfilerStart", 4000, 0, (void *)&cuProfilerStart },
     { "cuProfilerStop", 4000, 0, (void *)&cuProfilerStop },
 };
 
+#define TABLE(t) { t, (int)(sizeof t / sizeof t[0]) }
+static const struct { const proc_row_t *rows; int n; } tables[] = {
+    TABLE(rows), TABLE(gfx_rows), TABLE(profiler_rows),
+};
+
 /* ---- the lookup ----------------------------------------------------------------- */
 
-/* [*lo, *hi): the rows of base name sym. */
-static void find_rows(const char *sym, const proc_row_t **lo, const proc_row_t **hi)
+/* [*lo, *hi): the rows of base name sym in t (n rows, sorted by base). */
+static int find_in(const proc_row_t *t, int n, const char *sym,
+                   const proc_row_t **lo, const proc_row_t **hi)
 {
-    int a = 0, b = NROWS;
+    int a = 0, b = n;
     while (a < b) {                     /* first row with base >= sym */
         int m = (a + b) / 2;
-        if (strcmp(rows[m].base, sym) < 0)
+        if (strcmp(t[m].base, sym) < 0)
             a = m + 1;
         else
             b = m;
     }
     int end = a;
-    while (end < NROWS && !strcmp(rows[end].base, sym))
+    while (end < n && !strcmp(t[end].base, sym))
         end++;
-    *lo = &rows[a];
-    *hi = &rows[end];
-    if (a == end) {
-        for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
-            if (!strcmp(extra[i].base, sym)) {
-                *lo = &extra[i];
-                *hi = &extra[i] + 1;
-            }
-        }
-    }
+    *lo = &t[a];
+    *hi = &t[end];
+    return end > a;
+}
+
+static void find_rows(const char *sym, const proc_row_t **lo, const proc_row_t **hi)
+{
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+        if (find_in(tables[i].rows, tables[i].n, sym, lo, hi))
+            return;
 }
 
 /* The newest row of [lo, hi) with this per-thread flag and version <= ver. */

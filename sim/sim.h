@@ -24,6 +24,7 @@
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include "cu_procmap.h"
+#include "cu_procmap_gfx.h"
 #include "sim_errors.h"
 
 #include <pthread.h>
@@ -304,6 +305,12 @@ void sim_range_reset_after_fork(void);
 
 /* ---- device.c ---------------------------------------------------------- */
 int sim_device_valid(CUdevice dev);
+
+/* ---- stubs.c: the graphics interop exports -------------------------------
+ * Declared without parameters: their types belong to the GL, EGL and VDPAU
+ * headers, and the definitions (all NOT_SUPPORTED) read no argument. */
+#define SIM_GFX_DECL(base, version, per_thread, export) CUresult CUDAAPI export(void);
+CU_PROCMAP_GFX(SIM_GFX_DECL)
 
 /* ---- ctx.c ------------------------------------------------------------- */
 /* The current context of the calling thread (validated), or NULL. */

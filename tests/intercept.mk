@@ -17,11 +17,12 @@ CLIENT_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAG
 CUDA_STUBS := -L$(CUDA_HOME)/lib64/stubs -lcuda
 
 $(B)/obj/tests/test_procmap.o $(B)/obj/tests/test_intercept_sim.o: \
-    MOD_CFLAGS := -DCUDA_HOME_DIR='"$(CUDA_HOME)"'
+    MOD_CFLAGS := -DCUDA_HOME_DIR='"$(CUDA_HOME)"' -DSIMGPU_LIB='"$(abspath $(SIM_LIB))"'
 $(B)/obj/tests/test_procmap.o $(B)/obj/tests/test_intercept.o \
     $(B)/obj/tests/test_intercept_load.o $(B)/obj/tests/test_intercept_sim.o: $(HOOK_LIST_H)
 
 $(eval $(call salus_test,test_procmap,$(B)/obj/src/intercept/procmap.o,))
+$(B)/tests/test_procmap: | $(SIM_LIB)
 $(eval $(call salus_test,test_intercept,$(INTERCEPT_OBJS),))
 $(eval $(call salus_test,test_intercept_load,$(INTERCEPT_OBJS),))
 $(eval $(call salus_test,test_intercept_sim,,))

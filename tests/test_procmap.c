@@ -2,7 +2,9 @@
  * test_procmap.c - the driver map generated from cudaTypedefs.h: every
  * typedef is there, every export it names exists in the toolkit's stub
  * libcuda.so, and cuGetProcAddress's (symbol, version, flags) -> export rule
- * gives the right variant for the cases that matter.
+ * gives the right variant for the cases that matter; and simgpu exports
+ * every entry point that any driver header of the toolkit declares (cuda.h,
+ * the graphics interop headers, cudaProfiler.h), not only the map's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +62,103 @@ static void test_every_export_is_in_the_stub(void **state)
         }
     }
     dlclose(stub);
+    assert_int_equal(missing, 0);
+}
+
+/* ---- every name of every driver header, in simgpu ----------------------------- */
+
+/* Text with its comments blanked and its `#ifdef _WIN32 ... #endif` blocks
+ * cut (none of them nests another conditional). */
+static void strip_header(char *t)
+{
+    for (char *p = t; *p; p++) {
+        if (p[0] == '/' && p[1] == '*') {
+            char *e = strstr(p + 2, "*/");
+            e = e ? e + 2 : p + strlen(p);
+            memset(p, ' ', (size_t)(e - p));
+        } else if (p[0] == '/' && p[1] == '/') {
+            while (*p && *p != '\n')
+                *p++ = ' ';
+        } else if (!strncmp(p, "#ifdef _WIN32", 13)) {
+            char *e = strstr(p, "#endif");
+            e = e ? e + 6 : p + strlen(p);
+            memset(p, ' ', (size_t)(e - p));
+        }
+    }
+}
+
+/* How many names the header declares that lib does not export (each said on
+ * stderr); -1 if the header cannot be read.  A name is declared by
+ * "CUDAAPI cuX(" or is what "#define cuX ..." renames to: cuY, or
+ * __CUDA_API_PTDS/PTSZ(cuY), which is cuY and cuY_ptds/_ptsz.  A static
+ * inline function of the header is no export. */
+static int missing_from(void *lib, const char *header, int *names)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/include/%s", CUDA_HOME_DIR, header);
+    char *text = tu_read_file(path, NULL);
+    if (!text)
+        return -1;
+    strip_header(text);
+    regex_t decl, def;
+    assert_int_equal(regcomp(&decl, "CUDAAPI[ \t]+(cu[A-Za-z0-9_]+)[ \t]*\\(", REG_EXTENDED), 0);
+    assert_int_equal(regcomp(&def, "#[ \t]*define[ \t]+cu[A-Za-z0-9_]+[ \t]+"
+                                   "(__CUDA_API_PT(DS|SZ)\\()?(cu[A-Za-z0-9_]+)",
+                             REG_EXTENDED), 0);
+    int missing = 0;
+    regmatch_t m[4];
+    for (int pass = 0; pass < 2; pass++) {
+        regex_t *re = pass ? &def : &decl;
+        int group = pass ? 3 : 1;
+        for (const char *p = text; !regexec(re, p, 4, m, 0); p += m[0].rm_eo) {
+            char name[128], inl[160];
+            int len = (int)(m[group].rm_eo - m[group].rm_so);
+            snprintf(name, sizeof name, "%.*s", len, p + m[group].rm_so);
+            snprintf(inl, sizeof inl, "CUresult %s(", name);
+            const char *at = strstr(text, inl);
+            if (at && at - text > 14 && !strncmp(at - 14, "static inline ", 14))
+                continue;
+            for (int v = 0; v < (pass && m[1].rm_so >= 0 ? 2 : 1); v++) {
+                char sym[140];
+                snprintf(sym, sizeof sym, "%s%s", name,
+                         v == 0 ? "" : p[m[2].rm_so] == 'D' ? "_ptds" : "_ptsz");
+                (*names)++;
+                if (!dlsym(lib, sym)) {
+                    fprintf(stderr, "%s declares %s, simgpu does not export it\n", header, sym);
+                    missing++;
+                }
+            }
+        }
+    }
+    regfree(&decl);
+    regfree(&def);
+    free(text);
+    return missing;
+}
+
+static void test_simgpu_exports_every_header_name(void **state)
+{
+    (void)state;
+    static const char *const headers[] = {
+        "cuda.h", "cudaGL.h", "cudaEGL.h", "cudaVDPAU.h", "cudaProfiler.h",
+    };
+    void *lib = dlopen(SIMGPU_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        fail_msg("cannot load simgpu: %s", dlerror());
+    int missing = 0;
+    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
+        int names = 0, n = missing_from(lib, headers[i], &names);
+        if (n < 0)
+            fail_msg("cannot read %s of the toolkit", headers[i]);
+        /* The scan finds what it must: each header declares some names. */
+        assert_true(names > 0);
+        missing += n;
+    }
+    /* Every map row and every symbol of the toolkit's stub, too. */
+    for (size_t i = 0; i < N_EXPORTS; i++)
+        if (!dlsym(lib, exports[i]) && ++missing)
+            fprintf(stderr, "simgpu does not export %s\n", exports[i]);
+    dlclose(lib);
     assert_int_equal(missing, 0);
 }
 
@@ -138,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_lookups),
         cmocka_unit_test(test_lookups_that_fail),
         cmocka_unit_test(test_lookup_every_row),
+        cmocka_unit_test(test_simgpu_exports_every_header_name),
     };
     return cmocka_run_group_tests_name("procmap", tests, NULL, NULL);
 }

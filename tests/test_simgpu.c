@@ -101,6 +101,15 @@ static void test_procaddress_examples(void **state)
     expect_proc("cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2");
     expect_proc("cuGetProcAddress", 11030, 0, "cuGetProcAddress");
     expect_proc("cuProfilerStart", 12000, 0, "cuProfilerStart");
+    expect_proc("cuProfilerInitialize", 12000, 0, "cuProfilerInitialize");
+    /* The graphics interop headers' entry points, by the same rule. */
+    expect_proc("cuGLGetDevices", 12000, 0, "cuGLGetDevices_v2");
+    expect_proc("cuGLGetDevices", 5000, 0, "cuGLGetDevices");
+    expect_proc("cuGLMapBufferObject", 12000, 2, "cuGLMapBufferObject_v2_ptds");
+    expect_proc("cuGLMapBufferObjectAsync", 12000, 0, "cuGLMapBufferObjectAsync_v2");
+    expect_proc("cuEGLStreamConsumerConnectWithFlags", 12000, 0,
+                "cuEGLStreamConsumerConnectWithFlags");
+    expect_proc("cuVDPAUCtxCreate", 12000, 0, "cuVDPAUCtxCreate_v2");
     void *pfn = NULL;
     CK(cuGetProcAddress_v2("cuInit", &pfn, 12000, 0, NULL));   /* status is optional */
     assert_ptr_equal(pfn, self("cuInit"));
@@ -717,6 +726,20 @@ static void test_unimplemented(void **state)
     CKE(cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
     CK(cuProfilerStart());
     CK(cuProfilerStop());
+    CK(cuProfilerInitialize("cfg", "out", CU_OUT_CSV));
+    /* Graphics interop: no display, as a driver on a compute node answers.
+     * The arguments are not read. */
+    static const char *const gfx[] = {
+        "cuGLGetDevices_v2", "cuGraphicsGLRegisterImage", "cuGLInit",
+        "cuEGLStreamConsumerConnect", "cuGraphicsEGLRegisterImage", "cuVDPAUGetDevice",
+        "cuGraphicsVDPAURegisterVideoSurface", "cuGLMapBufferObjectAsync_v2_ptsz",
+    };
+    for (size_t i = 0; i < sizeof gfx / sizeof gfx[0]; i++) {
+        CUresult (*fn)(void *, void *, void *, void *) =
+            (CUresult (*)(void *, void *, void *, void *))self(gfx[i]);
+        assert_non_null(fn);
+        CKE(fn(NULL, NULL, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    }
 }
 
 int main(void)
