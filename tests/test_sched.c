@@ -268,6 +268,26 @@ static void view_add(int slot, int prio, uint32_t ticket, uint64_t vtime)
                                              .remaining_ns = SCHED_REMAINING_UNKNOWN };
 }
 
+/* The one list reaches every table: names (the scheduler's and SALUS_POLICY's
+ * choices, in one order), help, and ops with both functions. */
+static void test_policy_list(void **state)
+{
+    (void)state;
+    for (int i = 0; i < SCHED_POLICY_COUNT; i++) {
+        assert_non_null(sched_policy_names[i]);
+        assert_non_null(util_policy_names[i]);
+        assert_string_equal(sched_policy_names[i], util_policy_names[i]);
+        assert_true(sched_policy_help[i] && sched_policy_help[i][0]);
+        const sched_policy_ops_t *ops = sched_policy_ops((unsigned)i);
+        assert_true(ops->pick && ops->yield);
+    }
+    assert_null(sched_policy_names[SCHED_POLICY_COUNT]);
+    assert_null(util_policy_names[SCHED_POLICY_COUNT]);
+    assert_string_equal(sched_policy_names[SCHED_POLICY_FAIR], "fair");
+    assert_ptr_equal(sched_policy_ops(SCHED_POLICY_FAIR), &sched_policy_fair);
+    assert_ptr_equal(sched_policy_ops(SCHED_POLICY_PACK), &sched_policy_pack);
+}
+
 static void test_policy_fifo_and_pack(void **state)
 {
     (void)state;
@@ -862,6 +882,7 @@ int main(void)
         cmocka_unit_test(test_detect_no_period),
         cmocka_unit_test(test_detect_modes),
         cmocka_unit_test(test_detect_kernel_sequence),
+        cmocka_unit_test(test_policy_list),
         cmocka_unit_test(test_policy_fifo_and_pack),
         cmocka_unit_test(test_policy_fair),
         cmocka_unit_test(test_policy_priority),

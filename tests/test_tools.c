@@ -696,6 +696,13 @@ static void test_man_pages(void **state)
         if (!contains(text, entry))
             fail_msg("libsalus(7) has no entry \"%s\" for %s", entry, util_vars[i].name);
     }
+    /* ...and every policy of the scheduler's one list. */
+    for (int i = 0; i < SCHED_POLICY_COUNT; i++) {
+        char entry[160];
+        snprintf(entry, sizeof entry, ".B %s\n", sched_policy_names[i]);
+        if (!contains(text, entry))
+            fail_msg("libsalus(7) has no entry \"%s\" for the policy", entry);
+    }
     free(text);
     /* ...and no module reads a SALUS_ variable around the list. */
     tu_source_path("src", src, sizeof src);

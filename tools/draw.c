@@ -243,8 +243,8 @@ static const char *const help_text[] = {
     "",
     "  q, F10      quit",
     "  s           sort by the next column (the sorted title is bold)",
-    "  p           change the policy of the selected row's GPU:",
-    "              fifo, fair, priority, srtf or pack; running processes follow it",
+    "  p           change the policy of the selected row's GPU (running processes",
+    "              follow it):" SCHED_POLICY_WORDS,
     "  Up, Down    select a row (also k, j); PgUp, PgDn, Home, End",
     "  space       refresh now",
     "  h, ?, F1    this help",
@@ -323,9 +323,12 @@ static void policy_prompt(ui_t *u)
     char line[256], fit[256], table[SHM_TABLE_NAME_BYTES];
     snprintf(table, sizeof table, "%s", u->snap.tables[d->table].name);
     int device = d->index;
-    snprintf(line, sizeof line, " policy of GPU %d (now %s): 1 fifo  2 fair  3 priority  "
-             "4 srtf  5 pack   Esc cancels", device,
-             d->has_sched ? sched_policy_names[d->policy] : "-");
+    int n = snprintf(line, sizeof line, " policy of GPU %d (now %s):", device,
+                     d->has_sched ? sched_policy_names[d->policy] : "-");
+    for (int i = 0; i < SCHED_POLICY_COUNT && n < (int)sizeof line; i++)
+        n += snprintf(line + n, sizeof line - (size_t)n, " %d %s ", i + 1, sched_policy_names[i]);
+    if (n < (int)sizeof line)
+        snprintf(line + n, sizeof line - (size_t)n, "  Esc cancels");
     top_fit(line, width, fit, sizeof fit);
     attron(A_REVERSE);
     mvprintw(height - 1, 0, "%-*s", width, fit);

@@ -38,7 +38,7 @@ static void usage(FILE *f)
 "                  --json, --prometheus, -t TABLE, -a); salus-top watches live\n"
 "  policy [NAME] [--quantum MS] [--device N] [-t TABLE]\n"
 "                  show a GPU's policy, or change it for the running processes:\n"
-"                  fifo, fair, priority, srtf or pack\n"
+"                 " SCHED_POLICY_WORDS "\n"
 "  reset [--force] [--all] [-t TABLE]\n"
 "                  remove a stale table; refused while live processes use it\n"
 "  help [COMMAND]  this text, or a command's (as salus COMMAND --help)\n"
@@ -65,12 +65,11 @@ static void policy_usage(FILE *f)
 "Without NAME or --quantum, show the policy of each GPU of the table.  With\n"
 "them, change it: the running processes follow at their next launch, and\n"
 "processes that join later keep it (the policy belongs to the table's GPU).\n"
-"\n"
-"  NAME               fifo      one job owns the GPU until it exits\n"
-"                     fair      equal GPU time, weighted by priority\n"
-"                     priority  the highest priority runs, preempting at a boundary\n"
-"                     srtf      shortest remaining time first (SALUS_ITERATIONS)\n"
-"                     pack      no lease: every job runs at once\n"
+"\n");
+    for (int i = 0; i < SCHED_POLICY_COUNT; i++)
+        fprintf(f, "%-21s%-10s%s\n", i == 0 ? "  NAME" : "", sched_policy_names[i],
+                sched_policy_help[i]);
+    fprintf(f,
 "  --quantum MS       least time a holder keeps the GPU before yielding to an\n"
 "                     equal waiter, 0 to 3600000\n"
 "  --device N         only GPU N of the table (default: every GPU in use, or 0)\n"
@@ -184,8 +183,8 @@ static int policy_parse(int argc, char **argv, policy_args_t *a)
     if (optind < argc) {
         a->policy = top_policy_of(argv[optind]);
         if (a->policy < 0)
-            return salus_bad("policy", argv[optind], "is not a policy: it takes fifo, fair, "
-                             "priority, srtf or pack");
+            return salus_bad("policy", argv[optind], "is not a policy: it takes"
+                             SCHED_POLICY_WORDS);
         if (optind + 1 < argc)
             return salus_bad("policy", argv[optind + 1], "is one argument too many");
     }

@@ -8,8 +8,6 @@
  */
 #include "sched/sched_int.h"
 
-const char *const sched_policy_names[SCHED_POLICY_COUNT + 1] = { UTIL_POLICY_NAMES, NULL };
-
 void sched_config_read(sched_config_t *out)
 {
     sched_config_t c = {

@@ -11,7 +11,6 @@
 #include "sched/sched_int.h"
 
 const sched_policy_ops_t sched_policy_fair = {
-    .name = "fair",
     .flags = SCHED_POL_GATED | SCHED_POL_SHARES,
     .pick = sched_fair_pick,
     .yield = sched_fair_yield,

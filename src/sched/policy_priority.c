@@ -36,7 +36,6 @@ static int prio_yield(const sched_view_t *v, int pick)
 }
 
 const sched_policy_ops_t sched_policy_priority = {
-    .name = "priority",
     .flags = SCHED_POL_GATED | SCHED_POL_SHARES,
     .pick = prio_pick,
     .yield = prio_yield,

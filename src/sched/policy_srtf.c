@@ -59,7 +59,6 @@ static int srtf_yield(const sched_view_t *v, int pick)
 }
 
 const sched_policy_ops_t sched_policy_srtf = {
-    .name = "srtf",
     .flags = SCHED_POL_GATED | SCHED_POL_SHARES,
     .pick = srtf_pick,
     .yield = srtf_yield,

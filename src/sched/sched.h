@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "ipc/ipc.h"
+#include "sched/policies.h"
 #include "util/util.h"
 
 #pragma GCC visibility push(hidden)   /* no GOT loads inside libsalus */
@@ -159,16 +160,16 @@ void sched_note_context(int device);
 SALUS_EXPORT void salus_iteration_end(void);
 
 /* ---- policies ---------------------------------------------------------------- */
+/* The list of policies is policies.h; SCHED_POLICY_FAIR is the default. */
 typedef enum sched_policy {
-    SCHED_POLICY_FIFO = 0,     /* no sharing: the first job keeps the GPU until it exits */
-    SCHED_POLICY_FAIR,         /* equal GPU time, weighted by priority (default) */
-    SCHED_POLICY_PRIORITY,     /* strict priority, preempting at the holder's next boundary */
-    SCHED_POLICY_SRTF,         /* shortest remaining time first */
-    SCHED_POLICY_PACK,         /* no gating: every job runs at once */
+#define SCHED_POLICY_ENUM_(id, name, ops, help) SCHED_POLICY_##id,
+    SCHED_POLICIES(SCHED_POLICY_ENUM_)
+#undef SCHED_POLICY_ENUM_
     SCHED_POLICY_COUNT
 } sched_policy_t;
-/* "fifo", "fair", "priority", "srtf", "pack", NULL. */
+/* Each policy's name ("fifo", ...) and one-line help, then NULL. */
 extern const char *const sched_policy_names[SCHED_POLICY_COUNT + 1];
+extern const char *const sched_policy_help[SCHED_POLICY_COUNT + 1];
 
 /* Change a running table's policy on table device `device` (quantum_ms < 0:
  * keep the quantum).  Opens the process's table (SALUS_TABLE...).  0, or

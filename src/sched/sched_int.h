@@ -203,7 +203,6 @@ typedef struct sched_view {
 #define SCHED_POL_SHARES 2u       /* the holder yields (quantum, idle, max slice) */
 
 typedef struct sched_policy_ops {
-    const char *name;
     unsigned flags;
     /* The waiter to grant next (index into waiters), -1: none. */
     int (*pick)(const sched_view_t *v);
@@ -211,12 +210,16 @@ typedef struct sched_policy_ops {
     int (*yield)(const sched_view_t *v, int pick);
 } sched_policy_ops_t;
 
-/* Never NULL: an out-of-range policy gets fair's. */
+/* Never NULL: an out-of-range policy gets fair's (policy.c). */
 const sched_policy_ops_t *sched_policy_ops(unsigned policy);
-extern const sched_policy_ops_t sched_policy_fifo, sched_policy_fair,
-       sched_policy_priority, sched_policy_srtf, sched_policy_pack;
+/* Each policy's ops, defined in its own policy_<name>.c. */
+#define SCHED_POLICY_OPS_DECL_(id, name, ops, help) extern const sched_policy_ops_t ops;
+SCHED_POLICIES(SCHED_POLICY_OPS_DECL_)
+#undef SCHED_POLICY_OPS_DECL_
 
-/* Shared by the policies. */
+/* Shared by the policies (policy_util.c). */
+int  sched_ticket_before(uint32_t a, uint32_t b);      /* arrival order, wrap-safe */
+int  sched_never_yield(const sched_view_t *v, int pick);
 uint32_t sched_weight(int priority);
 uint64_t sched_vtime_charge(int priority, uint64_t held_ns);
 uint64_t sched_holder_vtime(const sched_view_t *v);   /* including the tenure */

@@ -17,7 +17,7 @@
 
 /* ---- the table ------------------------------------------------------------ */
 
-const char *const util_policy_names[] = { UTIL_POLICY_NAMES, NULL };
+const char *const util_policy_names[] = { UTIL_POLICY_NAMES NULL };
 const char *const util_log_names[] = { UTIL_LOG_NAMES, NULL };
 const char *const util_iter_sync_names[] = { UTIL_ITER_SYNC_NAMES, NULL };
 

@@ -20,8 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Policy names, in the order of sched_policy_t. */
-#define UTIL_POLICY_NAMES "fifo", "fair", "priority", "srtf", "pack"
+/* The policies' one list: a header of macros only, which the scheduler
+ * expands into its enum, so that util_policy_names is in its order. */
+#include "sched/policies.h"
+
+#define UTIL_POLICY_NAME_(id, name, ops, help) name,
+#define UTIL_POLICY_NAMES SCHED_POLICIES(UTIL_POLICY_NAME_)
 #define UTIL_LOG_NAMES    "error", "warn", "info", "debug"
 #define UTIL_ITER_SYNC_NAMES "auto", "every"
 
@@ -29,7 +33,8 @@
     X(PRIORITY, "SALUS_PRIORITY", LONG, 0, 100, 50, NULL, "priority", "N",              \
       "priority, 0 to 100, higher is more important")                                   \
     X(POLICY, "SALUS_POLICY", CHOICE, 0, 0, 0, util_policy_names, "policy", "NAME",     \
-      "policy if this job is the first on its GPU (default fair)")                     \
+      "policy if this job is the first on its GPU:" SCHED_POLICY_WORDS                  \
+      " (default fair)")                                                                \
     X(QUANTUM_MS, "SALUS_QUANTUM_MS", LONG, 0, 3600000, 100, NULL, "quantum", "MS",     \
       "least time a holder keeps the GPU before yielding to an equal waiter")           \
     X(MAX_SLICE_MS, "SALUS_MAX_SLICE_MS", LONG, 1, 3600000, 2000, NULL, "max-slice",    \
