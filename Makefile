@@ -44,9 +44,19 @@ $(PROCMAP_H): src/intercept/gen_procmap.py $(CUDA_HOME)/include/cudaTypedefs.h |
 	@mkdir -p $(@D)
 	$(PYTHON) $< $(CUDA_HOME)/include/cudaTypedefs.h $@
 
+# The version, from one place: the VERSION file, as SALUS_VERSION in
+# build/gen/salus_version.h (rewritten only when it changes, so that a
+# rebuild does not recompile what includes it).
+SALUS_VERSION := $(shell cat VERSION)
+VERSION_H := $(GEN)/salus_version.h
+$(VERSION_H): VERSION
+	@mkdir -p $(@D)
+	@printf '#define SALUS_VERSION "%s"\n' '$(SALUS_VERSION)' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
 # Objects: build/obj/<path>.o from <path>.c, with header dependencies.
 # A module adds its own flags with a target-specific MOD_CFLAGS.
-$(B)/obj/%.o: %.c | $(PROCMAP_H)
+$(B)/obj/%.o: %.c | $(PROCMAP_H) $(VERSION_H)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(MOD_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
@@ -92,8 +102,10 @@ test: $(B)/.deps-test all $(filter $(TESTS),$(TEST_PICK))
 	@$(if $(TEST_UNKNOWN),echo "make test: no test binary $(notdir $(TEST_UNKNOWN)); the tests are: $(notdir $(TESTS))" >&2; exit 2)
 	@CMOCKA_TEST_FILTER='$(F)' sh mk/run-tests.sh $(B)/tests/logs $(TEST_TIMEOUT) $(TEST_PICK)
 
-# Three jobs share simgpu under Salus, then run without it (mk/demo.sh).
-demo: $(B)/.deps-test all
+# Three jobs share simgpu under Salus, then run without it (mk/demo.sh).  The
+# build's commands are hidden (errors still show); V=1 prints them.
+demo: $(B)/.deps-test
+	@$(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) all
 	@sh mk/demo.sh
 
 # bin/, lib/ and share/man/ under $(DESTDIR)$(PREFIX): tools/module.mk's rule.

@@ -42,6 +42,7 @@ static void usage(FILE *f)
 "  reset [--force] [--all] [-t TABLE]\n"
 "                  remove a stale table; refused while live processes use it\n"
 "  help [COMMAND]  this text, or a command's (as salus COMMAND --help)\n"
+"  --version       the version of Salus\n"
 "\n"
 "examples:\n"
 "  salus run --priority 80 --mem 20G -- python train.py\n"
@@ -430,6 +431,10 @@ int main(int argc, char **argv)
         return help(NULL);
     if (strcmp(cmd, "help") == 0)
         return help(argc > 2 ? argv[2] : NULL);
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        top_print_version(stdout, "salus");
+        return TOP_EXIT_OK;
+    }
     if (strcmp(cmd, "run") == 0)
         return salus_run(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0)

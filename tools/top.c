@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "salus_version.h"
+
 #define DEFAULT_DELAY_S   2.0
 #define DEFAULT_WINDOW_S  0.5
 
@@ -59,6 +61,7 @@ static void usage(FILE *f, const char *prog)
 "  -a, --all             also show tables no live process uses\n"
 "  -s, --sort COLUMN     initial sort: pid, user, name, prio, state, mem, iters,\n"
 "                        iter_ms, gpu (default), wait, switches\n"
+"  -V, --version         the version of Salus\n"
 "  -h, --help            this text\n"
 "\n"
 "keys (live view):\n"
@@ -82,11 +85,51 @@ static void usage(FILE *f, const char *prog)
             prog, prog, prog, prog);
 }
 
+/* `salus status --help`: the snapshot's options only (no live view, no keys). */
+static void status_usage(FILE *f)
+{
+    fprintf(f,
+"usage: salus status [options]\n"
+"\n"
+"Who shares which GPU, once: per device its memory, policy, lease holder and\n"
+"waiters; per process its priority, state, memory, iterations, and its share\n"
+"of GPU time and of waiting, measured over a short window.  It reads every\n"
+"Salus table this user may open, read-only.  salus-top shows the same live.\n"
+"\n"
+"options:\n"
+"  -d, --delay SECONDS   the window over which GPU%% and WAIT%% are measured\n"
+"                        (default 0.5; 0: one sample, no shares; up to 3600)\n"
+"      --json            one JSON object (salus-top(1) lists its fields)\n"
+"      --prometheus      the Prometheus text format, for node_exporter's\n"
+"                        textfile collector\n"
+"  -t, --table NAME      only this table (repeatable); NAME as /salus-1000 or\n"
+"                        salus-1000\n"
+"  -a, --all             also show tables no live process uses\n"
+"  -s, --sort COLUMN     sort: pid, user, name, prio, state, mem, iters,\n"
+"                        iter_ms, gpu (default), wait, switches\n"
+"  -V, --version         the version of Salus\n"
+"  -h, --help            this text\n"
+"\n"
+"examples:\n"
+"  salus status                    every table of this user\n"
+"  salus status --json | jq .      for scripts\n"
+"  salus status -d 2 -t salus-group-ml\n"
+"\n"
+"environment: SALUS_TABLE, SALUS_GROUP name the table (see libsalus(7)).\n"
+"exit status: 0 done, 1 a table could not be read, 2 bad arguments.\n"
+"See salus(1), salus-top(1).\n");
+}
+
+void top_print_version(FILE *f, const char *prog)
+{
+    fprintf(f, "%s %s (table ABI %u)\n", prog, SALUS_VERSION, (unsigned)SHM_ABI_VERSION);
+}
+
 /* ---- option parsing -------------------------------------------------------------- */
 
 typedef struct top_args {
     double delay_s;
-    int delay_given, once, json, prom, all, help;
+    int delay_given, once, json, prom, all, help, version;
     const char *delay_text;
     top_col_t sort;
     const char **tables;
@@ -147,12 +190,13 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         { "all", no_argument, NULL, 'a' },
         { "sort", required_argument, NULL, 's' },
         { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":d:t:as:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":d:t:as:hV", longs, NULL)) != -1) {
         switch (c) {
         case 'd':
             if (top_parse_seconds(optarg, 0, 3600, &a->delay_s) != 0)
@@ -166,6 +210,7 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         case 'P': a->prom = 1; break;
         case 'a': a->all = 1; break;
         case 'h': a->help = 1; break;
+        case 'V': a->version = 1; break;
         case 't':
             if (add_table(a, optarg) != 0)
                 return bad(prog, "-t", optarg, "out of memory");
@@ -272,9 +317,13 @@ int top_main(int argc, char **argv, const char *prog, int once)
 {
     top_args_t a = { .sort = TOP_COL_GPU, .once = once };
     int rc = parse_args(argc, argv, prog, &a);
-    if (rc != 0 || a.help) {
-        if (a.help)
+    if (rc != 0 || a.help || a.version) {
+        if (rc == 0 && a.help && once)
+            status_usage(stdout);
+        else if (rc == 0 && a.help)
             usage(stdout, prog);
+        else if (rc == 0)
+            top_print_version(stdout, prog);
         free_args(&a);
         return rc;
     }

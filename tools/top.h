@@ -190,6 +190,8 @@ int top_ui_run(top_collector_t *c, const top_ui_opts_t *o);
 /* ---- salus-top's command line (top.c): also `salus status` -----------------------
  * once: always a snapshot (salus status), never the live view. */
 int top_main(int argc, char **argv, const char *prog, int once);
+/* "salus-top 0.3.0 (table ABI 2)": the version of the build (VERSION). */
+void top_print_version(FILE *f, const char *prog);
 
 /* ---- text (text.c) ------------------------------------------------------------------- */
 /* Replace bytes a terminal would act on (controls, DEL, non-ASCII) by '?'. */

@@ -13,15 +13,15 @@ $(WL_PTX): workloads/kernels.cu | $(B)/.deps-build
 
 ALL_TARGETS += $(WL_CUBIN) $(WL_PTX)
 
-# The programs: C over the driver API, linked against the toolkit's stub
-# libcuda (DT_NEEDED libcuda.so.1), so that at run time LD_LIBRARY_PATH
-# picks simgpu or the real driver.  They find the module beside themselves
+# The programs: C over the driver API, with weak references to the driver's
+# exports bound lazily (-z lazy), and libcuda.so.1 loaded at run time (wl.h):
+# LD_LIBRARY_PATH picks simgpu or the real driver, and --help needs neither.  They find the module beside themselves
 # (build/bin/../workloads/kernels.cubin), hence the dependency on it.
 WL_LIB_SRCS := workloads/wl_util.c workloads/wl_opt.c workloads/wl_gpu.c \
                workloads/wl_mem.c workloads/wl_run.c workloads/presets.c
 WL_LIB_OBJS := $(WL_LIB_SRCS:%.c=$(B)/obj/%.o)
 WL_PROGS    := $(B)/bin/salus-train $(B)/bin/salus-infer
-WL_LDLIBS   := -L$(CUDA_HOME)/lib64/stubs -lcuda -lm -lrt -lpthread
+WL_LDLIBS   := -Wl,-z,lazy -ldl -lm -lrt -lpthread
 
 $(WL_LIB_OBJS) $(B)/obj/workloads/train.o $(B)/obj/workloads/infer.o: | $(B)/.deps-build
 

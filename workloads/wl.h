@@ -27,6 +27,33 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* ---- the driver ----------------------------------------------------------
+ * The programs are not linked to libcuda (no DT_NEEDED), so that --help and
+ * argument errors work on a machine where libcuda.so.1 is not on the library
+ * path; wl_gpu_open loads it (RTLD_GLOBAL) before the first driver call.
+ * Every export they call is a weak reference, bound lazily at its first
+ * call, so calls still go through the global scope first, where a preloaded
+ * libsalus interposes exactly as on a linked program.  An export used but not
+ * listed here is a link error. */
+#define WL_DRIVER_EXPORTS(X) \
+    X(cuArrayCreate_v2) X(cuArrayDestroy) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
+    X(cuDeviceGet) X(cuDeviceGetCount) X(cuDevicePrimaryCtxRelease_v2) \
+    X(cuDevicePrimaryCtxRetain) X(cuDriverGetVersion) X(cuEventCreate) \
+    X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventSynchronize) X(cuGetErrorName) \
+    X(cuGetProcAddress_v2) X(cuGraphDestroy) X(cuGraphExecDestroy) \
+    X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuInit) \
+    X(cuLaunchCooperativeKernel) X(cuLaunchKernel) X(cuLaunchKernelEx) \
+    X(cuMemAddressFree) X(cuMemAddressReserve) X(cuMemAllocAsync) X(cuMemAllocManaged) \
+    X(cuMemAllocPitch_v2) X(cuMemAlloc_v2) X(cuMemCreate) X(cuMemFreeAsync) \
+    X(cuMemFree_v2) X(cuMemGetAllocationGranularity) X(cuMemGetInfo_v2) X(cuMemMap) \
+    X(cuMemRelease) X(cuMemSetAccess) X(cuMemUnmap) X(cuMemcpyDtoH_v2) \
+    X(cuMemsetD32_v2) X(cuModuleGetFunction) X(cuModuleLoad) X(cuModuleUnload) \
+    X(cuStreamBeginCapture_v2) X(cuStreamCreate) X(cuStreamDestroy_v2) \
+    X(cuStreamEndCapture) X(cuStreamSynchronize)
+#define WL_PRAGMA_(text) _Pragma(#text)
+#define WL_WEAK_(sym) WL_PRAGMA_(weak sym)
+WL_DRIVER_EXPORTS(WL_WEAK_)
+
 /* ---- errors ------------------------------------------------------------- */
 
 /* Return codes of every wl_ function; the exit status of the programs. */

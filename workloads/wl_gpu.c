@@ -12,6 +12,7 @@
  */
 #include "wl.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,17 +31,34 @@ static const char *pt(const wl_gpu_t *g, const char *variant)
 
 /* ---- entry points ------------------------------------------------------- */
 
-static void api_direct(wl_api_t *a)
+/* The exports as a linked program binds them: the first definition in the
+ * global scope (a preloaded libsalus's, else the driver's).  Looked up, not
+ * taken with &: the address of a weak reference is fixed, at 0, when the
+ * program loads, before wl_gpu_open has loaded the driver. */
+#define WL_STR_(x) #x
+#define WL_NAME_(fn) WL_STR_(fn)
+#define DIRECT(field, fn) \
+    (a->field = (__typeof__(&fn))dlsym(RTLD_DEFAULT, WL_NAME_(fn))) != NULL
+static int api_direct(wl_api_t *a)
 {
-    a->launch_kernel = cuLaunchKernel;
-    a->launch_kernel_ex = cuLaunchKernelEx;
-    a->launch_coop = cuLaunchCooperativeKernel;
-    a->graph_launch = cuGraphLaunch;
-    a->memcpy_dtoh = cuMemcpyDtoH;
-    a->stream_sync = cuStreamSynchronize;
-    a->event_record = cuEventRecord;
-    a->mem_alloc_async = cuMemAllocAsync;
-    a->mem_free_async = cuMemFreeAsync;
+    if (DIRECT(launch_kernel, cuLaunchKernel) && DIRECT(launch_kernel_ex, cuLaunchKernelEx) &&
+        DIRECT(launch_coop, cuLaunchCooperativeKernel) && DIRECT(graph_launch, cuGraphLaunch) &&
+        DIRECT(memcpy_dtoh, cuMemcpyDtoH) && DIRECT(stream_sync, cuStreamSynchronize) &&
+        DIRECT(event_record, cuEventRecord) && DIRECT(mem_alloc_async, cuMemAllocAsync) &&
+        DIRECT(mem_free_async, cuMemFreeAsync))
+        return WL_OK;
+    return wl_errorf(WL_ECUDA, "the CUDA driver lacks an entry point these programs use: %s",
+                     dlerror());
+}
+#undef DIRECT
+
+/* libcuda.so.1, into the global scope, before any driver call (wl.h). */
+static int load_driver(void)
+{
+    if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
+        return WL_OK;
+    return wl_errorf(WL_ECUDA, "cannot load the CUDA driver: %s; without a GPU, point "
+                     "LD_LIBRARY_PATH at simgpu (build/sim)", dlerror());
 }
 
 /* What a program built with --default-stream per-thread gets from the
@@ -203,9 +221,9 @@ int wl_gpu_open(wl_gpu_t *g, const char *prog, const wl_common_t *c)
     g->alloc_kind = c->alloc;
     g->oom_kind = c->oom;
     g->spin_ns = (unsigned long long)(c->kernel_us * 1000.0 + 0.5);
-    api_direct(&g->api);
     int rc;
-    if ((rc = open_context(g, (int)c->device)))
+    if ((rc = load_driver()) || (rc = api_direct(&g->api)) ||
+        (rc = open_context(g, (int)c->device)))
         return rc;
     if (c->stream == WL_STREAM_PER_THREAD && (rc = api_per_thread(&g->api, c)))
         return rc;

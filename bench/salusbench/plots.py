@@ -35,19 +35,30 @@ def _save_with_legend(plt, fig, ax, path):
 
 
 def jct_cdf(plt, tp, path):
+    """Each curve over every job of the trace: a policy under which jobs died
+    (none: out of memory) stops below 1, at the fraction that completed, so
+    that its survivors-only curve cannot be read as all the jobs."""
+    total = tp.get("jobs")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for pol, jcts in tp["jct"].items():
         if not jcts:
             continue
         v = sorted(jcts)
+        n = total if total and total >= len(v) else len(v)
         base = pol.split(" ")[0]
-        ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post",
-                label=f"{pol} ({len(v)} done)", color=COLORS.get(base),
+        label = f"{pol} ({len(v)} of {n} done)" if len(v) < n else f"{pol} (all {n} done)"
+        ax.step(v, [(i + 1) / n for i in range(len(v))], where="post", label=label,
+                color=COLORS.get(base),
                 linestyle="--" if pol == "ideal_srtf" else (":" if " " in pol else "-"),
                 linewidth=1.0 if " " in pol else 1.5)
+        if len(v) < n:
+            ax.annotate(f"{pol}: {n - len(v)} of {n} died", (v[-1], len(v) / n),
+                        xytext=(-4, 6), textcoords="offset points", ha="right", fontsize=7,
+                        color=COLORS.get(base))
     ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
     ax.set_xlabel("job completion time, s (arrival to completion; log scale)")
-    ax.set_ylabel("fraction of completed jobs")
+    ax.set_ylabel("fraction of all the trace's jobs completed")
     ax.set_title("Training trace: JCT distribution per policy")
     _save_with_legend(plt, fig, ax, path)
 
@@ -99,21 +110,27 @@ def inference(plt, inf, path):
     sweep = inf.get("sweep") or []
     if not sweep:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    # The legend goes beside the axes (long labels), and the figure is saved
+    # with everything drawn inside it: no label is clipped.
+    fig, ax = plt.subplots(figsize=(9.5, 4.2))
     for key, label in (("salus", f"Salus ({inf.get('salus_policy')})"),
                        ("none", "no Salus (time slicing)")):
-        xs = [p["services"] for p in sweep if p[key]["p99_ms_max"] is not None]
-        ys = [p[key]["p99_ms_max"] for p in sweep if p[key]["p99_ms_max"] is not None]
+        pts = [(p["services"], p[key]["p99_ms_max"]) for p in sweep
+               if p[key]["p99_ms_max"] is not None]
         col = COLORS["pack" if key == "salus" else "none"]
-        ax.plot(xs, ys, marker="o", label=label + ": worst service p99", color=col)
+        ax.plot([q[0] for q in pts], [q[1] for q in pts], marker="o",
+                label=label + ": worst service p99", color=col)
         med = [(p["services"], p[key]["p99_ms_median"]) for p in sweep
                if p[key]["p99_ms_median"] is not None]
         ax.plot([m[0] for m in med], [m[1] for m in med], marker=".", linestyle="--", color=col,
                 label=label + ": median service p99")
+        at = dict(pts)
         for p in sweep:
-            if p[key]["failed"]:
-                ax.annotate(f"{p[key]['failed']} not served", (p["services"], ys[-1] if ys else 0),
-                            fontsize=7, color=COLORS["pack" if key == "salus" else "none"])
+            if p[key]["failed"] and at:
+                y = at.get(p["services"], max(at.values()))
+                ax.annotate(f"{p[key]['failed']} not served", (p["services"], y),
+                            xytext=(-4, 4), textcoords="offset points", ha="right",
+                            fontsize=7, color=col)
     ax.axhline(inf["p99_bound_ms"], color="k", linestyle=":", label="p99 bound")
     if (inf.get("alone") or {}).get("p99_ms_max") is not None:
         ax.axhline(inf["alone"]["p99_ms_max"], color="#888888", linestyle="-.",
@@ -122,7 +139,10 @@ def inference(plt, inf, path):
     ax.set_ylabel("latency p99, ms")
     ax.set_yscale("log")
     ax.set_title("Inference: services sharing one GPU")
-    _save_with_legend(plt, fig, ax, path)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
     return True
 
 

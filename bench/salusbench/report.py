@@ -465,8 +465,10 @@ def section_micro(mi, tr=None):
     out.append("")
     rt = ((mi or {}).get("raw", {}).get("sched") or {}).get("handoff", {})
     if isinstance(rt, dict) and rt.get("round_trip_us_per_handoff") is not None:
-        out.append(f"The handoff benchmark's round trip (release, wake, acquire) averaged "
-                   f"{f(rt['round_trip_us_per_handoff'], 2)} us per handoff.")
+        out.append(f"The handoff benchmark made one handoff per "
+                   f"{f(rt['round_trip_us_per_handoff'], 2)} us of wall time, each "
+                   f"process's own work between handoffs included: a rate, not a latency "
+                   f"(the latency is the p50/p99 above).")
         out.append("")
     have = [v for v in src.values() if v]
     out.append("Gathered from " + (", ".join(f"`{v}`" for v in have) if have else "nothing")

@@ -55,7 +55,7 @@ def run(scale, out_dir):
     jobs, gen = tracegen.training_trace(scale, presets.training_presets(pre))
     work = sum(j.length_s for j in jobs)
     workdir = os.path.join(out_dir, "training")
-    figures, plot = {}, {"jct": {}, "util": {}, "timeline": {}}
+    figures, plot = {}, {"jct": {}, "util": {}, "timeline": {}, "jobs": len(jobs)}
     walls = {}
     for policy in config.POLICIES:
         r = runner.run_jobs(jobs, policy, workdir, policy, deadline_s=6 * work + 60)

@@ -260,7 +260,9 @@ int shm_reap_dead(shm_table_t *t, int locked)
             continue;
         if (__atomic_load_n(&t->map->slots[i].id.state, __ATOMIC_ACQUIRE) == SHM_FREE)
             continue;
-        util_info("table %s: process %d (slot %d) has died; giving back what it held",
+        /* It exited or was killed without releasing its slot: which, we cannot
+         * tell, so the message claims neither. */
+        util_info("table %s: process %d (slot %d) has ended; giving back what it held",
                   t->name, (int)t->map->slots[i].id.pid, i);
         free_slot_locked(t, i);
         reaped++;
