@@ -25,7 +25,7 @@
 #include <sys/types.h>
 
 /* Sizes fixed by the ABI version: a table of another version is refused. */
-#define SHM_ABI_VERSION        2u
+#define SHM_ABI_VERSION        3u
 #define SHM_MAX_SLOTS          128   /* processes sharing one table */
 #define SHM_MAX_DEVICES        16
 #define SHM_SLOT_AREA_BYTES    1024  /* per module, per slot */
@@ -99,11 +99,13 @@ const char *shm_table_name(const shm_table_t *t);
 int  shm_unlink_table(const char *name);
 
 /* ---- the lock ------------------------------------------------------------
- * A process-shared robust mutex guards structural changes: claiming and
- * freeing slots, leases, admissions.  Counters and accounting use atomics
- * and need no lock.  shm_lock waits at most a few seconds (a peer that holds
- * the lock that long is hung or hostile: the caller fails open); when the
- * previous holder died, it runs the repair functions before returning. */
+ * A lock of our own over a futex word in the table guards structural
+ * changes: claiming and freeing slots, leases, admissions.  Counters and
+ * accounting use atomics and need no lock.  shm_lock waits at most 3 s (a
+ * peer that holds the lock that long is hung or hostile: the caller fails
+ * open, -ETIMEDOUT); when the previous holder died, or the word holds what
+ * no holder can have written, it runs the repair functions before returning.
+ * Not recursive; a read-only table cannot be locked (-EROFS). */
 int  shm_lock(shm_table_t *t);
 void shm_unlock(shm_table_t *t);
 

@@ -16,7 +16,6 @@
 #ifndef SALUS_SHM_LAYOUT_H
 #define SALUS_SHM_LAYOUT_H
 
-#include <pthread.h>
 #include <stdint.h>
 
 #include "ipc/ipc.h"
@@ -24,9 +23,24 @@
 #define SHM_MAGIC 0x3142415453554c53ull   /* "SLUSTAB1" */
 
 /* Record-lock offsets, far past the end of the object: locks there stand for
- * things, they guard no bytes.  INIT serializes creation; LIVE+i is slot i. */
+ * things, they guard no bytes.  INIT serializes creation; LIVE+i is the
+ * liveness of locker i: i < SHM_MAX_SLOTS is slot i's process, the next
+ * SHM_GUESTS bytes are lent to processes that take the table's lock without
+ * a slot (a process registering, `salus policy`). */
 #define SHM_LOCK_INIT  ((off_t)1 << 40)
 #define SHM_LIVE_BASE  (SHM_LOCK_INIT + 64)
+#define SHM_GUESTS     64
+#define SHM_LOCKERS    (SHM_MAX_SLOTS + SHM_GUESTS)
+
+/* The table's lock word (lock.c):
+ *   0                              free
+ *   WAITERS? | gen << 8 | (id + 1) held by locker id (< SHM_LOCKERS) whose
+ *                                  generation was gen (23 bits) when it locked
+ *   anything else                  invalid: treated as a dead holder's */
+#define SHM_LOCK_WAITERS   0x80000000u
+#define SHM_LOCK_ID_MASK   0xffu
+#define SHM_LOCK_GEN_SHIFT 8
+#define SHM_LOCK_GEN_MASK  0x7fffffu
 
 typedef struct shm_header {
     uint64_t magic;
@@ -43,8 +57,9 @@ typedef struct shm_header {
     uint32_t devices;            /* dev_uuid[0..devices) are registered; locked */
     uint32_t pad2;
     uint8_t  dev_uuid[SHM_MAX_DEVICES][16];
-    pthread_mutex_t lock;        /* robust, process-shared */
-    uint8_t pad1[64];
+    uint32_t lock;               /* the lock word: see above and lock.c */
+    uint32_t guest_gen[SHM_GUESTS]; /* bumped by each process lent guest i */
+    uint8_t pad1[60];
 } __attribute__((aligned(64))) shm_header_t;
 
 typedef struct shm_slot_id {
@@ -81,6 +96,14 @@ struct shm_table {
     char name[SHM_TABLE_NAME_BYTES];
     int self;                    /* our slot, -1 if none */
     pid_t self_pid;              /* the process that claimed `self` (fork check) */
+    /* The guest locker id lent to this process (lock.c), -1 if none; its
+     * generation; the threads using it; a spin word holding the pid of the
+     * thread's process that changes these (a parent's, after fork, is stale). */
+    int guest;
+    pid_t guest_pid;
+    uint32_t guest_gen;
+    int guest_users;
+    pid_t guest_mu;
     struct {
         shm_reap_fn reap;
         shm_repair_fn repair;
@@ -88,7 +111,9 @@ struct shm_table {
     } hooks[SHM_AREAS];
 };
 
-/* slots.c, for table.c */
+/* slots.c, for table.c and lock.c */
 void shm_repair_locked(shm_table_t *t);
+/* lock.c, for table.c: give back the guest id (closing the table). */
+void shm_lock_forget(shm_table_t *t);
 
 #endif /* SALUS_SHM_LAYOUT_H */

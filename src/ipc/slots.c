@@ -220,6 +220,10 @@ int shm_self(shm_table_t *t)
         return -1;
     shm_reap_dead(t, 1);
     self = claim_locked(t);
+    if (self >= 0) {         /* before the unlock, which gives back our guest id */
+        t->self = self;
+        t->self_pid = getpid();
+    }
     shm_unlock(t);
     if (self < 0) {
         util_log_once(&said_full, UTIL_LOG_ERROR,
@@ -227,8 +231,6 @@ int shm_self(shm_table_t *t)
                       "Salus", t->name, SHM_MAX_SLOTS);
         return -1;
     }
-    t->self = self;
-    t->self_pid = getpid();
     util_debug("table %s: registered in slot %d", t->name, self);
     return self;
 }

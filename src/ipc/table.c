@@ -3,7 +3,7 @@
  * validation, its lock, the module areas, and futex waits.
  *
  * Divided into: names; opening (create or attach, then validate); the
- * process's own table; the lock; areas; futexes.
+ * process's own table; hooks; devices; areas; futexes.  The lock is lock.c.
  *
  * Creation race.  The creator and every attacher take a record lock on the
  * INIT byte before looking at the object; whoever holds it and finds the
@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,6 @@
 #include <unistd.h>
 
 #define INIT_LOCK_WAIT_NS  (2000ull * 1000 * 1000)
-#define TABLE_LOCK_WAIT_S  3
 
 static const char *const state_names[SHM_STATES] = {
     "free", "idle", "running", "waiting-gpu", "waiting-mem",
@@ -125,13 +125,6 @@ static void init_layout(shm_layout_t *m)
     m->hdr.creator_uid = (uint32_t)getuid();
     m->hdr.creator_pid = (int32_t)getpid();
     m->hdr.created_ns = util_now_ns();
-
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&m->hdr.lock, &attr);
-    pthread_mutexattr_destroy(&attr);
     __atomic_store_n(&m->hdr.ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -276,6 +269,7 @@ int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
     if (!t)
         return -ENOMEM;
     t->self = -1;
+    t->guest = -1;
     t->read_only = o.read_only;
     snprintf(t->name, sizeof t->name, "%s", name);
     mode_t mode = o.group ? 0660 : 0600;
@@ -325,6 +319,7 @@ void shm_close_table(shm_table_t *t)
     if (!t)
         return;
     shm_release_self(t);
+    shm_lock_forget(t);
     munmap(t->map, sizeof(shm_layout_t));
     close(t->fd);
     free(t);
@@ -360,41 +355,7 @@ shm_table_t *shm_process_table(void)
     return process_table;
 }
 
-/* ---- the lock ----------------------------------------------------------- */
-
-int shm_lock(shm_table_t *t)
-{
-    static int said_hung, said_broken;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += TABLE_LOCK_WAIT_S;
-
-    int rc = pthread_mutex_clocklock(&t->map->hdr.lock, CLOCK_MONOTONIC, &deadline);
-    if (rc == 0)
-        return 0;
-    if (rc == EOWNERDEAD) {
-        /* The holder died mid-change: repair before anyone else looks. */
-        util_info("table %s: a process died holding the table's lock; repairing", t->name);
-        shm_repair_locked(t);
-        pthread_mutex_consistent(&t->map->hdr.lock);
-        return 0;
-    }
-    if (rc == ETIMEDOUT)
-        util_log_once(&said_hung, UTIL_LOG_ERROR,
-                      "table %s: its lock has been held for %d s by a process that seems "
-                      "hung; this process goes on without waiting for it", t->name,
-                      TABLE_LOCK_WAIT_S);
-    else
-        util_log_once(&said_broken, UTIL_LOG_ERROR,
-                      "table %s: its lock is unusable (%s); remove the table with "
-                      "`salus reset` once no process uses it", t->name, strerror(rc));
-    return -rc;
-}
-
-void shm_unlock(shm_table_t *t)
-{
-    pthread_mutex_unlock(&t->map->hdr.lock);
-}
+/* ---- hooks ------------------------------------------------------------ */
 
 void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,
                    shm_repair_fn repair, void *ctx)
