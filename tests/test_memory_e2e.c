@@ -308,7 +308,7 @@ static void test_admission_over_simgpu(void **state)
     char *err = tu_read_file(huge.p.err_path, NULL);
     assert_non_null(err);
     assert_non_null(strstr(err, "SALUS_MEM_RESERVE=20G"));
-    assert_non_null(strstr(err, "17179869184"));
+    assert_non_null(strstr(err, "16 GiB"));
     free(err);
     shm_close_table(t);
 }

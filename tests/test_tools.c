@@ -475,6 +475,7 @@ static void test_run_sets_environment(void **state)
     tu_env_init(&env);
     tu_env_set(&env, "LD_PRELOAD", "/nonexistent/other.so");
     tu_env_set(&env, "SALUS_LOG", "error");
+    tu_env_set(&env, "SALUS_POLCY", "srtf");               /* misspelled: said, kept */
     out_t o = tool_env(&env, "bin/salus", "run", "--priority", "7", "--mem", "1G",
                        "--reserve", "25%", "--policy", "SRTF", "--iterations", "50",
                        "--quantum", "20", "--name", "envjob", "--table", "salus-tt-x",
@@ -484,10 +485,13 @@ static void test_run_sets_environment(void **state)
     static const char *const want[] = { "SALUS_PRIORITY=7\n", "SALUS_MEM_LIMIT=1G\n",
         "SALUS_MEM_RESERVE=25%\n", "SALUS_POLICY=SRTF\n", "SALUS_ITERATIONS=50\n",
         "SALUS_QUANTUM_MS=20\n", "SALUS_NAME=envjob\n", "SALUS_TABLE=salus-tt-x\n",
-        "SALUS_LOG=error\n", NULL };
+        "SALUS_LOG=error\n", "SALUS_POLCY=srtf\n", NULL };
     for (int i = 0; want[i]; i++)
         if (!contains(o.out, want[i]))
             fail_msg("salus run did not set %s in:\n%s", want[i], o.out);
+    if (!contains(o.err, "SALUS_POLCY is not a variable of Salus and is ignored: did you mean "
+                         "SALUS_POLICY?"))
+        fail_msg("salus run did not name the misspelled variable:\n%s", o.err);
     assert_non_null(realpath(tu_build_path("libsalus.so", lib, sizeof lib), real));
     char preload[4200];
     snprintf(preload, sizeof preload, "LD_PRELOAD=%s:/nonexistent/other.so\n", real);
@@ -613,6 +617,8 @@ static void test_bad_arguments(void **state)
     BAD("bin/salus", "--priority \"x\"", "run", "--priority", "x", "true");
     BAD("bin/salus", "--mem \"0\"", "run", "--mem", "0", "true");
     BAD("bin/salus", "--mem \"5X\"", "run", "--mem", "5X", "true");
+    BAD("bin/salus", "without a unit is refused", "run", "--mem", "20", "true");
+    BAD("bin/salus", "20G, 512M", "run", "--reserve", "nan%", "true");
     BAD("bin/salus", "--mem \"150%\"", "run", "--mem", "150%", "true");
     BAD("bin/salus", "--reserve \"-1G\"", "run", "--reserve", "-1G", "true");
     BAD("bin/salus", "fifo, fair, priority, srtf, pack", "run", "--policy", "lifo", "true");

@@ -22,30 +22,71 @@ static void test_sizes_accepted(void **state)
     (void)state;
     uint64_t v;
     assert_int_equal(util_parse_size("0", 0, &v), 0);        assert_int_equal(v, 0);
-    assert_int_equal(util_parse_size("4096", 0, &v), 0);     assert_int_equal(v, 4096);
+    assert_int_equal(util_parse_size("0G", 0, &v), 0);       assert_int_equal(v, 0);
     assert_int_equal(util_parse_size("1K", 0, &v), 0);       assert_int_equal(v, 1024);
     assert_int_equal(util_parse_size("512m", 0, &v), 0);     assert_int_equal(v, 512ull << 20);
+    assert_int_equal(util_parse_size("512MB", 0, &v), 0);    assert_int_equal(v, 512ull << 20);
     assert_int_equal(util_parse_size("2G", 0, &v), 0);       assert_int_equal(v, 2ull << 30);
     assert_int_equal(util_parse_size("2GiB", 0, &v), 0);     assert_int_equal(v, 2ull << 30);
     assert_int_equal(util_parse_size("1.5G", 0, &v), 0);     assert_int_equal(v, 3ull << 29);
+    assert_int_equal(util_parse_size("0.5K", 0, &v), 0);     assert_int_equal(v, 512);
     assert_int_equal(util_parse_size("1T", 0, &v), 0);       assert_int_equal(v, 1ull << 40);
+    assert_int_equal(util_parse_size("1048576B", 0, &v), 0); assert_int_equal(v, 1ull << 20);
+    assert_int_equal(util_parse_size("1073741825B", 0, &v), 0);
+    assert_int_equal(v, (1ull << 30) + 1);                   /* exact, not rounded */
     assert_int_equal(util_parse_size("25%", 16ull << 30, &v), 0);
     assert_int_equal(v, 4ull << 30);
+    assert_int_equal(util_parse_size("12.5%", 1000, &v), 0); assert_int_equal(v, 125);
     assert_int_equal(util_parse_size("100%", 1000, &v), 0);  assert_int_equal(v, 1000);
+    assert_int_equal(util_parse_size("100.0%", 1000, &v), 0); assert_int_equal(v, 1000);
 }
 
 static void test_sizes_rejected(void **state)
 {
     (void)state;
     uint64_t v = 77;
-    const char *bad[] = { "", "-1", "G", "12X", "1.5", "5%%", "0%", "101%", " 1G",
-                          "1G ", "1e400", "1Gb2", NULL };
+    const char *bad[] = {
+        "", "-1", "+1G", "G", "12X", "1.5", "5%%", "0%", "0.0%", "101%", "100.01%", " 1G",
+        "1G ", "1e400", "1Gb2", "1.G", ".5G", "1..5G", "1,5G",
+        /* no unit: a bare number but 0, and exact bytes below 1 MiB or fractional */
+        "20", "4096", "1048575B", "1.5B", "0B",
+        /* strtod's forms: nan, inf, exponents, hex */
+        "nan", "nanG", "nan%", "NAN%", "inf%", "infG", "1e-9%", "1e3G", "1E3M", "0x10",
+        "0x10M", "0x1p3G",
+        /* a % or a unit after other text */
+        "12abc%", "1G%", "%", "G%", "1%G", "1iB", "1GiBB", "1Gi B",
+        /* too large: more digits than kept, or beyond 1 EiB */
+        "1234567890123G", "1.1234567890G", "2000000T",
+        NULL };
     for (int i = 0; bad[i]; i++) {
-        assert_int_equal(util_parse_size(bad[i], 1000, &v), -1);
+        if (util_parse_size(bad[i], 1000, &v) != -1)
+            fail_msg("accepted \"%s\"", bad[i]);
         assert_int_equal(v, 77);   /* out-parameter untouched */
     }
     /* A percentage needs a whole to be a percentage of. */
     assert_int_equal(util_parse_size("50%", 0, &v), -1);
+    assert_int_equal(util_parse_size(NULL, 1000, &v), -1);
+}
+
+/* Sizes in messages read as people write them; exact bytes at debug only. */
+static void test_sizes_shown(void **state)
+{
+    (void)state;
+    int level = util_log_level;
+    util_log_level = UTIL_LOG_WARN;
+    assert_string_equal(util_size(0).s, "0 B");
+    assert_string_equal(util_size(100).s, "100 B");
+    assert_string_equal(util_size(1536).s, "1.5 KiB");
+    assert_string_equal(util_size(512ull << 20).s, "512 MiB");
+    assert_string_equal(util_size(64ull << 20).s, "64 MiB");
+    assert_string_equal(util_size(2ull << 30).s, "2.0 GiB");
+    assert_string_equal(util_size(3ull << 29).s, "1.5 GiB");
+    assert_string_equal(util_size(1ull << 40).s, "1.0 TiB");
+    assert_string_equal(util_size(UINT64_MAX).s, "16 EiB");
+    util_log_level = UTIL_LOG_DEBUG;
+    assert_string_equal(util_size(2ull << 30).s, "2.0 GiB (2147483648 bytes)");
+    assert_string_equal(util_size(100).s, "100 B");
+    util_log_level = level;
 }
 
 /* Run fn with stderr captured; return what it wrote. */
@@ -140,7 +181,12 @@ static void test_var_readers(void **state)
     capture_begin(&saved);
     assert_null(util_var_text(UTIL_VAR_MEM_LIMIT));
     capture_end(saved);
-    assert_non_null(strstr(captured, "not 0"));
+    assert_non_null(strstr(captured, "so is 0"));
+    setenv("SALUS_MEM_LIMIT", "20", 1);                    /* 20 bytes? 20G? */
+    assert_int_equal(util_var_check(UTIL_VAR_MEM_LIMIT, "20", why, sizeof why), -1);
+    assert_non_null(strstr(why, "20G, 512M"));
+    assert_non_null(strstr(why, "25%"));
+    assert_non_null(strstr(why, "without a unit is refused"));
     unsetenv("SALUS_MEM_LIMIT");
     assert_null(util_var_text(UTIL_VAR_MEM_LIMIT));
 
@@ -155,6 +201,39 @@ static void test_var_readers(void **state)
     assert_int_equal(util_var_check(UTIL_VAR_QUANTUM_MS, "-1", why, sizeof why), -1);
     assert_non_null(strstr(why, "from 0 to 3600000"));
     assert_int_equal(util_var_check(UTIL_VAR_COUNT, "1", why, sizeof why), -1);
+}
+
+/* A misspelled SALUS_* variable is named with the nearest known one, once;
+ * known names and names far from all of them are left alone. */
+static void test_misspelled(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    assert_int_equal(util_var_misspelled("SALUS_POLCY=srtf", &n), UTIL_VAR_POLICY);
+    assert_int_equal(n, strlen("SALUS_POLCY"));
+    assert_int_equal(util_var_misspelled("SALUS_MEMLIMIT=1G", &n), UTIL_VAR_MEM_LIMIT);
+    assert_int_equal(util_var_misspelled("SALUS_MEM_RESERV=1G", &n), UTIL_VAR_MEM_RESERVE);
+    assert_int_equal(util_var_misspelled("SALUS_priority=3", &n), UTIL_VAR_PRIORITY);
+    assert_int_equal(util_var_misspelled("SALUS_MAX_SLICE=9", &n), UTIL_VAR_MAX_SLICE_MS);
+    assert_int_equal(util_var_misspelled("SALUS_POLICY=srtf", &n), -1);      /* known */
+    assert_int_equal(util_var_misspelled("SALUS_BENCH_BUILD=x", &n), -1);    /* far */
+    assert_int_equal(util_var_misspelled("PATH=/bin", &n), -1);
+    assert_int_equal(util_var_misspelled("SALUS_", &n), -1);
+
+    int saved;
+    setenv("SALUS_POLCY", "srtf", 1);
+    setenv("SALUS_QUANTUM_M", "5", 1);
+    capture_begin(&saved);
+    util_var_warn_misspelled();
+    util_var_warn_misspelled();
+    capture_end(saved);
+    unsetenv("SALUS_POLCY");
+    unsetenv("SALUS_QUANTUM_M");
+    const char *a = strstr(captured, "SALUS_POLCY is not a variable of Salus");
+    assert_non_null(a);
+    assert_non_null(strstr(a, "did you mean SALUS_POLICY?"));
+    assert_null(strstr(a + 1, "SALUS_POLCY is not"));                     /* once */
+    assert_non_null(strstr(captured, "did you mean SALUS_QUANTUM_MS?"));
 }
 
 static void test_log_levels(void **state)
@@ -192,6 +271,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_accepted),
         cmocka_unit_test(test_sizes_rejected),
+        cmocka_unit_test(test_sizes_shown),
+        cmocka_unit_test(test_misspelled),
         cmocka_unit_test(test_var_list),
         cmocka_unit_test(test_var_readers),
         cmocka_unit_test(test_log_levels),

@@ -49,6 +49,21 @@ static int check(util_var_id_t id, const char *v)
     return -1;
 }
 
+/* A misspelled SALUS_* variable of the environment would be ignored by the
+ * job in silence (beneath its own libsalus's warning, among its output):
+ * said here, where the user is looking. */
+static void warn_misspelled(void)
+{
+    extern char **environ;
+    for (char **e = environ; e && *e; e++) {
+        size_t n;
+        int id = util_var_misspelled(*e, &n);
+        if (id >= 0)
+            fprintf(stderr, "salus run: warning: %.*s is not a variable of Salus and is "
+                    "ignored: did you mean %s?\n", (int)n, *e, util_vars[id].name);
+    }
+}
+
 /* ---- finding libsalus.so ------------------------------------------------------------
  * Installed: <prefix>/bin/salus and <prefix>/lib/libsalus.so.  Build tree:
  * build/bin/salus and build/libsalus.so. */
@@ -166,6 +181,7 @@ int salus_run(int argc, char **argv)
     if (optind >= argc)
         return salus_bad("run", "COMMAND", "is missing: salus run [options] -- COMMAND [ARGS...]");
 
+    warn_misspelled();
     char lib[PATH_MAX * 2 + 64];
     if (find_library(lib, sizeof lib) != 0) {
         fprintf(stderr, "salus run: libsalus.so is not installed beside salus (looked for "

@@ -125,8 +125,7 @@ void mem_fix_log(shm_table_t *t, int d)
             STORE(&sd->granted, g > log.take ? g - log.take : 0);
             STORE(&sd->granted_tag, log.tag);
             util_info("memory: finished the reclaim of a process that died holding the "
-                      "table's lock (slot %d, %llu bytes)", log.slot,
-                      (unsigned long long)log.take);
+                      "table's lock (slot %d, %s)", log.slot, util_size(log.take).s);
         }
     }
     __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);
@@ -371,16 +370,15 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
     mem_sdev_t *sd = ld->sd;
     uint64_t used = LOAD(&sd->granted) - MEM_SPARE(LOAD(&sd->avail));
     if (fit == MEM_OVER_LIMIT)
-        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %llu bytes on device %d: this "
-                      "process uses %llu of its limit of %llu (%s); the program sees "
-                      "CUDA_ERROR_OUT_OF_MEMORY", (unsigned long long)bytes, ld->d,
-                      (unsigned long long)used, (unsigned long long)LOAD(&sd->limit),
+        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on device %d: this "
+                      "process uses %s of its limit of %s (%s); the program sees "
+                      "CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->d,
+                      util_size(used).s, util_size(LOAD(&sd->limit)).s,
                       mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "the device's whole budget");
     else
-        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %llu bytes on device %d: the "
-                      "device's budget of %llu bytes is taken by the processes sharing it%s",
-                      (unsigned long long)bytes, ld->d,
-                      (unsigned long long)LOAD(&ld->dev->budget),
+        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on device %d: the "
+                      "device's budget of %s is taken by the processes sharing it%s",
+                      util_size(bytes).s, ld->d, util_size(LOAD(&ld->dev->budget)).s,
                       mem_p.cfg.wait_ns ? " (waited SALUS_MEM_WAIT_MS)" :
                       "; SALUS_MEM_WAIT_MS=<ms> would wait for them to free memory");
 }
@@ -455,9 +453,9 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
         if (is_head(t, d, ticket) && admit_fits_locked(ld, reserve))
             break;
         if (!waited++)
-            util_info("memory: waiting for admission on device %d: %llu bytes reserved "
-                      "(SALUS_MEM_RESERVE) do not fit yet beside the jobs running",
-                      d, (unsigned long long)reserve);
+            util_info("memory: waiting for admission on device %d: %s reserved "
+                      "(SALUS_MEM_RESERVE) does not fit yet beside the jobs running",
+                      d, util_size(reserve).s);
         if (sleep_unlocked(ld->dev, seq, MEM_WAIT_SLICE_NS, d) != 0) {
             lost = 1;
             break;

@@ -56,9 +56,8 @@ static uint64_t headroom_of(uint64_t capacity)
         uint64_t v;
         if (util_parse_size(mem_p.cfg.headroom_text, capacity, &v) == 0 && v < capacity)
             return v;
-        util_error("SALUS_MEM_HEADROOM=\"%s\" leaves nothing of a device of %llu bytes; "
-                   "the default is used", mem_p.cfg.headroom_text,
-                   (unsigned long long)capacity);
+        util_error("SALUS_MEM_HEADROOM=\"%s\" leaves nothing of a device of %s; "
+                   "the default is used", mem_p.cfg.headroom_text, util_size(capacity).s);
     }
     h = h < 256 * MIB ? 256 * MIB : h > 4 * GIB ? 4 * GIB : h;
     return umin(h, capacity / 2);
@@ -128,8 +127,8 @@ static int device_identity(CUdevice ord, uint64_t *capacity, uint8_t uuid[16])
     CUresult rc = mem_p.drv.device_total_mem(&bytes, ord);
     if (rc != CUDA_SUCCESS || bytes == 0 || (uint64_t)bytes > MEM_MAX_BYTES) {
         util_log_once(&said, UTIL_LOG_ERROR, "memory: cuDeviceTotalMem_v2 of device %d "
-                      "answered %d (%zu bytes); its allocations pass through without limits",
-                      (int)ord, (int)rc, bytes);
+                      "answered %d (%s); its allocations pass through without limits",
+                      (int)ord, (int)rc, util_size(bytes).s);
         return -1;
     }
     CUuuid u;
@@ -176,9 +175,8 @@ static void settle_budget_locked(int d, uint64_t capacity)
         __atomic_store_n(&dev->budget, capacity - headroom, __ATOMIC_RELAXED);
     } else if (dev->headroom != headroom || dev->capacity != capacity) {
         util_info("memory: device %d keeps the budget of the processes already on it "
-                  "(%llu bytes, headroom %llu), not this process's (headroom %llu)", d,
-                  (unsigned long long)dev->budget, (unsigned long long)dev->headroom,
-                  (unsigned long long)headroom);
+                  "(%s, headroom %s), not this process's (headroom %s)", d,
+                  util_size(dev->budget).s, util_size(dev->headroom).s, util_size(headroom).s);
     }
 }
 
@@ -191,8 +189,8 @@ static uint64_t limit_of(uint64_t budget)
     if (v > budget) {
         static int said;
         util_log_once(&said, UTIL_LOG_INFO, "memory: SALUS_MEM_LIMIT=%s is more than the "
-                      "device's budget of %llu bytes: the budget is the limit",
-                      mem_p.cfg.limit, (unsigned long long)budget);
+                      "device's budget of %s: the budget is the limit",
+                      mem_p.cfg.limit, util_size(budget).s);
         return budget;
     }
     return v;
@@ -477,20 +475,20 @@ CUresult mem_admit(CUdevice device)
     if (util_parse_size(mem_p.cfg.reserve, budget, &reserve) != 0 || reserve == 0)
         goto out_admitted;
     if (reserve > budget) {
-        util_error("SALUS_MEM_RESERVE=%s asks %llu bytes, more than device %d can ever give: "
-                   "%llu bytes (its %llu bytes less a headroom of %llu for contexts); the "
-                   "context is refused with CUDA_ERROR_OUT_OF_MEMORY", mem_p.cfg.reserve,
-                   (unsigned long long)reserve, (int)device, (unsigned long long)budget,
-                   (unsigned long long)capacity, (unsigned long long)ld->dev->headroom);
+        util_error("SALUS_MEM_RESERVE=%s asks %s, more than device %d can ever give: "
+                   "%s (its %s less a headroom of %s for contexts); the context is refused "
+                   "with CUDA_ERROR_OUT_OF_MEMORY", mem_p.cfg.reserve, util_size(reserve).s,
+                   (int)device, util_size(budget).s, util_size(capacity).s,
+                   util_size(ld->dev->headroom).s);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unlock;
     }
     uint64_t limit = __atomic_load_n(&ld->sd->limit, __ATOMIC_RELAXED);
     if (reserve > limit) {
         util_warn("SALUS_MEM_RESERVE=%s is more than this process's limit "
-                  "(SALUS_MEM_LIMIT=%s, %llu bytes): %llu bytes are reserved",
+                  "(SALUS_MEM_LIMIT=%s, %s): %s is reserved",
                   mem_p.cfg.reserve, mem_p.cfg.limit ? mem_p.cfg.limit : "",
-                  (unsigned long long)limit, (unsigned long long)limit);
+                  util_size(limit).s, util_size(limit).s);
         reserve = limit;
     }
     rc = mem_admit_wait(ld, reserve);

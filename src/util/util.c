@@ -47,6 +47,7 @@ void util_log_init(void)
     int level;
     if (util_var_choice(UTIL_VAR_LOG, &level) == 0)
         util_log_level = level;
+    util_var_warn_misspelled();
 }
 
 /* ---- SALUS_* variables -------------------------------------------------- */
@@ -57,49 +58,116 @@ const char *util_env_str(const char *name)
     return v && *v ? v : NULL;
 }
 
-static int parse_unit(const char *p, uint64_t *mult)
+/* ---- sizes ---------------------------------------------------------------
+ * The grammar, whole-string, nothing else (no sign, space, exponent, hex,
+ * nan or inf: strtod's forms are exactly what let "nan%" through):
+ *
+ *   size    = "0" | number unit | number "%" | digits "B"
+ *   number  = digits [ "." digits ]       at most 12 and 9 digits
+ *   unit    = ( "K" | "M" | "G" | "T" ) [ "i" ] [ "B" ]   any case but the i
+ *
+ * A number needs a unit because a bare "20" was always a mistake for 20G;
+ * "<digits>B" is the one way to give exact bytes, and only from 1 MiB, since
+ * a GPU memory size below that is one too.  Arithmetic is on integers (a
+ * 128-bit product), so every accepted text has one exact value. */
+
+#define SIZE_INT_DIGITS  12
+#define SIZE_FRAC_DIGITS 9
+
+/* digits [ "." digits ] at *p: the value times 10^frac_len.  0 and the end,
+ * or -1. */
+static int size_number(const char **p, unsigned __int128 *scaled, int *frac_len)
 {
-    switch (toupper((unsigned char)*p)) {
-    case '\0': *mult = 1; return 0;
-    case 'B': *mult = 1; p++; break;
-    case 'K': *mult = 1ull << 10; p++; break;
-    case 'M': *mult = 1ull << 20; p++; break;
-    case 'G': *mult = 1ull << 30; p++; break;
-    case 'T': *mult = 1ull << 40; p++; break;
-    default: return -1;
+    const char *s = *p;
+    unsigned __int128 v = 0;
+    int n = 0, f = 0;
+    for (; *s >= '0' && *s <= '9'; s++, n++)
+        v = v * 10 + (unsigned)(*s - '0');
+    if (n == 0 || n > SIZE_INT_DIGITS)
+        return -1;
+    if (*s == '.') {
+        for (s++; *s >= '0' && *s <= '9'; s++, f++)
+            v = v * 10 + (unsigned)(*s - '0');
+        if (f == 0 || f > SIZE_FRAC_DIGITS)
+            return -1;
     }
-    if (*mult > 1 && *p == 'i')   /* KiB, MiB, ... */
-        p++;
-    if (*mult > 1 && toupper((unsigned char)*p) == 'B')
-        p++;
-    return *p == '\0' ? 0 : -1;
+    *p = s;
+    *scaled = v;
+    *frac_len = f;
+    return 0;
+}
+
+/* ( K | M | G | T ) [ i ] [ B ] and the end of the text: 0 and the
+ * multiplier, or -1. */
+static int size_unit(const char *s, uint64_t *mult)
+{
+    static const char letters[] = "KMGT";
+    const char *at = *s ? strchr(letters, toupper((unsigned char)*s)) : NULL;
+    if (!at)
+        return -1;
+    *mult = 1ull << (10 * (at - letters + 1));
+    s++;
+    if (*s == 'i')
+        s++;
+    if (*s == 'B' || *s == 'b')
+        s++;
+    return *s == '\0' ? 0 : -1;
 }
 
 int util_parse_size(const char *text, uint64_t whole, uint64_t *out)
 {
-    if (!text || !*text || *text == '-' || isspace((unsigned char)*text))
+    static const uint64_t pow10[] = { 1, 10, 100, 1000, 10000, 100000, 1000000,
+                                      10000000, 100000000, 1000000000 };
+    if (!text)
         return -1;
-    errno = 0;
-    char *end;
-    double v = strtod(text, &end);
-    if (errno || end == text || v < 0)
-        return -1;
-    if (*end == '%' && end[1] == '\0') {
-        if (whole == 0 || v <= 0 || v > 100)
-            return -1;
-        *out = (uint64_t)((double)whole * v / 100.0);
+    if (strcmp(text, "0") == 0) {
+        *out = 0;
         return 0;
     }
+    const char *s = text;
+    unsigned __int128 v, bytes;
+    int f;
     uint64_t mult;
-    if (parse_unit(end, &mult) != 0)
+    if (size_number(&s, &v, &f) != 0)
         return -1;
-    double bytes = v * (double)mult;
-    if (bytes >= 18446744073709551615.0)
+    if (s[0] == '%' && s[1] == '\0') {
+        /* 0 < p <= 100, i.e. 0 < v <= 100 * 10^f */
+        if (whole == 0 || v == 0 || v > (unsigned __int128)100 * pow10[f])
+            return -1;
+        bytes = (unsigned __int128)whole * v / ((unsigned __int128)100 * pow10[f]);
+    } else if ((s[0] == 'B' || s[0] == 'b') && s[1] == '\0') {
+        if (f != 0 || v < UTIL_SIZE_MIN_BYTES)
+            return -1;
+        bytes = v;
+    } else if (size_unit(s, &mult) == 0) {
+        bytes = v * mult / pow10[f];
+    } else {
         return -1;
-    if (mult == 1 && v != (double)(uint64_t)v)   /* fractional bytes */
+    }
+    if (bytes > UTIL_SIZE_MAX)
         return -1;
     *out = (uint64_t)bytes;
     return 0;
+}
+
+util_size_text_t util_size(uint64_t bytes)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    util_size_text_t t;
+    int u = 0;
+    while (u < 6 && bytes >= 1ull << (10 * (u + 1)))
+        u++;
+    double v = (double)bytes / (double)(1ull << (10 * u));
+    int n;
+    if (u == 0)
+        n = snprintf(t.s, sizeof t.s, "%llu B", (unsigned long long)bytes);
+    else if (v < 9.95)
+        n = snprintf(t.s, sizeof t.s, "%.1f %s", v, units[u]);
+    else
+        n = snprintf(t.s, sizeof t.s, "%.0f %s", v, units[u]);
+    if (u > 0 && util_log_level >= UTIL_LOG_DEBUG && n > 0 && (size_t)n < sizeof t.s)
+        snprintf(t.s + n, sizeof t.s - (size_t)n, " (%llu bytes)", (unsigned long long)bytes);
+    return t;
 }
 
 /* ---- clock -------------------------------------------------------------- */

@@ -28,7 +28,8 @@ typedef enum {
 } util_log_level_t;
 
 extern int util_log_level;
-/* Read SALUS_LOG; a bad value is reported and warn is used. */
+/* Read SALUS_LOG (a bad value is reported and warn is used), then warn
+ * about misspelled SALUS_* variables: libsalus's start-up. */
 void util_log_init(void);
 void util_log_write(util_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -54,10 +55,22 @@ void util_log_write(util_log_level_t level, const char *fmt, ...)
  * Modules read their variables through vars.h's list (util_var_*), which
  * applies each variable's rules with these primitives. */
 
-/* Sizes: "<n>[K|M|G|T][i][B]" (powers of 1024; "0" allowed), or "<p>%" of
- * `whole` (a percentage, 0 < p <= 100, needs whole > 0).  0 and *out
- * written, or -1. */
+/* Sizes, by one strict grammar (util.c says why):
+ *   "0", "<n>K|M|G|T" (powers of 1024; optional "i" and "B": 512M, 1.5GiB),
+ *   "<n>%" of `whole` (0 < n <= 100; needs whole > 0), or "<digits>B"
+ *   (exact bytes, at least UTIL_SIZE_MIN_BYTES).
+ * <n> is digits with an optional fraction.  Nothing else: no bare number
+ * but 0, sign, space, exponent, hex, nan.  0 and *out written, or -1. */
+#define UTIL_SIZE_MIN_BYTES (1ull << 20)
+#define UTIL_SIZE_MAX       (1ull << 60)
 int util_parse_size(const char *text, uint64_t whole, uint64_t *out);
+
+/* A size as a person reads it: "512 MiB", "2.0 GiB", "100 B"; at
+ * SALUS_LOG=debug the exact bytes follow ("2.0 GiB (2147483648 bytes)").
+ * Returned by value so that it can be a printf argument: util_size(n).s. */
+typedef struct util_size_text { char s[48]; } util_size_text_t;
+util_size_text_t util_size(uint64_t bytes);
+
 /* The value as a string (NULL when unset or empty). */
 const char *util_env_str(const char *name);
 

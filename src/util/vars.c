@@ -2,14 +2,16 @@
  * vars.c - the table of SALUS_* variables (vars.h's one list) and the
  * readers that apply its rules.
  *
- * Divided into: the table; checking a value; reading one.  The table is
- * constant; readers are called at start-up only.  A value that is set but
+ * Divided into: the table; checking a value; reading one; names that are
+ * not in the list.  The table is constant; readers are called at start-up
+ * only.  A value that is set but
  * wrong is said once per variable (the `said` flags), naming the variable,
  * its value and the forms it accepts.
  */
 #include "util/vars.h"
 #include "util/util.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,9 +76,11 @@ static void forms(const util_var_t *v, char *why, size_t len)
         snprintf(why, len, "it takes a whole number from %ld to %ld", v->min, v->max);
         break;
     case UTIL_KIND_SIZE:
-        snprintf(why, len, "it takes a size: bytes with an optional K, M, G or T suffix "
-                 "(powers of 1024, e.g. 512M, 1.5G), or a percentage in (0, 100] (e.g. 25%%)%s",
-                 v->min > 0 ? "; not 0, which would refuse every allocation" : "");
+        snprintf(why, len, "it takes a size with a unit: 20G, 512M, 1.5GiB (K, M, G, T are "
+                 "powers of 1024), a percentage in (0, 100] (25%%), or exact bytes of at "
+                 "least 1 MiB (1073741824B); a number without a unit is refused%s",
+                 v->min > 0 ? ", and so is 0, which would refuse every allocation"
+                            : "; 0 means none");
         break;
     case UTIL_KIND_CHOICE:
         at = (size_t)snprintf(why, len, "it takes one of: ");
@@ -184,4 +188,76 @@ const char *util_var_text(util_var_id_t id)
     if ((unsigned)id >= UTIL_VAR_COUNT)
         return NULL;
     return valid_text(id);
+}
+
+/* ---- names that are not in the list --------------------------------------------
+ * A SALUS_* variable the list lacks is most likely a misspelling, which would
+ * otherwise be ignored in silence (SALUS_POLCY=srtf runs fair).  It is named
+ * with the nearest known variable when that is a few edits away; a name far
+ * from all of them belongs to someone else and is left alone. */
+
+/* Edit distance (case-insensitive), capped at `cap` + 1. */
+static size_t distance(const char *a, size_t na, const char *b, size_t nb, size_t cap)
+{
+    enum { MAXN = 64 };
+    size_t row[MAXN + 1];
+    if (na > MAXN || nb > MAXN)
+        return cap + 1;
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0], best;
+        row[0] = best = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (toupper((unsigned char)a[i - 1]) !=
+                                 toupper((unsigned char)b[j - 1]));
+            size_t v = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < v ? sub : v;
+            diag = up;
+            best = row[j] < best ? row[j] : best;
+        }
+        if (best > cap)
+            return cap + 1;
+    }
+    return row[nb];
+}
+
+int util_var_misspelled(const char *entry, size_t *name_len)
+{
+    size_t n = strcspn(entry, "=");
+    if (n <= 6 || strncasecmp(entry, "SALUS_", 6) != 0)
+        return -1;
+    int best = -1;
+    size_t best_d = 0;
+    for (int i = 0; i < UTIL_VAR_COUNT; i++) {
+        const char *known = util_vars[i].name;
+        size_t nk = strlen(known);
+        if (n == nk && strncmp(entry, known, n) == 0)
+            return -1;
+        size_t cap = nk / 5 > 2 ? nk / 5 : 2;
+        size_t d = distance(entry, n, known, nk, cap);
+        if (d <= cap && (best < 0 || d < best_d)) {
+            best = i;
+            best_d = d;
+        }
+    }
+    if (best >= 0)
+        *name_len = n;
+    return best;
+}
+
+void util_var_warn_misspelled(void)
+{
+    static int said;
+    extern char **environ;
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        return;
+    for (char **e = environ; e && *e; e++) {
+        size_t n;
+        int id = util_var_misspelled(*e, &n);
+        if (id >= 0)
+            util_warn("%.*s is not a variable of Salus and is ignored: did you mean %s?",
+                      (int)n, *e, util_vars[id].name);
+    }
 }

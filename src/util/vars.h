@@ -8,8 +8,8 @@
  *
  *   X(id, "SALUS_NAME", kind, min, max, default, choices, option, arg, help)
  *
- * kind    LONG (whole number in [min, max]), SIZE (bytes with K/M/G/T, or a
- *         percentage; min 1: 0 refused), CHOICE (one of `choices`), NAME
+ * kind    LONG (whole number in [min, max]), SIZE (util_parse_size's grammar;
+ *         min 1: 0 refused, min 0: 0 is none), CHOICE (one of `choices`), NAME
  *         (printable text), TABLE (a table name), PATH (a file name).
  * default the default of a LONG (also shown in help); 0 otherwise.
  * option  the long option of `salus run` that sets it, or NULL.
@@ -102,6 +102,13 @@ const char *util_var_text(util_var_id_t id);
 /* 0 when `text` is a value the variable accepts; otherwise -1 and, in `why`,
  * a sentence saying which forms it accepts.  For `salus run`. */
 int util_var_check(util_var_id_t id, const char *text, char *why, size_t whylen);
+/* When the variable `entry` ("NAME" or "NAME=VALUE") starts with SALUS_, is
+ * not in the list and is a few edits from a name that is: the index of the
+ * nearest, and *name_len the length of NAME; otherwise -1. */
+int util_var_misspelled(const char *entry, size_t *name_len);
+/* Warn once per process about each misspelled SALUS_* variable of the
+ * environment (libsalus's start-up). */
+void util_var_warn_misspelled(void);
 /* A table name: an optional '/', then 1 to 62 of [A-Za-z0-9._-]. */
 int util_table_name_ok(const char *name);
 
