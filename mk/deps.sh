@@ -35,6 +35,8 @@ test|demo|bench)
     need -h:cmocka.h libcmocka-dev
     need -c:tmux tmux
     need -c:timeout coreutils
+    need -p:ensurepip python3-venv      # build/venv of tests/clients (mk/venv.sh)
+    need -p:numba python3-numba         # Numba 0.56, one of the third-party clients
     ;;
 esac
 case "$what" in
