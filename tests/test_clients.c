@@ -152,7 +152,7 @@ static void run(crun_t *r, const how_t *how)
         start_peer(r, &env, trace, peer_report);
 
     tu_env_set(&env, "SALUS_REPORT", "%s", report);
-    tu_env_set(&env, "SALUS_MEM_LIMIT", "%ld", LIMIT);
+    tu_env_set(&env, "SALUS_MEM_LIMIT", "%ldM", LIMIT >> 20);
     tu_env_set(&env, "PYTHONDONTWRITEBYTECODE", "1");
     tu_env_set(&env, "PATH", "%s/bin:/usr/bin:/bin", CUDA_HOME_DIR);
     tu_env_set(&env, "NUMBA_CUDA_DRIVER", "%s", tu_build_path("sim/libcuda.so.1", sim, sizeof sim));
