@@ -33,8 +33,6 @@
 #define EIATTR_REGCOUNT      0x2f
 #define EIATTR_FRAME_SIZE    0x11
 #define EIFMT_SVAL           0x04
-#define FATBIN_MAGIC         0xba55ed50u
-#define FATBIN_WRAPPER_MAGIC 0x466243b1
 #define FATBIN_COMPRESSED    0xa000u    /* LZ4 (0x2000) or ZSTD (0x8000) payload */
 #define IMAGE_MAX            (1ull << 30)
 
@@ -624,15 +622,15 @@ CUresult sim_image_load(const void *image, size_t len, sim_module_t *m)
     memcpy(&magic, p, 4);
     if (!memcmp(p, ELFMAG, SELFMAG))
         return cubin_load(p, len ? len : IMAGE_MAX, m);
-    if (magic == FATBIN_MAGIC)
+    if (magic == SIM_FATBIN_MAGIC)
         return fatbin_load(p, m);
-    if (magic == FATBIN_WRAPPER_MAGIC) {
+    if (magic == SIM_FATBIN_WRAPPER_MAGIC) {
         const void *data;
         memcpy(&data, p + 8, sizeof data);
         if (!data)
             return CUDA_ERROR_INVALID_IMAGE;
         memcpy(&magic, data, 4);
-        return magic == FATBIN_MAGIC ? fatbin_load(data, m) : CUDA_ERROR_INVALID_IMAGE;
+        return magic == SIM_FATBIN_MAGIC ? fatbin_load(data, m) : CUDA_ERROR_INVALID_IMAGE;
     }
     /* PTX is text that starts with a directive or a comment. */
     const char *t = image;

@@ -27,7 +27,7 @@
 
 /* ---- loading and unloading -------------------------------------------------- */
 
-static void module_free(sim_module_t *m)
+void sim_module_free(sim_module_t *m)
 {
     for (int i = 0; i < m->nfuncs; i++)
         sim_func_free(m->funcs[i]);
@@ -79,11 +79,11 @@ static CUresult module_load(const void *image, size_t len, int library, uint64_t
     SIM_UNLOCK();
     return CUDA_SUCCESS;
 out_unlock:
-    module_free(m);
+    sim_module_free(m);
     SIM_UNLOCK();
     return rc;
 out_free:
-    module_free(m);
+    sim_module_free(m);
     return rc;
 }
 
@@ -125,36 +125,28 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule *mod, const void *image)
     return module_load(image, 0, 0, (uint64_t *)mod);
 }
 
-/* JIT options are accepted and ignored; the output ones get empty logs and
- * a zero wall time, as a load that needed no compilation. */
-static CUresult jit_options(unsigned n, CUjit_option *opts, void **vals)
+/* A load with JIT options (link.c): nothing is compiled, so the info log
+ * stays empty and the wall time 0; a refused image is said in the error log. */
+static CUresult load_jit(const void *image, const char *path, int library, uint64_t *out,
+                         unsigned n, CUjit_option *opts, void **vals)
 {
-    if (n && !opts)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < n; i++) {
-        if ((unsigned)opts[i] >= CU_JIT_NUM_OPTIONS)
-            return CUDA_ERROR_INVALID_VALUE;
-        if (!vals)
-            continue;
-        if (opts[i] == CU_JIT_INFO_LOG_BUFFER || opts[i] == CU_JIT_ERROR_LOG_BUFFER) {
-            if (vals[i])
-                *(char *)vals[i] = '\0';
-        } else if (opts[i] == CU_JIT_WALL_TIME) {
-            float zero = 0;
-            memcpy(&vals[i], &zero, sizeof zero);
-        } else if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES ||
-                   opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
-            vals[i] = (void *)0;        /* bytes written to the log */
-        }
+    sim_jit_t j;
+    CUresult rc = sim_jit_parse(&j, n, opts, vals);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = path ? load_file(path, library, out) : module_load(image, 0, library, out);
+    if (rc != CUDA_SUCCESS) {
+        const char *name = NULL;
+        cuGetErrorName(rc, &name);
+        sim_jit_log(&j, 1, "error   : %s: %s\n", path ? path : "image", name);
     }
-    return CUDA_SUCCESS;
+    return rc;
 }
 
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned int n,
                                     CUjit_option *opts, void **vals)
 {
-    CUresult rc = jit_options(n, opts, vals);
-    return rc != CUDA_SUCCESS ? rc : module_load(image, 0, 0, (uint64_t *)mod);
+    return load_jit(image, NULL, 0, (uint64_t *)mod, n, opts, vals);
 }
 
 CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *mod, const void *fatbin)
@@ -171,7 +163,7 @@ static CUresult unload(uint64_t h, int library)
     if (!m || m->is_library != library)
         rc = CUDA_ERROR_INVALID_HANDLE;
     else
-        module_free(m);
+        sim_module_free(m);
     SIM_UNLOCK();
     return rc;
 }
@@ -185,7 +177,7 @@ static void free_if_ctx(void *obj, void *arg)
 {
     sim_module_t *m = obj;
     if (m->ctx == arg)
-        module_free(m);
+        sim_module_free(m);
 }
 
 void sim_modules_destroy_ctx(sim_ctx_t *ctx)
@@ -442,8 +434,7 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_optio
     (void)lopts;
     (void)lvals;
     (void)nl;
-    CUresult rc = jit_options(nj, jopts, jvals);
-    return rc != CUDA_SUCCESS ? rc : module_load(code, 0, 1, (uint64_t *)lib);
+    return load_jit(code, NULL, 1, (uint64_t *)lib, nj, jopts, jvals);
 }
 
 CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_option *jopts,
@@ -453,8 +444,7 @@ CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_o
     (void)lopts;
     (void)lvals;
     (void)nl;
-    CUresult rc = jit_options(nj, jopts, jvals);
-    return rc != CUDA_SUCCESS ? rc : load_file(path, 1, (uint64_t *)lib);
+    return load_jit(NULL, path, 1, (uint64_t *)lib, nj, jopts, jvals);
 }
 
 CUresult CUDAAPI cuLibraryUnload(CUlibrary lib)

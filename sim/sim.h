@@ -48,6 +48,10 @@
 #define SIM_BW_HOST          25ull     /* host <-> device, PCIe 5 x16 */
 #define SIM_BW_DEVICE        1500ull   /* device <-> device (HBM3) */
 #define SIM_CTX_STACK        32        /* context stack depth per thread */
+/* The devices' architecture, sm_90: what images must be built for. */
+#define SIM_ARCH             90
+#define SIM_FATBIN_MAGIC     0xba55ed50u
+#define SIM_FATBIN_WRAPPER_MAGIC 0x466243b1u
 
 #define SIM_STATE_MAGIC      0x3147504d49535953ull   /* "SYSIMPG1" */
 #define SIM_STATE_VERSION    1u
@@ -60,6 +64,7 @@ static inline uint64_t sim_round_up(uint64_t x, uint64_t g)
     return (x + g - 1) / g * g;
 }
 static inline uint64_t sim_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline uint64_t sim_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 /* ---- shared state (state.c) ---------------------------------------------
  * One per SIMGPU_STATE name, created by the first process, attached by the
@@ -111,7 +116,7 @@ typedef enum sim_kind {
     SIM_K_NONE = 0,
     SIM_K_CTX, SIM_K_STREAM, SIM_K_EVENT, SIM_K_MODULE, SIM_K_FUNC,
     SIM_K_POOL, SIM_K_MEMHANDLE, SIM_K_ARRAY, SIM_K_GRAPH, SIM_K_GEXEC,
-    SIM_K_GNODE,
+    SIM_K_GNODE, SIM_K_LINK,
     SIM_K_COUNT
 } sim_kind_t;
 
@@ -377,7 +382,24 @@ CUresult sim_capture_host(sim_stream_t *s, void (*fn)(void *), void *user);
  * into m's functions.  CUDA_ERROR_INVALID_IMAGE for anything else. */
 CUresult sim_image_load(const void *image, size_t len, sim_module_t *m);
 void sim_func_free(sim_func_t *f);
+void sim_module_free(sim_module_t *m);
 void sim_modules_destroy_ctx(sim_ctx_t *ctx);
+
+/* ---- link.c: CU_JIT_* options and logs ---------------------------------- */
+typedef struct sim_jit {
+    char *log[2];                       /* [0] info, [1] error; NULL: none */
+    size_t cap[2], used[2];             /* buffer sizes, bytes written */
+    void **vals;                        /* the caller's optionValues */
+    int size_at[2], wall_at;            /* where outputs go back; -1: nowhere */
+    int verbose, target;                /* CU_JIT_LOG_VERBOSE, CU_JIT_TARGET */
+} sim_jit_t;
+/* Validate and record options; empties the logs the caller gave. */
+CUresult sim_jit_parse(sim_jit_t *j, unsigned n, CUjit_option *opts, void **vals);
+/* Append to the info (error 0) or error (1) log, truncated, NUL-terminated. */
+void sim_jit_log(sim_jit_t *j, int error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Write back the logs' sizes and, when ms >= 0, CU_JIT_WALL_TIME. */
+void sim_jit_done(sim_jit_t *j, float ms);
 
 /* ---- copy.c ------------------------------------------------------------ */
 /* Memset of width elements of elem bytes in height rows (under lock). */

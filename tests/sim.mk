@@ -4,6 +4,8 @@
 #   test_simgpu_exec the time model (durations, sync, switch penalty, events,
 #                    streams, host callbacks), graphs, capture, trace format
 #   test_simgpu_mem  pools, arrays and the VMM API, with exact accounting
+#   test_simgpu_image the JIT linker, image architectures, compressed fatbins,
+#                    managed variables (images built from tests/simgpu_images.cu)
 #   test_simgpu_mp   several processes on one state (capacity, reclaim after
 #                    SIGKILL, fork, engine serialization, shared trace,
 #                    state validation)
@@ -26,3 +28,44 @@ $(SIM_SHIM): tests/test_simgpu_shim.c | $(B)/.deps-test
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $<
 $(B)/tests/test_simgpu_mp: | $(SIM_SHIM)
+
+# ---- test_simgpu_image: device images of other architectures and containers --
+SIMIMG     := $(B)/tests/simimg
+SIMIMG_SRC := tests/simgpu_images.cu
+SIMIMG_ALL := $(addprefix $(SIMIMG)/,sm80.cubin sm90.cubin sm120.cubin sm90.ptx \
+                ptx_zstd.fatbin ptx_lz4.fatbin ptx_plain.fatbin multi.fatbin other.fatbin \
+                img.o libimg.a)
+$(SIMIMG)/sm%.cubin: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -cubin -arch=sm_$* -o $@ $<
+$(SIMIMG)/sm90.ptx: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -ptx -arch=compute_90 -o $@ $<
+# PTX-only fatbins: nvcc 13 compresses them by default (ZSTD); "speed" is LZ4.
+$(SIMIMG)/ptx_zstd.fatbin: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -arch=compute_90 -o $@ $<
+$(SIMIMG)/ptx_lz4.fatbin: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -arch=compute_90 --compress-mode=speed -o $@ $<
+$(SIMIMG)/ptx_plain.fatbin: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -arch=compute_90 --compress-mode=none -o $@ $<
+# sm_80 and sm_90 cubins and compute_80 PTX; sm_80 and sm_120 cubins and compute_80 PTX.
+$(SIMIMG)/multi.fatbin: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	    -gencode arch=compute_80,code=compute_80 -o $@ $<
+$(SIMIMG)/other.fatbin: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -gencode arch=compute_80,code=sm_80 -gencode arch=compute_120,code=sm_120 \
+	    -o $@ $<
+# Relocatable device code in a host object, and an archive of it.
+$(SIMIMG)/img.o: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -dc -arch=sm_90 --compress-mode=none -o $@ $<
+$(SIMIMG)/libimg.a: $(SIMIMG)/img.o
+	rm -f $@ && ar rcs $@ $<
+
+$(eval $(call salus_test,test_simgpu_image,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(B)/tests/test_simgpu_image: | $(WL_CUBIN) $(WL_PTX) $(SIMIMG_ALL)
