@@ -26,7 +26,7 @@ typedef struct sim_array {
 } sim_array_t;
 
 /* Bytes of one element of a format, 0 for formats simgpu does not model. */
-static size_t format_size(CUarray_format f)
+size_t sim_format_size(CUarray_format f)
 {
     switch ((int)f) {
     case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
@@ -43,7 +43,7 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
     SIM_CHECK_INIT();
     if (!out || !d || !d->Width)
         return CUDA_ERROR_INVALID_VALUE;
-    size_t fs = format_size(d->Format);
+    size_t fs = sim_format_size(d->Format);
     if (!fs)
         /* A valid newer format (NV12, BC, ...) is not modelled; garbage is invalid. */
         return (int)d->Format >= 0xb0 && (int)d->Format <= 0xff ? CUDA_ERROR_NOT_SUPPORTED
@@ -145,6 +145,15 @@ void *sim_array_data(CUarray h, size_t *row, size_t *height, size_t *depth)
     *height = a->height;
     *depth = a->depth;
     return a->data;
+}
+
+int sim_array_desc(CUarray h, CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    sim_array_t *a = sim_obj_get((uint64_t)(uintptr_t)h, SIM_K_ARRAY);
+    if (!a)
+        return -1;
+    *d = a->desc;
+    return 0;
 }
 
 CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray h)

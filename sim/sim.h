@@ -50,6 +50,13 @@
 #define SIM_CTX_STACK        32        /* context stack depth per thread */
 /* The devices' architecture, sm_90: what images must be built for. */
 #define SIM_ARCH             90
+/* Texture limits of the device (an H100's), for attributes and checks. */
+#define SIM_TEX_ALIGN        512
+#define SIM_TEX_PITCH_ALIGN  32
+#define SIM_TEX1D_LINEAR_MAX (1u << 28)  /* elements */
+#define SIM_TEX2D_LINEAR_W   131072
+#define SIM_TEX2D_LINEAR_H   65000
+#define SIM_TEX2D_LINEAR_PITCH 2097120   /* bytes */
 #define SIM_FATBIN_MAGIC     0xba55ed50u
 #define SIM_FATBIN_WRAPPER_MAGIC 0x466243b1u
 
@@ -116,7 +123,7 @@ typedef enum sim_kind {
     SIM_K_NONE = 0,
     SIM_K_CTX, SIM_K_STREAM, SIM_K_EVENT, SIM_K_MODULE, SIM_K_FUNC,
     SIM_K_POOL, SIM_K_MEMHANDLE, SIM_K_ARRAY, SIM_K_GRAPH, SIM_K_GEXEC,
-    SIM_K_GNODE, SIM_K_LINK,
+    SIM_K_GNODE, SIM_K_LINK, SIM_K_TEX, SIM_K_SURF,
     SIM_K_COUNT
 } sim_kind_t;
 
@@ -411,6 +418,8 @@ void sim_pools_trim_sync(void);                     /* after a synchronize */
 void sim_pool_release_block(sim_range_t *r);        /* from cuMemFree */
 void sim_arrays_destroy_ctx(sim_ctx_t *ctx);
 void *sim_array_data(CUarray a, size_t *row_bytes, size_t *height, size_t *depth);
+int sim_array_desc(CUarray a, CUDA_ARRAY3D_DESCRIPTOR *d);   /* under lock; -1: bad */
+size_t sim_format_size(CUarray_format f);           /* 0: not modelled */
 void sim_vmm_reset_after_fork(void);
 
 #endif /* SIM_SIM_H */

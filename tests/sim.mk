@@ -3,7 +3,8 @@
 #                    errors, contexts, memory, copies, modules, launches)
 #   test_simgpu_exec the time model (durations, sync, switch penalty, events,
 #                    streams, host callbacks), graphs, capture, trace format
-#   test_simgpu_mem  pools, arrays and the VMM API, with exact accounting
+#   test_simgpu_mem  pools, arrays, texture and surface objects and the VMM
+#                    API, with exact accounting
 #   test_simgpu_image the JIT linker, image architectures, compressed fatbins,
 #                    managed variables (images built from tests/simgpu_images.cu)
 #   test_simgpu_mp   several processes on one state (capacity, reclaim after

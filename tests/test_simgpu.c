@@ -716,10 +716,10 @@ static void test_bad_handles(void **state)
 static void test_unimplemented(void **state)
 {
     (void)state;
-    CUtexObject t;
-    CUDA_RESOURCE_DESC rd;
-    memset(&rd, 0, sizeof rd);
-    CKE(cuTexObjectCreate(&t, &rd, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    CUmipmappedArray mm;
+    CUDA_ARRAY3D_DESCRIPTOR md = { .Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT,
+                                   .NumChannels = 1 };
+    CKE(cuMipmappedArrayCreate(&mm, &md, 4), CUDA_ERROR_NOT_SUPPORTED);
     const void *table = NULL;
     CUuuid id;
     memset(&id, 0, sizeof id);

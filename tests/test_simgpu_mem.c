@@ -1,7 +1,8 @@
 /*
  * test_simgpu_mem.c - simgpu's other memory in one process: stream-ordered
  * pools (reuse, release threshold, trim, attributes, created pools), CUDA
- * arrays (size from the descriptor, copies), the VMM API (granularity,
+ * arrays (size from the descriptor, copies), texture and surface objects
+ * over arrays and memory (the driver's checks), the VMM API (granularity,
  * handles charged to the device, reserve / map / access / unmap with data),
  * managed-memory hints and modules' variables (cuModuleGetGlobal).
  *
@@ -238,6 +239,130 @@ static CUmemAllocationProp vmm_prop(void)
     p.location.id = 0;
     p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     return p;
+}
+
+/* Texture and surface objects over arrays, linear and pitched memory, with
+ * the driver's checks; their descriptions read back as given. */
+static void test_texture_objects(void **state)
+{
+    (void)state;
+    CUarray arr, surfarr;
+    CUDA_ARRAY3D_DESCRIPTOR d = { .Width = 64, .Height = 32, .Format = CU_AD_FORMAT_FLOAT,
+                                  .NumChannels = 4 };
+    CK(cuArray3DCreate(&arr, &d));
+    d.Flags = CUDA_ARRAY3D_SURFACE_LDST;
+    CK(cuArray3DCreate(&surfarr, &d));
+    CUdeviceptr mem;
+    CK(cuMemAlloc(&mem, 1 << 20));
+    CUDA_TEXTURE_DESC td = { .addressMode = { CU_TR_ADDRESS_MODE_CLAMP, CU_TR_ADDRESS_MODE_WRAP },
+                             .filterMode = CU_TR_FILTER_MODE_LINEAR,
+                             .flags = CU_TRSF_NORMALIZED_COORDINATES, .maxAnisotropy = 4 };
+    CUDA_RESOURCE_DESC ra = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = arr };
+    CUDA_RESOURCE_DESC rl = { .resType = CU_RESOURCE_TYPE_LINEAR };
+    rl.res.linear.devPtr = mem;
+    rl.res.linear.format = CU_AD_FORMAT_UNSIGNED_INT8;
+    rl.res.linear.numChannels = 4;
+    rl.res.linear.sizeInBytes = 1 << 20;
+    CUDA_RESOURCE_DESC rp = { .resType = CU_RESOURCE_TYPE_PITCH2D };
+    rp.res.pitch2D.devPtr = mem;
+    rp.res.pitch2D.format = CU_AD_FORMAT_HALF;
+    rp.res.pitch2D.numChannels = 2;
+    rp.res.pitch2D.width = 1000;
+    rp.res.pitch2D.height = 200;
+    rp.res.pitch2D.pitchInBytes = 4096;
+    CUDA_RESOURCE_VIEW_DESC view = { .format = CU_RES_VIEW_FORMAT_FLOAT_4X32, .width = 32,
+                                     .height = 16 };
+
+    CUtexObject ta, tl, tp;
+    CK(cuTexObjectCreate(&ta, &ra, &td, &view));
+    CK(cuTexObjectCreate(&tl, &rl, &td, NULL));
+    CK(cuTexObjectCreate(&tp, &rp, &td, NULL));
+    assert_true(ta && tl && tp && ta != tl && tl != tp);
+    CUDA_RESOURCE_DESC rout;
+    CUDA_TEXTURE_DESC tout;
+    CUDA_RESOURCE_VIEW_DESC vout;
+    CK(cuTexObjectGetResourceDesc(&rout, tp));
+    assert_memory_equal(&rout, &rp, sizeof rp);
+    CK(cuTexObjectGetResourceDesc(&rout, ta));
+    assert_ptr_equal(rout.res.array.hArray, arr);
+    CK(cuTexObjectGetTextureDesc(&tout, tl));
+    assert_memory_equal(&tout, &td, sizeof td);
+    CK(cuTexObjectGetResourceViewDesc(&vout, ta));
+    assert_memory_equal(&vout, &view, sizeof view);
+    CKE(cuTexObjectGetResourceDesc(NULL, ta), CUDA_ERROR_INVALID_VALUE);
+
+    /* What the driver refuses. */
+    CUtexObject t;
+    CKE(cuTexObjectCreate(&t, &ra, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuTexObjectCreate(NULL, &ra, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuTexObjectCreate(&t, &rl, &td, &view), CUDA_ERROR_INVALID_VALUE); /* view: arrays */
+    CUDA_RESOURCE_DESC bad = rl;
+    bad.res.linear.devPtr = mem + 256;                  /* not texture-aligned */
+    bad.res.linear.sizeInBytes = 4096;
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = rl;
+    bad.res.linear.sizeInBytes = (1 << 20) + 512;       /* past the allocation */
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = rl;
+    bad.res.linear.numChannels = 3;
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = rl;
+    bad.flags = 1;
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = rp;
+    bad.res.pitch2D.pitchInBytes = 4100;                /* not pitch-aligned */
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = rp;
+    bad.res.pitch2D.width = 1100;                       /* wider than the pitch */
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = rp;
+    bad.res.pitch2D.height = 300;                       /* rows past the allocation */
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = ra;
+    bad.res.array.hArray = (CUarray)(uintptr_t)0x1234;
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
+    CKE(cuTexObjectCreate(&t, &bad, &td, NULL), CUDA_ERROR_INVALID_VALUE);
+    CUDA_TEXTURE_DESC badtd = td;
+    badtd.addressMode[2] = (CUaddress_mode)7;
+    CKE(cuTexObjectCreate(&t, &ra, &badtd, NULL), CUDA_ERROR_INVALID_VALUE);
+    badtd = td;
+    badtd.flags = 0x80;
+    CKE(cuTexObjectCreate(&t, &ra, &badtd, NULL), CUDA_ERROR_INVALID_VALUE);
+    CUDA_RESOURCE_VIEW_DESC bigview = view;
+    bigview.width = 65;
+    CKE(cuTexObjectCreate(&t, &ra, &td, &bigview), CUDA_ERROR_INVALID_VALUE);
+
+    /* Surfaces: arrays made for load/store only. */
+    CUsurfObject s;
+    CUDA_RESOURCE_DESC rs = { .resType = CU_RESOURCE_TYPE_ARRAY, .res.array.hArray = surfarr };
+    CK(cuSurfObjectCreate(&s, &rs));
+    CK(cuSurfObjectGetResourceDesc(&rout, s));
+    assert_ptr_equal(rout.res.array.hArray, surfarr);
+    CUsurfObject s2;
+    CKE(cuSurfObjectCreate(&s2, &ra), CUDA_ERROR_INVALID_VALUE);   /* no SURFACE_LDST */
+    CKE(cuSurfObjectCreate(&s2, &rl), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuSurfObjectCreate(&s2, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* A texture is no surface, nor the other way round. */
+    CKE(cuSurfObjectDestroy(ta), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuTexObjectDestroy(s), CUDA_ERROR_INVALID_VALUE);
+    CK(cuSurfObjectDestroy(s));
+    CKE(cuSurfObjectDestroy(s), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuSurfObjectGetResourceDesc(&rout, s), CUDA_ERROR_INVALID_VALUE);
+
+    CK(cuTexObjectDestroy(ta));
+    CK(cuTexObjectDestroy(tl));
+    CK(cuTexObjectDestroy(tp));
+    CKE(cuTexObjectDestroy(tp), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuTexObjectGetTextureDesc(&tout, tp), CUDA_ERROR_INVALID_VALUE);
+    /* No context, no object. */
+    CK(cuCtxSetCurrent(NULL));
+    CKE(cuTexObjectCreate(&t, &ra, &td, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    CKE(cuSurfObjectCreate(&s2, &rs), CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuCtxSetCurrent(simt_ctx));
+    CK(cuArrayDestroy(arr));
+    CK(cuArrayDestroy(surfarr));
+    CK(cuMemFree(mem));
 }
 
 static void test_vmm_map_with_data(void **state)
@@ -479,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_pool_created),
         cmocka_unit_test(test_pool_cache_and_capacity),
         cmocka_unit_test(test_arrays),
+        cmocka_unit_test(test_texture_objects),
         cmocka_unit_test(test_vmm_map_with_data),
         cmocka_unit_test(test_vmm_errors),
         cmocka_unit_test(test_managed_hints),

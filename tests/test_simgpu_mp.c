@@ -228,7 +228,7 @@ static int child_symbolic(void)
 static int child_stub(void)
 {
     say("init", cuInit(0));
-    say("stub", cuTexObjectDestroy(0));
+    say("stub", cuMipmappedArrayDestroy(NULL));
     return 0;
 }
 
@@ -627,7 +627,7 @@ static void test_log_unimplemented(void **state)
     assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
     assert_int_equal(reported(&p, "stub", 100), CUDA_ERROR_NOT_SUPPORTED);
     char *err = tu_read_file(p.err_path, NULL);
-    assert_int_equal(tu_count_lines(err, "cuTexObjectDestroy is not implemented"), 1);
+    assert_int_equal(tu_count_lines(err, "cuMipmappedArrayDestroy is not implemented"), 1);
     free(err);
     tu_env_free(&env);
 }
