@@ -215,6 +215,10 @@ out_unlock:
 
 CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+/* The CUDA 2.0 pair of cuCtxAttach: it drops a usage count and destroys the
+ * context at zero.  simgpu has no cuCtxAttach, so the count of a created
+ * context is 1: detach destroys it.  PyCUDA detaches its contexts so. */
+CUresult CUDAAPI cuCtxDetach(CUcontext ctx) { return ctx_destroy(ctx); }
 
 static CUresult ctx_push(CUcontext h)
 {

@@ -379,6 +379,23 @@ CUresult CUDAAPI cuFuncSetSharedMemConfig(CUfunction h, CUsharedconfig c)
     WITH_FUNC(h, (void)f);              /* bank size has no effect since Volta */
 }
 
+/* The execution state of the old cuLaunch/cuLaunchGrid family, which simgpu
+ * does not implement.  PyCUDA sets the block shape before each of its
+ * cuLaunchKernel calls (which carry their own), so the setters check their
+ * arguments and succeed, as the driver's do; nothing reads what they set. */
+CUresult CUDAAPI cuFuncSetBlockShape(CUfunction h, int x, int y, int z)
+{
+    if (x <= 0 || y <= 0 || z <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    WITH_FUNC(h, (void)f);
+}
+
+CUresult CUDAAPI cuFuncSetSharedSize(CUfunction h, unsigned int bytes)
+{
+    (void)bytes;
+    WITH_FUNC(h, (void)f);
+}
+
 CUresult CUDAAPI cuFuncGetModule(CUmodule *mod, CUfunction h)
 {
     if (!mod)

@@ -1,7 +1,8 @@
 /*
  * test_clients.c - CUDA clients nobody here wrote, over simgpu with libsalus
  * preloaded: NVIDIA's cuda-bindings (per-thread default stream off and on)
- * and cuda-core, numba-cuda, PyCUDA, and Debian's Numba 0.56.
+ * and cuda-core, numba-cuda, PyCUDA (built here from its sources), and
+ * Debian's Numba 0.56.
  *
  * The Python clients are tests/clients/<name>.py; the packages they use are
  * installed, pinned, in build/venv by mk/venv.sh (make's prerequisite of this
@@ -55,7 +56,7 @@ typedef struct how {
 typedef struct crun {
     tu_proc_t p, peer;
     int rc, peer_rc;
-    char *out, *err, *report, *peer_report;
+    char *out, *err, *report, *peer_report, *trace;
     long kernels;           /* the client's kernels in the trace */
     long named;             /* those whose name starts with the client's "kernel" */
     long peer_kernels;
@@ -67,6 +68,7 @@ static void crun_free(crun_t *r)
     free(r->err);
     free(r->report);
     free(r->peer_report);
+    free(r->trace);
 }
 
 static int have(const char *rel)
@@ -177,6 +179,7 @@ static void run(crun_t *r, const how_t *how)
     r->err = tu_read_file(r->p.err_path, NULL);
     r->report = tu_read_file(report, NULL);
     r->peer_report = tu_read_file(peer_report, NULL);
+    r->trace = tu_read_file(trace, NULL);
     char kernel[64] = "";
     if (r->out)
         tu_json_str(r->out, "kernel", kernel, sizeof kernel);
@@ -317,6 +320,26 @@ static void test_numba_cuda(void **state)
     crun_free(&r);
 }
 
+/* PyCUDA: direct calls (linked to libcuda.so.1), no cuGetProcAddress. */
+static void test_pycuda(void **state)
+{
+    (void)state;
+    if (!have_venv())
+        skip();
+    crun_t r;
+    run(&r, &(how_t){ .script = "pycudaclient", .salus = 1 });
+    check_run(&r);
+    assert_int_equal(num(r.report, "resolver_wrapped") + num(r.report, "resolver_passed"), 0);
+    assert_int_equal(num(r.report, "cuCtxCreate_v4"), 1);
+    /* Its own kernel, compiled by SourceModule, ran beside the cubin's. */
+    assert_non_null(strstr(r.trace, "\"salus_pyscale\""));
+    assert_non_null(strstr(r.trace, "\"salus_fill\""));
+    /* Its context was detached (cuCtxDetach) without a complaint. */
+    assert_non_null(r.err);
+    assert_null(strstr(r.err, "PyCUDA WARNING"));
+    crun_free(&r);
+}
+
 /* Numba 0.56 calls cuCtxGetDevice_v2 with CUDA 12's one-argument prototype
  * (tests/clients/numba056.py): its high-level API stops on
  * CUDA_ERROR_INVALID_CONTEXT (201), and the same way with libsalus as
@@ -371,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_cuda_bindings_per_thread),
         cmocka_unit_test(test_cuda_core),
         cmocka_unit_test(test_numba_cuda),
+        cmocka_unit_test(test_pycuda),
         cmocka_unit_test(test_numba056_v2_prototypes),
         cmocka_unit_test(test_numba056_binding),
     };

@@ -278,6 +278,15 @@ static void test_context_stack(void **state)
     assert_ptr_equal(cur, a);
     CKE(cuCtxPushCurrent(b), CUDA_ERROR_INVALID_CONTEXT);   /* stale */
     CKE(cuCtxDestroy(b), CUDA_ERROR_INVALID_CONTEXT);
+    /* cuCtxDetach (CUDA 2.0, PyCUDA's) destroys a created context. */
+    CK(ctx_create(&b, 0, 0));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    CK(cuCtxDetach(b));
+    CKE(cuCtxDetach(b), CUDA_ERROR_INVALID_CONTEXT);
+#pragma GCC diagnostic pop
+    CK(cuCtxGetCurrent(&cur));
+    assert_ptr_equal(cur, a);
     CKE(ctx_create(&b, 0x1000, 0), CUDA_ERROR_INVALID_VALUE);
     CKE(ctx_create(&b, 0, 3), CUDA_ERROR_INVALID_DEVICE);
     CK(cuCtxSetCurrent(NULL));          /* pops a */
@@ -525,7 +534,15 @@ static void test_module_cubin(void **state)
     CK(cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
     assert_int_equal(threads, 1024);
     CKE(cuFuncGetAttribute(&regs, (CUfunction_attribute)999, f), CUDA_ERROR_INVALID_VALUE);
+    /* The old launch state that PyCUDA sets before each cuLaunchKernel. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    CK(cuFuncSetBlockShape(f, 256, 1, 1));
+    CKE(cuFuncSetBlockShape(f, 0, 1, 1), CUDA_ERROR_INVALID_VALUE);
+    CK(cuFuncSetSharedSize(f, 0));
     CK(cuModuleUnload(m));
+    CKE(cuFuncSetBlockShape(f, 256, 1, 1), CUDA_ERROR_INVALID_HANDLE);
+#pragma GCC diagnostic pop
     CKE(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_ERROR_INVALID_HANDLE);
     unsigned long long ns = 1;
     void *args[] = { &ns };
