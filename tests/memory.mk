@@ -4,8 +4,8 @@
 # without SIGKILLs).
 MEM_TEST_OBJS := $(B)/obj/src/memory/memory.o $(B)/obj/src/memory/account.o \
                  $(B)/obj/src/memory/map.o $(B)/obj/src/memory/view.o \
-                 $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c)) \
-                 $(B)/obj/src/util/util.o $(B)/obj/src/util/vars.o $(B)/obj/tests/test_memory_lib.o
+                 $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c)) \
+                 $(B)/obj/tests/test_memory_lib.o
 $(B)/obj/tests/test_memory_lib.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_memory,$(MEM_TEST_OBJS),))
 $(eval $(call salus_test,test_memory_share,$(MEM_TEST_OBJS),))

@@ -7,7 +7,7 @@
 #                     judged from simgpu's trace; and test_sched_forker, the
 #                     driver-API client it runs for fork()
 SCHED_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c)) \
-                   $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c)) $(B)/obj/src/util/util.o $(B)/obj/src/util/vars.o
+                   $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c))
 $(eval $(call salus_test,test_sched,$(SCHED_TEST_OBJS),))
 # The multi-process tests share tests/test_sched_lib.c (table watchers).
 $(B)/obj/tests/test_sched_lib.o: | $(B)/.deps-test

@@ -456,7 +456,7 @@ static int open_no_driver(void *arg)
     char path[512];
     fk_reset();
     fk_capture_stderr(path, sizeof path);
-    mem_driver_t d = fk_driver();
+    drv_t d = fk_driver();
     d.ctx_get_device = NULL;
     shm_open_opts_t o = { .name = fk_table, .create = 1 };
     shm_table_t *t;

@@ -110,9 +110,9 @@ void fk_reset(void)
     fk = d;
 }
 
-mem_driver_t fk_driver(void)
+drv_t fk_driver(void)
 {
-    mem_driver_t d = {
+    drv_t d = {
         .ctx_get_device = fk_ctx_get_device,
         .device_total_mem = fk_total_mem,
         .device_get_uuid = fk.no_uuid ? NULL : fk_uuid,
@@ -132,7 +132,7 @@ shm_table_t *fk_start(const char *table)
     shm_table_t *t = NULL;
     if (shm_open_table(&o, &t) != 0)
         return NULL;
-    mem_driver_t d = fk_driver();
+    drv_t d = fk_driver();
     if (mem_init(&d, t) != 0)
         return NULL;
     return t;

@@ -58,7 +58,7 @@ typedef struct fake_drv {
 extern fake_drv_t fk;
 
 /* The driver table over fk. */
-mem_driver_t fk_driver(void);
+drv_t fk_driver(void);
 /* Open (create) the named table and start the module on it with fk. */
 shm_table_t *fk_start(const char *table);
 

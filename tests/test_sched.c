@@ -456,7 +456,8 @@ static void sim_device(sched_policy_t policy, uint32_t quantum_ms)
                            .max_slice_ms = 60000, .priority = 50 };
     uint8_t uuid[16] = "ordinal:0";
     assert_int_equal(shm_lock(T), 0);
-    assert_int_equal(sched_dev_find_locked(T, uuid, &cfg), 0);
+    assert_int_equal(shm_device_index_locked(T, uuid), 0);
+    sched_dev_setup_locked(T, 0, &cfg);
     shm_unlock(T);
 }
 

@@ -75,19 +75,33 @@ typedef struct job {
     const char *table;       /* SALUS_TABLE, default tname */
 } job_t;
 
-static int fake_ctx_device(int *device)
+static CUresult CUDAAPI fake_ctx_device(CUdevice *device)
 {
     *device = 0;
-    return 0;
+    return CUDA_SUCCESS;
 }
 
-static int fake_ctx_synchronize(void)
+static CUresult CUDAAPI fake_ctx_synchronize(void)
 {
-    return 0;
+    return CUDA_SUCCESS;
 }
 
-static const sched_driver_t fake_driver = { .ctx_device = fake_ctx_device,
-                                            .ctx_synchronize = fake_ctx_synchronize };
+static const drv_t fake_driver = { .ctx_get_device = fake_ctx_device,
+                                   .ctx_synchronize = fake_ctx_synchronize };
+
+/* The job's one thread, as intercept's block would keep it: the scheduler's
+ * part, and the launches the fold reports at each sync. */
+static sched_thread_t job_thread = { .gate = &sched_gate_unreg };
+static sched_token_t job_folded, job_counted;
+
+static sched_token_t job_fold(void)
+{
+    sched_token_t t = { job_counted.launches - job_folded.launches,
+                        job_thread.hash - job_folded.hash };
+    job_folded.launches = job_counted.launches;
+    job_folded.hash = job_thread.hash;
+    return t;
+}
 
 static void spin_until(uint64_t t)
 {
@@ -157,7 +171,8 @@ static void __attribute__((noreturn)) job_main(const job_t *j)
         for (int k = 0; k < j->kernels; k++) {
             uint64_t h = j->distinct ? 0x100000 + (uint64_t)(it * j->kernels + k)
                                      : 0x1000 + (uint64_t)k * 0x40;
-            sched_launch((const void *)(uintptr_t)h);
+            job_counted.launches++;
+            sched_launch(&job_thread, (const void *)(uintptr_t)h);
             uint64_t t0 = tu_now_ns();
             spin_until(t0 + (uint64_t)j->kernel_us * 1000);
             uint32_t i = __atomic_fetch_add(&sh->n, 1, __ATOMIC_RELAXED);
@@ -166,8 +181,8 @@ static void __attribute__((noreturn)) job_main(const job_t *j)
             __atomic_store_n(&sh->ran[j->id], 1, __ATOMIC_RELEASE);
         }
         if (j->sync == 1) {
-            sched_sync_begin();
-            sched_sync_end(SCHED_SYNC_STREAM, 1);
+            sched_sync_begin(&job_thread);
+            sched_sync_end(&job_thread, SCHED_SYNC_STREAM, 1, job_fold);
         } else if (j->sync == 2) {
             salus_iteration_end();
         }

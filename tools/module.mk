@@ -9,7 +9,7 @@
 # archive, which pulls in only what the read functions need: never
 # libsalus.so, which overrides dlsym, and never the CUDA driver.
 
-TOOLS_CORE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c \
+TOOLS_CORE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c \
                                                    src/sched/*.c src/memory/*.c))
 TOOLS_CORE      := $(B)/tools/libsalus-core.a
 TOOLS_LIB_OBJS  := $(patsubst %,$(B)/obj/tools/%.o,collect layout output draw text top)

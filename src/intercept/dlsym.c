@@ -9,9 +9,8 @@
  * wrapper, when the real lookup finds that export in the driver we forward
  * to; everything else goes to glibc's dlsym untouched.
  *
- * Divided into: the real dlsym (found once with dlvsym: __libc_dlsym and
- * _dl_sym are gone since glibc 2.34, and calling dlsym here would recurse);
- * the decision; the trampoline.
+ * Divided into: the decision; the trampoline.  (The real dlsym is real.c's:
+ * libsalus's own lookups need it too.)
  *
  * The trampoline.  glibc resolves dlsym(RTLD_NEXT, ...) from its caller's
  * return address: a forward through an ordinary call would make another
@@ -21,80 +20,26 @@
  * return its answer if it is not NULL, else restore the arguments and jump
  * to the real dlsym, which then sees the original caller's return address.
  *
- * No lock: dlsym_next is written with the same value by whichever thread
- * first needs it (relaxed: a single aligned pointer), and the decision reads
- * only read-only tables and the real-function table (see intercept.h).
+ * No lock: the decision reads only read-only tables and the real-function
+ * table (see intercept.h).
  */
 #include "intercept/intercept.h"
 
 #include <dlfcn.h>
 #include <stddef.h>
 
-typedef void *(*dlsym_fn_t)(void *, const char *);
-
-/* ---- the real dlsym ------------------------------------------------------ */
-
-/* Read by the trampoline; set before hook_dlsym_decide returns. */
-__attribute__((used)) void *hook_dlsym_next;
-
-static void *dlsym_unavailable(void *handle, const char *name)
-{
-    (void)handle;
-    (void)name;
-    return NULL;
-}
-
-#if defined(__x86_64__)
-#define DLSYM_OLD_VERSION "GLIBC_2.2.5"
-#elif defined(__aarch64__)
-#define DLSYM_OLD_VERSION "GLIBC_2.17"
-#else
-#define DLSYM_OLD_VERSION NULL
-#endif
-
-static void *dlsym_find_real(void)
-{
-    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!f && DLSYM_OLD_VERSION)
-        f = dlvsym(RTLD_NEXT, "dlsym", DLSYM_OLD_VERSION);
-    if (!f) {
-        static int said;
-        util_log_once(&said, UTIL_LOG_ERROR,
-                      "cannot find the C library's dlsym (dlvsym: GLIBC_2.34, %s): every "
-                      "dlsym lookup returns NULL. libsalus needs glibc; remove it from "
-                      "LD_PRELOAD on this system", DLSYM_OLD_VERSION ? DLSYM_OLD_VERSION : "-");
-        f = (void *)dlsym_unavailable;
-    }
-    return f;
-}
-
-static inline dlsym_fn_t dlsym_next(void)
-{
-    void *f = __atomic_load_n(&hook_dlsym_next, __ATOMIC_RELAXED);
-    if (UTIL_UNLIKELY(f == NULL)) {
-        f = dlsym_find_real();
-        __atomic_store_n(&hook_dlsym_next, f, __ATOMIC_RELAXED);
-    }
-    return (dlsym_fn_t)f;
-}
-
-void *hook_dlsym_real(void *handle, const char *name)
-{
-    return dlsym_next()(handle, name);
-}
-
 /* ---- the decision ---------------------------------------------------------
  * NULL: forward to the real dlsym (the trampoline's tail call).  Not NULL:
  * the answer.  Cheap for the lookups every program makes: two characters. */
 void *hook_dlsym_decide(void *handle, const char *name)
 {
-    dlsym_next();
+    hook_dlsym_ready();             /* hook_dlsym_next, for the trampoline's forward */
     if (!name || name[0] != 'c' || name[1] != 'u' || handle == RTLD_NEXT)
         return NULL;
     int id = hook_find(name);
     if (id < 0)
         return NULL;
-    void *found = dlsym_next()(handle, name);
+    void *found = hook_dlsym_real(handle, name);
     if (!found)
         return NULL;                /* forward: the real lookup sets dlerror */
     if (found == hook_wrappers[id])
@@ -183,6 +128,6 @@ __asm__(
 SALUS_EXPORT void *dlsym(void *restrict handle, const char *restrict name)
 {
     void *answer = hook_dlsym_decide(handle, name);
-    return answer ? answer : dlsym_next()(handle, name);
+    return answer ? answer : hook_dlsym_real(handle, name);
 }
 #endif

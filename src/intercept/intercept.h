@@ -18,6 +18,13 @@
  * hook table, the real-function table they can swap (the seam), the driver
  * map, the counters and the report.
  *
+ * Files, each depending only on those after it (mk/circles.py checks it):
+ * report.c (the report and the library's constructor), dlsym.c (the dlsym
+ * override), resolver.c (cuGetProcAddress and the wrappers' addresses),
+ * wrappers.c (every other wrapper), thread.c (the per-thread blocks),
+ * real.c (the real driver and glibc's dlsym), procmap.c (the driver map),
+ * hooks.c (the hook table).
+ *
  * Include <cuda.h> in either mode before or through this header; nothing
  * here depends on __CUDA_API_VERSION_INTERNAL (export names are only pasted
  * or stringified, never expanded).
@@ -32,6 +39,8 @@
 
 #include "cu_procmap.h"
 #include "hook_list.h"
+#include "memory/memory.h"
+#include "sched/sched.h"
 #include "util/util.h"
 
 /* Everything declared here is internal to libsalus: references to it need
@@ -57,12 +66,9 @@ typedef enum hook_category {
     HOOK_CAT_COUNT
 } hook_category_t;
 
-/* The kinds a category row names (hooks.list kind=...). */
-typedef enum { HOOK_SYNC_STREAM, HOOK_SYNC_CTX, HOOK_SYNC_EVENT, HOOK_SYNC_COPY } hook_sync_kind_t;
-typedef enum {
-    HOOK_MEM_DEVICE, HOOK_MEM_PITCH, HOOK_MEM_MANAGED, HOOK_MEM_ASYNC,
-    HOOK_MEM_POOL, HOOK_MEM_VMM, HOOK_MEM_ARRAY
-} hook_mem_kind_t;
+/* The kinds a category row names (hooks.list kind=...): a SYNC row names a
+ * sched_sync_kind_t (SCHED_SYNC_*), an ALLOC or FREE row a mem_kind_t
+ * (MEM_KIND_*), a LIFE row one of these. */
 typedef enum {
     HOOK_LIFE_INIT, HOOK_LIFE_RETAIN, HOOK_LIFE_RELEASE, HOOK_LIFE_RESET, HOOK_LIFE_CREATE,
     HOOK_LIFE_DESTROY
@@ -79,6 +85,17 @@ extern const unsigned char hook_per_thread[HOOK_COUNT];
 extern void *const hook_wrappers[HOOK_COUNT];
 /* The id of a wrapped export, or -1. */
 int hook_find(const char *export_name);
+/* The LAUNCH exports' ids, in the list's order. */
+#define HOOK_IS_LAUNCH_(cat, ...) + HOOK_IS_LAUNCH_##cat
+#define HOOK_IS_LAUNCH_LAUNCH 1
+#define HOOK_IS_LAUNCH_SYNC 0
+#define HOOK_IS_LAUNCH_ALLOC 0
+#define HOOK_IS_LAUNCH_FREE 0
+#define HOOK_IS_LAUNCH_INFO 0
+#define HOOK_IS_LAUNCH_LIFE 0
+#define HOOK_IS_LAUNCH_RESOLVE 0
+#define HOOK_LAUNCHES (0 HOOK_LIST(HOOK_IS_LAUNCH_))
+extern const hook_id_t hook_launch_ids[HOOK_LAUNCHES];
 
 /* ---- the real driver -----------------------------------------------------
  * One slot per wrapped export: where its wrapper forwards.  Until the driver
@@ -110,6 +127,10 @@ extern hook_real_t hook_real;
 int hook_real_load(void);
 /* The driver's handle once loaded (NULL before, or with a fake table). */
 void *hook_real_handle(void);
+/* The driver contract (drv.h) over the loaded driver: 0 and *out filled,
+ * or -1 (no driver loaded, a fake table, or the driver lacks what the
+ * contract requires). */
+int hook_real_drv(drv_t *out);
 
 /* Test seam (as SQLite's aSyscall[]): make `fake` the driver.  Its non-NULL
  * slots replace the real functions; a NULL slot is an export the driver
@@ -134,16 +155,20 @@ int hook_procmap_lookup(const char *symbol, int version, cuuint64_t flags,
  * optimization level) to the real dlsym with the original arguments, so that
  * RTLD_NEXT and dlerror() behave as if libsalus were not there. */
 void *hook_dlsym_decide(void *handle, const char *name);
-/* glibc's dlsym, found with dlvsym; for libsalus's own lookups. */
+/* (real.c) glibc's dlsym, found with dlvsym; for libsalus's own lookups,
+ * and where the trampoline forwards (hook_dlsym_next, set by the first
+ * call). */
 void *hook_dlsym_real(void *handle, const char *name);
+extern void *hook_dlsym_next;
+void hook_dlsym_ready(void);
 
-/* ---- counters and the report (report.c) ----------------------------------
+/* ---- the per-thread blocks (thread.c) --------------------------------------
  * Each thread counts in a block of its own, reached through an initial-exec
  * TLS pointer and registered on the thread's first driver call; a thread's
- * exit folds its block into the process's sums.  Counts are per process:
- * a fork() child starts from zero and reports only if it calls the driver. */
+ * exit folds its block into the process's sums.  Counts are per process: a
+ * fork() child starts from zero and reports only if it calls the driver. */
 typedef struct hook_counts {
-    uint64_t launches;          /* calls of LAUNCH wrappers */
+    uint64_t launches;          /* calls of LAUNCH wrappers (snapshots only) */
     uint64_t syncs;             /* calls of SYNC wrappers that made the host wait */
     uint64_t allocs;            /* successful ALLOC calls */
     uint64_t frees;             /* successful FREE calls */
@@ -153,27 +178,59 @@ typedef struct hook_counts {
     uint64_t calls[HOOK_COUNT]; /* calls of each wrapper */
 } hook_counts_t;
 
-/* A thread's block.  hook_tls is never NULL: a thread starts on
- * hook_unregistered, whose counts are discarded and whose dispatch table
- * sends launches to first-call stubs that register the thread (then call the
- * wrapper again).  A registered block dispatches to hook_real.  So the launch
- * fast path has no branch: count, load the dispatch table, jump.  (A branch
- * there would make GCC copy the stack arguments of cuLaunchKernel - 5 loads,
- * 5 stores and 4 register saves - around its tail call; keep it branch-free.) */
+/* A thread's block: the one per-thread record of libsalus, the scheduler's
+ * part (its gate pointer, first, so that a launch reads it from the line it
+ * counts in) beside intercept's counters.  hook_tls is never NULL: a thread
+ * starts on hook_unregistered, whose counts are discarded and whose gate is
+ * sched_gate_unreg, so that its first launch takes the gated path, which
+ * registers it.  The launch fast path has no branch: count, read the gate,
+ * choose the real function or the gated one, jump.  (A branch there would
+ * make GCC copy the stack arguments of cuLaunchKernel - 5 loads, 5 stores
+ * and 4 register saves - around its tail call; keep it branch-free.)
+ *
+ * The active list.  A sync needs what the process launched since the
+ * previous one, summed over its threads; walking every thread that ever
+ * launched would cost the sync a few ns per thread.  So a block is on the
+ * active list from its thread's first launch after a sync until the next
+ * sync, which folds it (its counts minus what was folded before) and points
+ * its gate back at sched_gate_unreg: the thread's next launch goes through
+ * the gated path once, and rejoins.  A sync's cost is thus in the threads
+ * that launched since the last one, not in all that ever did.
+ *
+ * Ownership: the owner thread writes its counters (hook_add) and `hash`;
+ * `s.gate`, the fold marks and the list links are written under the
+ * registry lock (by the owner in the gated path, by a syncing thread in a
+ * fold) and the gate read by the owner with a relaxed load.  A launch that
+ * read the gate just before a fold changed it is counted in the block but
+ * folded at the next sync the block is folded in: late, never lost while
+ * the thread lives (its exit folds the rest). */
 typedef struct hook_block {
-    const hook_real_t *dispatch; /* written by the owner thread only */
-    hook_counts_t c;             /* written by the owner thread only (launches unused) */
-    struct hook_block *next;     /* registry links, under the registry lock */
-    struct hook_block **pprev;
+    sched_thread_t s;             /* gate pointer, hash, in_sync (sched.h) */
+    hook_counts_t c;              /* written by the owner thread only */
+    uint64_t folded_launches;     /* launches and hash at the last fold */
+    uint64_t folded_hash;
+    int active;                   /* on the active list */
+    struct hook_block *next, **pprev;     /* every registered block */
+    struct hook_block *anext, **apprev;   /* the active list */
 } hook_block_t;
 
 extern __thread hook_block_t *hook_tls __attribute__((tls_model("initial-exec")));
 extern hook_block_t hook_unregistered;
-/* The first-call stubs of the LAUNCH wrappers (wrappers.c); other slots NULL. */
-extern const hook_real_t hook_first_table;
 /* Register the calling thread: its block from now on.  Never fails (a shared
- * fallback block takes the counts if memory is short). */
+ * fallback block takes the counts if memory is short; its launches are not
+ * folded). */
 hook_block_t *hook_thread_register(void);
+/* The gated path of a launch by the thread of block b: the scheduler's slow
+ * path, then b follows the gate it returned, on the active list. */
+void hook_thread_gated(hook_block_t *b, const void *work);
+/* What the process launched since the previous fold, every thread's (the
+ * scheduler's sync token; sched_sync_end's callback). */
+sched_token_t hook_threads_fold(void);
+/* Called once at the process's first driver call (and a fork child's):
+ * where the report learns that it has something to say. */
+void hook_threads_on_first_call(void (*fn)(void));
+/* Whether this process (not a parent before fork) called the driver. */
+int hook_threads_armed(void);
 
 /* The calling thread's block, registering it on its first call. */
 static inline hook_block_t *hook_block(void)
@@ -186,12 +243,12 @@ static inline hook_block_t *hook_block(void)
 
 /* Add to a counter of the calling thread's block: a relaxed load and a
  * volatile store, not a read-modify-write.  Only the owner writes; readers
- * (snapshots, under the registry lock) use relaxed atomic loads and see a
- * recent value.  The store is volatile, as the kernel's WRITE_ONCE: a single
- * store the compiler may not tear, merge or drop.  Not __atomic_store_n:
- * GCC treats it as a possible write to the incoming stack arguments, and
- * cuLaunchKernel's wrapper would reload and re-store them (5 loads, 5 stores,
- * 4 register saves) around its tail call. */
+ * (snapshots, folds, under the registry lock) use relaxed atomic loads and
+ * see a recent value.  The store is volatile, as the kernel's WRITE_ONCE: a
+ * single store the compiler may not tear, merge or drop.  Not
+ * __atomic_store_n: GCC treats it as a possible write to the incoming stack
+ * arguments, and cuLaunchKernel's wrapper would reload and re-store them
+ * (5 loads, 5 stores, 4 register saves) around its tail call. */
 static inline void hook_add(uint64_t *counter, uint64_t n)
 {
     *(volatile uint64_t *)counter = __atomic_load_n(counter, __ATOMIC_RELAXED) + n;
@@ -207,20 +264,15 @@ static inline hook_block_t *hook_enter(hook_id_t id)
 
 /* The process's counts: exited threads plus the running ones. */
 void hook_counts_snapshot(hook_counts_t *out);
+
+/* ---- the report (report.c) ----------------------------------------------- */
 /* The report object (one line of JSON, no newline) in buf; its length, or
- * -1 if it does not fit. */
+ * -1 if it does not fit.  The modules' fields (sched_report_fields,
+ * mem_report_fields) follow intercept's. */
 int hook_report_format(char *buf, size_t cap);
 /* Append the report to SALUS_REPORT, if set and this process made a driver
  * call; what the exit handler does.  0, or -1 (said on stderr). */
 int hook_report_write(void);
-
-/* Report contributors.  A module with counters of its own (sched, memory)
- * defines in its header and code
- *     int <module>_report_fields(char *buf, size_t cap);
- * writing "name":value pairs separated by commas (no braces, no leading or
- * trailing comma) and returning their length as snprintf does; the report
- * appends them.  report.c references each weakly, so a module that does not
- * exist yet contributes nothing. */
 
 #pragma GCC visibility pop
 

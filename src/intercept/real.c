@@ -2,8 +2,9 @@
  * real.c - the real driver: loaded on first need, and the table of its
  * functions that every wrapper forwards to.
  *
- * Divided into: the lazy stubs (the table's initial contents); loading the
- * driver and filling the table; the test seam.
+ * Divided into: glibc's dlsym; the lazy stubs (the table's initial
+ * contents); loading the driver and filling the table; the driver contract;
+ * the test seam.
  *
  * The driver is never loaded in a process that does not use CUDA: LD_PRELOAD
  * reaches every program a shell starts.  The first wrapper called (or the
@@ -14,6 +15,8 @@
  * Locking: load_lock serializes loading and the seam; load_state is written
  * under it with release stores and read with acquire loads, so a thread that
  * sees it set also sees the table it guards.  Table slots: see intercept.h.
+ * hook_dlsym_next is written with the same value by whichever thread first
+ * needs it (relaxed: a single aligned pointer).
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include "intercept/intercept.h"
@@ -21,6 +24,66 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
+
+/* ---- glibc's dlsym ----------------------------------------------------------
+ * Found once with dlvsym: __libc_dlsym and _dl_sym are gone since glibc
+ * 2.34, and calling dlsym here would reach our own override. */
+
+typedef void *(*dlsym_fn_t)(void *, const char *);
+
+/* Read by the dlsym trampoline; set before hook_dlsym_decide returns. */
+__attribute__((used)) void *hook_dlsym_next;
+
+static void *dlsym_unavailable(void *handle, const char *name)
+{
+    (void)handle;
+    (void)name;
+    return NULL;
+}
+
+#if defined(__x86_64__)
+#define DLSYM_OLD_VERSION "GLIBC_2.2.5"
+#elif defined(__aarch64__)
+#define DLSYM_OLD_VERSION "GLIBC_2.17"
+#else
+#define DLSYM_OLD_VERSION NULL
+#endif
+
+static void *dlsym_find_real(void)
+{
+    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!f && DLSYM_OLD_VERSION)
+        f = dlvsym(RTLD_NEXT, "dlsym", DLSYM_OLD_VERSION);
+    if (!f) {
+        static int said;
+        util_log_once(&said, UTIL_LOG_ERROR,
+                      "cannot find the C library's dlsym (dlvsym: GLIBC_2.34, %s): every "
+                      "dlsym lookup returns NULL. libsalus needs glibc; remove it from "
+                      "LD_PRELOAD on this system", DLSYM_OLD_VERSION ? DLSYM_OLD_VERSION : "-");
+        f = (void *)dlsym_unavailable;
+    }
+    return f;
+}
+
+static inline dlsym_fn_t dlsym_next(void)
+{
+    void *f = __atomic_load_n(&hook_dlsym_next, __ATOMIC_RELAXED);
+    if (UTIL_UNLIKELY(f == NULL)) {
+        f = dlsym_find_real();
+        __atomic_store_n(&hook_dlsym_next, f, __ATOMIC_RELAXED);
+    }
+    return (dlsym_fn_t)f;
+}
+
+void hook_dlsym_ready(void)
+{
+    dlsym_next();
+}
+
+void *hook_dlsym_real(void *handle, const char *name)
+{
+    return dlsym_next()(handle, name);
+}
 
 /* ---- the lazy stubs ------------------------------------------------------ */
 
@@ -63,6 +126,14 @@ static void *real_open(const char **what)
     return h ? h : dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 }
 
+/* Whether fn lies in libsalus itself. */
+static int is_ours(void *fn)
+{
+    static const char here = 0;
+    Dl_info mine, theirs;
+    return dladdr(&here, &mine) && dladdr(fn, &theirs) && mine.dli_fbase == theirs.dli_fbase;
+}
+
 /* Fill the table from h.  -1 if h is libsalus itself (its symbols are our
  * wrappers: forwarding to them would recurse). */
 static int real_fill(void *h, const char *what)
@@ -70,7 +141,7 @@ static int real_fill(void *h, const char *what)
     void *fn[HOOK_COUNT];
     for (int i = 0; i < HOOK_COUNT; i++) {
         fn[i] = hook_dlsym_real(h, hook_names[i]);
-        if (fn[i] && fn[i] == hook_wrappers[i]) {
+        if (fn[i] && is_ours(fn[i])) {
             util_error("the CUDA driver %s is libsalus itself; CUDA calls fail with "
                        "CUDA_ERROR_NOT_INITIALIZED. Set SALUS_REAL_LIBCUDA to the "
                        "path of the real libcuda.so.1", what);
@@ -148,6 +219,19 @@ static CUresult real_bind(hook_id_t id)
         return CUDA_ERROR_NOT_FOUND;
     }
     return CUDA_SUCCESS;
+}
+
+/* ---- the driver contract ---------------------------------------------------- */
+
+static void *drv_sym(const char *name)
+{
+    void *h = hook_real_handle();
+    return h ? hook_dlsym_real(h, name) : NULL;
+}
+
+int hook_real_drv(drv_t *out)
+{
+    return hook_real_handle() ? drv_resolve(drv_sym, out) : -1;
 }
 
 /* ---- the test seam -------------------------------------------------------- */

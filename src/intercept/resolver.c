@@ -16,6 +16,8 @@
  * rule: both forms are in the list.  Unlike resolvers that ignore version and
  * flags and return the newest variant, a program gets the ABI it asked for.
  *
+ * Also the table of every wrapper's address (hook_wrappers).
+ *
  * No lock: the map and the table are read-only once loaded; counters are the
  * calling thread's.
  */
@@ -23,6 +25,12 @@
 #include "intercept/intercept.h"
 
 #include <stddef.h>
+
+/* Every wrapper, by hook id: what the resolver and the dlsym override
+ * answer.  Here, beside the two it defines, so that the file that reads the
+ * table is the one that completes it. */
+#define WRAPPER_(cat, export, ...) (void *)export,
+void *const hook_wrappers[HOOK_COUNT] = { HOOK_LIST(WRAPPER_) };
 
 /* Does the driver give fn for symbol at the header's version too? */
 static int same_at_header(const char *symbol, void *fn, cuuint64_t flags, int five)

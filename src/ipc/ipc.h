@@ -149,6 +149,16 @@ int  shm_device_index_locked(shm_table_t *t, const uint8_t uuid[16]);
 /* The UUID of device index d: 0 and *out written, or -1 when unused. */
 int  shm_device_uuid(shm_table_t *t, int device, uint8_t out[16]);
 
+/* The device index of CUDA ordinal `ordinal` of this process (0 ..
+ * SHM_MAX_ORDINALS - 1), found by its identity (drv_device_uuid) and
+ * registered if new: the one ordinal -> device cache that sched and memory
+ * share, per table, so a process asks the driver once per device.  Takes the
+ * table's lock on a device's first lookup only.  -1: bad ordinal or every
+ * index taken; -2: the table's lock cannot be taken. */
+#define SHM_MAX_ORDINALS 64
+struct drv;
+int  shm_device_of(shm_table_t *t, const struct drv *drv, int ordinal);
+
 /* ---- module areas --------------------------------------------------------
  * 64-byte aligned, zeroed when the table is made; a slot's areas are zeroed
  * when the slot is claimed.  slot/device out of range -> NULL. */

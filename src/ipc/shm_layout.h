@@ -109,6 +109,8 @@ struct shm_table {
         shm_repair_fn repair;
         void *ctx;
     } hooks[SHM_AREAS];
+    /* CUDA ordinal -> device index + 1 (0: not looked up yet); devices.c. */
+    int8_t ordinal_index[SHM_MAX_ORDINALS];
 };
 
 /* slots.c, for table.c and lock.c */

@@ -51,6 +51,11 @@ static mem_slot_t *area_of(shm_table_t *t, int slot)
     return shm_slot_area(t, slot, SHM_AREA_MEM);
 }
 
+/* The process's side of the module (mem_layout.h); here, at the bottom of
+ * the module's files, so that every other file depends on this one and
+ * this one on none of them. */
+mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
 /* ---- the lock --------------------------------------------------------------
  * shm_lock waits a few seconds at most for a holder that seems hung; the
  * module then runs uncounted for the rest of the process rather than make

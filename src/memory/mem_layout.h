@@ -132,7 +132,7 @@ typedef struct mem_proc {
     shm_table_t *t;
     mem_slot_t *area;              /* own slot's area, NULL until registered */
     int slot;
-    mem_driver_t drv;
+    drv_t drv;
     mem_config_t cfg;
     pthread_mutex_t lock;          /* registration of devices */
     mem_local_dev_t dev[MEM_MAX_ORDINALS];

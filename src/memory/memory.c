@@ -24,7 +24,6 @@
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)
 
-mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 /* One admission at a time per process (a job never waits on itself). */
 static pthread_mutex_t admit_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -65,9 +64,9 @@ static uint64_t headroom_of(uint64_t capacity)
 
 /* ---- start-up ----------------------------------------------------------- */
 
-static void atfork_child(void);
+static void fork_register(void);
 
-static int start(const mem_driver_t *drv, shm_table_t *t)
+static int start(const drv_t *drv, shm_table_t *t)
 {
     if (!drv || !drv->ctx_get_device || !drv->device_total_mem) {
         util_error("memory: the driver lacks cuCtxGetDevice or cuDeviceTotalMem_v2; "
@@ -82,14 +81,13 @@ static int start(const mem_driver_t *drv, shm_table_t *t)
         return -1;                    /* the table said why */
     mem_p.t = t;
     shm_set_hooks(t, SHM_AREA_MEM, mem_reap_hook, mem_repair_hook, NULL);
-    static int atfork_done;
-    if (!atfork_done++)
-        pthread_atfork(NULL, NULL, atfork_child);
     return 0;
 }
 
-int mem_init(const mem_driver_t *drv, shm_table_t *t)
+int mem_init(const drv_t *drv, shm_table_t *t)
 {
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, fork_register);     /* before the first lock */
     pthread_mutex_lock(&mem_p.lock);
     int mode = __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE);
     if (mode == MEM_OFF) {
@@ -120,7 +118,7 @@ static int own_slot(void)
     return 0;
 }
 
-static int device_identity(CUdevice ord, uint64_t *capacity, uint8_t uuid[16])
+static int device_capacity(CUdevice ord, uint64_t *capacity)
 {
     static int said;
     size_t bytes = 0;
@@ -131,28 +129,18 @@ static int device_identity(CUdevice ord, uint64_t *capacity, uint8_t uuid[16])
                       (int)ord, (int)rc, util_size(bytes).s);
         return -1;
     }
-    CUuuid u;
-    memset(&u, 0, sizeof u);
-    if (!mem_p.drv.device_get_uuid || mem_p.drv.device_get_uuid(&u, ord) != CUDA_SUCCESS)
-        snprintf(u.bytes, sizeof u.bytes, "ordinal:%d", (int)ord);
-    memcpy(uuid, u.bytes, 16);
     *capacity = bytes;
     return 0;
 }
 
-/* The table's device of that uuid (ipc's index, which sched shares), its
- * area set up if new; under the lock. */
-static int find_device_locked(const uint8_t uuid[16])
+/* Table device d's area, set up if new; under the lock. */
+static void setup_device_locked(int d)
 {
-    int d = shm_device_index_locked(mem_p.t, uuid);
-    if (d < 0)
-        return -1;
     mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
     if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != MEM_DEV_MAGIC) {
         memset(dev, 0, sizeof *dev);
         __atomic_store_n(&dev->magic, MEM_DEV_MAGIC, __ATOMIC_RELEASE);
     }
-    return d;
 }
 
 /* Set the budget when no live process is registered on d (the first comes,
@@ -200,28 +188,32 @@ static mem_local_dev_t *register_locked(CUdevice ord)
 {
     mem_local_dev_t *ld = &mem_p.dev[ord];
     uint64_t capacity;
-    uint8_t uuid[16];
     if (ld->sd || ld->failed)
         return ld->sd ? ld : NULL;
     if (own_slot() != 0) {
         __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);
         return NULL;
     }
-    if (device_identity(ord, &capacity, uuid) != 0) {
+    if (device_capacity(ord, &capacity) != 0) {
         ld->failed = 1;
         return NULL;
     }
-    if (mem_lock() != 0)
+    int d = shm_device_of(mem_p.t, &mem_p.drv, (int)ord);   /* sched shares the index */
+    if (d == -2) {                    /* the lock: mem_lock says so, or it came back */
+        if (mem_lock() == 0)
+            shm_unlock(mem_p.t);
         return NULL;
-    int d = find_device_locked(uuid);
+    }
+    if (d >= 0 && mem_lock() != 0)
+        return NULL;
     if (d < 0) {
-        shm_unlock(mem_p.t);
         ld->failed = 1;
         static int said;
         util_log_once(&said, UTIL_LOG_ERROR, "memory: the table knows %d devices already; "
                       "device %d passes through without limits", SHM_MAX_DEVICES, (int)ord);
         return NULL;
     }
+    setup_device_locked(d);
     settle_budget_locked(d, capacity);
     mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
     mem_sdev_t *sd = &mem_p.area->dev[d];
@@ -268,9 +260,28 @@ mem_local_dev_t *mem_local_dev(int device)
 
 /* ---- fork ------------------------------------------------------------------
  * The child inherits no accounting: no slot (shm_self claims one when it
- * first allocates), no registered device, an empty map.  The parent's
- * threads may have held mem_p.lock or a stripe lock: both are made anew. */
-static void atfork_child(void)
+ * first allocates), no registered device, an empty map.  Before the fork
+ * the start-up lock and every stripe of the map are taken (util.h's order:
+ * mem_p.lock, then the stripes in index order), so that the copy has no
+ * registration or map update half done; the child makes them anew.
+ * admit_lock is not taken: it is held across an admission wait, which may
+ * last as long as peers keep their memory, and a fork must not wait for
+ * that; the child, which inherits no admission, makes it anew. */
+static void prefork(void)
+{
+    pthread_mutex_lock(&mem_p.lock);
+    for (int k = 0; k < MEM_STRIPES; k++)
+        mem_stripe_lock(&mem_stripes[k]);
+}
+
+static void postfork_parent(void)
+{
+    for (int k = MEM_STRIPES - 1; k >= 0; k--)
+        mem_stripe_unlock(&mem_stripes[k]);
+    pthread_mutex_unlock(&mem_p.lock);
+}
+
+static void postfork_child(void)
 {
     pthread_mutex_init(&mem_p.lock, NULL);
     pthread_mutex_init(&admit_lock, NULL);
@@ -279,7 +290,12 @@ static void atfork_child(void)
     for (int i = 0; i < MEM_MAX_ORDINALS; i++)
         memset(&mem_p.dev[i], 0, sizeof mem_p.dev[i]);
     memset(mem_p.by_index, 0, sizeof mem_p.by_index);
-    mem_map_reset();
+    mem_map_reset();                  /* the stripes, unlocked and empty */
+}
+
+static void fork_register(void)
+{
+    util_fork_register(UTIL_FORK_MEMORY, prefork, postfork_parent, postfork_child);
 }
 
 /* ---- allocations and frees ---------------------------------------------- */
@@ -320,7 +336,7 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
 /* Undo an allocation the driver made but we cannot keep. */
 static void driver_undo(int cls, uint64_t handle)
 {
-    const mem_driver_t *drv = &mem_p.drv;
+    const drv_t *drv = &mem_p.drv;
     if (cls == MEM_CLS_PTR && drv->mem_free)
         drv->mem_free((CUdeviceptr)handle);
     else if (cls == MEM_CLS_VMM && drv->mem_release)
@@ -422,7 +438,7 @@ void mem_free_end(mem_op_t *op, CUresult rc)
 
 static int entry_gone(const mem_entry_t *e)
 {
-    const mem_driver_t *drv = &mem_p.drv;
+    const drv_t *drv = &mem_p.drv;
     if (e->cls == MEM_CLS_PTR && drv->pointer_get_attribute) {
         CUcontext ctx = NULL;
         return drv->pointer_get_attribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT,

@@ -43,6 +43,7 @@
 
 #include <cuda.h>
 
+#include "drv/drv.h"
 #include "ipc/ipc.h"
 
 /* The allocation paths; the interception layer's kinds, in its order. */
@@ -57,30 +58,15 @@ typedef enum mem_kind {
     MEM_KINDS
 } mem_kind_t;
 
-/* The driver, as this module reaches it (the test seam).  Required:
- * ctx_get_device and device_total_mem; the others may be NULL.  Every value
- * they return is checked before use. */
-typedef struct mem_driver {
-    CUresult (*ctx_get_device)(CUdevice *dev);
-    CUresult (*device_total_mem)(size_t *bytes, CUdevice dev);
-    CUresult (*device_get_uuid)(CUuuid *uuid, CUdevice dev);
-    /* The true size of a pitched allocation (cuMemGetAddressRange_v2). */
-    CUresult (*mem_get_address_range)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
-    /* To undo an allocation this module cannot record (host memory short). */
-    CUresult (*mem_free)(CUdeviceptr ptr);
-    CUresult (*mem_release)(CUmemGenericAllocationHandle handle);
-    CUresult (*array_destroy)(CUarray array);
-    /* Whether an allocation still exists, after a context went away
-     * (cuPointerGetAttribute, cuArrayGetDescriptor_v2). */
-    CUresult (*pointer_get_attribute)(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
-    CUresult (*array_get_descriptor)(CUDA_ARRAY_DESCRIPTOR *desc, CUarray array);
-} mem_driver_t;
 
 /* Start accounting for this process: read the environment, open the table
- * (`t`, or shm_process_table() when NULL) and keep a copy of `drv`.  Once per
- * process; later calls return the first one's result.  0, or -1 when this
- * process runs uncounted (said once, with why). */
-int mem_init(const mem_driver_t *drv, shm_table_t *t);
+ * (`t`, or shm_process_table() when NULL) and keep a copy of the driver
+ * contract `drv` (drv.h; the test seam).  Required: ctx_get_device and
+ * device_total_mem; without the others the module does less (no true pitch
+ * size, no undo of an allocation it cannot record, no check of what a gone
+ * context took).  Once per process; later calls return the first one's
+ * result.  0, or -1 when this process runs uncounted (said once, with why). */
+int mem_init(const drv_t *drv, shm_table_t *t);
 
 /* An operation in flight, on the caller's stack; opaque. */
 typedef struct mem_op {

@@ -89,13 +89,12 @@ static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg)
     __atomic_store_n(&dev->magic, SCHED_DEV_MAGIC, __ATOMIC_RELEASE);
 }
 
-int sched_dev_find_locked(shm_table_t *t, const uint8_t uuid[16], const sched_config_t *cfg)
+void sched_dev_setup_locked(shm_table_t *t, int d, const sched_config_t *cfg)
 {
     static int said_corrupt, said_policy;
-    int d = shm_device_index_locked(t, uuid);
-    if (d < 0)
-        return -1;
     sched_dev_t *dev = sched_dev(t, d);
+    if (!dev)
+        return;
     uint32_t magic = __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE);
     if (magic != SCHED_DEV_MAGIC) {
         if (magic != 0)
@@ -105,7 +104,7 @@ int sched_dev_find_locked(shm_table_t *t, const uint8_t uuid[16], const sched_co
         dev_init_locked(dev, cfg);
         util_debug("device %d: policy %s, quantum %u ms, max slice %u ms", d,
                    sched_policy_names[dev->policy], dev->quantum_ms, dev->max_slice_ms);
-        return d;
+        return;
     }
     if (dev->policy >= SCHED_POLICY_COUNT)
         dev->policy = SCHED_POLICY_FAIR;
@@ -115,7 +114,6 @@ int sched_dev_find_locked(shm_table_t *t, const uint8_t uuid[16], const sched_co
                       "that used it; SALUS_POLICY=%s is ignored (change a running table's "
                       "policy with `salus policy`)", d, sched_policy_names[dev->policy],
                       sched_policy_names[cfg->policy]);
-    return d;
 }
 
 static uint64_t dev_quantum_ns(const sched_dev_t *dev)

@@ -12,19 +12,21 @@
  *
  * Who calls what:
  *   - intercept's launch wrappers count (sched_count) and pass the gate
- *     (SCHED_SELECT, or sched_launch);
+ *     (SCHED_SELECT), each thread with its sched_thread_t inside intercept's
+ *     per-thread block;
  *   - its sync wrappers call sched_sync_begin() / sched_sync_end() around the
  *     real call (the boundary candidates);
  *   - its lifecycle wrappers call sched_note_context() after a context is
- *     made, and its init hands the driver functions over (sched_init);
+ *     made, and its init hands the driver contract over (sched_init);
  *   - its report appends sched_report_fields();
  *   - tools (salus-top, `salus policy`) use sched_read_slot/device and
  *     sched_set_policy, so that no other module reads this module's layout.
  *
- * The fast path (holder with nobody waiting): a TLS count and hash add, ONE
- * relaxed load of the gate word, then a predictable branch (sched_launch) or
- * a branch-free choice of the function to tail-call (SCHED_SELECT).  No
- * lock, syscall, getenv, clock read or allocation.
+ * The fast path (holder with nobody waiting): a hash add in the thread's
+ * block, ONE relaxed load of the gate word (through the block's pointer),
+ * then a predictable branch (sched_launch) or a branch-free choice of the
+ * function to tail-call (SCHED_SELECT).  No lock, syscall, getenv, clock
+ * read or allocation.
  */
 #ifndef SALUS_SCHED_H
 #define SALUS_SCHED_H
@@ -32,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "drv/drv.h"
 #include "ipc/ipc.h"
 #include "sched/policies.h"
 #include "util/util.h"
@@ -39,34 +42,40 @@
 #pragma GCC visibility push(hidden)   /* no GOT loads inside libsalus */
 
 /* ---- the gate ---------------------------------------------------------------
- * sched_gate_tls is the calling thread's gate pointer (initial-exec TLS).
- * It starts at a process-local word that forces the slow path, which
- * registers the thread (its counts join the process's sums) and, once the
- * process is registered, points it at the slot's gate word in the table;
- * when scheduling fails open it points at a local word that stays OPEN.
- * Only OPEN takes the fast path. */
+ * Each thread reads the gate word its sched_thread_t points at.  A new
+ * thread points at sched_gate_unreg, which forces the slow path; the slow
+ * path registers the process and returns the word the thread follows from
+ * then on: its slot's gate word in the table, or a local word that stays
+ * OPEN when scheduling fails open.  Only OPEN takes the fast path.  Whoever
+ * owns the thread's block (intercept) may point it back at sched_gate_unreg
+ * to see the thread's next launch in the slow path (intercept.h says why). */
 #define SCHED_GATE_OPEN      0u   /* holds every lease it needs, nobody waits (or pack) */
 #define SCHED_GATE_CONTENDED 1u   /* holds them, someone waits: bookkeeping, boundaries */
 #define SCHED_GATE_CLOSED    2u   /* lacks a lease: acquire or wait */
 #define SCHED_GATE_UNREG     3u   /* process-local: thread or process not registered */
 
-/* A thread's launch counts, for the boundary detector: written by the owner
- * thread only (a load and a volatile store, no read-modify-write), read at
- * syncs by any thread of the process through the registry. */
+extern const uint32_t sched_gate_unreg;
+
+/* A thread's part of the scheduler's state, inside the thread's block (the
+ * caller keeps it: intercept's per-thread block, a test's variable).
+ * `gate` is read by the owner at every launch with a relaxed load and
+ * written under its keeper's lock; `hash` is written by the owner only (a
+ * load and a volatile store, no read-modify-write) and read at syncs by any
+ * thread of the process. */
 typedef struct sched_thread {
-    uint64_t launches;            /* launches by this thread */
+    const uint32_t *gate;         /* never NULL: sched_gate_unreg at first */
     uint64_t hash;                /* sum of sched_mix(kernel handle): order-independent */
-    uint32_t registered;          /* in the process's registry */
     uint32_t in_sync;             /* inside a host-blocking sync (counted in the slot) */
-    struct sched_thread *next;    /* registry links, under the registry lock */
-    struct sched_thread **pprev;
 } sched_thread_t;
 
-extern __thread sched_thread_t sched_th __attribute__((tls_model("initial-exec")));
-extern __thread uint32_t *sched_gate_tls __attribute__((tls_model("initial-exec")));
+/* What the process launched between two syncs: the detector's token. */
+typedef struct sched_token {
+    uint64_t launches, hash;
+} sched_token_t;
 
-/* Whatever the gate is not OPEN: register, acquire or wait, bookkeeping. */
-void sched_launch_slow(const void *work);
+/* Whatever the gate is not OPEN: register, acquire or wait, bookkeeping.
+ * Returns the gate word the calling thread follows from now on. */
+const uint32_t *sched_launch_slow(const void *work);
 
 /* Spreads a handle's bits (xorshift, multiply, xorshift) so that sums of
  * different kernel sets differ: handles are addresses in a few tables, whose
@@ -81,62 +90,51 @@ static inline uint64_t sched_mix(uint64_t x)
 }
 
 /* Count a launch of `work` (a CUfunction or CUgraphExec) for the detector.
- * Volatile stores, as the kernel's WRITE_ONCE: atomic stores would make GCC
- * treat the launch's stack arguments as clobbered around its tail call. */
-static inline __attribute__((always_inline)) void sched_count(const void *work)
+ * A volatile store, as the kernel's WRITE_ONCE: an atomic store would make
+ * GCC treat the launch's stack arguments as clobbered around its tail call. */
+static inline __attribute__((always_inline)) void sched_count(sched_thread_t *th,
+                                                              const void *work)
 {
-    sched_thread_t *th = &sched_th;
-    *(volatile uint64_t *)&th->launches = th->launches + 1;
     *(volatile uint64_t *)&th->hash = th->hash + sched_mix((uint64_t)(uintptr_t)work);
 }
 
-/* The one relaxed load of the fast path. */
-static inline __attribute__((always_inline)) uint32_t sched_gate_value(void)
+/* The one relaxed load of the fast path (after the pointer's, which shares
+ * the thread block's line with the counters just written). */
+static inline __attribute__((always_inline)) uint32_t sched_gate_value(const sched_thread_t *th)
 {
-    return __atomic_load_n(sched_gate_tls, __ATOMIC_RELAXED);
+    return __atomic_load_n(__atomic_load_n(&th->gate, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
-/* The gate as a statement: count, then the slow path unless OPEN. */
-static inline __attribute__((always_inline)) void sched_launch(const void *work)
+/* The gate as a statement, for callers that keep their own block alone
+ * (tests, benchmarks): count, then the slow path unless OPEN. */
+static inline __attribute__((always_inline)) void sched_launch(sched_thread_t *th,
+                                                               const void *work)
 {
-    sched_count(work);
-    if (UTIL_UNLIKELY(sched_gate_value() != SCHED_GATE_OPEN))
-        sched_launch_slow(work);
+    sched_count(th, work);
+    if (UTIL_UNLIKELY(sched_gate_value(th) != SCHED_GATE_OPEN))
+        __atomic_store_n(&th->gate, sched_launch_slow(work), __ATOMIC_RELAXED);
 }
 
 /* The gate as a choice, for wrappers that end in a tail call: `open` when
  * the gate is OPEN, else `gated` (a function of the same type that calls
  * sched_launch_slow first).  Branch-free, so that the wrapper's tail call
  * needs no copy of its stack arguments. */
-static inline __attribute__((always_inline)) uintptr_t sched_select(uintptr_t open,
+static inline __attribute__((always_inline)) uintptr_t sched_select(const sched_thread_t *th,
+                                                                     uintptr_t open,
                                                                      uintptr_t gated)
 {
-    uintptr_t closed = -(uintptr_t)(sched_gate_value() != SCHED_GATE_OPEN);
+    uintptr_t closed = -(uintptr_t)(sched_gate_value(th) != SCHED_GATE_OPEN);
     return (open & ~closed) | (gated & closed);
 }
-#define SCHED_SELECT(open, gated) \
-    ((__typeof__(open))sched_select((uintptr_t)(open), (uintptr_t)(gated)))
+#define SCHED_SELECT(th, open, gated) \
+    ((__typeof__(open))sched_select((th), (uintptr_t)(open), (uintptr_t)(gated)))
 
 /* ---- the driver and the clock (seams) -------------------------------------
- * The slow path needs two driver calls; they come through this table so that
- * tests and benchmarks give fakes.  Each returns 0 on success. */
-typedef struct sched_driver {
-    int (*ctx_device)(int *device);   /* ordinal of the calling thread's current context */
-    int (*ctx_synchronize)(void);     /* wait for the current context's work */
-    /* The device's uuid (16 bytes); NULL or an error: known by ordinal. */
-    int (*device_uuid)(int ordinal, unsigned char uuid[16]);
-} sched_driver_t;
-
-/* Build the table from a symbol lookup over the real driver (dlsym on its
- * handle): cuCtxGetDevice, cuCtxSynchronize (legacy ABI), cuDeviceGetUuid_v2
- * or cuDeviceGetUuid (optional).  0, or -1 when a required symbol is
- * missing (*out untouched). */
-int  sched_driver_resolve(void *(*sym)(const char *name), sched_driver_t *out);
-/* Start scheduling, with the driver's functions (intercept, once the real
- * driver is loaded; tests).  Until then the module is dormant: launches
- * pass, nothing registers.  drv NULL: every launch counts as device 0 and
- * no context is synchronized. */
-void sched_init(const sched_driver_t *drv);
+ * The scheduler reaches the driver through the contract (drv.h): the current
+ * context's device, a context synchronize, a device's identity.  Until
+ * sched_init the module is dormant: launches pass, nothing registers.  drv
+ * NULL: every launch counts as device 0 and no context is synchronized. */
+void sched_init(const drv_t *drv);
 
 /* CLOCK_MONOTONIC ns by default; tests swap it (NULL restores). */
 typedef uint64_t (*sched_clock_fn)(void);
@@ -147,10 +145,15 @@ typedef enum sched_sync_kind {
     SCHED_SYNC_STREAM, SCHED_SYNC_CTX, SCHED_SYNC_EVENT, SCHED_SYNC_COPY
 } sched_sync_kind_t;
 
-/* Around a host-blocking sync: begin before the real call (the process is
- * not idle while it waits), end after it, with ok = the call succeeded. */
-void sched_sync_begin(void);
-void sched_sync_end(sched_sync_kind_t kind, int ok);
+/* Around a host-blocking sync by the thread `th`: begin before the real call
+ * (the process is not idle while it waits), end after it, with ok = the call
+ * succeeded.  `fold` returns what the process launched since its previous
+ * call (every thread's launches and hash sums): called only when the
+ * scheduler is active, under its bookkeeping lock (so in the order of
+ * syncs). */
+void sched_sync_begin(sched_thread_t *th);
+void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
+                    sched_token_t (*fold)(void));
 /* A context was made or retained on the device of CUDA ordinal `device`
  * (-1: the calling thread's current context's); the process needs that
  * device's lease from now on. */

@@ -4,11 +4,13 @@
  * module offer each other.  Tests include it to drive the pure parts (the
  * detector, the policies) directly.
  *
- * Files: gate.c (process side: registration, threads, launch slow path,
- * syncs, fork, exit), lease.c (table side: state transitions under the lock,
- * reap and repair), wait.c (acquiring, waiting, yielding), detect.c (the
- * boundary detector), policy*.c (the policies), config.c (SALUS_*),
- * stats.c (histograms, report, monitors), driver.c (the real driver).
+ * Files, each depending only on those after it (mk/circles.py checks it):
+ * gate.c (the process side: registration, the launch slow path, syncs,
+ * hints, fork and exit), wait.c (acquiring, waiting, yielding), stats.c
+ * (histograms, report, monitors), lease.c (the table side: state
+ * transitions under the lock, reap and repair), policy*.c (the policies),
+ * detect.c (the boundary detector), config.c (SALUS_*), proc.c (the
+ * process's state, the driver contract, the clock, failing open).
  */
 #ifndef SALUS_SCHED_INT_H
 #define SALUS_SCHED_INT_H
@@ -128,10 +130,6 @@ void sched_config_read(sched_config_t *out);
 
 typedef enum { SCHED_DET_AUTO, SCHED_DET_EVERY, SCHED_DET_EXPLICIT } sched_det_mode_t;
 
-typedef struct sched_token {
-    uint64_t launches, hash;
-} sched_token_t;
-
 typedef struct sched_detect {
     sched_det_mode_t mode;
     sched_token_t ring[SCHED_DET_RING];
@@ -239,10 +237,9 @@ typedef struct sched_proc {
     uint32_t gen;
     sched_slot_t *me;
     uint32_t devset;              /* mirror of me->devset */
-    int8_t dev_index[SHM_MAX_DEVICES];   /* CUDA ordinal -> table device + 1, 0: unknown */
+    uint64_t joined;              /* bit o: CUDA ordinal o's device joined (devset) */
     sched_detect_t det;
     sched_kseq_t kseq;
-    sched_token_t last;           /* process sums at the previous sync */
     uint64_t last_boundary_ns;    /* 0: none yet */
     uint64_t waited_mark_ns;      /* waited_ns at the last boundary */
     uint64_t iter_sum_ns, iter_count;
@@ -251,11 +248,24 @@ typedef struct sched_proc {
     int handlers_made;
 } sched_proc_t;
 
+/* (proc.c) The process's state; what every file of the module shares. */
 extern sched_proc_t sched_p;
-extern sched_driver_t sched_drv;
+/* The driver contract given to sched_init (NULL: none), acquire loads. */
+const drv_t *sched_drv(void);
+/* Whether sched_init was called (else the module is dormant). */
+int sched_enabled(void);
 uint64_t sched_now(void);
-/* The CUDA ordinal of the calling thread's current context, or -1. */
+/* The CUDA ordinal of the calling thread's current context (0 without a
+ * driver), or -1. */
 int sched_current_ordinal(void);
+/* The gate word every thread of the process follows once registered:
+ * sched_gate_unreg before, the slot's gate, or the OPEN word after a
+ * fail-open or at exit (release store; acquire load). */
+const uint32_t *sched_proc_gate(void);
+void sched_set_proc_gate(const uint32_t *gate);
+void sched_proc_gate_open(void);
+/* Fail open for good: said once; launches pass from now on. */
+void sched_fail_open(sched_proc_t *p, const char *why);
 
 /* ---- the lease (lease.c): under the table lock unless said ---------------- */
 #define SCHED_NO_SLOT (-1)
@@ -274,10 +284,9 @@ uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev);
 /* Time since the holder `slot` of d last reached a boundary in its tenure. */
 uint64_t sched_since_boundary(shm_table_t *t, int d, int slot, uint64_t now);
 
-/* The table device of that uuid, set up with the caller's config if new (or
- * said once that its policy differs from SALUS_POLICY); -1 when all are
- * taken. */
-int  sched_dev_find_locked(shm_table_t *t, const uint8_t uuid[16], const sched_config_t *cfg);
+/* Set up table device d's scheduler area with the caller's config if new (or
+ * say once that its policy differs from SALUS_POLICY). */
+void sched_dev_setup_locked(shm_table_t *t, int d, const sched_config_t *cfg);
 void sched_gate_update_locked(shm_table_t *t, int slot);
 /* Add `slot` to the device's waiters (idempotent), its vtime lifted to the
  * active set's least; the holder's gate becomes CONTENDED. */
@@ -315,8 +324,6 @@ void sched_yield_point(sched_proc_t *p, int boundary, int synced);
 void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle);
 /* Give up every lease (exit). */
 void sched_release_all(sched_proc_t *p);
-/* (gate.c) Fail open for good: said once; launches pass from now on. */
-void sched_fail_open(sched_proc_t *p, const char *why);
 
 /* ---- counters (stats.c) ----------------------------------------------------- */
 int  sched_hist_bucket(uint64_t ns);

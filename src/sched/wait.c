@@ -108,8 +108,9 @@ static int yield_device(sched_proc_t *p, int d, int boundary, int synced)
         }
         if (!synced) {
             shm_unlock(p->t);
-            if (sched_drv.ctx_synchronize)
-                sched_drv.ctx_synchronize();
+            const drv_t *drv = sched_drv();
+            if (drv && drv->ctx_synchronize)
+                drv->ctx_synchronize();
             synced = 1;
             continue;                        /* decide again: time has passed */
         }

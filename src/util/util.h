@@ -81,4 +81,26 @@ uint64_t util_now_ns(void);
 /* The one list of SALUS_* variables and its readers. */
 #include "util/vars.h"
 
+/* ---- fork ------------------------------------------------------------------
+ * One set of pthread_atfork handlers for the whole library (as jemalloc's
+ * prefork/postfork): each module registers its three functions with its
+ * rank, once, when it starts; before fork() every registered prefork runs in
+ * rank order (each takes its module's locks, so that no lock is mid-use in
+ * the copy), after it the postforks run in the reverse order, in the parent
+ * (unlock) and in the child (make the process-local state anew: the child
+ * holds no slot, no lease, no thread but the forking one).  The ranks are
+ * the library's lock order (docs/hacking.md): a module's locks are never
+ * taken while holding those of a later rank.  Registering the same rank
+ * twice keeps the first.  0, or -1 when the handlers cannot be registered
+ * (said once: a forked child may then inherit its parent's state). */
+typedef enum util_fork_rank {
+    UTIL_FORK_LOADER = 0,     /* intercept: the driver loader's lock */
+    UTIL_FORK_SCHED,          /* sched: the process's bookkeeping lock */
+    UTIL_FORK_THREADS,        /* intercept: the thread registry */
+    UTIL_FORK_MEMORY,         /* memory: start-up lock, then the map's stripes */
+    UTIL_FORK_RANKS
+} util_fork_rank_t;
+int util_fork_register(util_fork_rank_t rank, void (*prefork)(void),
+                       void (*parent)(void), void (*child)(void));
+
 #endif /* SALUS_UTIL_H */

@@ -1,0 +1,72 @@
+/*
+ * drv.h - the driver contract: the few CUDA driver calls that libsalus's own
+ * modules make (not the program's calls, which intercept forwards), and the
+ * one way to name a device.  The whole interface of src/drv.
+ *
+ * As mimalloc's prim.h specifies its platform, this names what sched and
+ * memory need from the driver and nothing else.  intercept fills one table
+ * from the real driver when the program initializes CUDA (drv_resolve over
+ * the driver's symbols) and hands it to sched_init and mem_init; tests hand
+ * them a table of fakes instead.  A module keeps the pointer it was given
+ * and reads it after the release store that published it.
+ *
+ * Every call may be NULL (a driver that lacks the export): each caller says
+ * what it does without it.  Every value the driver returns is checked by the
+ * caller before use.
+ */
+#ifndef SALUS_DRV_H
+#define SALUS_DRV_H
+
+#include <stdint.h>
+
+#include <cuda.h>
+
+#pragma GCC visibility push(hidden)
+
+/* The calls: X(field, parameters, export, fallback export or NULL).
+ * Legacy ABI where CUDA 13 changed it: cuCtxGetDevice(CUdevice *) and
+ * cuCtxSynchronize(void) (their _v2 forms take a context). */
+#define DRV_CALLS(X)                                                                    \
+    X(ctx_get_device,        (CUdevice *dev),                     "cuCtxGetDevice", NULL) \
+    X(ctx_synchronize,       (void),                              "cuCtxSynchronize", NULL) \
+    X(device_get_uuid,       (CUuuid *uuid, CUdevice dev),        "cuDeviceGetUuid_v2",   \
+                                                                  "cuDeviceGetUuid")      \
+    X(device_total_mem,      (size_t *bytes, CUdevice dev),       "cuDeviceTotalMem_v2", NULL) \
+    X(mem_get_address_range, (CUdeviceptr *base, size_t *size, CUdeviceptr ptr),          \
+                                                                  "cuMemGetAddressRange_v2", NULL) \
+    X(mem_free,              (CUdeviceptr ptr),                   "cuMemFree_v2", NULL)   \
+    X(mem_release,           (CUmemGenericAllocationHandle h),    "cuMemRelease", NULL)   \
+    X(array_destroy,         (CUarray array),                     "cuArrayDestroy", NULL) \
+    X(pointer_get_attribute, (void *data, CUpointer_attribute attr, CUdeviceptr ptr),     \
+                                                                  "cuPointerGetAttribute", NULL) \
+    X(array_get_descriptor,  (CUDA_ARRAY_DESCRIPTOR *desc, CUarray array),                \
+                                                                  "cuArrayGetDescriptor_v2", NULL)
+
+#define DRV_FIELD_(field, params, name, fallback) CUresult (CUDAAPI *field) params;
+typedef struct drv {
+    DRV_CALLS(DRV_FIELD_)
+} drv_t;
+#undef DRV_FIELD_
+
+/* Fill *out from a symbol lookup over the real driver (dlsym on its handle);
+ * a call the driver lacks stays NULL.  0, or -1 when sym is NULL or the
+ * driver lacks cuCtxGetDevice, without which no module can place a call on
+ * a device (*out untouched). */
+int drv_resolve(void *(*sym)(const char *name), drv_t *out);
+
+/* The CUDA ordinal of the calling thread's current context: 0 and *ordinal
+ * set, or -1 (no context, no driver call, or an ordinal outside
+ * 0..DRV_MAX_ORDINAL). */
+#define DRV_MAX_ORDINAL 63
+int drv_current_device(const drv_t *d, int *ordinal);
+
+/* A device's identity, what the arbitration table knows devices by: its
+ * uuid, or "ordinal:<n>" (zero-padded to 16 bytes) from a driver that has
+ * none, so that every process names a GPU the same way whatever ordinal
+ * CUDA_VISIBLE_DEVICES gives it.  Never fails; a driver call, so callers
+ * keep it out of locks and off fast paths (ipc caches it per table). */
+void drv_device_uuid(const drv_t *d, int ordinal, uint8_t uuid[16]);
+
+#pragma GCC visibility pop
+
+#endif /* SALUS_DRV_H */

@@ -1,0 +1,293 @@
+/*
+ * thread.c - the per-thread blocks of libsalus (intercept.h): registration
+ * on a thread's first driver call, the active list and the folds a sync
+ * asks for, snapshots for the report, thread exit and fork.
+ *
+ * Divided into: the registry; the gated path and the fold; snapshots; thread
+ * exit; fork.
+ *
+ * registry_lock guards live, spare, retired, pending, armed, the active
+ * list and every block's gate pointer, fold marks and links (intercept.h
+ * says who writes what).  Lock order (util.h): the scheduler's bookkeeping
+ * lock, then registry_lock (a fold runs under the former); nothing is taken
+ * under registry_lock but the allocator's.
+ *
+ * A process that never calls the driver never registers: no allocation, no
+ * report.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include "intercept/intercept.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where every thread starts; its counts are never summed. */
+hook_block_t hook_unregistered = { .s = { .gate = &sched_gate_unreg } };
+
+/* The initial value is an address: the dynamic linker relocates the TLS
+ * image before it copies it for the main thread and every new one. */
+__thread hook_block_t *hook_tls __attribute__((tls_model("initial-exec"))) = &hook_unregistered;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static hook_block_t *live;            /* blocks of running threads */
+static hook_block_t *active;          /* blocks that launched since the last fold */
+static hook_block_t *spare;           /* blocks of exited threads, zeroed, for reuse */
+static hook_counts_t retired;         /* sums of exited threads */
+static sched_token_t pending;         /* unfolded launches of exited threads */
+static hook_block_t fallback = { .s = { .gate = &sched_gate_unreg } };  /* calloc failed */
+static int armed;                     /* this process called the driver */
+static void (*first_call)(void);      /* hook_threads_on_first_call */
+
+static pthread_key_t exit_key;        /* made once per process image */
+static int exit_key_made;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* ---- the registry -------------------------------------------------------- */
+
+static void link_live(hook_block_t *b)
+{
+    b->next = live;
+    b->pprev = &live;
+    if (live)
+        live->pprev = &b->next;
+    live = b;
+}
+
+static void unlink_live(hook_block_t *b)
+{
+    *b->pprev = b->next;
+    if (b->next)
+        b->next->pprev = b->pprev;
+    b->next = NULL;
+    b->pprev = NULL;
+}
+
+static void link_active(hook_block_t *b)
+{
+    b->anext = active;
+    b->apprev = &active;
+    if (active)
+        active->apprev = &b->anext;
+    active = b;
+    b->active = 1;
+}
+
+static void unlink_active(hook_block_t *b)
+{
+    *b->apprev = b->anext;
+    if (b->anext)
+        b->anext->apprev = b->apprev;
+    b->anext = NULL;
+    b->apprev = NULL;
+    b->active = 0;
+}
+
+static void thread_exit(void *arg);
+static void fork_register(void);
+
+hook_block_t *hook_thread_register(void)
+{
+    pthread_once(&fork_once, fork_register);
+    pthread_mutex_lock(&registry_lock);
+    if (!exit_key_made && pthread_key_create(&exit_key, thread_exit) == 0)
+        exit_key_made = 1;
+    hook_block_t *b = spare;
+    if (b)
+        spare = b->next;
+    else
+        b = calloc(1, sizeof *b);
+    if (b) {
+        memset(b, 0, sizeof *b);
+        b->s.gate = &sched_gate_unreg;
+        link_live(b);
+    } else {
+        b = &fallback;      /* racy counts beat no counts; registered once */
+        if (!b->pprev)
+            link_live(b);
+    }
+    void (*first)(void) = NULL;
+    if (!armed) {
+        armed = 1;
+        first = first_call;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (first)
+        first();
+    if (exit_key_made && b != &fallback)
+        pthread_setspecific(exit_key, b);
+    hook_tls = b;
+    return b;
+}
+
+/* A driver call made before the library's constructor (another library's
+ * constructor) armed the process already: fn runs now. */
+void hook_threads_on_first_call(void (*fn)(void))
+{
+    pthread_mutex_lock(&registry_lock);
+    first_call = fn;
+    int late = armed;
+    pthread_mutex_unlock(&registry_lock);
+    if (late && fn)
+        fn();
+}
+
+int hook_threads_armed(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    int a = armed;
+    pthread_mutex_unlock(&registry_lock);
+    return a;
+}
+
+/* ---- the gated path and the fold ----------------------------------------- */
+
+void hook_thread_gated(hook_block_t *b, const void *work)
+{
+    const uint32_t *gate = sched_launch_slow(work);
+    if (b == &fallback) {
+        __atomic_store_n(&b->s.gate, gate, __ATOMIC_RELAXED);
+        return;
+    }
+    /* The owner reads its own `active` flag without the lock: only a fold
+     * clears it, and a fold also points the gate at sched_gate_unreg, which
+     * brings the owner back here. */
+    if (__atomic_load_n(&b->active, __ATOMIC_RELAXED) &&
+        __atomic_load_n(&b->s.gate, __ATOMIC_RELAXED) == gate)
+        return;
+    pthread_mutex_lock(&registry_lock);
+    if (!b->active)
+        link_active(b);
+    __atomic_store_n(&b->s.gate, gate, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static uint64_t block_launches(const hook_block_t *b)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < HOOK_LAUNCHES; i++)
+        n += __atomic_load_n(&b->c.calls[hook_launch_ids[i]], __ATOMIC_RELAXED);
+    return n;
+}
+
+/* Under registry_lock: b's launches since its last fold, into *tok. */
+static void fold_block(hook_block_t *b, sched_token_t *tok)
+{
+    uint64_t n = block_launches(b), h = __atomic_load_n(&b->s.hash, __ATOMIC_RELAXED);
+    tok->launches += n - b->folded_launches;
+    tok->hash += h - b->folded_hash;
+    b->folded_launches = n;
+    b->folded_hash = h;
+}
+
+/* The calling thread stays on the list (it is likely to launch again, and
+ * it is one block); the others leave it and see their next launch in the
+ * gated path.  Ordering: see the active list in intercept.h. */
+sched_token_t hook_threads_fold(void)
+{
+    hook_block_t *self = hook_tls;
+    pthread_mutex_lock(&registry_lock);
+    sched_token_t tok = pending;
+    memset(&pending, 0, sizeof pending);
+    for (hook_block_t *b = active, *next; b; b = next) {
+        next = b->anext;
+        fold_block(b, &tok);
+        if (b != self) {
+            unlink_active(b);
+            __atomic_store_n(&b->s.gate, &sched_gate_unreg, __ATOMIC_RELAXED);
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return tok;
+}
+
+/* ---- snapshots -------------------------------------------------------------- */
+
+static void counts_add(hook_counts_t *sum, const hook_counts_t *c)
+{
+#define ADD_(field) sum->field += __atomic_load_n(&c->field, __ATOMIC_RELAXED)
+    ADD_(syncs); ADD_(allocs); ADD_(frees); ADD_(bytes_allocated);
+    ADD_(resolver_wrapped); ADD_(resolver_passed);
+    for (int i = 0; i < HOOK_COUNT; i++)
+        ADD_(calls[i]);
+#undef ADD_
+}
+
+void hook_counts_snapshot(hook_counts_t *out)
+{
+    hook_counts_t sum;
+    memset(&sum, 0, sizeof sum);
+    pthread_mutex_lock(&registry_lock);
+    counts_add(&sum, &retired);
+    for (hook_block_t *b = live; b; b = b->next)
+        counts_add(&sum, &b->c);
+    pthread_mutex_unlock(&registry_lock);
+    for (int i = 0; i < HOOK_LAUNCHES; i++)
+        sum.launches += sum.calls[hook_launch_ids[i]];
+    *out = sum;
+}
+
+/* ---- thread exit -------------------------------------------------------------
+ * Fold the block into retired (and its unfolded launches into pending) and
+ * keep it for the next thread.  A later driver call by the same thread
+ * (another TLS destructor) registers it again from zero. */
+static void thread_exit(void *arg)
+{
+    hook_block_t *b = arg;
+    hook_tls = &hook_unregistered;
+    pthread_mutex_lock(&registry_lock);
+    counts_add(&retired, &b->c);
+    if (b->active)
+        unlink_active(b);
+    fold_block(b, &pending);
+    unlink_live(b);
+    memset(b, 0, sizeof *b);
+    b->next = spare;
+    spare = b;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* ---- fork ----------------------------------------------------------------------
+ * The child's only thread is the one that forked, holding registry_lock
+ * (taken before the fork, in util.h's order).  Every block belongs to a
+ * thread the child does not have, the forking one included (its counts are
+ * the parent's): all go to spare, the sums start from zero, and the report
+ * is disarmed until the child calls the driver. */
+
+static void prefork(void)
+{
+    pthread_mutex_lock(&registry_lock);
+}
+
+static void postfork_parent(void)
+{
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void postfork_child(void)
+{
+    while (live) {
+        hook_block_t *b = live;
+        unlink_live(b);
+        if (b == &fallback)
+            continue;
+        memset(b, 0, sizeof *b);
+        b->next = spare;
+        spare = b;
+    }
+    active = NULL;
+    memset(&fallback, 0, sizeof fallback);
+    fallback.s.gate = &sched_gate_unreg;
+    memset(&retired, 0, sizeof retired);
+    memset(&pending, 0, sizeof pending);
+    armed = 0;
+    hook_tls = &hook_unregistered;
+    if (exit_key_made)
+        pthread_setspecific(exit_key, NULL);
+    pthread_mutex_init(&registry_lock, NULL);
+}
+
+static void fork_register(void)
+{
+    util_fork_register(UTIL_FORK_THREADS, prefork, postfork_parent, postfork_child);
+}

@@ -1,0 +1,40 @@
+/*
+ * devices.c - the process's ordinal -> device cache over the table's device
+ * index (ipc.h, shm_device_of).
+ *
+ * A GPU's index in the table is found by its identity, which costs a driver
+ * call and the table's lock; both modules that need it (sched at a launch,
+ * memory at an allocation) ask here, so that a process pays once per device,
+ * and the two modules can never disagree on the index of an ordinal.
+ *
+ * No lock of its own.  An entry is written once with a release store after
+ * the index it names was registered (under the table's lock), read with an
+ * acquire load; two threads that miss at once both look up and store the
+ * same index (an index is never given back, and a uuid has one index).
+ * fork(): the child keeps the cache, as it keeps the table's mapping.
+ */
+#include "ipc/shm_layout.h"
+#include "drv/drv.h"
+
+_Static_assert(SHM_MAX_ORDINALS == DRV_MAX_ORDINAL + 1,
+               "the cache covers every ordinal the driver contract answers");
+_Static_assert(SHM_MAX_DEVICES < INT8_MAX, "an index + 1 fits the cache's int8_t");
+
+int shm_device_of(shm_table_t *t, const drv_t *drv, int ordinal)
+{
+    if (!t || t->read_only || ordinal < 0 || ordinal >= SHM_MAX_ORDINALS)
+        return -1;
+    int v = __atomic_load_n(&t->ordinal_index[ordinal], __ATOMIC_ACQUIRE);
+    if (v > 0 && v <= SHM_MAX_DEVICES)
+        return v - 1;
+    uint8_t uuid[16];
+    drv_device_uuid(drv, ordinal, uuid);         /* a driver call: outside the lock */
+    if (shm_lock(t) != 0)
+        return -2;
+    int d = shm_device_index_locked(t, uuid);
+    shm_unlock(t);
+    if (d < 0)
+        return -1;
+    __atomic_store_n(&t->ordinal_index[ordinal], (int8_t)(d + 1), __ATOMIC_RELEASE);
+    return d;
+}

@@ -1,0 +1,103 @@
+/*
+ * proc.c - the process's scheduler state that every file of src/sched
+ * shares, at the bottom of the module: the process record, the driver
+ * contract and the clock (the two seams), the process's gate word, and
+ * failing open.
+ *
+ * Gate words.  A thread's sched_thread_t points at
+ *   sched_gate_unreg (UNREG)  until its first launch in the slow path, and
+ *                             whenever its keeper wants to see its next
+ *                             launch there;
+ *   proc_gate                 from then on, which is
+ *     sched_gate_unreg          until the process registers,
+ *     its slot's gate word      once registered: lease.c keeps it OPEN,
+ *                               CONTENDED or CLOSED under the table lock,
+ *     word_open (OPEN)          when scheduling failed open, or at exit.
+ * proc_gate is stored with release after the slot is set up and read with
+ * acquire in the slow path.  A thread whose pointer lags (still the slot's
+ * gate after a fail-open, say) reaches the slow path the next time that gate
+ * is not OPEN, reads p->state with acquire, behaves, and catches up.
+ *
+ * The driver pointer and the clock are stored with release and loaded with
+ * acquire; the enabled flag is stored after the driver pointer, so a thread
+ * that sees the module enabled sees its driver.  No lock here.
+ */
+#include "sched/sched_int.h"
+
+const uint32_t sched_gate_unreg = SCHED_GATE_UNREG;
+static const uint32_t word_open = SCHED_GATE_OPEN;
+static const uint32_t *proc_gate = &sched_gate_unreg;
+
+sched_proc_t sched_p = { .mu = PTHREAD_MUTEX_INITIALIZER, .slot = SCHED_NO_SLOT };
+
+static const drv_t *drv;
+static drv_t drv_copy;                    /* the caller's table may not outlive init */
+static int enabled;
+static sched_clock_fn clock_fn = util_now_ns;
+
+/* ---- the seams ------------------------------------------------------------ */
+
+void sched_init(const drv_t *d)
+{
+    if (d) {
+        drv_copy = *d;
+        __atomic_store_n(&drv, &drv_copy, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&enabled, 1, __ATOMIC_RELEASE);
+}
+
+const drv_t *sched_drv(void)
+{
+    return __atomic_load_n(&drv, __ATOMIC_ACQUIRE);
+}
+
+int sched_enabled(void)
+{
+    return __atomic_load_n(&enabled, __ATOMIC_ACQUIRE);
+}
+
+uint64_t sched_now(void)
+{
+    return __atomic_load_n(&clock_fn, __ATOMIC_RELAXED)();
+}
+
+void sched_set_clock(sched_clock_fn fn)
+{
+    __atomic_store_n(&clock_fn, fn ? fn : util_now_ns, __ATOMIC_RELAXED);
+}
+
+int sched_current_ordinal(void)
+{
+    const drv_t *d = sched_drv();
+    if (!d)
+        return 0;
+    int ordinal;
+    return drv_current_device(d, &ordinal) == 0 ? ordinal : -1;
+}
+
+/* ---- the process's gate ---------------------------------------------------- */
+
+const uint32_t *sched_proc_gate(void)
+{
+    return __atomic_load_n(&proc_gate, __ATOMIC_ACQUIRE);
+}
+
+void sched_set_proc_gate(const uint32_t *gate)
+{
+    __atomic_store_n(&proc_gate, gate ? gate : &sched_gate_unreg, __ATOMIC_RELEASE);
+}
+
+void sched_fail_open(sched_proc_t *p, const char *why)
+{
+    static int said;
+    util_log_once(&said, UTIL_LOG_ERROR, "GPU time slicing is off for this process: %s; "
+                  "its launches go straight to the driver", why);
+    __atomic_store_n(&p->state, SCHED_P_OPEN, __ATOMIC_RELEASE);
+    sched_set_proc_gate(&word_open);
+}
+
+/* At exit: launches made by exit handlers pass. */
+void sched_proc_gate_open(void)
+{
+    sched_set_proc_gate(&word_open);
+}
