@@ -37,6 +37,8 @@ test|demo|bench)
     need -c:timeout coreutils
     need -p:ensurepip python3-venv      # build/venv of tests/clients (mk/venv.sh)
     need -p:numba python3-numba         # Numba 0.56, one of the third-party clients
+    need -c:curl curl               # scrapes salus-top --listen in test_tools_ops
+    need -c:promtool prometheus     # promtool check metrics on the exporter's text
     ;;
 esac
 case "$what" in

@@ -30,273 +30,67 @@
 #include "../tools/top.h"
 #include "lib/testutil.h"
 #include "test_tools_json.h"
-
-/* ---- helpers ------------------------------------------------------------------ */
-
-static char table[64], gpu[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_unique_name("salus-tt", table, sizeof table);
-    tu_unique_name("simgpu-tt", gpu, sizeof gpu);
-    shm_unlink_table(table);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    shm_unlink_table(table);
-    shm_unlink_table(gpu);
-    return 0;
-}
-
-static int have(const char *rel)
-{
-    char path[512];
-    return access(tu_build_path(rel, path, sizeof path), X_OK) == 0 ||
-           access(path, R_OK) == 0;
-}
-
-static void need_build(void)
-{
-    if (!have("bin/salus") || !have("bin/salus-top") || !have("bin/salus-train") ||
-        !have("libsalus.so") || !have("sim/libcuda.so.1")) {
-        print_message("the tools, salus-train, libsalus or simgpu are not built\n");
-        skip();
-    }
-}
-
-/* A program's path from PATH, or NULL. */
-static const char *which(const char *prog, char *buf, size_t len)
-{
-    const char *path = getenv("PATH");
-    char dirs[4096];
-    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-    char *save = NULL;
-    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(buf, len, "%s/%s", d, prog);
-        if (access(buf, X_OK) == 0)
-            return buf;
-    }
-    return NULL;
-}
-
-typedef struct out {
-    int rc;
-    char *out, *err;
-} out_t;
-
-static void out_free(out_t *o)
-{
-    free(o->out);
-    free(o->err);
-}
-
-/* Run build/bin/<tool> with args (NULL-terminated) in env; 20 s at most. */
-static out_t tool_env(const tu_env_t *env, const char *tool, ...)
-{
-    char path[512];
-    char *argv[40];
-    int n = 0;
-    argv[n++] = (char *)tu_build_path(tool, path, sizeof path);
-    va_list ap;
-    va_start(ap, tool);
-    for (char *a; n < 39 && (a = va_arg(ap, char *)) != NULL;)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    tu_proc_t p;
-    out_t o;
-    o.rc = tu_run(argv, env, 20000, &p);
-    o.out = tu_read_file(p.out_path, NULL);
-    o.err = tu_read_file(p.err_path, NULL);
-    assert_non_null(o.out);
-    assert_non_null(o.err);
-    return o;
-}
-#define TOOL(tool, ...) tool_env(NULL, tool, __VA_ARGS__, (char *)NULL)
-
-/* A training job over simgpu with libsalus: 5 ms iterations for `seconds`. */
-typedef struct job {
-    tu_proc_t p;
-    char report[512];
-} job_t;
-
-static void job_start(job_t *j, const char *name, const char *seconds)
-{
-    tu_env_t env;
-    char prog[512];
-    tu_env_init(&env);
-    tu_env_salus(&env, gpu, table);
-    tu_env_set(&env, "SALUS_NAME", "%s", name);
-    snprintf(j->report, sizeof j->report, "%s/%s-%d.report", tu_tmpdir(), name, (int)getpid());
-    unlink(j->report);
-    tu_env_set(&env, "SALUS_REPORT", "%s", j->report);
-    char *argv[] = { (char *)tu_build_path("bin/salus-train", prog, sizeof prog),
-                     "--seconds", (char *)seconds, "--kernels", "5",
-                     "--aux-kernels", "0", "--kernel-us", "1000", "--name", (char *)name,
-                     NULL };
-    assert_int_equal(tu_spawn(&j->p, argv, &env), 0);
-    tu_env_free(&env);
-}
-
-/* Wait until the job's process has a slot with at least one iteration. */
-static void job_wait_running(const job_t *j)
-{
-    uint64_t deadline = tu_now_ns() + 15ull * 1000000000;
-    while (tu_now_ns() < deadline) {
-        shm_table_t *t;
-        if (top_open_table(table, "", 0, &t) == 0) {
-            for (int s = 0; s < SHM_MAX_SLOTS; s++) {
-                shm_ident_t id;
-                sched_slot_info_t si;
-                if (shm_slot_ident(t, s, &id) == 0 && id.pid == j->p.pid &&
-                    sched_read_slot(t, s, &si) == 0 && si.iterations > 0) {
-                    shm_close_table(t);
-                    return;
-                }
-            }
-            shm_close_table(t);
-        }
-        tu_sleep_ms(20);
-    }
-    char *err = tu_read_file(j->p.err_path, NULL);
-    fail_msg("job %d did not start running in its table: %s", (int)j->p.pid, err ? err : "");
-}
-
-static void job_stop(job_t *j)
-{
-    if (j->p.exited)
-        return;
-    kill(j->p.pid, SIGTERM);
-    int rc = tu_wait(&j->p, 15000);
-    assert_int_equal(rc, 0);      /* SIGTERM ends the run cleanly */
-}
-
-static int contains(const char *text, const char *needle)
-{
-    return text && strstr(text, needle) != NULL;
-}
+#include "test_tools_lib.h"
 
 /* ---- the live view ------------------------------------------------------------ */
-
-typedef struct tmux {
-    char bin[512], sock[64];
-} tmux_t;
-
-static int tmux(const tmux_t *tm, char **out, ...)
-{
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)tm->bin;
-    argv[n++] = "-L";
-    argv[n++] = (char *)tm->sock;
-    va_list ap;
-    va_start(ap, out);
-    for (char *a; n < 31 && (a = va_arg(ap, char *)) != NULL;)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    tu_proc_t p;
-    tu_env_t env;
-    tu_env_init(&env);
-    tu_env_set(&env, "TERM", "xterm-256color");
-    int rc = tu_run(argv, &env, 10000, &p);
-    tu_env_free(&env);
-    if (out)
-        *out = tu_read_file(p.out_path, NULL);
-    return rc;
-}
-
-/* Capture the pane until it shows every needle (5 s at most). */
-static char *screen_with(const tmux_t *tm, const char *const *needles)
-{
-    uint64_t deadline = tu_now_ns() + 8ull * 1000000000;
-    char *screen = NULL;
-    for (;;) {
-        free(screen);
-        screen = NULL;
-        tmux(tm, &screen, "capture-pane", "-p", "-t", "top", NULL);
-        int all = screen != NULL;
-        for (int i = 0; all && needles[i]; i++)
-            all = strstr(screen, needles[i]) != NULL;
-        if (all || tu_now_ns() > deadline)
-            return screen;
-        tu_sleep_ms(100);
-    }
-}
-
-static void assert_shows(const char *screen, const char *const *needles)
-{
-    for (int i = 0; needles[i]; i++)
-        if (!contains(screen, needles[i]))
-            fail_msg("the screen lacks \"%s\":\n%s", needles[i], screen ? screen : "(none)");
-}
-
-static int top_gone(void *tm)
-{
-    return tmux(tm, NULL, "has-session", "-t", "top", NULL) != 0;
-}
 
 static void test_top_in_terminal(void **state)
 {
     (void)state;
-    need_build();
-    tmux_t tm;
-    if (!which("tmux", tm.bin, sizeof tm.bin)) {
+    tt_need_build();
+    tt_tmux_t tm;
+    if (!tt_which("tmux", tm.bin, sizeof tm.bin)) {
         print_message("tmux is not installed (mk/deps.sh test installs it)\n");
         skip();
     }
     snprintf(tm.sock, sizeof tm.sock, "salus-tt-%d", (int)getpid());
-    job_t j;
-    job_start(&j, "tmuxjob", "30");
-    job_wait_running(&j);
+    tt_job_t j;
+    tt_job_start(&j, "tmuxjob", "30");
+    tt_job_wait_running(&j);
 
     char top[512], cmd[1200];
-    snprintf(cmd, sizeof cmd, "env SALUS_TABLE=%s %s -d 0.3 -t %s", table,
-             tu_build_path("bin/salus-top", top, sizeof top), table);
-    assert_int_equal(tmux(&tm, NULL, "new-session", "-d", "-x", "120", "-y", "40", "-s", "top",
+    snprintf(cmd, sizeof cmd, "env SALUS_TABLE=%s %s -d 0.3 -t %s", tt_table,
+             tu_build_path("bin/salus-top", top, sizeof top), tt_table);
+    assert_int_equal(tt_tmux(&tm, NULL, "new-session", "-d", "-x", "120", "-y", "40", "-s", "top",
                           cmd, NULL), 0);
     const char *const header[] = { "salus-top", "GPU 0", "policy fair", "quantum 100 ms",
                                    "lease", "PID", "USER", "NAME", "PRIO", "STATE",
                                    "MEM/LIMIT", "ITERS", "ITER ms", "GPU%", "WAIT%",
                                    "SWITCHES", "tmuxjob", "running", NULL };
-    char *screen = screen_with(&tm, header);
-    assert_shows(screen, header);
+    char *screen = tt_screen_with(&tm, header);
+    tt_assert_shows(screen, header);
     char pid[16];
     snprintf(pid, sizeof pid, "%d", (int)j.p.pid);
     assert_non_null(strstr(screen, pid));
     free(screen);
 
     /* h shows the help, any key goes back */
-    tmux(&tm, NULL, "send-keys", "-t", "top", "h", NULL);
+    tt_tmux(&tm, NULL, "send-keys", "-t", "top", "h", NULL);
     const char *const help[] = { "press any key", "quit", NULL };
-    screen = screen_with(&tm, help);
-    assert_shows(screen, help);
+    screen = tt_screen_with(&tm, help);
+    tt_assert_shows(screen, help);
     free(screen);
-    tmux(&tm, NULL, "send-keys", "-t", "top", "x", NULL);
+    tt_tmux(&tm, NULL, "send-keys", "-t", "top", "x", NULL);
 
     /* a narrow terminal keeps the row */
-    tmux(&tm, NULL, "resize-window", "-t", "top", "-x", "40", "-y", "20", NULL);
+    tt_tmux(&tm, NULL, "resize-window", "-t", "top", "-x", "40", "-y", "20", NULL);
     const char *const narrow[] = { "tmuxjob", "GPU%", NULL };
-    screen = screen_with(&tm, narrow);
-    assert_shows(screen, narrow);
+    screen = tt_screen_with(&tm, narrow);
+    tt_assert_shows(screen, narrow);
     assert_null(strstr(screen, "SWITCHES"));
     free(screen);
 
     /* the job exits: salus-top says so and goes on */
-    job_stop(&j);
+    tt_job_stop(&j);
     const char *const gone[] = { "exited", NULL };
-    screen = screen_with(&tm, gone);
-    assert_shows(screen, gone);
+    screen = tt_screen_with(&tm, gone);
+    tt_assert_shows(screen, gone);
     free(screen);
 
     /* q quits */
-    tmux(&tm, NULL, "send-keys", "-t", "top", "q", NULL);
-    int quit = tu_await(top_gone, &tm, 5000);
-    tmux(&tm, NULL, "kill-server", NULL);
+    tt_tmux(&tm, NULL, "send-keys", "-t", "top", "q", NULL);
+    int quit = tu_await(tt_top_gone, &tm, 5000);
+    tt_tmux(&tm, NULL, "kill-server", NULL);
     assert_true(quit);
 }
 
@@ -313,7 +107,7 @@ static void check_json_snapshot(const char *text, pid_t pid, const char *name)
     assert_int_equal(devs->type, TJ_ARR);
     assert_int_equal(devs->n, 1);
     const tj_t *d = tj_at(devs, 0);
-    static const char *const dfields[] = { "index", "capacity_bytes", "used_bytes", "policy",
+    static const char *const dfields[] = { "index", "mem_capacity_bytes", "mem_used_bytes", "policy",
                                            "quantum_ms", "processes", NULL };
     static const tj_type_t dtypes[] = { TJ_NUM, TJ_NUM, TJ_NUM, TJ_STR, TJ_NUM, TJ_ARR };
     for (int i = 0; dfields[i]; i++) {
@@ -351,54 +145,56 @@ static void check_json_snapshot(const char *text, pid_t pid, const char *name)
 static void test_once_json(void **state)
 {
     (void)state;
-    need_build();
-    job_t j;
-    job_start(&j, "jsonjob", "30");
-    job_wait_running(&j);
+    tt_need_build();
+    tt_job_t j;
+    tt_job_start(&j, "jsonjob", "30");
+    tt_job_wait_running(&j);
 
-    out_t o = TOOL("bin/salus-top", "--once", "--json", "-d", "0.3", "-t", table);
+    tt_out_t o = TT_TOOL("bin/salus-top", "--once", "--json", "-d", "0.3", "-t", tt_table);
     assert_int_equal(o.rc, 0);
     check_json_snapshot(o.out, j.p.pid, "jsonjob");
-    out_free(&o);
-    o = TOOL("bin/salus", "status", "--json", "-t", table);       /* the same, through salus */
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus", "status", "--json", "-t", tt_table);       /* the same, through salus */
     assert_int_equal(o.rc, 0);
     check_json_snapshot(o.out, j.p.pid, "jsonjob");
-    out_free(&o);
+    tt_out_free(&o);
 
-    o = TOOL("bin/salus", "status", "-t", table);
+    o = TT_TOOL("bin/salus", "status", "-t", tt_table);
     assert_int_equal(o.rc, 0);
-    assert_true(contains(o.out, "jsonjob") && contains(o.out, "GPU 0") &&
-                contains(o.out, "GPU%"));
-    out_free(&o);
+    assert_true(tt_contains(o.out, "jsonjob") && tt_contains(o.out, "GPU 0") &&
+                tt_contains(o.out, "GPU%"));
+    tt_out_free(&o);
 
-    o = TOOL("bin/salus-top", "--prometheus", "-t", table);
+    o = TT_TOOL("bin/salus-top", "--prometheus", "-t", tt_table);
     assert_int_equal(o.rc, 0);
-    char want[256];
-    snprintf(want, sizeof want, "salus_process_iterations_total{table=\"%s\",device=\"0\","
-             "pid=\"%d\",name=\"jsonjob\"", table, (int)j.p.pid);
-    if (!contains(o.out, want) || !contains(o.out, "# TYPE salus_process_gpu_share gauge"))
-        fail_msg("Prometheus output lacks %s:\n%s", want, o.out);
-    out_free(&o);
-    job_stop(&j);
+    char want[256], who[128];
+    snprintf(want, sizeof want, "salus_process_iterations_total{table=\"%s\",table_device=\"0\","
+             "gpu=\"0\",UUID=\"GPU-", tt_table);
+    snprintf(who, sizeof who, ",pid=\"%d\",name=\"jsonjob\"", (int)j.p.pid);
+    if (!tt_contains(o.out, want) || !tt_contains(o.out, who) ||
+        !tt_contains(o.out, "# TYPE salus_process_gpu_share gauge"))
+        fail_msg("Prometheus output lacks %s...%s:\n%s", want, who, o.out);
+    tt_out_free(&o);
+    tt_job_stop(&j);
 }
 
 static void test_no_table(void **state)
 {
     (void)state;
-    need_build();
-    out_t o = TOOL("bin/salus-top", "--once", "-t", table);
+    tt_need_build();
+    tt_out_t o = TT_TOOL("bin/salus-top", "--once", "-t", tt_table);
     assert_int_equal(o.rc, 0);
-    assert_true(contains(o.out, table) && contains(o.out, "does not exist"));
-    out_free(&o);
-    o = TOOL("bin/salus-top", "--once", "--json", "-t", table);
+    assert_true(tt_contains(o.out, tt_table) && tt_contains(o.out, "does not exist"));
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus-top", "--once", "--json", "-t", tt_table);
     assert_int_equal(o.rc, 0);
     char err[128];
     tj_t *root = tj_parse(o.out, err, sizeof err);
     assert_non_null(root);
     assert_int_equal(tj_get(root, "devices")->n, 0);
-    assert_true(contains(tj_get(root, "note")->str, "does not exist"));
+    assert_true(tt_contains(tj_get(root, "note")->str, "does not exist"));
     tj_free(root);
-    out_free(&o);
+    tt_out_free(&o);
 }
 
 /* ---- policy ----------------------------------------------------------------------- */
@@ -406,26 +202,26 @@ static void test_no_table(void **state)
 static void test_policy_reaches_jobs(void **state)
 {
     (void)state;
-    need_build();
-    job_t a, b;
-    job_start(&a, "polA", "30");
-    job_start(&b, "polB", "30");
-    job_wait_running(&a);
-    job_wait_running(&b);
+    tt_need_build();
+    tt_job_t a, b;
+    tt_job_start(&a, "polA", "30");
+    tt_job_start(&b, "polB", "30");
+    tt_job_wait_running(&a);
+    tt_job_wait_running(&b);
 
-    out_t o = TOOL("bin/salus", "policy", "-t", table);
+    tt_out_t o = TT_TOOL("bin/salus", "policy", "-t", tt_table);
     assert_int_equal(o.rc, 0);
-    assert_true(contains(o.out, "GPU 0") && contains(o.out, "policy fair"));
-    out_free(&o);
+    assert_true(tt_contains(o.out, "GPU 0") && tt_contains(o.out, "policy fair"));
+    tt_out_free(&o);
 
-    o = TOOL("bin/salus", "policy", "pack", "-t", table);
-    if (o.rc != 0 || !contains(o.out, "policy pack (was fair)"))
+    o = TT_TOOL("bin/salus", "policy", "pack", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "policy pack (was fair)"))
         fail_msg("salus policy pack: rc %d: %s%s", o.rc, o.out, o.err);
-    out_free(&o);
+    tt_out_free(&o);
 
     shm_table_t *t;
     sched_device_info_t di;
-    assert_int_equal(top_open_table(table, "", 0, &t), 0);
+    assert_int_equal(top_open_table(tt_table, "", 0, &t), 0);
     assert_int_equal(sched_read_device(t, 0, &di), 0);
     assert_int_equal(di.policy, SCHED_POLICY_PACK);
     assert_int_equal(di.holder, -1);
@@ -445,19 +241,19 @@ static void test_policy_reaches_jobs(void **state)
     assert_int_equal(waiting, 0);
     shm_close_table(t);
 
-    o = TOOL("bin/salus", "policy", "fair", "--quantum", "20", "-t", table);
+    o = TT_TOOL("bin/salus", "policy", "fair", "--quantum", "20", "-t", tt_table);
     assert_int_equal(o.rc, 0);
-    assert_true(contains(o.out, "policy fair (was pack), quantum 20 ms"));
-    out_free(&o);
-    o = TOOL("bin/salus", "policy", "priority", "-t", table);
+    assert_true(tt_contains(o.out, "policy fair (was pack), quantum 20 ms"));
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus", "policy", "priority", "-t", tt_table);
     assert_int_equal(o.rc, 0);
-    out_free(&o);
+    tt_out_free(&o);
 
     /* the jobs' own reports say which policy they ended under */
-    job_stop(&a);
-    job_stop(&b);
+    tt_job_stop(&a);
+    tt_job_stop(&b);
     char *rep = tu_read_file(a.report, NULL);
-    if (!contains(rep, "\"policy\":\"priority\""))
+    if (!tt_contains(rep, "\"policy\":\"priority\""))
         fail_msg("job A's report: %s", rep ? rep : "(none)");
     free(rep);
 }
@@ -467,16 +263,16 @@ static void test_policy_reaches_jobs(void **state)
 static void test_run_sets_environment(void **state)
 {
     (void)state;
-    need_build();
+    tt_need_build();
     char envbin[512], lib[512], real[4096];
-    if (!which("env", envbin, sizeof envbin))
+    if (!tt_which("env", envbin, sizeof envbin))
         skip();
     tu_env_t env;
     tu_env_init(&env);
     tu_env_set(&env, "LD_PRELOAD", "/nonexistent/other.so");
     tu_env_set(&env, "SALUS_LOG", "error");
     tu_env_set(&env, "SALUS_POLCY", "srtf");               /* misspelled: said, kept */
-    out_t o = tool_env(&env, "bin/salus", "run", "--priority", "7", "--mem", "1G",
+    tt_out_t o = tt_tool_env(&env, "bin/salus", "run", "--priority", "7", "--mem", "1G",
                        "--reserve", "25%", "--policy", "SRTF", "--iterations", "50",
                        "--quantum", "20", "--name", "envjob", "--table", "salus-tt-x",
                        "--", envbin, (char *)NULL);
@@ -487,41 +283,41 @@ static void test_run_sets_environment(void **state)
         "SALUS_QUANTUM_MS=20\n", "SALUS_NAME=envjob\n", "SALUS_TABLE=salus-tt-x\n",
         "SALUS_LOG=error\n", "SALUS_POLCY=srtf\n", NULL };
     for (int i = 0; want[i]; i++)
-        if (!contains(o.out, want[i]))
+        if (!tt_contains(o.out, want[i]))
             fail_msg("salus run did not set %s in:\n%s", want[i], o.out);
-    if (!contains(o.err, "SALUS_POLCY is not a variable of Salus and is ignored: did you mean "
+    if (!tt_contains(o.err, "SALUS_POLCY is not a variable of Salus and is ignored: did you mean "
                          "SALUS_POLICY?"))
         fail_msg("salus run did not name the misspelled variable:\n%s", o.err);
     assert_non_null(realpath(tu_build_path("libsalus.so", lib, sizeof lib), real));
     char preload[4200];
     snprintf(preload, sizeof preload, "LD_PRELOAD=%s:/nonexistent/other.so\n", real);
-    if (!contains(o.out, preload))
+    if (!tt_contains(o.out, preload))
         fail_msg("LD_PRELOAD is not \"%s\" in:\n%s", preload, o.out);
-    out_free(&o);
+    tt_out_free(&o);
 }
 
 static void test_run_preloads(void **state)
 {
     (void)state;
-    need_build();
+    tt_need_build();
     char report[512], prog[512];
     snprintf(report, sizeof report, "%s/run-%d.report", tu_tmpdir(), (int)getpid());
     unlink(report);
     tu_env_t env;
     tu_env_init(&env);
-    tu_env_simgpu(&env, gpu);
-    tu_env_set(&env, "SALUS_TABLE", "%s", table);
-    out_t o = tool_env(&env, "bin/salus", "run", "--report", report, "--priority", "80",
+    tu_env_simgpu(&env, tt_gpu);
+    tu_env_set(&env, "SALUS_TABLE", "%s", tt_table);
+    tt_out_t o = tt_tool_env(&env, "bin/salus", "run", "--report", report, "--priority", "80",
                        tu_build_path("bin/salus-train", prog, sizeof prog), "--preset", "tiny",
                        (char *)NULL);
     tu_env_free(&env);
     if (o.rc != 0)
         fail_msg("salus run salus-train: rc %d: %s", o.rc, o.err);
     char *rep = tu_read_file(report, NULL);
-    if (!contains(rep, "\"launches\":200") || !contains(rep, "\"iterations\":20"))
+    if (!tt_contains(rep, "\"launches\":200") || !tt_contains(rep, "\"iterations\":20"))
         fail_msg("the job ran without libsalus? report: %s", rep ? rep : "(none)");
     free(rep);
-    out_free(&o);
+    tt_out_free(&o);
 }
 
 /* ---- reset ------------------------------------------------------------------------------ */
@@ -529,53 +325,53 @@ static void test_run_preloads(void **state)
 static int table_exists(void)
 {
     char path[128];
-    snprintf(path, sizeof path, "/dev/shm%s", table);
+    snprintf(path, sizeof path, "/dev/shm%s", tt_table);
     return access(path, F_OK) == 0;
 }
 
 static void test_reset(void **state)
 {
     (void)state;
-    need_build();
-    job_t j;
-    job_start(&j, "resetjob", "30");
-    job_wait_running(&j);
+    tt_need_build();
+    tt_job_t j;
+    tt_job_start(&j, "resetjob", "30");
+    tt_job_wait_running(&j);
 
-    out_t o = TOOL("bin/salus", "reset", "-t", table);
+    tt_out_t o = TT_TOOL("bin/salus", "reset", "-t", tt_table);
     char pid[32];
     snprintf(pid, sizeof pid, "%d (resetjob)", (int)j.p.pid);
-    if (o.rc != 1 || !contains(o.err, pid) || !contains(o.err, "--force"))
+    if (o.rc != 1 || !tt_contains(o.err, pid) || !tt_contains(o.err, "--force"))
         fail_msg("salus reset with a live job: rc %d: %s", o.rc, o.err);
     assert_true(table_exists());
-    out_free(&o);
+    tt_out_free(&o);
 
     kill(j.p.pid, SIGKILL);             /* it dies: the table is stale */
     tu_wait(&j.p, 10000);
-    o = TOOL("bin/salus", "reset", "-t", table);
-    if (o.rc != 0 || !contains(o.out, "removed table"))
+    o = TT_TOOL("bin/salus", "reset", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "removed table"))
         fail_msg("salus reset of a stale table: rc %d: %s%s", o.rc, o.out, o.err);
     assert_false(table_exists());
-    out_free(&o);
-    o = TOOL("bin/salus", "reset", "-t", table);
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus", "reset", "-t", tt_table);
     assert_int_equal(o.rc, 0);
-    assert_true(contains(o.out, "nothing to remove"));
-    out_free(&o);
+    assert_true(tt_contains(o.out, "nothing to remove"));
+    tt_out_free(&o);
 }
 
 static void test_reset_force(void **state)
 {
     (void)state;
-    need_build();
-    job_t j;
-    job_start(&j, "forcejob", "30");
-    job_wait_running(&j);
-    out_t o = TOOL("bin/salus", "reset", "--force", "-t", table);
-    if (o.rc != 0 || !contains(o.out, "removed table") || !contains(o.out, "1 process"))
+    tt_need_build();
+    tt_job_t j;
+    tt_job_start(&j, "forcejob", "30");
+    tt_job_wait_running(&j);
+    tt_out_t o = TT_TOOL("bin/salus", "reset", "--force", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "removed table") || !tt_contains(o.out, "1 process"))
         fail_msg("salus reset --force: rc %d: %s%s", o.rc, o.out, o.err);
     assert_false(table_exists());
-    out_free(&o);
+    tt_out_free(&o);
     tu_sleep_ms(100);
-    job_stop(&j);                        /* the job went on with the old table */
+    tt_job_stop(&j);                        /* the job went on with the old table */
 }
 
 /* ---- arguments and help ------------------------------------------------------------- */
@@ -592,7 +388,7 @@ static void bad(const char *tool, const char *mention, char *const args[])
     tu_proc_t p;
     int rc = tu_run(argv, NULL, 10000, &p);
     char *err = tu_read_file(p.err_path, NULL);
-    if (rc != 2 || !contains(err, mention))
+    if (rc != 2 || !tt_contains(err, mention))
         fail_msg("%s %s ...: rc %d (want 2), stderr lacks \"%s\": %s", tool, args[0], rc,
                  mention, err ? err : "");
     free(err);
@@ -602,7 +398,7 @@ static void bad(const char *tool, const char *mention, char *const args[])
 static void test_bad_arguments(void **state)
 {
     (void)state;
-    need_build();
+    tt_need_build();
     BAD("bin/salus-top", "\"abc\"", "-d", "abc");
     BAD("bin/salus-top", "0.1", "-d", "0");
     BAD("bin/salus-top", "-d", "-d", "99999");
@@ -645,7 +441,7 @@ static void test_bad_arguments(void **state)
 static void test_help(void **state)
 {
     (void)state;
-    need_build();
+    tt_need_build();
     static const char *const cmds[][3] = {
         { "bin/salus", "--help", NULL }, { "bin/salus", "run", "--help" },
         { "bin/salus", "status", "--help" }, { "bin/salus", "policy", "--help" },
@@ -653,20 +449,20 @@ static void test_help(void **state)
         { "bin/salus", "help", "run" },
     };
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
-        out_t o = TOOL(cmds[i][0], cmds[i][1], cmds[i][2]);
-        if (o.rc != 0 || !contains(o.out, "usage:") || !contains(o.out, "example") ||
-            !contains(o.out, "environment") || !contains(o.out, "exit status"))
+        tt_out_t o = TT_TOOL(cmds[i][0], cmds[i][1], cmds[i][2]);
+        if (o.rc != 0 || !tt_contains(o.out, "usage:") || !tt_contains(o.out, "example") ||
+            !tt_contains(o.out, "environment") || !tt_contains(o.out, "exit status"))
             fail_msg("%s %s %s: rc %d, incomplete help:\n%s", cmds[i][0], cmds[i][1],
                      cmds[i][2] ? cmds[i][2] : "", o.rc, o.out);
-        out_free(&o);
+        tt_out_free(&o);
     }
-    out_t o = TOOL("bin/salus", "run", "--help");
+    tt_out_t o = TT_TOOL("bin/salus", "run", "--help");
     static const char *const vars[] = { "SALUS_PRIORITY", "SALUS_MEM_LIMIT",
         "SALUS_MEM_RESERVE", "SALUS_POLICY", "SALUS_ITERATIONS", "SALUS_QUANTUM_MS",
         "SALUS_NAME", "LD_PRELOAD", NULL };
     for (int i = 0; vars[i]; i++)
-        assert_true(contains(o.out, vars[i]));
-    out_free(&o);
+        assert_true(tt_contains(o.out, vars[i]));
+    tt_out_free(&o);
 }
 
 /* ---- pages and install ----------------------------------------------------------------- */
@@ -675,7 +471,7 @@ static void test_man_pages(void **state)
 {
     (void)state;
     char groff[512];
-    if (!which("groff", groff, sizeof groff)) {
+    if (!tt_which("groff", groff, sizeof groff)) {
         print_message("groff is not installed\n");
         skip();
     }
@@ -699,14 +495,14 @@ static void test_man_pages(void **state)
     for (int i = 0; i < UTIL_VAR_COUNT; i++) {
         char entry[160];
         snprintf(entry, sizeof entry, ".BI %s=", util_vars[i].name);
-        if (!contains(text, entry))
+        if (!tt_contains(text, entry))
             fail_msg("libsalus(7) has no entry \"%s\" for %s", entry, util_vars[i].name);
     }
     /* ...and every policy of the scheduler's one list. */
     for (int i = 0; i < SCHED_POLICY_COUNT; i++) {
         char entry[160];
         snprintf(entry, sizeof entry, ".B %s\n", sched_policy_names[i]);
-        if (!contains(text, entry))
+        if (!tt_contains(text, entry))
             fail_msg("libsalus(7) has no entry \"%s\" for the policy", entry);
     }
     free(text);
@@ -724,9 +520,9 @@ static void test_man_pages(void **state)
 static void test_install(void **state)
 {
     (void)state;
-    need_build();
+    tt_need_build();
     char make[512], root[512], dest[600];
-    if (!which("make", make, sizeof make))
+    if (!tt_which("make", make, sizeof make))
         skip();
     tu_source_path("", root, sizeof root);
     snprintf(dest, sizeof dest, "DESTDIR=%s/inst", tu_tmpdir());
@@ -753,7 +549,7 @@ static void test_install(void **state)
     /* the installed salus preloads the installed library */
     char salus[1024], envbin[512], want[1200];
     snprintf(salus, sizeof salus, "%s/inst/opt/salus/bin/salus", tu_tmpdir());
-    if (!which("env", envbin, sizeof envbin))
+    if (!tt_which("env", envbin, sizeof envbin))
         return;
     char *run[] = { salus, "run", "--", envbin, NULL };
     tu_env_t env;
@@ -764,7 +560,7 @@ static void test_install(void **state)
     assert_int_equal(rc, 0);
     char *out = tu_read_file(p.out_path, NULL);
     snprintf(want, sizeof want, "LD_PRELOAD=%s/inst/opt/salus/lib/libsalus.so\n", tu_tmpdir());
-    if (!contains(out, want))
+    if (!tt_contains(out, want))
         fail_msg("installed salus run: want %s in %s", want, out ? out : "");
     free(out);
 }
@@ -772,14 +568,14 @@ static void test_install(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_top_in_terminal, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_once_json, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_no_table, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_policy_reaches_jobs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_run_sets_environment, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_run_preloads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reset_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_top_in_terminal, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_once_json, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_no_table, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_policy_reaches_jobs, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_run_sets_environment, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_run_preloads, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_reset, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_reset_force, tt_setup, tt_teardown),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_man_pages),

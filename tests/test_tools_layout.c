@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../tools/top.h"
+#include "lib/testutil.h"
 #include "test_tools_json.h"
 
 /* ---- a snapshot made by hand ------------------------------------------------ */
@@ -62,6 +64,8 @@ static void make_snap(top_snap_t *s)
     d->nwaiters = 1;
     d->waiters[0] = 102;
     d->nprocs = 3;
+    d->gpu_index = d->minor = -1;
+    snprintf(s->host, sizeof s->host, "node1");
     s->procs = calloc(3, sizeof *s->procs);
     s->nprocs = s->proccap = 3;
     s->procs[0] = proc(101, "train-long", SHM_RUNNING, 0.75);
@@ -162,7 +166,7 @@ static void test_rows(void **state)
     top_format_row(&l, &s.procs[1], buf, sizeof buf);
     assert_true((int)strlen(buf) <= 40);
     assert_non_null(strstr(buf, "+"));
-    assert_non_null(strstr(buf, "wait-gpu"));
+    assert_non_null(strstr(buf, "waiting-gpu"));
     top_snap_free(&s);
 }
 
@@ -256,6 +260,16 @@ static char *print_to_string(void (*fn)(FILE *, const top_snap_t *), const top_s
     return out;
 }
 
+static void prom_of(FILE *f, const top_snap_t *s)
+{
+    top_print_prometheus(f, s, 1);
+}
+
+static void prom_down_of(FILE *f, const top_snap_t *s)
+{
+    top_print_prometheus(f, s, 0);
+}
+
 static void json_of(FILE *f, const top_snap_t *s)
 {
     top_print_json(f, s);
@@ -297,7 +311,7 @@ static void test_json(void **state)
     if (!root)
         fail_msg("invalid JSON (%s): %s", err, out);
     const tj_t *dev = tj_at(tj_get(root, "devices"), 0);
-    static const char *const dev_fields[] = { "index", "capacity_bytes", "used_bytes",
+    static const char *const dev_fields[] = { "index", "mem_capacity_bytes", "mem_used_bytes",
         "policy", "quantum_ms", "processes", NULL };
     for (int i = 0; dev_fields[i]; i++)
         assert_non_null(tj_get(dev, dev_fields[i]));
@@ -317,7 +331,12 @@ static void test_prometheus(void **state)
     (void)state;
     top_snap_t s;
     make_snap(&s);
-    char *out = print_to_string(top_print_prometheus, &s);
+    /* the driver knows this GPU: DCGM exporter's labels */
+    snprintf(s.devices[0].uuid, sizeof s.devices[0].uuid, "GPU-0a1b2c3d-0000-1111-2222-333344445555");
+    snprintf(s.devices[0].model, sizeof s.devices[0].model, "NVIDIA H100 80GB HBM3");
+    s.devices[0].gpu_index = 2;
+    s.devices[0].minor = 3;
+    char *out = print_to_string(prom_of, &s);
     /* every sample follows the HELP and TYPE of its family */
     char *save = NULL, *copy = strdup(out);
     char family[128] = "";
@@ -339,14 +358,116 @@ static void test_prometheus(void **state)
         samples++;
     }
     assert_true(samples > 20);
-    assert_non_null(strstr(out, "salus_process_gpu_share{table=\"/salus-test\",device=\"0\","
-                                "pid=\"101\",name=\"train-long\",user=\"alice\"} 0.75\n"));
-    assert_non_null(strstr(out, "name=\"bert \\\"quoted\\\" \\\\ name\""));
-    assert_non_null(strstr(out, "salus_device_policy{table=\"/salus-test\",device=\"0\","
-                                "policy=\"fair\"} 1\n"));
-    assert_null(strstr(out, "salus_process_gpu_share{table=\"/salus-test\",device=\"0\","
-                            "pid=\"103\""));                 /* not measured: absent */
+#define GPU_LABELS "{table=\"/salus-test\",table_device=\"0\",gpu=\"2\"," \
+    "UUID=\"GPU-0a1b2c3d-0000-1111-2222-333344445555\",modelName=\"NVIDIA H100 80GB HBM3\"," \
+    "Hostname=\"node1\",device=\"nvidia3\""
+    static const char *const want[] = {
+        "salus_up{Hostname=\"node1\"} 1\n",
+        "salus_build_info{version=\"",
+        "salus_process_gpu_share" GPU_LABELS ",pid=\"101\",name=\"train-long\","
+        "user=\"alice\"} 0.75\n",
+        /* info-style: every policy and every state has its series, 0 or 1 */
+        "salus_device_policy" GPU_LABELS ",policy=\"fair\"} 1\n",
+        "salus_device_policy" GPU_LABELS ",policy=\"pack\"} 0\n",
+        "salus_process_state" GPU_LABELS ",pid=\"102\",name=\"bert \\\"quoted\\\" \\\\ name\","
+        "user=\"alice\",state=\"waiting-gpu\"} 1\n",
+        "salus_process_state" GPU_LABELS ",pid=\"102\",name=\"bert \\\"quoted\\\" \\\\ name\","
+        "user=\"alice\",state=\"running\"} 0\n",
+        "salus_device_admission_queue" GPU_LABELS "} 0\n",
+        "salus_device_memory_reserved_bytes" GPU_LABELS "} 0\n",
+        "salus_device_memory_waiters" GPU_LABELS "} 0\n",
+        NULL };
+    for (int i = 0; want[i]; i++)
+        if (!strstr(out, want[i]))
+            fail_msg("the Prometheus output lacks %s:\n%s", want[i], out);
+    assert_int_equal(tu_count_lines(out, "salus_process_state{"), 3 * TOP_NSTATES);
+    assert_int_equal(tu_count_lines(out, "salus_device_policy{"), SCHED_POLICY_COUNT);
+    assert_null(strstr(out, "salus_process_gpu_share" GPU_LABELS ",pid=\"103\""));
+    /* a collection that failed says salus_up 0 */
+    free(out);
+    out = print_to_string(prom_down_of, &s);
+    assert_non_null(strstr(out, "salus_up{Hostname=\"node1\"} 0\n"));
     free(copy);
+    free(out);
+    top_snap_free(&s);
+}
+
+/* The GPU's names come from the kernel driver's files, found by UUID. */
+static void test_gpu_info(void **state)
+{
+    (void)state;
+    static const uint8_t raw[16] = { 0x0a, 0x1b, 0x2c, 0x3d, 0, 0, 0x11, 0x11, 0x22, 0x22,
+                                     0x33, 0x33, 0x44, 0x44, 0x55, 0x55 };
+    char uuid[48];
+    top_uuid_text(raw, uuid, sizeof uuid);
+    assert_string_equal(uuid, "GPU-0a1b2c3d-0000-1111-2222-333344445555");
+
+    /* two GPUs, listed out of PCI order: the index is their PCI order */
+    char root[600], dir[700], path[800];
+    snprintf(root, sizeof root, "%s/gpus", tu_tmpdir());
+    static const char *const bus[] = { "0000:c1:00.0", "0000:41:00.0" };
+    static const char *const info[] = {
+        "Model: \t\t NVIDIA H100 80GB HBM3  \nIRQ:   12\n"
+        "GPU UUID: \t GPU-0a1b2c3d-0000-1111-2222-333344445555\nDevice Minor: \t 5\n",
+        "Model: \t\t NVIDIA A100\nGPU UUID: \t GPU-ffffffff-0000-1111-2222-333344445555\n"
+        "Device Minor: \t 0\n" };
+    mkdir(root, 0700);
+    for (int i = 0; i < 2; i++) {
+        snprintf(dir, sizeof dir, "%s/%s", root, bus[i]);
+        mkdir(dir, 0700);
+        snprintf(path, sizeof path, "%s/information", dir);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(info[i], f);
+        fclose(f);
+    }
+    top_gpu_info_t g;
+    assert_int_equal(top_gpu_info(root, uuid, &g), 0);
+    assert_int_equal(g.index, 1);
+    assert_int_equal(g.minor, 5);
+    assert_string_equal(g.model, "NVIDIA H100 80GB HBM3");
+    assert_int_equal(top_gpu_info(root, "GPU-ffffffff-0000-1111-2222-333344445555", &g), 0);
+    assert_int_equal(g.index, 0);
+    assert_int_equal(top_gpu_info(root, "GPU-00000000-0000-0000-0000-000000000000", &g), -1);
+    snprintf(dir, sizeof dir, "%s/none", root);
+    assert_int_equal(top_gpu_info(dir, uuid, &g), -1);
+
+    /* and the device line names it */
+    top_snap_t s;
+    make_snap(&s);
+    snprintf(s.devices[0].uuid, sizeof s.devices[0].uuid, "%s", uuid);
+    snprintf(s.devices[0].model, sizeof s.devices[0].model, "%s", g.model);
+    char buf[512];
+    top_device_line(&s, &s.devices[0], 200, buf, sizeof buf);
+    assert_non_null(strstr(buf, "GPU 0  NVIDIA A100 GPU-0a1b2c3d-0000-1111-2222-333344445555  "));
+    top_snap_free(&s);
+}
+
+/* JSON carries the time (RFC 3339) and the host; states in the one vocabulary. */
+static void test_json_time_host(void **state)
+{
+    (void)state;
+    top_snap_t s;
+    make_snap(&s);
+    s.wall_ms = 1796115600123;               /* 2026-12-01T09:00:00.123Z */
+    s.procs[1].state = SHM_WAIT_MEM;
+    s.procs[1].waiting_admission = 1;
+    char *out = print_to_string(json_of, &s);
+    char err[128];
+    tj_t *root = tj_parse(out, err, sizeof err);
+    if (!root)
+        fail_msg("invalid JSON (%s): %s", err, out);
+    assert_string_equal(tj_get(root, "time")->str, "2026-12-01T09:00:00.123Z");
+    assert_string_equal(tj_get(root, "host")->str, "node1");
+    const tj_t *procs = tj_get(tj_at(tj_get(root, "devices"), 0), "processes");
+    assert_string_equal(tj_get(tj_at(procs, 0), "state")->str, "running");
+    assert_string_equal(tj_get(tj_at(procs, 1), "state")->str, "admission");
+    for (int i = 0; i < 3; i++) {                       /* the screen says the same */
+        char cell[64];
+        top_cell(&s.procs[i], TOP_COL_STATE, 20, cell, sizeof cell);
+        assert_string_equal(cell, tj_get(tj_at(procs, i), "state")->str);
+    }
+    tj_free(root);
     free(out);
     top_snap_free(&s);
 }
@@ -378,6 +499,8 @@ int main(void)
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_fit),
         cmocka_unit_test(test_device_lines),
+        cmocka_unit_test(test_gpu_info),
+        cmocka_unit_test(test_json_time_host),
         cmocka_unit_test(test_sort),
         cmocka_unit_test(test_changes),
         cmocka_unit_test(test_sanitize),

@@ -18,90 +18,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
-#include "../tools/top.h"
-#include "lib/testutil.h"
-
-/* ---- helpers ------------------------------------------------------------------ */
-
-static char table[64], gpu[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_unique_name("salus-to", table, sizeof table);
-    tu_unique_name("simgpu-to", gpu, sizeof gpu);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    shm_unlink_table(table);
-    shm_unlink_table(gpu);
-    return 0;
-}
-
-static void need_build(void)
-{
-    static const char *const parts[] = { "bin/salus", "bin/salus-top", "bin/salus-train",
-                                         "libsalus.so", "sim/libcuda.so.1", NULL };
-    for (int i = 0; parts[i]; i++) {
-        char path[512];
-        if (access(tu_build_path(parts[i], path, sizeof path), R_OK) != 0) {
-            print_message("%s is not built\n", parts[i]);
-            skip();
-        }
-    }
-}
-
-static int contains(const char *text, const char *needle)
-{
-    return text && strstr(text, needle) != NULL;
-}
-
-typedef struct out {
-    int rc;
-    char *out, *err;
-} out_t;
-
-static void out_free(out_t *o)
-{
-    free(o->out);
-    free(o->err);
-}
-
-/* Run build/<tool> with args (NULL-terminated) in env (NULL: ours); 20 s at most. */
-static out_t tool_env(const tu_env_t *env, const char *tool, ...)
-{
-    char path[512];
-    char *argv[40];
-    int n = 0;
-    argv[n++] = (char *)tu_build_path(tool, path, sizeof path);
-    va_list ap;
-    va_start(ap, tool);
-    for (char *a; n < 39 && (a = va_arg(ap, char *)) != NULL;)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    tu_proc_t p;
-    out_t o;
-    o.rc = tu_run(argv, env, 20000, &p);
-    o.out = tu_read_file(p.out_path, NULL);
-    o.err = tu_read_file(p.err_path, NULL);
-    assert_non_null(o.out);
-    assert_non_null(o.err);
-    return o;
-}
-#define TOOL(tool, ...) tool_env(NULL, tool, __VA_ARGS__, (char *)NULL)
+#include "test_tools_lib.h"
 
 /* ---- version and help ---------------------------------------------------------- */
 
 static void test_version(void **state)
 {
     (void)state;
-    need_build();
+    tt_need_build();
     char path[512], want[128];
     char *version = tu_read_file(tu_source_path("VERSION", path, sizeof path), NULL);
     assert_non_null(version);
@@ -112,13 +42,13 @@ static void test_version(void **state)
         { "bin/salus-top", "--version", "salus-top" }, { "bin/salus-top", "-V", "salus-top" },
     };
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
-        out_t o = TOOL(cmds[i][0], cmds[i][1]);
+        tt_out_t o = TT_TOOL(cmds[i][0], cmds[i][1]);
         snprintf(want, sizeof want, "%s %s (table ABI %u)\n", cmds[i][2], version,
                  (unsigned)SHM_ABI_VERSION);
         if (o.rc != 0 || strcmp(o.out, want) != 0)
             fail_msg("%s %s: rc %d, printed \"%s\", want \"%s\"", cmds[i][0], cmds[i][1],
                      o.rc, o.out, want);
-        out_free(&o);
+        tt_out_free(&o);
     }
     free(version);
 }
@@ -126,18 +56,18 @@ static void test_version(void **state)
 static void test_status_help(void **state)
 {
     (void)state;
-    need_build();
-    out_t both[2] = { TOOL("bin/salus", "status", "--help"), TOOL("bin/salus", "help", "status") };
+    tt_need_build();
+    tt_out_t both[2] = { TT_TOOL("bin/salus", "status", "--help"), TT_TOOL("bin/salus", "help", "status") };
     for (int i = 0; i < 2; i++) {
-        out_t *o = &both[i];
-        if (o->rc != 0 || !contains(o->out, "usage: salus status [options]") ||
-            !contains(o->out, "--json") || !contains(o->out, "exit status"))
+        tt_out_t *o = &both[i];
+        if (o->rc != 0 || !tt_contains(o->out, "usage: salus status [options]") ||
+            !tt_contains(o->out, "--json") || !tt_contains(o->out, "exit status"))
             fail_msg("salus status's help: rc %d:\n%s", o->rc, o->out);
         /* salus status is a snapshot: no live view, no keys, no --once */
-        if (contains(o->out, "keys") || contains(o->out, "--once") ||
-            contains(o->out, "refresh"))
+        if (tt_contains(o->out, "keys") || tt_contains(o->out, "--once") ||
+            tt_contains(o->out, "refresh"))
             fail_msg("salus status's help speaks of the live view:\n%s", o->out);
-        out_free(o);
+        tt_out_free(o);
     }
 }
 
@@ -145,26 +75,26 @@ static void test_status_help(void **state)
 static void test_workload_help_without_driver(void **state)
 {
     (void)state;
-    need_build();
+    tt_need_build();
     tu_env_t env;
     tu_env_init(&env);
     tu_env_unset(&env, "LD_LIBRARY_PATH");
     tu_env_unset(&env, "LD_PRELOAD");
     static const char *const progs[] = { "bin/salus-train", "bin/salus-infer", NULL };
     for (int i = 0; progs[i]; i++) {
-        out_t o = tool_env(&env, progs[i], "--help", (char *)NULL);
-        if (o.rc != 0 || !contains(o.out, "usage:"))
+        tt_out_t o = tt_tool_env(&env, progs[i], "--help", (char *)NULL);
+        if (o.rc != 0 || !tt_contains(o.out, "usage:"))
             fail_msg("%s --help without LD_LIBRARY_PATH: rc %d: %s%s", progs[i], o.rc,
                      o.out, o.err);
-        out_free(&o);
+        tt_out_free(&o);
     }
     /* Without simgpu on the path: no driver, and the message says what to do
      * (where a real driver is installed, the run may succeed instead). */
-    out_t o = tool_env(&env, "bin/salus-train", "--iterations", "2", (char *)NULL);
-    if (o.rc != 0 && !contains(o.err, "cannot load the CUDA driver"))
+    tt_out_t o = tt_tool_env(&env, "bin/salus-train", "--iterations", "2", (char *)NULL);
+    if (o.rc != 0 && !tt_contains(o.err, "cannot load the CUDA driver"))
         fail_msg("salus-train without a driver: rc %d: %s", o.rc, o.err);
     assert_true(o.rc == 0 || o.rc == 1);
-    out_free(&o);
+    tt_out_free(&o);
     tu_env_free(&env);
 }
 
@@ -176,7 +106,7 @@ static char *train_log(const char *level)
     tu_env_t env;
     char prog[512];
     tu_env_init(&env);
-    tu_env_salus(&env, gpu, table);
+    tu_env_salus(&env, tt_gpu, tt_table);
     tu_env_set(&env, "SALUS_LOG", "%s", level);
     char *argv[] = { (char *)tu_build_path("bin/salus-train", prog, sizeof prog),
                      "--iterations", "5", "--kernels", "2", "--aux-kernels", "0",
@@ -193,14 +123,14 @@ static char *train_log(const char *level)
 static void test_startup_lines_at_info(void **state)
 {
     (void)state;
-    need_build();
+    tt_need_build();
     static const char *const startup[] = { "intercepting CUDA driver", "scheduler: table ",
                                            NULL };
     char *info = train_log("info"), *warn = train_log("warn");
     for (int i = 0; startup[i]; i++) {
-        if (!contains(info, startup[i]))
+        if (!tt_contains(info, startup[i]))
             fail_msg("SALUS_LOG=info lacks \"%s\": %s", startup[i], info ? info : "");
-        if (contains(warn, startup[i]))
+        if (tt_contains(warn, startup[i]))
             fail_msg("SALUS_LOG=warn prints \"%s\": %s", startup[i], warn);
     }
     free(info);
@@ -218,13 +148,244 @@ static void test_startup_lines_at_info(void **state)
     free(page);
 }
 
+/* ---- metrics --------------------------------------------------------------------- */
+
+/* promtool check metrics on text: skip() without promtool; else its verdict. */
+static void promtool_accepts(const char *text)
+{
+    char promtool[512], path[600];
+    if (!tt_which("promtool", promtool, sizeof promtool)) {
+        print_message("promtool is not installed (mk/deps.sh test installs Debian's "
+                      "prometheus)\n");
+        skip();
+    }
+    snprintf(path, sizeof path, "%s/metrics-%d.prom", tu_tmpdir(), (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "%s check metrics < %s", promtool, path);
+    char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+    tu_proc_t p;
+    int rc = tu_run(argv, NULL, 20000, &p);
+    char *err = tu_read_file(p.err_path, NULL), *out = tu_read_file(p.out_path, NULL);
+    if (rc != 0)
+        fail_msg("promtool check metrics: rc %d: %s%s\n%s", rc, out ? out : "",
+                 err ? err : "", text);
+    free(err);
+    free(out);
+}
+
+static void test_prometheus_promtool(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_job_t j;
+    tt_job_start(&j, "promjob", "30");
+    tt_job_wait_running(&j);
+    tt_out_t o = TT_TOOL("bin/salus-top", "--prometheus", "-t", tt_table);
+    assert_int_equal(o.rc, 0);
+    char pid[64];
+    snprintf(pid, sizeof pid, "pid=\"%d\",name=\"promjob\"", (int)j.p.pid);
+    static const char *const want[] = { "salus_up{Hostname=", "salus_build_info{version=",
+        ",UUID=\"GPU-", "salus_device_admission_queue{", "salus_device_memory_reserved_bytes{",
+        "salus_device_memory_waiters{", ",state=\"waiting-gpu\"} 0", ",policy=\"pack\"} 0",
+        NULL };
+    for (int i = 0; want[i]; i++)
+        if (!tt_contains(o.out, want[i]))
+            fail_msg("--prometheus lacks %s:\n%s", want[i], o.out);
+    assert_true(tt_contains(o.out, pid));
+    tt_job_stop(&j);
+    promtool_accepts(o.out);
+    tt_out_free(&o);
+}
+
+/* A port nobody listens on now (the kernel's choice); racy only against
+ * another program taking it in between. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+typedef struct scrape {
+    const char *curl, *url;
+    const char *method;        /* NULL: GET */
+    char *body;
+    int code;
+} scrape_t;
+
+/* curl the URL: body and HTTP status (0: no answer). */
+static void curl(scrape_t *sc)
+{
+    char *argv[] = { (char *)sc->curl, "-s", "-o", "-", "-w", "\n%{http_code}", "-m", "10",
+                     "-X", (char *)(sc->method ? sc->method : "GET"), (char *)sc->url, NULL };
+    tu_proc_t p;
+    free(sc->body);
+    tu_run(argv, NULL, 15000, &p);
+    sc->body = tu_read_file(p.out_path, NULL);
+    sc->code = 0;
+    char *nl = sc->body ? strrchr(sc->body, '\n') : NULL;
+    if (nl) {
+        sc->code = atoi(nl + 1);
+        nl[1] = '\0';
+    }
+}
+
+static int answers(void *arg)
+{
+    scrape_t *sc = arg;
+    curl(sc);
+    return sc->code == 200;
+}
+
+static void test_exporter_scrape(void **state)
+{
+    (void)state;
+    tt_need_build();
+    char curlbin[512], top[512], listen_at[64], url[128];
+    if (!tt_which("curl", curlbin, sizeof curlbin)) {
+        print_message("curl is not installed (mk/deps.sh test installs it)\n");
+        skip();
+    }
+    tt_job_t j;
+    tt_job_start(&j, "scrapejob", "30");
+    tt_job_wait_running(&j);
+    int port = free_port();
+    snprintf(listen_at, sizeof listen_at, ":%d", port);           /* loopback by default */
+    char *argv[] = { (char *)tu_build_path("bin/salus-top", top, sizeof top), "--listen",
+                     listen_at, "-t", tt_table, NULL };
+    tu_proc_t srv;
+    assert_int_equal(tu_spawn(&srv, argv, NULL), 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
+    scrape_t sc = { .curl = curlbin, .url = url };
+    if (!tu_await(answers, &sc, 10000))
+        fail_msg("no answer from %s (last status %d)", url, sc.code);
+    char pid[64];
+    snprintf(pid, sizeof pid, "pid=\"%d\",name=\"scrapejob\"", (int)j.p.pid);
+    if (!tt_contains(sc.body, "salus_up{") || !tt_contains(sc.body, pid) ||
+        !tt_contains(sc.body, "} 1\n"))
+        fail_msg("the scrape lacks salus_up or the job:\n%s", sc.body);
+    promtool_accepts(sc.body);
+
+    /* what it is not asked for: refused with its status; then it goes on */
+    char other[128];
+    snprintf(other, sizeof other, "http://127.0.0.1:%d/nothing", port);
+    scrape_t bad = { .curl = curlbin, .url = other };
+    curl(&bad);
+    assert_int_equal(bad.code, 404);
+    bad.url = url;
+    bad.method = "POST";
+    curl(&bad);
+    assert_int_equal(bad.code, 405);
+    free(bad.body);
+    curl(&sc);
+    assert_int_equal(sc.code, 200);
+    free(sc.body);
+
+    char *err = tu_read_file(srv.err_path, NULL);
+    char said[128];
+    snprintf(said, sizeof said, "serving http://127.0.0.1:%d/metrics", port);
+    if (!tt_contains(err, said))
+        fail_msg("salus-top --listen %s did not say \"%s\": %s", listen_at, said, err);
+    free(err);
+    kill(srv.pid, SIGTERM);                      /* it stops cleanly */
+    assert_int_equal(tu_wait(&srv, 10000), 0);
+    tt_job_stop(&j);
+}
+
+static void test_listen_arguments(void **state)
+{
+    (void)state;
+    tt_need_build();
+    static const char *const bad[][3] = { { "--listen", "9400", NULL },
+        { "--listen", ":0", NULL }, { "--listen", ":70000", NULL }, { "--listen", "x:", NULL },
+        { "--listen", ":9400", "--json" } };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tt_out_t o = TT_TOOL("bin/salus-top", bad[i][0], bad[i][1], bad[i][2]);
+        if (o.rc != 2 || !tt_contains(o.err, "--listen"))
+            fail_msg("salus-top %s %s %s: rc %d: %s", bad[i][0], bad[i][1],
+                     bad[i][2] ? bad[i][2] : "", o.rc, o.err);
+        tt_out_free(&o);
+    }
+}
+
+/* JSON: the time (RFC 3339, UTC) and this host, every snapshot. */
+static void test_json_time_host(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_out_t o = TT_TOOL("bin/salus-top", "--once", "--json", "-t", tt_table);
+    assert_int_equal(o.rc, 0);
+    char host[256] = "", time_text[64] = "", want_host[300];
+    gethostname(host, sizeof host);
+    snprintf(want_host, sizeof want_host, "\"host\":\"%s\"", host);
+    const char *at = strstr(o.out, "\"time\":\"");
+    assert_non_null(at);
+    sscanf(at + 8, "%63[^\"]", time_text);
+    int y, mo, d, h, mi, sec, ms;
+    char z = 0;
+    if (sscanf(time_text, "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &y, &mo, &d, &h, &mi, &sec, &ms,
+               &z) != 8 || z != 'Z' || strlen(time_text) != 24)
+        fail_msg("\"time\" is not RFC 3339 UTC: %s", time_text);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    assert_int_equal(y, tm.tm_year + 1900);
+    assert_true(tt_contains(o.out, want_host));
+    tt_out_free(&o);
+}
+
+/* The wide layout: the GPU named by UUID, a minute of GPU share per process. */
+static void test_top_wide(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_tmux_t tm;
+    if (!tt_which("tmux", tm.bin, sizeof tm.bin)) {
+        print_message("tmux is not installed (mk/deps.sh test installs it)\n");
+        skip();
+    }
+    snprintf(tm.sock, sizeof tm.sock, "salus-to-%d", (int)getpid());
+    tt_job_t j;
+    tt_job_start(&j, "widejob", "30");
+    tt_job_wait_running(&j);
+    char top[512], cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s -d 0.2 -t %s",
+             tu_build_path("bin/salus-top", top, sizeof top), tt_table);
+    assert_int_equal(tt_tmux(&tm, NULL, "new-session", "-d", "-x", "160", "-y", "30", "-s",
+                             "top", cmd, NULL), 0);
+    /* after a few samples the job's sparkline has marks ('_' idle ... '@' all) */
+    const char *const wide[] = { "GPU 0  GPU-", "GPU% LAST MINUTE", "widejob", NULL };
+    char *screen = tt_screen_with(&tm, wide);
+    tt_assert_shows(screen, wide);
+    free(screen);
+    tt_tmux(&tm, NULL, "send-keys", "-t", "top", "q", NULL);
+    int gone = tu_await(tt_top_gone, &tm, 5000);
+    tt_tmux(&tm, NULL, "kill-server", NULL);
+    assert_true(gone);
+    tt_job_stop(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_status_help),
         cmocka_unit_test(test_workload_help_without_driver),
-        cmocka_unit_test_setup_teardown(test_startup_lines_at_info, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_startup_lines_at_info, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_prometheus_promtool, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_exporter_scrape, tt_setup, tt_teardown),
+        cmocka_unit_test(test_listen_arguments),
+        cmocka_unit_test_setup_teardown(test_json_time_host, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_top_wide, tt_setup, tt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,8 +6,9 @@
 #                      salus-train jobs under libsalus: tmux, JSON, policy,
 #                      run, reset, arguments, help, man pages, install
 # Both link the tools' objects (tools/module.mk) and a strict JSON parser.
-TOOLS_TEST_OBJS := $(TOOLS_LIB_OBJS) $(TOOLS_CORE) $(B)/obj/tests/test_tools_json.o
-$(B)/obj/tests/test_tools_json.o: | $(B)/.deps-test
+TOOLS_TEST_OBJS := $(TOOLS_LIB_OBJS) $(TOOLS_CORE) $(B)/obj/tests/test_tools_json.o \
+                   $(B)/obj/tests/test_tools_lib.o
+$(B)/obj/tests/test_tools_json.o $(B)/obj/tests/test_tools_lib.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_tools_layout,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
 $(eval $(call salus_test,test_tools,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
 $(B)/tests/test_tools: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)

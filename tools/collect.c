@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SHM_DIR "/dev/shm"
@@ -218,12 +219,22 @@ typedef struct open_table {
 } open_table_t;
 
 /* One process's counters at the previous sample, for rates. */
+/* GPU shares over the last minute, in TOP_HIST_CHARS buckets of equal time:
+ * bucket k holds the samples of time slot no[k] (monotonic ns / width). */
+#define HIST_BUCKET_NS ((uint64_t)TOP_HIST_S * 1000000000ull / TOP_HIST_CHARS)
+typedef struct hist {
+    uint64_t no[TOP_HIST_CHARS];
+    float sum[TOP_HIST_CHARS];
+    uint32_t cnt[TOP_HIST_CHARS];
+} hist_t;
+
 typedef struct prev_proc {
     char table[SHM_TABLE_NAME_BYTES];
     int slot;
     uint32_t gen;
     pid_t pid;
     double gpu_held_ms, waited_ms;
+    hist_t hist;
 } prev_proc_t;
 
 struct top_collector {
@@ -233,7 +244,7 @@ struct top_collector {
     open_table_t open[TOP_MAX_TABLES];
     int nopen;
     prev_proc_t *prev;
-    int nprev, prevcap;
+    int nprev;
     uint64_t prev_ns;
 };
 
@@ -370,6 +381,17 @@ static void fill_device(top_device_t *d, shm_table_t *t, int index, const slot_c
                 d->waiters[d->nwaiters++] = w;
         }
     }
+    uint8_t uuid[16];
+    top_gpu_info_t g;
+    d->gpu_index = d->minor = -1;
+    if (shm_device_uuid(t, index, uuid) == 0) {
+        top_uuid_text(uuid, d->uuid, sizeof d->uuid);
+        if (top_gpu_info(NULL, d->uuid, &g) == 0) {
+            d->gpu_index = g.index;
+            d->minor = g.minor;
+            snprintf(d->model, sizeof d->model, "%s", g.model);
+        }
+    }
     if (mem_view_device(t, index, &mv) == 0) {
         d->has_mem = 1;
         d->capacity = mv.capacity;
@@ -504,25 +526,64 @@ static void apply_rates(top_collector_t *c, top_snap_t *s)
     }
 }
 
-static int remember(top_collector_t *c, const top_snap_t *s)
+static void hist_add(hist_t *h, uint64_t now_ns, double v)
 {
-    if (s->nprocs > c->prevcap) {
-        prev_proc_t *p = realloc(c->prev, (size_t)s->nprocs * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        c->prev = p;
-        c->prevcap = s->nprocs;
+    uint64_t no = now_ns / HIST_BUCKET_NS;
+    int k = (int)(no % TOP_HIST_CHARS);
+    if (h->no[k] != no) {
+        h->no[k] = no;
+        h->sum[k] = 0;
+        h->cnt[k] = 0;
     }
+    if (v >= 0) {
+        h->sum[k] += (float)v;
+        h->cnt[k]++;
+    }
+}
+
+/* One character per bucket, oldest first: ' ' no sample, then '_' (0%) to
+ * '@' (100%) in ten steps.  ASCII, so that a character is a column. */
+static void hist_spark(const hist_t *h, uint64_t now_ns, char *out)
+{
+    static const char levels[] = "_.:-=+*#%@";
+    uint64_t now = now_ns / HIST_BUCKET_NS;
+    for (int i = 0; i < TOP_HIST_CHARS; i++) {
+        uint64_t no = now + 1 + (uint64_t)i - TOP_HIST_CHARS;
+        int k = (int)(no % TOP_HIST_CHARS);
+        if (h->no[k] != no || h->cnt[k] == 0) {
+            out[i] = ' ';
+            continue;
+        }
+        int l = (int)(h->sum[k] / (float)h->cnt[k] * 10.0f);
+        out[i] = levels[l < 0 ? 0 : l > 9 ? 9 : l];
+    }
+    out[TOP_HIST_CHARS] = '\0';
+}
+
+/* Keep this sample for the next one's rates, and the minute of history of
+ * each process that goes on (a new array: the old one is looked up). */
+static int remember(top_collector_t *c, top_snap_t *s)
+{
+    prev_proc_t *now = calloc((size_t)(s->nprocs > 0 ? s->nprocs : 1), sizeof *now);
+    if (!now)
+        return -ENOMEM;
     for (int i = 0; i < s->nprocs; i++) {
-        const top_proc_t *p = &s->procs[i];
-        prev_proc_t *q = &c->prev[i];
+        top_proc_t *p = &s->procs[i];
+        prev_proc_t *q = &now[i];
+        const prev_proc_t *old = find_prev(c, s->tables[p->table].name, p);
+        if (old)
+            q->hist = old->hist;
         snprintf(q->table, sizeof q->table, "%s", s->tables[p->table].name);
         q->slot = p->slot;
         q->gen = p->gen;
         q->pid = p->pid;
         q->gpu_held_ms = p->gpu_held_ms;
         q->waited_ms = p->waited_ms;
+        hist_add(&q->hist, s->taken_ns, p->gpu_share);
+        hist_spark(&q->hist, s->taken_ns, p->spark);
     }
+    free(c->prev);
+    c->prev = now;
     c->nprev = s->nprocs;
     c->prev_ns = s->taken_ns;
     return 0;
@@ -561,6 +622,13 @@ int top_collect(top_collector_t *c, top_snap_t *s)
     int n = candidates(c, cand);
     snap_clear(s);
     s->taken_ns = util_now_ns();
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    s->wall_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
+    if (gethostname(s->host, sizeof s->host) != 0)
+        snprintf(s->host, sizeof s->host, "unknown");
+    s->host[sizeof s->host - 1] = '\0';
+    top_sanitize(s->host);
     for (int i = 0; i < n; i++) {
         open_table_t *e = entry_of(c, cand[i].name);
         errs[i] = e ? refresh_entry(e, cand[i].group) : -EMFILE;

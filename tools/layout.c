@@ -30,17 +30,19 @@ typedef struct col_spec {
 
 static const col_spec_t cols[TOP_NCOLS] = {
     [TOP_COL_PID]      = { "PID",      7, 1, 0 },
-    [TOP_COL_USER]     = { "USER",     8, 0, 1 },
+    [TOP_COL_USER]     = { "USER",     8, 0, 2 },
     [TOP_COL_NAME]     = { "NAME",     6, 0, 0 },
-    [TOP_COL_PRIO]     = { "PRIO",     4, 1, 5 },
-    [TOP_COL_STATE]    = { "STATE",    9, 0, 8 },
-    [TOP_COL_MEM]      = { "MEM/LIMIT", 11, 1, 7 },
-    [TOP_COL_ITERS]    = { "ITERS",    9, 1, 6 },
-    [TOP_COL_ITER_MS]  = { "ITER ms",  7, 1, 3 },
-    [TOP_COL_GPU]      = { "GPU%",     4, 1, 9 },
-    [TOP_COL_WAIT]     = { "WAIT%",    5, 1, 4 },
-    [TOP_COL_SWITCHES] = { "SWITCHES", 8, 1, 2 },
+    [TOP_COL_PRIO]     = { "PRIO",     4, 1, 6 },
+    [TOP_COL_STATE]    = { "STATE",    11, 0, 9 },
+    [TOP_COL_MEM]      = { "MEM/LIMIT", 11, 1, 8 },
+    [TOP_COL_ITERS]    = { "ITERS",    9, 1, 7 },
+    [TOP_COL_ITER_MS]  = { "ITER ms",  7, 1, 4 },
+    [TOP_COL_GPU]      = { "GPU%",     4, 1, 10 },
+    [TOP_COL_WAIT]     = { "WAIT%",    5, 1, 5 },
+    [TOP_COL_SWITCHES] = { "SWITCHES", 8, 1, 3 },
+    [TOP_COL_HIST]     = { "GPU% LAST MINUTE", TOP_HIST_CHARS, 0, 1 },
 };
+#define MAX_DROP 10
 
 const char *top_col_title(top_col_t col)
 {
@@ -70,7 +72,7 @@ void top_layout_compute(int width, int name_len, top_layout_t *out)
     for (int c = 0; c < TOP_NCOLS; c++)
         keep[c] = 1;
     /* Drop by rank, lowest first, while the least layout does not fit. */
-    for (int rank = 1; rank <= 9 && least_width(keep) > width; rank++)
+    for (int rank = 1; rank <= MAX_DROP && least_width(keep) > width; rank++)
         for (int c = 0; c < TOP_NCOLS; c++)
             if (cols[c].drop == rank)
                 keep[c] = 0;
@@ -121,14 +123,17 @@ void top_fit(const char *s, int width, char *buf, size_t len)
     buf[width] = '\0';
 }
 
-static const char *state_label(const top_proc_t *p)
+#define TOP_ST_NAME_(id, name, what) [id] = name,
+const char *const top_state_names[TOP_NSTATES] = { TOP_STATES(TOP_ST_NAME_) };
+#undef TOP_ST_NAME_
+
+top_state_t top_proc_state(const top_proc_t *p)
 {
     switch (p->state) {
-    case SHM_RUNNING:  return "running";
-    case SHM_WAIT_GPU: return "wait-gpu";
-    case SHM_WAIT_MEM: return p->waiting_admission ? "admission" : "wait-mem";
-    case SHM_IDLE:     return "idle";
-    default:           return "?";
+    case SHM_RUNNING:  return TOP_ST_RUNNING;
+    case SHM_WAIT_GPU: return TOP_ST_WAIT_GPU;
+    case SHM_WAIT_MEM: return p->waiting_admission ? TOP_ST_ADMISSION : TOP_ST_WAIT_MEM;
+    default:           return TOP_ST_IDLE;
     }
 }
 
@@ -150,7 +155,8 @@ void top_cell(const top_proc_t *p, top_col_t col, int width, char *buf, size_t l
     case TOP_COL_PRIO:
         snprintf(t, sizeof t, p->has_sched ? "%d" : "-", p->priority);
         break;
-    case TOP_COL_STATE: snprintf(t, sizeof t, "%s", state_label(p)); break;
+    case TOP_COL_STATE: snprintf(t, sizeof t, "%s", top_state_names[top_proc_state(p)]); break;
+    case TOP_COL_HIST:  snprintf(t, sizeof t, "%s", p->spark); break;
     case TOP_COL_MEM:
         if (!p->has_mem) {
             snprintf(t, sizeof t, "-");
@@ -256,7 +262,7 @@ static void who(const top_snap_t *s, const top_device_t *d, pid_t pid, char *buf
 void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
                      char *buf, size_t len)
 {
-    char line[512], used[16], budget[16], cap[16], mem[96], pol[96];
+    char line[768], used[16], budget[16], cap[16], mem[96], pol[96];
     if (d->has_mem) {
         top_human_bytes(d->used, used, sizeof used);
         top_human_bytes(d->budget, budget, sizeof budget);
@@ -270,8 +276,12 @@ void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
                  (unsigned)d->quantum_ms);
     else
         snprintf(pol, sizeof pol, "policy -");
-    snprintf(line, sizeof line, "GPU %d  %s  %s  %d process%s  [%s]", d->index, mem, pol,
-             d->nprocs, d->nprocs == 1 ? "" : "es", s->tables[d->table].name);
+    char gpu[160] = "";
+    if (d->model[0] || d->uuid[0])
+        snprintf(gpu, sizeof gpu, "  %s%s%s", d->model, d->model[0] && d->uuid[0] ? " " : "",
+                 d->uuid);
+    snprintf(line, sizeof line, "GPU %d%s  %s  %s  %d process%s  [%s]", d->index, gpu, mem,
+             pol, d->nprocs, d->nprocs == 1 ? "" : "es", s->tables[d->table].name);
     top_fit(line, width, buf, len);
 }
 
@@ -325,7 +335,8 @@ static int cmp_rows(const void *va, const void *vb, void *arg)
     case TOP_COL_MEM:      r = cmp_num((double)a->mem_used, (double)b->mem_used); break;
     case TOP_COL_ITERS:    r = cmp_num((double)a->iterations, (double)b->iterations); break;
     case TOP_COL_ITER_MS:  r = cmp_num(a->iter_ms, b->iter_ms); break;
-    case TOP_COL_GPU:      r = cmp_num(a->gpu_share, b->gpu_share); break;
+    case TOP_COL_GPU:
+    case TOP_COL_HIST:     r = cmp_num(a->gpu_share, b->gpu_share); break;
     case TOP_COL_WAIT:     r = cmp_num(a->wait_share, b->wait_share); break;
     case TOP_COL_SWITCHES: r = cmp_num((double)a->switches, (double)b->switches); break;
     default: break;

@@ -14,6 +14,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "salus_version.h"
 
 /* ---- plain text ---------------------------------------------------------------- */
 
@@ -80,7 +83,7 @@ static void json_proc(FILE *f, const top_proc_t *p)
     fprintf(f, ",\"user\":");
     top_json_string(f, p->user);
     fprintf(f, ",\"uid\":%u,\"priority\":%d,\"state\":", (unsigned)p->uid, p->priority);
-    top_json_string(f, shm_state_name(p->state));
+    top_json_string(f, top_state_names[top_proc_state(p)]);
     fprintf(f, ",\"waiting_admission\":%s,\"holds_lease\":%s",
             p->waiting_admission ? "true" : "false", p->holds ? "true" : "false");
     fprintf(f, ",\"mem_used_bytes\":%llu,\"mem_limit_bytes\":%llu,\"mem_peak_bytes\":%llu"
@@ -120,9 +123,13 @@ static void json_device(FILE *f, const top_snap_t *s, int di)
     int first = top_device_first(s, di);
     fprintf(f, "{\"table\":");
     top_json_string(f, s->tables[d->table].name);
-    fprintf(f, ",\"index\":%d,\"capacity_bytes\":%llu,\"budget_bytes\":%llu,"
-            "\"used_bytes\":%llu,\"reserved_bytes\":%llu,\"policy\":",
-            d->index, (unsigned long long)d->capacity, (unsigned long long)d->budget,
+    fprintf(f, ",\"uuid\":");
+    top_json_string(f, d->uuid);
+    fprintf(f, ",\"model\":");
+    top_json_string(f, d->model);
+    fprintf(f, ",\"gpu_index\":%d,\"index\":%d,\"mem_capacity_bytes\":%llu,"
+            "\"mem_budget_bytes\":%llu,\"mem_used_bytes\":%llu,\"mem_reserved_bytes\":%llu,"
+            "\"policy\":", d->gpu_index, d->index, (unsigned long long)d->capacity, (unsigned long long)d->budget,
             (unsigned long long)d->used, (unsigned long long)d->reserved);
     top_json_string(f, d->has_sched ? sched_policy_names[d->policy] : "unknown");
     fprintf(f, ",\"quantum_ms\":%u,\"max_slice_ms\":%u,\"switches\":%llu",
@@ -139,9 +146,24 @@ static void json_device(FILE *f, const top_snap_t *s, int di)
     fprintf(f, "]}");
 }
 
+/* RFC 3339, UTC, to the millisecond: 2026-12-01T09:00:00.123Z. */
+static void json_time(FILE *f, int64_t wall_ms)
+{
+    time_t sec = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    char buf[32];
+    if (!gmtime_r(&sec, &tm) || strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+        snprintf(buf, sizeof buf, "1970-01-01T00:00:00");
+    fprintf(f, "\"%s.%03dZ\"", buf, (int)(wall_ms % 1000));
+}
+
 void top_print_json(FILE *f, const top_snap_t *s)
 {
-    fprintf(f, "{\"devices\":[");
+    fprintf(f, "{\"time\":");
+    json_time(f, s->wall_ms);
+    fprintf(f, ",\"host\":");
+    top_json_string(f, s->host);
+    fprintf(f, ",\"devices\":[");
     for (int d = 0; d < s->ndevices; d++) {
         if (d)
             fputc(',', f);
@@ -161,7 +183,15 @@ void top_print_json(FILE *f, const top_snap_t *s)
 /* ---- Prometheus -------------------------------------------------------------------
  * One family at a time (HELP, TYPE, then every sample), as the format asks.
  * Counters carry _total; shares are gauges in [0, 1], absent when not
- * measured.  Label values are escaped. */
+ * measured.  Label values are escaped.
+ *
+ * Every series of a GPU carries DCGM exporter's labels, so that a query can
+ * join them with DCGM's (on UUID, or gpu and Hostname): gpu (the driver's
+ * index, else the table's), UUID, modelName, Hostname and device
+ * ("nvidia<minor>"), the last three where known; and ours, table and
+ * table_device (the GPU's index in the table).  States and policies are
+ * info-style: one series per possible value, 1 for the current one and 0
+ * for the others, so that no series comes and goes with a change. */
 
 typedef double (*dev_get_fn)(const top_device_t *d);
 typedef double (*proc_get_fn)(const top_proc_t *p);
@@ -169,13 +199,20 @@ typedef double (*proc_get_fn)(const top_proc_t *p);
 static double d_capacity(const top_device_t *d) { return (double)d->capacity; }
 static double d_budget(const top_device_t *d) { return (double)d->budget; }
 static double d_used(const top_device_t *d) { return (double)d->used; }
+static double d_reserved(const top_device_t *d) { return (double)d->reserved; }
+static double d_mem_waiters(const top_device_t *d) { return d->mem_waiters; }
+static double d_queued(const top_device_t *d) { return d->queued; }
 static double d_quantum(const top_device_t *d) { return d->quantum_ms / 1e3; }
+static double d_slice(const top_device_t *d) { return d->max_slice_ms / 1e3; }
 static double d_waiters(const top_device_t *d) { return d->nwaiters; }
 static double d_switches(const top_device_t *d) { return (double)d->switches; }
 
 static double p_used(const top_proc_t *p) { return (double)p->mem_used; }
 static double p_limit(const top_proc_t *p) { return (double)p->mem_limit; }
+static double p_peak(const top_proc_t *p) { return (double)p->mem_peak; }
+static double p_reserved(const top_proc_t *p) { return (double)p->mem_reserved; }
 static double p_prio(const top_proc_t *p) { return p->priority; }
+static double p_holds(const top_proc_t *p) { return p->holds; }
 static double p_iters(const top_proc_t *p) { return (double)p->iterations; }
 static double p_iter_s(const top_proc_t *p) { return p->iter_ms / 1e3; }
 static double p_held(const top_proc_t *p) { return p->gpu_held_ms / 1e3; }
@@ -194,9 +231,17 @@ static const struct {
     { "salus_device_memory_budget_bytes", "gauge",
       "Memory the processes may share (capacity minus headroom).", d_budget, 1 },
     { "salus_device_memory_used_bytes", "gauge", "Memory the processes hold.", d_used, 1 },
+    { "salus_device_memory_reserved_bytes", "gauge",
+      "Memory reserved for admitted jobs (SALUS_MEM_RESERVE).", d_reserved, 1 },
+    { "salus_device_memory_waiters", "gauge",
+      "Processes waiting for memory under a limit or the budget.", d_mem_waiters, 1 },
+    { "salus_device_admission_queue", "gauge",
+      "Jobs waiting to be admitted for their reservation.", d_queued, 1 },
     { "salus_device_quantum_seconds", "gauge",
       "Least time a lease holder keeps the GPU before yielding to an equal waiter.",
       d_quantum, 0 },
+    { "salus_device_max_slice_seconds", "gauge",
+      "Longest a holder keeps the GPU without reaching a boundary.", d_slice, 0 },
     { "salus_device_waiters", "gauge", "Processes waiting for the GPU's lease.", d_waiters, 0 },
     { "salus_device_switches_total", "counter", "Lease handoffs between processes.",
       d_switches, 0 },
@@ -208,9 +253,14 @@ static const struct {
     int mem;             /* from the memory module (else from the scheduler) */
 } proc_metrics[] = {
     { "salus_process_memory_used_bytes", "gauge", "Device memory the process holds.", p_used, 1 },
-    { "salus_process_memory_limit_bytes", "gauge", "The process's memory limit (0: none).",
-      p_limit, 1 },
+    { "salus_process_memory_limit_bytes", "gauge", "The process's memory limit.", p_limit, 1 },
+    { "salus_process_memory_peak_bytes", "gauge", "Most device memory the process held.",
+      p_peak, 1 },
+    { "salus_process_memory_reserved_bytes", "gauge",
+      "Memory reserved for the process (SALUS_MEM_RESERVE).", p_reserved, 1 },
     { "salus_process_priority", "gauge", "SALUS_PRIORITY of the process (0..100).", p_prio, 0 },
+    { "salus_process_holds_lease", "gauge", "1 while the process holds the GPU's lease.",
+      p_holds, 0 },
     { "salus_process_iterations_total", "counter", "Iterations the process has done.", p_iters, 0 },
     { "salus_process_iteration_seconds", "gauge", "Mean running time of an iteration.",
       p_iter_s, 0 },
@@ -232,40 +282,63 @@ static void prom_family(FILE *f, const char *name, const char *type, const char 
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+static void prom_label(FILE *f, const char *name, const char *value)
+{
+    fprintf(f, ",%s=\"", name);
+    top_prom_label(f, value);
+    fputc('"', f);
+}
+
+/* The labels of a GPU, without the closing brace. */
 static void prom_dev_labels(FILE *f, const top_snap_t *s, const top_device_t *d)
 {
     fprintf(f, "{table=\"");
     top_prom_label(f, s->tables[d->table].name);
-    fprintf(f, "\",device=\"%d\"", d->index);
+    fprintf(f, "\",table_device=\"%d\",gpu=\"%d\"", d->index,
+            d->gpu_index >= 0 ? d->gpu_index : d->index);
+    if (d->uuid[0])
+        prom_label(f, "UUID", d->uuid);
+    if (d->model[0])
+        prom_label(f, "modelName", d->model);
+    prom_label(f, "Hostname", s->host);
+    if (d->minor >= 0)
+        fprintf(f, ",device=\"nvidia%d\"", d->minor);
+}
+
+static const top_device_t *device_of(const top_snap_t *s, const top_proc_t *p)
+{
+    for (int d = 0; d < s->ndevices; d++)
+        if (s->devices[d].table == p->table && s->devices[d].index == p->device)
+            return &s->devices[d];
+    return NULL;
 }
 
 static void prom_proc_labels(FILE *f, const top_snap_t *s, const top_proc_t *p)
 {
-    fprintf(f, "{table=\"");
-    top_prom_label(f, s->tables[p->table].name);
-    fprintf(f, "\",device=\"%d\",pid=\"%d\",name=\"", p->device, (int)p->pid);
-    top_prom_label(f, p->name);
-    fprintf(f, "\",user=\"");
-    top_prom_label(f, p->user);
-    fputc('"', f);
+    const top_device_t *d = device_of(s, p);
+    if (d) {
+        prom_dev_labels(f, s, d);
+    } else {
+        fprintf(f, "{table=\"");
+        top_prom_label(f, s->tables[p->table].name);
+        fprintf(f, "\",table_device=\"%d\"", p->device);
+    }
+    fprintf(f, ",pid=\"%d\"", (int)p->pid);
+    prom_label(f, "name", p->name);
+    prom_label(f, "user", p->user);
 }
 
-void top_print_prometheus(FILE *f, const top_snap_t *s)
+static void prom_device_families(FILE *f, const top_snap_t *s)
 {
-    prom_family(f, "salus_table_processes", "gauge", "Live processes attached to a table.");
-    for (int i = 0; i < s->ntables; i++) {
-        fprintf(f, "salus_table_processes{table=\"");
-        top_prom_label(f, s->tables[i].name);
-        fprintf(f, "\"} %d\n", s->tables[i].nprocs);
-    }
-    prom_family(f, "salus_device_policy", "gauge", "The device's policy (1 for the current one).");
+    prom_family(f, "salus_device_policy", "gauge",
+                "The GPU's policy: 1 for the current one, 0 for the others.");
     for (int d = 0; d < s->ndevices; d++) {
         const top_device_t *dev = &s->devices[d];
-        if (!dev->has_sched)
-            continue;
-        fprintf(f, "salus_device_policy");
-        prom_dev_labels(f, s, dev);
-        fprintf(f, ",policy=\"%s\"} 1\n", sched_policy_names[dev->policy]);
+        for (int p = 0; dev->has_sched && p < SCHED_POLICY_COUNT; p++) {
+            fprintf(f, "salus_device_policy");
+            prom_dev_labels(f, s, dev);
+            fprintf(f, ",policy=\"%s\"} %d\n", sched_policy_names[p], (int)dev->policy == p);
+        }
     }
     for (size_t m = 0; m < sizeof dev_metrics / sizeof *dev_metrics; m++) {
         prom_family(f, dev_metrics[m].name, dev_metrics[m].type, dev_metrics[m].help);
@@ -278,13 +351,19 @@ void top_print_prometheus(FILE *f, const top_snap_t *s)
             fprintf(f, "} %.12g\n", dev_metrics[m].get(dev));
         }
     }
+}
+
+static void prom_process_families(FILE *f, const top_snap_t *s)
+{
     prom_family(f, "salus_process_state", "gauge",
-                "The process's state (1 for the current one): running, waiting-gpu, "
-                "waiting-mem or idle.");
+                "The process's state: 1 for the current one, 0 for the others.");
     for (int i = 0; i < s->nprocs; i++) {
-        fprintf(f, "salus_process_state");
-        prom_proc_labels(f, s, &s->procs[i]);
-        fprintf(f, ",state=\"%s\"} 1\n", shm_state_name(s->procs[i].state));
+        top_state_t now = top_proc_state(&s->procs[i]);
+        for (int st = 0; st < TOP_NSTATES; st++) {
+            fprintf(f, "salus_process_state");
+            prom_proc_labels(f, s, &s->procs[i]);
+            fprintf(f, ",state=\"%s\"} %d\n", top_state_names[st], (int)now == st);
+        }
     }
     for (size_t m = 0; m < sizeof proc_metrics / sizeof *proc_metrics; m++) {
         prom_family(f, proc_metrics[m].name, proc_metrics[m].type, proc_metrics[m].help);
@@ -294,8 +373,28 @@ void top_print_prometheus(FILE *f, const top_snap_t *s)
             if (v < 0 || !(proc_metrics[m].mem ? p->has_mem : p->has_sched))
                 continue;                     /* not measured */
             fprintf(f, "%s", proc_metrics[m].name);
-            prom_proc_labels(f, s, &s->procs[i]);
+            prom_proc_labels(f, s, p);
             fprintf(f, "} %.12g\n", v);
         }
     }
+}
+
+void top_print_prometheus(FILE *f, const top_snap_t *s, int up)
+{
+    prom_family(f, "salus_up", "gauge", "1 when the Salus tables could be read, else 0.");
+    fprintf(f, "salus_up{Hostname=\"");
+    top_prom_label(f, s->host);
+    fprintf(f, "\"} %d\n", up ? 1 : 0);
+    prom_family(f, "salus_build_info", "gauge",
+                "The version of the Salus tools that wrote this (always 1).");
+    fprintf(f, "salus_build_info{version=\"%s\",abi=\"%u\"} 1\n", SALUS_VERSION,
+            (unsigned)SHM_ABI_VERSION);
+    prom_family(f, "salus_table_processes", "gauge", "Live processes attached to a table.");
+    for (int i = 0; i < s->ntables; i++) {
+        fprintf(f, "salus_table_processes{table=\"");
+        top_prom_label(f, s->tables[i].name);
+        fprintf(f, "\"} %d\n", s->tables[i].nprocs);
+    }
+    prom_device_families(f, s);
+    prom_process_families(f, s);
 }

@@ -31,7 +31,7 @@ static const char *const sort_names[TOP_NCOLS] = {
     [TOP_COL_PID] = "pid", [TOP_COL_USER] = "user", [TOP_COL_NAME] = "name",
     [TOP_COL_PRIO] = "prio", [TOP_COL_STATE] = "state", [TOP_COL_MEM] = "mem",
     [TOP_COL_ITERS] = "iters", [TOP_COL_ITER_MS] = "iter_ms", [TOP_COL_GPU] = "gpu",
-    [TOP_COL_WAIT] = "wait", [TOP_COL_SWITCHES] = "switches",
+    [TOP_COL_WAIT] = "wait", [TOP_COL_SWITCHES] = "switches", [TOP_COL_HIST] = "history",
 };
 
 /* ---- help ------------------------------------------------------------------------ */
@@ -56,6 +56,10 @@ static void usage(FILE *f, const char *prog)
 "                        a line each, until interrupted\n"
 "      --prometheus      one snapshot in the Prometheus text format (implies\n"
 "                        --once), for node_exporter's textfile collector\n"
+"  -l, --listen [ADDR]:PORT\n"
+"                        serve the same at http://ADDR:PORT/metrics for a\n"
+"                        Prometheus scrape, until interrupted; ADDR defaults\n"
+"                        to 127.0.0.1 (give 0.0.0.0 to be reachable)\n"
 "  -t, --table NAME      only this table (repeatable); NAME as /salus-1000 or\n"
 "                        salus-1000\n"
 "  -a, --all             also show tables no live process uses\n"
@@ -68,21 +72,22 @@ static void usage(FILE *f, const char *prog)
 "  q  quit          s  next sort column     p  change the selected GPU's policy\n"
 "  h  help          Up/Down  select a row   space  refresh now\n"
 "\n"
-"columns: PID USER NAME PRIO (0..100) STATE (running, wait-gpu, wait-mem,\n"
-"admission, idle) MEM/LIMIT ITERS (done/declared) ITER ms (mean iteration)\n"
-"GPU%% (time holding the GPU) WAIT%% (time waiting for it) SWITCHES (times\n"
-"handed the GPU).\n"
+"columns: PID USER NAME PRIO (0..100) STATE (running, waiting-gpu,\n"
+"waiting-mem, admission, idle) MEM/LIMIT ITERS (done/declared) ITER ms (mean\n"
+"iteration) GPU%% (time holding the GPU) WAIT%% (time waiting for it) SWITCHES\n"
+"(times handed the GPU) GPU%% LAST MINUTE (a sparkline, wide terminals).\n"
 "\n"
 "examples:\n"
 "  %s                          watch every table of this user\n"
 "  %s --once --json | jq .     one snapshot for scripts\n"
+"  %s --listen :9400           an exporter on 127.0.0.1:9400/metrics\n"
 "  %s --prometheus > /var/lib/node_exporter/salus.prom.tmp &&\n"
 "      mv /var/lib/node_exporter/salus.prom.tmp /var/lib/node_exporter/salus.prom\n"
 "\n"
 "environment: SALUS_TABLE, SALUS_GROUP name the table (see libsalus(7)).\n"
 "exit status: 0 done, 1 the terminal or a table could not be used, 2 bad\n"
 "arguments.  See salus-top(1).\n",
-            prog, prog, prog, prog);
+            prog, prog, prog, prog, prog);
 }
 
 /* `salus status --help`: the snapshot's options only (no live view, no keys). */
@@ -130,7 +135,7 @@ void top_print_version(FILE *f, const char *prog)
 typedef struct top_args {
     double delay_s;
     int delay_given, once, json, prom, all, help, version;
-    const char *delay_text;
+    const char *delay_text, *listen;
     top_col_t sort;
     const char **tables;
     int ntables;
@@ -191,12 +196,13 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         { "sort", required_argument, NULL, 's' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
+        { "listen", required_argument, NULL, 'l' },
         { NULL, 0, NULL, 0 },
     };
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":d:t:as:hV", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":d:t:as:hVl:", longs, NULL)) != -1) {
         switch (c) {
         case 'd':
             if (top_parse_seconds(optarg, 0, 3600, &a->delay_s) != 0)
@@ -211,6 +217,7 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         case 'a': a->all = 1; break;
         case 'h': a->help = 1; break;
         case 'V': a->version = 1; break;
+        case 'l': a->listen = optarg; break;
         case 't':
             if (add_table(a, optarg) != 0)
                 return bad(prog, "-t", optarg, "out of memory");
@@ -230,6 +237,13 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         return bad(prog, argv[optind], NULL, "is not an option (salus-top takes no operands)");
     if (a->json && a->prom)
         return bad(prog, "--json", NULL, "and --prometheus exclude each other: choose one");
+    if (a->listen && (a->json || a->prom || a->once))
+        return bad(prog, "--listen", NULL, "serves Prometheus text by itself: it excludes "
+                   "--once, --json and --prometheus");
+    char host[256], port[16];
+    if (a->listen && top_listen_parse(a->listen, host, sizeof host, port, sizeof port) != 0)
+        return bad(prog, "--listen", a->listen, "it takes [ADDRESS]:PORT, e.g. :9400 "
+                   "(127.0.0.1), 0.0.0.0:9400, [::1]:9400");
     if (a->prom)
         a->once = 1;
     if (!a->once && a->delay_given && a->delay_s < 0.1)
@@ -273,7 +287,7 @@ static int run_once(top_collector_t *c, const top_args_t *a)
     if (a->json)
         top_print_json(stdout, &s);
     else if (a->prom)
-        top_print_prometheus(stdout, &s);
+        top_print_prometheus(stdout, &s, 1);
     else
         top_print_text(stdout, &s, a->sort, text_width());
     top_snap_free(&s);
@@ -333,9 +347,11 @@ int top_main(int argc, char **argv, const char *prog, int once)
         free_args(&a);
         return TOP_EXIT_FAIL;
     }
-    if (!a.once && !a.json && !isatty(STDOUT_FILENO))
+    if (!a.once && !a.json && !a.listen && !isatty(STDOUT_FILENO))
         a.once = 1;                   /* a pipe or a file: a snapshot, as top -b -n 1 */
-    if (a.once)
+    if (a.listen)
+        rc = top_serve(c, a.listen);
+    else if (a.once)
         rc = run_once(c, &a);
     else if (a.json)
         rc = run_stream(c, &a);

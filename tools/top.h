@@ -37,6 +37,22 @@
 
 /* ---- the snapshot ----------------------------------------------------------- */
 
+/* The one vocabulary of process states, on the screen, in JSON, in the
+ * Prometheus output and in the man pages: X(id, name, what it means). */
+#define TOP_STATES(X) \
+    X(TOP_ST_RUNNING, "running", "holds the GPU (or runs under pack)") \
+    X(TOP_ST_WAIT_GPU, "waiting-gpu", "waits for the GPU's lease") \
+    X(TOP_ST_WAIT_MEM, "waiting-mem", "waits for memory under its limit or the budget") \
+    X(TOP_ST_ADMISSION, "admission", "waits to be admitted (SALUS_MEM_RESERVE)") \
+    X(TOP_ST_IDLE, "idle", "registered, not using the GPU")
+#define TOP_ST_ID_(id, name, what) id,
+typedef enum top_state { TOP_STATES(TOP_ST_ID_) TOP_NSTATES } top_state_t;
+#undef TOP_ST_ID_
+extern const char *const top_state_names[TOP_NSTATES];
+
+#define TOP_HIST_CHARS  20           /* the sparkline: GPU share over the last minute */
+#define TOP_HIST_S      60
+
 /* One process as shown under one device (a process on two devices makes two
  * rows; its memory figures are over all its devices). */
 typedef struct top_proc {
@@ -61,7 +77,13 @@ typedef struct top_proc {
     /* over the interval since the previous snapshot; < 0: not measured (no
      * previous sample of this process, or no lease under pack) */
     double gpu_share, wait_share;
+    /* GPU share over the last TOP_HIST_S seconds, oldest first, one character
+     * per TOP_HIST_S / TOP_HIST_CHARS seconds (' ': no sample) */
+    char spark[TOP_HIST_CHARS + 1];
 } top_proc_t;
+
+/* The state of a row, in the one vocabulary. */
+top_state_t top_proc_state(const top_proc_t *p);
 
 typedef struct top_device {
     int table;
@@ -76,6 +98,11 @@ typedef struct top_device {
     uint64_t capacity, budget, used, reserved;
     uint32_t mem_waiters, queued;
     int nprocs;                      /* rows of this device */
+    /* the GPU as nvidia-smi and DCGM name it: UUID from the table; model,
+     * index (PCI order) and minor from the kernel driver, when it says */
+    char uuid[48];                   /* "GPU-...", "" when unknown */
+    char model[96];                  /* "" when unknown */
+    int gpu_index, minor;            /* -1 when unknown */
 } top_device_t;
 
 typedef struct top_table {
@@ -85,6 +112,8 @@ typedef struct top_table {
 
 typedef struct top_snap {
     uint64_t taken_ns;               /* CLOCK_MONOTONIC */
+    int64_t wall_ms;                 /* CLOCK_REALTIME, for the JSON "time" */
+    char host[64];                   /* this machine's name, sanitized */
     double interval_s;               /* since the previous snapshot, 0: none */
     int ntables;
     top_table_t tables[TOP_MAX_TABLES];
@@ -127,11 +156,23 @@ void top_table_group(const char *name, char *group, size_t len);
 /* Words for top_open_table's errors. */
 const char *top_open_error(int err);
 
+/* ---- the GPU's names (gpuinfo.c) ------------------------------------------------- */
+typedef struct top_gpu_info {
+    int index;                       /* among the driver's GPUs, in PCI bus order */
+    int minor;                       /* /dev/nvidia<minor>, -1 unknown */
+    char model[96];
+} top_gpu_info_t;
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints it. */
+void top_uuid_text(const uint8_t uuid[16], char *buf, size_t len);
+/* The GPU of that UUID text as the kernel driver describes it under `root`
+ * (NULL: /proc/driver/nvidia/gpus).  0, or -1 when it does not know it. */
+int  top_gpu_info(const char *root, const char *uuid, top_gpu_info_t *out);
+
 /* ---- the view (layout.c) ---------------------------------------------------------- */
 typedef enum top_col {
     TOP_COL_PID = 0, TOP_COL_USER, TOP_COL_NAME, TOP_COL_PRIO, TOP_COL_STATE,
     TOP_COL_MEM, TOP_COL_ITERS, TOP_COL_ITER_MS, TOP_COL_GPU, TOP_COL_WAIT,
-    TOP_COL_SWITCHES, TOP_NCOLS
+    TOP_COL_SWITCHES, TOP_COL_HIST, TOP_NCOLS
 } top_col_t;
 
 typedef struct top_layout {
@@ -177,7 +218,8 @@ int  top_changes(const top_snap_t *old, const top_snap_t *now, char *buf, size_t
 /* ---- outputs (output.c) -------------------------------------------------------- */
 void top_print_text(FILE *f, const top_snap_t *s, top_col_t sort, int width);
 void top_print_json(FILE *f, const top_snap_t *s);
-void top_print_prometheus(FILE *f, const top_snap_t *s);
+/* up: 0 when the snapshot could not be taken (salus_up 0, nothing else). */
+void top_print_prometheus(FILE *f, const top_snap_t *s, int up);
 
 /* ---- the live view (draw.c) ------------------------------------------------------ */
 typedef struct top_ui_opts {
@@ -186,6 +228,14 @@ typedef struct top_ui_opts {
 } top_ui_opts_t;
 /* Until q.  TOP_EXIT_OK, or TOP_EXIT_FAIL when the terminal cannot be used. */
 int top_ui_run(top_collector_t *c, const top_ui_opts_t *o);
+
+/* ---- the HTTP exporter (http.c) ---------------------------------------------------
+ * "[ADDRESS]:PORT" into host ("127.0.0.1" when ADDRESS is empty) and port.
+ * 0 or -1. */
+int top_listen_parse(const char *text, char *host, size_t hlen, char *port, size_t plen);
+/* Serve /metrics at listen_at until SIGINT or SIGTERM: TOP_EXIT_OK,
+ * TOP_EXIT_FAIL (cannot listen) or TOP_EXIT_USAGE (a bad address). */
+int top_serve(top_collector_t *c, const char *listen_at);
 
 /* ---- salus-top's command line (top.c): also `salus status` -----------------------
  * once: always a snapshot (salus status), never the live view. */
