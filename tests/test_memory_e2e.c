@@ -4,7 +4,9 @@
  * SALUS_MEM_LIMIT; the process's own view (cuMemGetInfo through --verbose);
  * a job that waits (SALUS_MEM_WAIT_MS) for a peer to finish, or to be
  * killed; the admission of reserving jobs (SALUS_MEM_RESERVE) and a
- * reservation too large for the device; the report's counters.
+ * reservation too large for the device; the report's counters; a normal
+ * exit that gives its slot back, and a killed job that monitors stop
+ * counting at once.
  *
  * Each run has its own simgpu state and table.  The test watches the table
  * read-only, through memory.h and ipc.h, as salus-top does.
@@ -313,11 +315,46 @@ static void test_admission_over_simgpu(void **state)
     shm_close_table(t);
 }
 
+/* ---- exit and death --------------------------------------------------------- */
+
+/* A job that exits normally frees its slot itself (no peer is left to reap
+ * it); a job killed with no peer left keeps its slot until someone reaps
+ * it, but a monitor's device totals stop counting it the moment it dies. */
+static void test_exit_and_death_seen_at_once(void **state)
+{
+    (void)state;
+    run_t done, killed;
+    mem_device_view_t dv;
+    const char *da[] = { "--seconds", "1", "--mem", "3G", NULL };
+    start(&done, NULL, da);
+    shm_table_t *t = watch();
+    int slot = await_slot(t, done.p.pid, 3 * GB);
+    finish(&done);
+    assert_int_equal(done.rc, 0);
+    assert_int_equal(shm_slot_gen(t, slot), 0);               /* given back at exit */
+    assert_int_equal(mem_view_device(t, 0, &dv), 0);
+    assert_int_equal(dv.used, 0);
+
+    const char *ka[] = { "--seconds", "60", "--mem", "5G", NULL };
+    start(&killed, NULL, ka);
+    slot = await_slot(t, killed.p.pid, 5 * GB);
+    assert_int_equal(mem_view_device(t, 0, &dv), 0);
+    assert_true(dv.used >= 5 * GB);
+    kill(killed.p.pid, SIGKILL);
+    finish(&killed);
+    assert_int_not_equal(shm_slot_gen(t, slot), 0);           /* nobody reaped it */
+    assert_int_equal(mem_view_device(t, 0, &dv), 0);
+    assert_int_equal(dv.used, 0);
+    assert_int_equal(dv.granted, 0);
+    shm_close_table(t);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_every_path_over_simgpu),
+        T(test_exit_and_death_seen_at_once),
         T(test_memgetinfo_view),
         T(test_wait_for_peer),
         T(test_admission_over_simgpu),

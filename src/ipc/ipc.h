@@ -123,7 +123,10 @@ void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,
 int  shm_self(shm_table_t *t);
 /* The calling process's slot if it has one, else -1; never claims. */
 int  shm_self_peek(const shm_table_t *t);
-/* Give the slot back (process exit). */
+/* Give the slot back: what it held goes to the others at once (the modules'
+ * reap functions).  Done at a normal exit of the process whose table
+ * shm_process_table opened; the slot is claimable once the process has ended
+ * or closed the table. */
 void shm_release_self(shm_table_t *t);
 /* 1 when the slot's process is alive, 0 when dead or free. */
 int  shm_slot_alive(shm_table_t *t, int slot);

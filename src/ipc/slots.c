@@ -10,8 +10,8 @@
  * dies (SIGKILL, the OOM killer), fork() does not pass them to the child, and
  * a later process that happens to get the same pid does not hold them.  So
  *   alive(i)  <=>  state(i) != FREE  and  F_GETLK finds the byte locked
- * is true whatever pids are recycled.  (F_GETLK does not report our own
- * locks, so a process never tests its own slot that way.)
+ * is true whatever pids are recycled.  The test is F_OFD_GETLK, which
+ * reports a process's record locks to that process too (F_GETLK would not).
  *
  * Locking.  Claim, release and reap change slot states under the table's
  * lock.  Identity fields are written before the state is published with a
@@ -53,11 +53,14 @@ int shm_slot_alive(shm_table_t *t, int slot)
         return 0;
     if (slot == shm_self_peek(t))
         return 1;
+    /* An open-file-description test (l_pid 0, as the kernel requires): it
+     * sees the owner's record lock even from the owner's own process, which
+     * F_GETLK cannot, so a monitor in any process counts the slot. */
     struct flock fl = {
         .l_type = F_WRLCK, .l_whence = SEEK_SET,
-        .l_start = SHM_LIVE_BASE + slot, .l_len = 1,
+        .l_start = SHM_LIVE_BASE + slot, .l_len = 1, .l_pid = 0,
     };
-    if (fcntl(t->fd, F_GETLK, &fl) != 0)
+    if (fcntl(t->fd, F_OFD_GETLK, &fl) != 0)
         return 1;            /* cannot tell: never reap on doubt */
     return fl.l_type != F_UNLCK;
 }
@@ -235,6 +238,9 @@ int shm_self(shm_table_t *t)
     return self;
 }
 
+/* The liveness byte stays locked until the process ends or closes the table:
+ * at exit other threads may still be running, and a slot nobody can claim is
+ * one they cannot scribble over for a newcomer (claim_locked skips it). */
 void shm_release_self(shm_table_t *t)
 {
     int self = shm_self_peek(t);
@@ -244,7 +250,6 @@ void shm_release_self(shm_table_t *t)
         free_slot_locked(t, self);
         shm_unlock(t);
     }
-    live_lock(t, self, F_SETLK, F_UNLCK);
     t->self = -1;
 }
 

@@ -355,6 +355,17 @@ shm_table_t *shm_process_table(void)
     return process_table;
 }
 
+/* A normal exit gives the slot back at once, so that what the process held
+ * shows as free without waiting for a peer to reap it.  A destructor, not an
+ * atexit handler: it runs after every atexit handler (the scheduler's release
+ * of the lease, the report, which reads the slot), whenever they were
+ * registered.  A forked child that never claimed a slot releases nothing. */
+__attribute__((destructor)) static void process_table_exit(void)
+{
+    if (process_table)
+        shm_release_self(process_table);
+}
+
 /* ---- hooks ------------------------------------------------------------ */
 
 void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,

@@ -73,11 +73,11 @@ int mem_lock(void)
 
 /* ---- sums over slots ----------------------------------------------------
  * Each value clamped so that a scribbling peer cannot overflow a sum. */
-void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s)
+static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
 {
     memset(s, 0, sizeof *s);
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
-        if (j == skip || shm_slot_gen(t, j) == 0)
+        if (j == skip || shm_slot_gen(t, j) == 0 || (live_only && !shm_slot_alive(t, j)))
             continue;
         mem_slot_t *a = area_of(t, j);
         mem_sdev_t *sd = &a->dev[d];
@@ -94,6 +94,16 @@ void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s)
             s->queued += LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
         }
     }
+}
+
+void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s)
+{
+    sums(t, d, skip, 0, s);
+}
+
+void mem_sums_live(shm_table_t *t, int d, mem_sums_t *s)
+{
+    sums(t, d, -1, 1, s);
 }
 
 void mem_publish_locked(shm_table_t *t, int d)

@@ -212,6 +212,10 @@ typedef struct mem_sums {
     uint32_t waiters, queued;
 } mem_sums_t;
 void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s);
+/* Over the slots whose process is alive (one record-lock test each), for
+ * monitors: a process that has died counts for nothing from that moment,
+ * not from when a peer reaps it. */
+void mem_sums_live(shm_table_t *t, int d, mem_sums_t *s);
 /* Finish a dead reclaimer's work on device d, under the lock. */
 void mem_fix_log(shm_table_t *t, int d);
 /* Recompute the monitor sums of device d, under the lock. */

@@ -10,7 +10,9 @@
  * that their memory shows as free); monitors read without it, from a
  * read-only mapping too, and validate what they copy: a slot whose
  * generation changed under the copy is thrown away, every size is clamped
- * to the device.
+ * to the device.  A device's totals count live processes only (one
+ * record-lock test per slot): a monitor is exact the moment a process dies,
+ * not when a peer reaps it.
  */
 #include "memory/mem_layout.h"
 #include "util/util.h"
@@ -136,7 +138,7 @@ int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out)
         v.headroom > v.capacity)
         return -1;
     mem_sums_t s;
-    mem_sums(t, device, -1, &s);
+    mem_sums_live(t, device, &s);
     v.used = umin(s.used, v.capacity);
     v.granted = umin(s.granted, v.capacity);
     v.reserved = umin(s.reserved, v.capacity);
