@@ -421,6 +421,74 @@ static void test_thread_counts(void **state)
     pthread_barrier_destroy(&checked);
 }
 
+/* A sync's token: what every thread launched since the previous fold, once.
+ * Threads that launched before a fold and then stay quiet are not in the
+ * next (the fold walks only the threads that launched since: a sync's cost
+ * does not grow with threads that are merely alive); a thread that launches
+ * again is, and so are the launches of threads that exited meanwhile. */
+enum { FOLD_THREADS = 32, FOLD_EACH = 3 };
+static pthread_barrier_t fold_go, fold_done;
+static int fold_again = -1;               /* the thread that launches twice more */
+static void *fold_launcher(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    CUfunction f = (CUfunction)(uintptr_t)(0x1000 + 0x40 * me);
+    for (int i = 0; i < FOLD_EACH; i++)
+        cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    pthread_barrier_wait(&fold_go);       /* the main thread folds */
+    pthread_barrier_wait(&fold_go);       /* ... and folds again */
+    if (me == fold_again) {
+        cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+        cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    }
+    pthread_barrier_wait(&fold_done);
+    pthread_barrier_wait(&fold_done);     /* then they exit */
+    return NULL;
+}
+
+static void *launcher_once(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 5; i++)
+        cuLaunchKernel((CUfunction)(uintptr_t)0x77, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    return NULL;
+}
+
+static void test_sync_folds_active_threads(void **state)
+{
+    (void)state;
+    pthread_t t[FOLD_THREADS];
+    hook_threads_fold();                  /* what earlier tests launched */
+    pthread_barrier_init(&fold_go, NULL, FOLD_THREADS + 1);
+    pthread_barrier_init(&fold_done, NULL, FOLD_THREADS + 1);
+    fold_again = 7;
+    for (int i = 0; i < FOLD_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, fold_launcher, (void *)(intptr_t)i), 0);
+    pthread_barrier_wait(&fold_go);
+    sched_token_t first = hook_threads_fold();
+    assert_int_equal(first.launches, FOLD_THREADS * FOLD_EACH);
+    uint64_t hash = 0;
+    for (int i = 0; i < FOLD_THREADS; i++)
+        hash += FOLD_EACH * sched_mix(0x1000 + 0x40 * (uint64_t)i);
+    assert_true(first.hash == hash);
+    assert_int_equal(hook_threads_fold().launches, 0);     /* nobody launched since */
+    pthread_barrier_wait(&fold_go);
+    pthread_barrier_wait(&fold_done);
+    sched_token_t again = hook_threads_fold();
+    assert_int_equal(again.launches, 2);
+    assert_true(again.hash == 2 * sched_mix(0x1000 + 0x40 * 7));
+    pthread_barrier_wait(&fold_done);
+    for (int i = 0; i < FOLD_THREADS; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(hook_threads_fold().launches, 0);     /* exits add nothing unseen */
+    pthread_t quick;                      /* launches, exits, and only then a fold */
+    assert_int_equal(pthread_create(&quick, NULL, launcher_once, NULL), 0);
+    pthread_join(quick, NULL);
+    assert_int_equal(hook_threads_fold().launches, 5);
+    pthread_barrier_destroy(&fold_go);
+    pthread_barrier_destroy(&fold_done);
+}
+
 /* ---- the resolver ------------------------------------------------------------
  * A fake cuGetProcAddress that answers a distinct address per symbol (and,
  * when asked to, another at the header's version), and records its calls. */
@@ -604,6 +672,7 @@ int main(void)
         cmocka_unit_test_setup(test_sync_counts, setup_fakes),
         cmocka_unit_test_setup(test_missing_export, setup_fakes),
         cmocka_unit_test_setup(test_thread_counts, setup_fakes),
+        cmocka_unit_test_setup(test_sync_folds_active_threads, setup_fakes),
         RESOLVER_TESTS
     };
     return cmocka_run_group_tests_name("intercept", tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /*
  * util.c - the log, the reading of SALUS_* variables, and the clock.
  *
- * The log level is one int, written once at start-up (util_log_init, from
- * libsalus's constructor) and read without a lock: a racing reader sees the
+ * The log level is one int, written once at start-up (util_log_init in
+ * vars.c, which reads SALUS_LOG; from libsalus's constructor) and read
+ * without a lock: a racing reader sees the
  * old or the new level, and either is fine for a log.  Each line is built in a
  * stack buffer and written with a single write(2), which keeps lines whole
  * when threads or processes log at once.  Variable readers are called at
@@ -40,14 +41,6 @@ void util_log_write(util_log_level_t level, const char *fmt, ...)
     ssize_t w = write(STDERR_FILENO, line, len);
     (void)w;  /* a log that cannot be written is dropped */
     errno = saved;
-}
-
-void util_log_init(void)
-{
-    int level;
-    if (util_var_choice(UTIL_VAR_LOG, &level) == 0)
-        util_log_level = level;
-    util_var_warn_misspelled();
 }
 
 /* ---- SALUS_* variables -------------------------------------------------- */

@@ -261,3 +261,14 @@ void util_var_warn_misspelled(void)
                       (int)n, *e, util_vars[id].name);
     }
 }
+
+/* ---- the log's level ---------------------------------------------------------
+ * Here rather than in util.c, beside the variables it reads: util.c is below
+ * this file (vars.c logs through it), never the other way round. */
+void util_log_init(void)
+{
+    int level;
+    if (util_var_choice(UTIL_VAR_LOG, &level) == 0)
+        util_log_level = level;
+    util_var_warn_misspelled();
+}
