@@ -160,7 +160,7 @@ static uint32_t gate_compute(shm_table_t *t, int slot)
             continue;
         if (sched_lease_holder(t, dev->lease) != slot)
             return SCHED_GATE_CLOSED;
-        if ((ops->flags & SCHED_POL_SHARES) && (dev->waiters[0] | dev->waiters[1]))
+        if ((ops->flags & SCHED_POL_SHARES) && sched_any_waiter(dev))
             gate = SCHED_GATE_CONTENDED;
     }
     return gate;
@@ -414,7 +414,7 @@ void sched_repair_hook(shm_table_t *t, void *ctx)
         const sched_policy_ops_t *ops = sched_policy_ops(dev->policy);
         if (!(ops->flags & SCHED_POL_GATED)) {
             __atomic_store_n(&dev->lease, 0, __ATOMIC_RELEASE);
-            dev->waiters[0] = dev->waiters[1] = 0;
+            memset(dev->waiters, 0, sizeof dev->waiters);
         } else if (sched_lease_holder(t, dev->lease) < 0) {
             sched_grant_pick_locked(t, d, now, 1);
         }
@@ -438,15 +438,16 @@ int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, in
         shm_unlock(t);
         return -ENODEV;
     }
-    uint64_t woken[2] = { dev->waiters[0], dev->waiters[1] };
+    uint64_t woken[SCHED_WAIT_WORDS];
+    memcpy(woken, dev->waiters, sizeof woken);
     __atomic_store_n(&dev->policy, (uint32_t)policy, __ATOMIC_RELAXED);
     if (quantum_ms >= 0)
         dev->quantum_ms = (uint32_t)quantum_ms;
     if (!(sched_policy_ops(policy)->flags & SCHED_POL_GATED)) {
         sched_grant_locked(t, device, SCHED_NO_SLOT, sched_now(), 0);
-        dev->waiters[0] = dev->waiters[1] = 0;   /* all run: wake them all */
+        memset(dev->waiters, 0, sizeof dev->waiters);   /* all run: wake them all */
     } else {
-        woken[0] = woken[1] = 0;
+        memset(woken, 0, sizeof woken);
     }
     gate_update_users_locked(t, device);
     for (int s = 0; s < SHM_MAX_SLOTS; s++)

@@ -78,6 +78,12 @@ typedef struct sched_slot {
  */
 #define SCHED_DEV_MAGIC 0x31564453u       /* "SDV1" */
 
+/* The limits the layout is sized from, tied to ipc's: a waiter bit per slot,
+ * a devset bit per table device. */
+#define SCHED_WAIT_WORDS ((SHM_MAX_SLOTS + 63) / 64)
+_Static_assert(SCHED_WAIT_WORDS * 64 >= SHM_MAX_SLOTS, "a waiter bit for every slot");
+_Static_assert(SHM_MAX_DEVICES <= 32, "devset is a uint32_t: a bit per table device");
+
 typedef struct sched_wait {
     uint32_t gen;             /* the waiter's slot generation */
     uint32_t ticket;          /* arrival order */
@@ -89,18 +95,27 @@ typedef struct sched_dev {
     uint64_t release_ns;      /* when the last grant was made */
     uint64_t switches;        /* grants from one holder to another */
     uint64_t vclock;          /* fair: least virtual time of the active set */
-    uint64_t waiters[2];      /* bit s: slot s waits */
+    uint64_t waiters[SCHED_WAIT_WORDS];   /* bit s: slot s waits */
     uint32_t magic;
     uint32_t policy;
     uint32_t quantum_ms;
     uint32_t max_slice_ms;
     uint32_t ticket_next;
-    uint8_t pad[52];
+    uint8_t pad[68 - 8 * SCHED_WAIT_WORDS];
     sched_wait_t wait[SHM_MAX_SLOTS];
 } sched_dev_t;
 
 _Static_assert(sizeof(sched_slot_t) <= SHM_SLOT_AREA_BYTES, "sched slot area");
 _Static_assert(sizeof(sched_dev_t) <= SHM_DEVICE_AREA_BYTES, "sched device area");
+
+/* Whether any slot waits for dev (a relaxed look, without the lock). */
+static inline int sched_any_waiter(const sched_dev_t *dev)
+{
+    uint64_t any = 0;
+    for (int i = 0; i < SCHED_WAIT_WORDS; i++)
+        any |= __atomic_load_n(&dev->waiters[i], __ATOMIC_RELAXED);
+    return any != 0;
+}
 
 /* ---- configuration (config.c) --------------------------------------------- */
 /* Defaults: the one list of variables (util/vars.h) holds them. */

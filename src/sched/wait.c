@@ -73,15 +73,13 @@ static uint64_t my_lease(const sched_proc_t *p)
 
 /* ---- decisions ------------------------------------------------------------ */
 
-/* Hand device d over if the policy says so; synchronize the context first
- * when the GPU work is not known to be done.  1 if handed over. */
 /* The holder keeps the GPU at a boundary while others wait: wake one waiter
  * (without a grant) so that it times its watch of the rest that may follow
  * (poll_rest) from this boundary rather than from its next periodic look. */
 static void nudge_watcher(sched_proc_t *p, int d)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
-    for (int w = 0; w < 2; w++) {
+    for (int w = 0; w < SCHED_WAIT_WORDS; w++) {
         uint64_t bits = __atomic_load_n(&dev->waiters[w], __ATOMIC_RELAXED);
         if (w * 64 <= p->slot && p->slot < w * 64 + 64)
             bits &= ~(1ull << (p->slot - w * 64));
@@ -94,6 +92,8 @@ static void nudge_watcher(sched_proc_t *p, int d)
     }
 }
 
+/* Hand device d over if the policy says so; synchronize the context first
+ * when the GPU work is not known to be done.  1 if handed over. */
 static int yield_device(sched_proc_t *p, int d, int boundary, int synced)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -437,8 +437,7 @@ void sched_yield_point(sched_proc_t *p, int boundary, int synced)
             continue;
         sched_dev_t *dev = sched_dev(p->t, d);
         if (__atomic_load_n(&dev->lease, __ATOMIC_RELAXED) != my_lease(p) ||
-            !(__atomic_load_n(&dev->waiters[0], __ATOMIC_RELAXED) |
-              __atomic_load_n(&dev->waiters[1], __ATOMIC_RELAXED)))
+            !sched_any_waiter(dev))
             continue;
         if (yield_device(p, d, boundary, synced))
             synced = 1;                      /* one context sync is enough */
@@ -456,8 +455,7 @@ void sched_yield_point(sched_proc_t *p, int boundary, int synced)
 void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
-    if (!(__atomic_load_n(&dev->waiters[0], __ATOMIC_RELAXED) |
-          __atomic_load_n(&dev->waiters[1], __ATOMIC_RELAXED)) || !shares(dev))
+    if (!sched_any_waiter(dev) || !shares(dev))
         return;
     uint64_t now = sched_now();
     uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
