@@ -7,7 +7,8 @@
 # Debian package that provides it.  Missing packages are installed with
 # apt-get when we run as root; otherwise we stop and print the exact command.
 # The CUDA toolkit is not a Debian package we can install: its absence is
-# reported with what to set.
+# reported with what to set.  A package is listed here when the build or the
+# tests use it, not before (jemalloc comes with the paging allocator).
 set -eu
 
 what=${1:-build}
@@ -27,8 +28,7 @@ need() {
 need -c:python3 python3
 need -c:gcc gcc
 need -c:make make
-need -h:gelf.h libelf-dev
-need -h:jemalloc/jemalloc.h libjemalloc-dev
+need -h:gelf.h libelf-dev           # simgpu reads cubins
 need -h:ncurses.h libncurses-dev
 case "$what" in
 test|demo|bench)

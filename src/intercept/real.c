@@ -181,13 +181,38 @@ static int real_load_locked(void)
     return 1;
 }
 
+/* fork(): the loader's lock is the first the library takes (util.h's order);
+ * the child keeps what was loaded, and makes the lock anew. */
+static void load_prefork(void)
+{
+    pthread_mutex_lock(&load_lock);
+}
+
+static void load_postfork_parent(void)
+{
+    pthread_mutex_unlock(&load_lock);
+}
+
+static void load_postfork_child(void)
+{
+    pthread_mutex_init(&load_lock, NULL);
+}
+
+static void load_fork_register(void)
+{
+    util_fork_register(UTIL_FORK_LOADER, load_prefork, load_postfork_parent,
+                       load_postfork_child);
+}
+
 int hook_real_load(void)
 {
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
     int state = __atomic_load_n(&load_state, __ATOMIC_ACQUIRE);
     if (UTIL_LIKELY(state != 0))
         return state > 0 ? 0 : -1;
     if (loading)       /* the driver's constructor called back into us */
         return -1;
+    pthread_once(&fork_once, load_fork_register);
     pthread_mutex_lock(&load_lock);
     state = load_state;
     if (state == 0) {
