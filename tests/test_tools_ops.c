@@ -196,6 +196,22 @@ static void test_prometheus_promtool(void **state)
         if (!tt_contains(o.out, want[i]))
             fail_msg("--prometheus lacks %s:\n%s", want[i], o.out);
     assert_true(tt_contains(o.out, pid));
+    /* every series the Grafana dashboard asks for is one of these */
+    char path[512];
+    char *dash = tu_read_file(tu_source_path("tools/grafana/salus.json", path, sizeof path), NULL);
+    assert_non_null(dash);
+    int asked = 0;
+    for (const char *at = strstr(dash, "salus_"); at; at = strstr(at + 1, "salus_")) {
+        char name[128], type[160];
+        if (sscanf(at, "%127[a-z_]", name) != 1 || strcmp(name, "salus_") == 0)
+            continue;
+        snprintf(type, sizeof type, "# TYPE %s ", name);
+        if (!tt_contains(o.out, type))
+            fail_msg("the dashboard asks for %s, which salus-top does not export", name);
+        asked++;
+    }
+    assert_true(asked >= 8);
+    free(dash);
     tt_job_stop(&j);
     promtool_accepts(o.out);
     tt_out_free(&o);
