@@ -5,7 +5,8 @@ bench/memory.mk, run by `make bench` before the report) write
 micro_sched.json and micro_memory.json under the results directory.  This
 step reads them and writes micro.json with the three figures the summary
 carries: ns added per launch on the fast path, ns per alloc/free pair, and
-handoff latency p50/p99 in us.  A figure whose file is missing is null,
+handoff latency p50/p99 in us; and, for the report, ns added per host sync
+alone and beside 256 idle threads.  A figure whose file is missing is null,
 and the report says so.
 """
 import json
@@ -26,6 +27,8 @@ WANTED = {
                                  ["handoff", "p50_us"], ["handoff", "us_p50"]]),
     "handoff_us_p99": ("sched", [["handoff_us", "p99"], ["handoff_us_p99"],
                                  ["handoff", "p99_us"], ["handoff", "us_p99"]]),
+    "overhead_ns_per_sync": ("sched", [["overhead_ns_per_sync"]]),
+    "overhead_ns_per_sync_idle_threads": ("sched", [["overhead_ns_per_sync_idle_threads"]]),
 }
 
 

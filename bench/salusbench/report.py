@@ -460,7 +460,12 @@ def section_micro(mi, tr=None):
             ["handoff latency p50, us", f(fig.get("handoff_us_p50"), 1),
              f"<= {TARGETS['handoff_p50_us']}", "futex wake p50 5.6"],
             ["handoff latency p99, us", f(fig.get("handoff_us_p99"), 1),
-             f"<= {TARGETS['handoff_p99_us']}", "futex wake p99 15"]]
+             f"<= {TARGETS['handoff_p99_us']}", "futex wake p99 15"],
+            ["ns added per launch-and-sync round", f(fig.get("overhead_ns_per_sync"), 1),
+             "-", "the detector's token, the boundary check"],
+            ["... beside 256 idle threads that launched once",
+             f(fig.get("overhead_ns_per_sync_idle_threads"), 1),
+             "same as alone", "+1878 before the active list (one run, 2 cores)"]]
     out.append(table(["figure", "measured", "target", "for reference (design.md)"], rows))
     out.append("")
     rt = ((mi or {}).get("raw", {}).get("sched") or {}).get("handoff", {})
