@@ -20,12 +20,17 @@
 #      torch-account-*  libsalus's count matches memory_reserved() within 5%
 #                  with expandable_segments and with cudaMallocAsync
 #   5. jax         with SALUS_MEM_LIMIT=8G JAX preallocates ~75% of 8G
+#   6. client-*    the third-party clients of make test (cuda-bindings with
+#                  and without the per-thread default stream, cuda-core,
+#                  numba-cuda, PyCUDA, Debian's Numba 0.56), each beside a
+#                  peer under fair and SALUS_MEM_LIMIT=64M: SALUS_REPORT
+#                  against what the client did, the limit refusing, the view
 # Everything goes to OUTDIR: one log per step, the jobs' JSON, the
 # SALUS_REPORTs, summary.txt and summary.json.  Exit 0 when nothing failed,
 # 1 otherwise, 2 on bad arguments.  Each external command has a timeout;
 # the whole run stays under 8 minutes (later steps SKIP when time is short).
 #
-# --simgpu runs steps 2 and 3 over simgpu (build/sim) instead of a GPU: a
+# --simgpu runs steps 2, 3 and 6 over simgpu (build/sim) instead of a GPU: a
 # test of this script on a machine without one; its figures mean nothing.
 set -u
 
@@ -426,6 +431,109 @@ print("PASS" if 0.70<=f<=0.80 else "FAIL","preallocated %.2f GiB = %.0f%% of 8 G
     result "${verdict%% *}" jax "${verdict#* }"
 }
 
+# ---- 6. third-party clients --------------------------------------------------------
+
+# The clients of make test (tests/clients/*.py, tests/test_clients.c), each
+# beside a salus-train peer under fair and under SALUS_MEM_LIMIT=64M, judged
+# as there: what the client says it did against libsalus's report (launches
+# and the export they went through, allocations, frees, bytes, refusals at
+# the limit) and the own view it read.  Their packages come from build/venv
+# (mk/venv.sh, where PyPI is reachable) or else from python3; a client whose
+# package is in neither is SKIPped, saying which.
+CLIENTS=$ROOT/tests/clients
+VENV_PY=$ROOT/build/venv/bin/python
+[ -e "$ROOT/build/venv/.ready" ] || VENV_PY=$PY
+DEB_PY=${CHECK_NUMBA056_PYTHON:-/usr/bin/python3}
+CLIENT_LIMIT=$((64 << 20))
+
+# client_run NAME PYTHON SCRIPT MODE [VAR=value...]: the client's stdout in
+# $OUT/NAME.json, its report in $OUT/NAME.report.jsonl; its exit status.
+client_run() {
+    local name=$1 python=$2 script=$3 mode=$4
+    shift 4
+    local common=("LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$name" "SALUS_POLICY=fair")
+    rm -f "$OUT/$name.report.jsonl" "$OUT/$name-peer.report.jsonl"
+    timeout "$(tmo 60)" "${RUNENV[@]}" "${common[@]}" "SALUS_REPORT=$OUT/$name-peer.report.jsonl" \
+        "$TRAIN" --seconds 60 --kernels 4 --aux-kernels 0 --kernel-us 500 --host-ms 1 --name "$name-peer" \
+        >"$OUT/$name-peer.json" 2>"$OUT/$name-peer.err" &
+    local peer=$! rc=0
+    timeout "$(tmo 120)" "${RUNENV[@]}" "${common[@]}" "SALUS_REPORT=$OUT/$name.report.jsonl" \
+        "SALUS_MEM_LIMIT=64M" "PATH=$CUDA/bin:$PATH" "PYTHONDONTWRITEBYTECODE=1" "PYTHONWARNINGS=ignore" "$@" \
+        "$python" "$CLIENTS/$script.py" "$ROOT/build/workloads/kernels.cubin" $mode \
+        >"$OUT/$name.json" 2>"$OUT/$name.err" || rc=$?
+    kill -TERM "$peer" 2>/dev/null
+    wait "$peer" 2>/dev/null
+    return "$rc"
+}
+
+# client_judge NAME: PASS or FAIL and the figures of a client that did its work.
+client_judge() {
+    py 'import json,sys
+out,name,limit=sys.argv[1],sys.argv[2],int(sys.argv[3])
+did=json.loads([l for l in open(f"{out}/{name}.json") if l.startswith("{")][-1])
+rep=[json.loads(l) for l in open(f"{out}/{name}.report.jsonl") if l.strip()][-1]
+calls=rep.get("calls",{})
+checks={"launches":rep["launches"]==did["launches"]>0,
+ "launch export":calls.get(did["launch_export"])==did["launches"],
+ "allocs":rep["allocs"]==did["allocs"],"frees":rep["frees"]==did["frees"],
+ "bytes":rep["bytes_allocated"]==did["bytes"],
+ "refusals":rep["oom_refusals"]==did["refused"]>=1,"limit":rep["mem_limit"]==limit,
+ "view":did["view_total"]==limit and did["view_free"]==limit-did["view_held"]}
+bad=[k for k,ok in checks.items() if not ok]
+print("FAIL" if bad else "PASS","%d launches through %s, %d allocations, %d refused at 64 MiB, own view %.1f of %.1f MiB free%s" % (did["launches"],did["launch_export"],did["allocs"],rep["oom_refusals"],did["view_free"]/2**20,did["view_total"]/2**20,("; wrong: "+", ".join(bad)) if bad else ""))' \
+        "$OUT" "$1" "$CLIENT_LIMIT"
+}
+
+# client_step NAME PYTHON MODULE SCRIPT MODE [VAR=value...]
+client_step() {
+    local name=$1 python=$2 module=$3 script=$4 mode=$5
+    shift 5
+    out_of_time "$name" && return
+    if ! timeout "$(tmo 60)" "${RUNENV[@]}" "$python" -c "import $module" >/dev/null 2>&1; then
+        result SKIP "$name" "$python has no $module (make build/venv/.ready where PyPI is reachable)"
+        return
+    fi
+    if ! client_run "$name" "$python" "$script" "$mode" "$@"; then
+        result FAIL "$name" "the client failed; see $name.err"
+        return
+    fi
+    local verdict
+    verdict=$(client_judge "$name")
+    result "${verdict%% *}" "$name" "${verdict#* }"
+}
+
+step_clients() {
+    if ! can_run_native || [ ! -x "$TRAIN" ] || [ ! -e "$ROOT/build/workloads/kernels.cubin" ]; then
+        result SKIP clients "$([ -x "$TRAIN" ] && echo "no GPU" || echo "not built")"
+        return
+    fi
+    client_step client-cuda-bindings "$VENV_PY" cuda.bindings.driver cubindings ""
+    client_step client-cuda-bindings-ptds "$VENV_PY" cuda.bindings.driver cubindings "" \
+        CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=1
+    client_step client-cuda-core "$VENV_PY" cuda.core cucore ""
+    client_step client-numba-cuda "$VENV_PY" numba.cuda numbacuda ""
+    client_step client-pycuda "$VENV_PY" pycuda.driver pycudaclient ""
+    local drv=()
+    [ "$SIMGPU" = 1 ] && drv=("NUMBA_CUDA_DRIVER=$ROOT/build/sim/libcuda.so.1")
+    client_step client-numba056 "$DEB_PY" numba.cuda numba056 binding "${drv[@]}"
+    # Its high-level API: CUDA 12's prototype of cuCtxGetDevice_v2 fails on a
+    # CUDA 13 driver (CUDA_ERROR_INVALID_CONTEXT), with libsalus as without.
+    out_of_time client-numba056-v2 && return
+    if timeout "$(tmo 60)" "$DEB_PY" -c "import numba.cuda" >/dev/null 2>&1; then
+        local rc=0 line
+        client_run client-numba056-v2 "$DEB_PY" numba056 highlevel "${drv[@]}" || rc=$?
+        line=$(tail -1 "$OUT/client-numba056-v2.json")
+        case "$rc:$line" in
+        *'"code": 201, "error": "cuCtxGetDevice"'*)
+            result PASS client-numba056-v2 "fails as documented: $line" ;;
+        0:*) result PASS client-numba056-v2 "works (a driver before CUDA 13): $line" ;;
+        *) result FAIL client-numba056-v2 "exit $rc: $line; see client-numba056-v2.err" ;;
+        esac
+    else
+        result SKIP client-numba056-v2 "$DEB_PY has no numba.cuda"
+    fi
+}
+
 # ---- run -----------------------------------------------------------------------------
 
 step_build
@@ -433,6 +541,7 @@ step_overhead
 step_sched
 step_torch
 step_jax
+step_clients
 
 ELAPSED=$(( $(date +%s) - START ))
 printf '{"pass":%d,"fail":%d,"skip":%d,"seconds":%d,"gpu":%d,"simgpu":%d,"arch":"%s","cuda_home":"%s"}\n' \
