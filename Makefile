@@ -8,9 +8,12 @@
 #   make demo       jobs sharing a (simulated) GPU, with and without Salus
 #   make bench      the paper's experiments, reproduced (bench/results/)
 #   make install PREFIX=/usr/local
+#   make DEBUG=1 test
+#                   a debug build (-O1, SALUS_DEBUG: the table's invariants
+#                   checked at every unlock) in build-debug/, and its tests
 #
 # Each directory adds its targets from its own module.mk; this file holds
-# what they share.  Everything is built under build/.
+# what they share.  Everything is built under build/ (B=dir: elsewhere).
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -18,16 +21,25 @@ CUDA_ARCH ?= sm_90
 PYTHON    ?= python3
 PREFIX    ?= /usr/local
 CC        ?= cc
-CFLAGS    ?= -O2 -g
 TEST_TIMEOUT ?= 120
 
-B   := build
+# DEBUG=1 on the command line (anything but 0): SALUS_DEBUG, less
+# optimization, and a build directory of its own so that its objects never
+# mix with a release's.  Neither DEBUG nor B is taken from the environment.
+DEBUG_ON  := $(if $(filter command line,$(origin DEBUG)),$(filter-out 0,$(DEBUG)))
+CFLAGS    ?= $(if $(DEBUG_ON),-O1 -g,-O2 -g)
+ifneq ($(origin B),command line)
+B := $(if $(DEBUG_ON),build-debug,build)
+endif
 GEN := $(B)/gen
 
 # Flags every C file of the project gets.
 WARN     := -Wall -Wextra -Werror
+# At -O1 gcc tracks fewer value ranges than at -O2, and warns of snprintf
+# truncations that a length check just before rules out.
+DEBUG_CFLAGS := -DSALUS_DEBUG -Wno-format-truncation
 BASE_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -pthread \
-               -I$(CUDA_HOME)/include -I$(GEN) -Isrc
+               -I$(CUDA_HOME)/include -I$(GEN) -Isrc $(if $(DEBUG_ON),$(DEBUG_CFLAGS))
 DEPFLAGS  = -MMD -MP
 
 # Filled in by the module.mk files.

@@ -2,8 +2,7 @@
 # with a fake driver, in forked children (test_memory: one process;
 # test_memory_share: several; test_memory_hammer: the hammer, with and
 # without SIGKILLs).
-MEM_TEST_OBJS := $(B)/obj/src/memory/memory.o $(B)/obj/src/memory/account.o \
-                 $(B)/obj/src/memory/map.o $(B)/obj/src/memory/view.o \
+MEM_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/memory/*.c)) \
                  $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c)) \
                  $(B)/obj/tests/test_memory_lib.o
 $(B)/obj/tests/test_memory_lib.o: | $(B)/.deps-test

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "lib/testutil.h"
+#include "memory/mem_layout.h"
 #include "test_memory_lib.h"
 
 static void in_child(int (*fn)(void *), void *arg)
@@ -80,7 +81,7 @@ static int limit_paths(void *arg)
     CHECK_EQ(v.oom_refusals, refusals);
     CHECK_EQ(v.limit, 64 * MB);
     CHECK_EQ(v.peak, 64 * MB);
-    fk_check_invariants(t, 0);
+    fk_check_invariants(t);
     return 0;
 }
 
@@ -615,6 +616,70 @@ static void test_report_and_monitors(void **state)
     in_child(report_cases, NULL);
 }
 
+/* ---- the invariant checker ----------------------------------------------- */
+
+/* mem_check_locked names a violation containing `needle`. */
+static int violates(shm_table_t *t, const char *needle)
+{
+    const char *bad = mem_check_locked(t);
+    if (!bad || !strstr(bad, needle)) {
+        fprintf(stderr, "expected a violation with \"%s\", got %s\n", needle,
+                bad ? bad : "none");
+        return 0;
+    }
+    return 1;
+}
+
+/* Each invariant of mem_layout.h, broken by hand under the lock, is found
+ * and named; put back before the unlock (which a debug build checks). */
+static int check_cases(void *arg)
+{
+    (void)arg;
+    fk_reset();
+    setenv("SALUS_MEM_LIMIT", "64M", 1);
+    setenv("SALUS_MEM_HEADROOM", "0", 1);
+    shm_table_t *t = fk_start(fk_table);
+    CHECK(t);
+    uint64_t a;
+    CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 8 * MB, &a), CUDA_SUCCESS);
+    fk_check_invariants(t);
+    mem_sdev_t *sd = &((mem_slot_t *)shm_slot_area(t, shm_self_peek(t), SHM_AREA_MEM))->dev[0];
+    mem_dev_t *dev = shm_device_area(t, 0, SHM_AREA_MEM);
+    CHECK(shm_lock(t) == 0);
+    CHECK(mem_check_locked(t) == NULL);
+    mem_sdev_t keep = *sd;
+    mem_dev_t kept = *dev;
+    sd->granted = sd->limit + 1;
+    CHECK(violates(t, "more than its limit"));
+    sd->granted = keep.granted;
+    sd->avail = (keep.avail & ~MEM_SPARE_MASK) | (keep.granted + 1);
+    CHECK(violates(t, "used < 0"));
+    sd->avail = keep.avail;
+    sd->reserved = 1;
+    CHECK(violates(t, "not admitted"));
+    sd->flags |= MEM_SDEV_ADMITTED;
+    sd->reserved = dev->budget + 1;
+    CHECK(violates(t, "more than the budget"));
+    *sd = keep;
+    dev->budget = dev->capacity + 1;
+    CHECK(violates(t, "budget <= capacity"));
+    dev->budget = kept.budget;
+    dev->log.valid = 1;
+    CHECK(violates(t, "reclaim log"));
+    dev->log.valid = 0;
+    CHECK(mem_check_locked(t) == NULL);
+    shm_unlock(t);
+    fk_free(MEM_KIND_DEVICE, a);
+    fk_check_invariants(t);
+    return 0;
+}
+
+static void test_check_finds_violations(void **state)
+{
+    (void)state;
+    in_child(check_cases, NULL);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fk_setup, fk_teardown)
@@ -627,6 +692,7 @@ int main(void)
         T(test_fork),
         T(test_fails_open),
         T(test_report_and_monitors),
+        T(test_check_finds_violations),
     };
     return cmocka_run_group_tests_name("memory", tests, NULL, NULL);
 }

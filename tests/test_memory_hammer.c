@@ -173,7 +173,7 @@ static void *work(void *arg)
         __atomic_store_n(&c->lock, 0, __ATOMIC_RELEASE);
         __atomic_add_fetch(&sh->done_ops[me], 1, __ATOMIC_RELAXED);
         if (++done % 2000 == 0 && w->index == 0)
-            fk_check_invariants(tab, 0);
+            fk_check_invariants(tab);
     }
     return NULL;
 }
@@ -214,7 +214,7 @@ static int process(int index, int ops, int cmd)
     CHECK_EQ(mem_map_sum(0, NULL), held);
     CHECK_EQ(__atomic_load_n(&sh->live[me], __ATOMIC_SEQ_CST), held);
     CHECK(a.granted <= LIMIT);
-    fk_check_invariants(tab, 0);
+    fk_check_invariants(tab);
     fk_send(cmd, 'd');
     pause();
     return 0;

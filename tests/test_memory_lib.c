@@ -204,23 +204,15 @@ void fk_devsum(shm_table_t *t, int d, fk_devsum_t *out)
     shm_unlock(t);
 }
 
-void fk_check_invariants(shm_table_t *t, int d)
+void fk_check_invariants(shm_table_t *t)
 {
-    mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
     CHECK(shm_lock(t) == 0);
-    uint64_t committed = 0;
-    CHECK(dev->budget <= dev->capacity);
-    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
-        if (shm_slot_gen(t, j) == 0)
-            continue;
-        mem_sdev_t *sd = &((mem_slot_t *)shm_slot_area(t, j, SHM_AREA_MEM))->dev[d];
-        CHECK(MEM_SPARE(sd->avail) <= sd->granted);        /* used >= 0 */
-        CHECK(sd->granted <= sd->limit || sd->granted == 0);
-        committed += sd->granted > sd->reserved ? sd->granted : sd->reserved;
-    }
-    CHECK(committed <= dev->budget);
-    CHECK(dev->log.valid == 0);
+    const char *bad = mem_check_locked(t);
     shm_unlock(t);
+    if (bad) {
+        fprintf(stderr, "child %d: invariant broken: %s\n", (int)getpid(), bad);
+        _exit(1);
+    }
 }
 
 /* ---- children and pipes ------------------------------------------------------ */

@@ -76,8 +76,9 @@ typedef struct fk_devsum {
     uint64_t used, committed, budget, capacity;
 } fk_devsum_t;
 void fk_devsum(shm_table_t *t, int d, fk_devsum_t *out);
-/* Check every invariant of mem_layout.h on device d (in a child: exits). */
-void fk_check_invariants(shm_table_t *t, int d);
+/* Check the invariants of mem_layout.h (mem_check_locked) on every device
+ * (in a child: a violation is said and exits). */
+void fk_check_invariants(shm_table_t *t);
 
 /* Calls of the driver's free functions made by the module (undo). */
 int fk_undone(void);

@@ -163,7 +163,7 @@ static int holder_small(actor_t *a)
     act_wait(a, 'g');
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 1 * MB, &h), CUDA_SUCCESS);   /* 99 + 1 */
     CHECK_EQ(fk_alloc(MEM_KIND_VMM, 1, &h), CUDA_ERROR_OUT_OF_MEMORY);
-    fk_check_invariants(t, 0);
+    fk_check_invariants(t);
     act_tell(a, 'd');
     act_wait(a, 'x');
     return 0;
@@ -179,7 +179,7 @@ static int taker_big(actor_t *a)
     fk_acct(t, (int)a->arg, 0, &ac);
     CHECK_EQ(ac.granted, 0);                      /* reclaimed, exactly */
     CHECK_EQ(fk_alloc(MEM_KIND_ARRAY, 2 * MB, &h), CUDA_ERROR_OUT_OF_MEMORY);
-    fk_check_invariants(t, 0);
+    fk_check_invariants(t);
     act_tell(a, 'b');
     act_wait(a, 'x');
     return 0;
@@ -332,7 +332,7 @@ static int plain_50(actor_t *a)
     uint64_t h;
     /* The holder was killed and nobody reaped it: the refusal path does. */
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 50 * MB, &h), CUDA_SUCCESS);
-    fk_check_invariants(t, 0);
+    fk_check_invariants(t);
     act_tell(a, 'p');
     act_wait(a, 'x');
     return 0;
@@ -405,7 +405,7 @@ static int reserver(actor_t *a)
     act_tell_u64(a, dv.reserved);                  /* those admitted before, and us */
     uint64_t h;
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, a->arg * MB, &h), CUDA_SUCCESS);
-    fk_check_invariants(t, 0);
+    fk_check_invariants(t);
     act_wait(a, 'x');
     return 0;
 }
@@ -548,7 +548,7 @@ static int spare_holder(actor_t *a)
         fk_acct(t, shm_self_peek(t), 0, &ac);
         CHECK_EQ(ac.used, 5 * MB);
         CHECK_EQ(mem_map_sum(0, NULL), 5 * MB);
-        fk_check_invariants(t, 0);
+        fk_check_invariants(t);
         CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 95 * MB, &h), CUDA_SUCCESS);   /* all of it */
         fk_free(MEM_KIND_DEVICE, h);
         act_tell(a, 'k');

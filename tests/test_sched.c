@@ -461,25 +461,15 @@ static void sim_device(sched_policy_t policy, uint32_t quantum_ms)
     shm_unlock(T);
 }
 
-/* The gate invariants of sched_int.h, for every job that arrived. */
-static void check_gates(job_t *jobs, int n)
+/* The invariants of sched_int.h (gates, leases, waiters), as a debug build
+ * checks them at every unlock. */
+static void check_table(void)
 {
-    sched_dev_t *dev = dev0();
-    int holder = sched_lease_holder(T, dev->lease);
-    int gated = sched_policy_ops(dev->policy)->flags & SCHED_POL_GATED;
-    for (int i = 0; i < n; i++) {
-        if (!jobs[i].arrived || jobs[i].finished)
-            continue;
-        uint32_t gate = sched_slot(T, jobs[i].slot)->gate;
-        if (!gated)
-            assert_int_equal(gate, SCHED_GATE_OPEN);
-        else if (jobs[i].slot != holder)
-            assert_int_equal(gate, SCHED_GATE_CLOSED);
-        else
-            assert_int_equal(gate, (dev->waiters[0] | dev->waiters[1]) &&
-                             (sched_policy_ops(dev->policy)->flags & SCHED_POL_SHARES)
-                             ? SCHED_GATE_CONTENDED : SCHED_GATE_OPEN);
-    }
+    assert_int_equal(shm_lock(T), 0);
+    const char *bad = sched_check_locked(T);
+    shm_unlock(T);
+    if (bad)
+        fail_msg("%s", bad);
 }
 
 /* As wait.c does when a launch finds no lease: enqueue, and take a free one. */
@@ -546,7 +536,7 @@ static int sim_run(job_t *jobs, int n, uint64_t end_ns, int *runs, int max_runs)
             else if (!jobs[i].arrived && jobs[i].arrive_ns < next_arrival)
                 next_arrival = jobs[i].arrive_ns;
         }
-        check_gates(jobs, n);
+        check_table();
         job_t *j = job_of(jobs, n, sched_lease_holder(T, dev0()->lease));
         if (!j) {
             if (next_arrival == UINT64_MAX)
@@ -700,7 +690,7 @@ static void test_sim_pack(void **state)
         jobs[i].slot = dummy_slot();
         sim_arrive(&jobs[i]);
     }
-    check_gates(jobs, 2);
+    check_table();
     assert_int_equal(dev0()->lease, 0);
     assert_int_equal(dev0()->waiters[0] | dev0()->waiters[1], 0);
 
@@ -710,11 +700,11 @@ static void test_sim_pack(void **state)
     assert_int_equal(dev0()->quantum_ms, 50);
     sim_want(&jobs[0]);
     sim_want(&jobs[1]);
-    check_gates(jobs, 2);
+    check_table();
     assert_int_equal(sched_lease_holder(T, dev0()->lease), jobs[0].slot);
     uint32_t grant = sched_slot(T, jobs[1].slot)->grant;
     assert_int_equal(sched_set_policy_table(T, 0, SCHED_POLICY_PACK, -1), 0);
-    check_gates(jobs, 2);
+    check_table();
     assert_int_equal(sched_slot(T, jobs[1].slot)->grant, grant + 1);
     assert_int_equal(sched_set_policy_table(T, 0, SCHED_POLICY_COUNT, -1), -EINVAL);
 }
@@ -737,6 +727,62 @@ static void test_sim_dead_holder(void **state)
     assert_int_equal(shm_reap_dead(T, 0), 1);
     assert_int_equal(sched_lease_holder(T, dev0()->lease), jobs[1].slot);
     assert_int_equal(sched_slot(T, jobs[1].slot)->gate, SCHED_GATE_OPEN);
+}
+
+/* sched_check_locked's verdict with the table locked; NULL when it holds. */
+static const char *checked(void)
+{
+    assert_int_equal(shm_lock(T), 0);
+    const char *bad = sched_check_locked(T);
+    shm_unlock(T);
+    return bad;
+}
+
+static void assert_violation(const char *needle)
+{
+    const char *bad = checked();
+    if (!bad || !strstr(bad, needle))
+        fail_msg("expected a violation with \"%s\", got %s", needle, bad ? bad : "none");
+}
+
+/* Each invariant of sched_int.h, broken by hand, is found and named; put
+ * back, the table checks clean again. */
+static void test_check_finds_violations(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    job_t jobs[2] = { { .iter_ns = 10 * MS }, { .iter_ns = 10 * MS } };
+    for (int i = 0; i < 2; i++) {
+        jobs[i].slot = dummy_slot();
+        sim_arrive(&jobs[i]);
+    }
+    sched_dev_t *dev = dev0();
+    sched_slot_t *holder = sched_slot(T, jobs[0].slot), *waiter = sched_slot(T, jobs[1].slot);
+    assert_int_equal(sched_lease_holder(T, dev->lease), jobs[0].slot);
+    assert_null(checked());
+
+    waiter->gate = SCHED_GATE_OPEN;                  /* runs without the lease */
+    assert_violation("is held by");
+    waiter->gate = 7;
+    assert_violation("is not a gate");
+    waiter->gate = SCHED_GATE_CLOSED;
+    holder->gate = SCHED_GATE_OPEN;                  /* ignores its waiter */
+    assert_violation("others wait");
+    holder->gate = SCHED_GATE_CLOSED;                /* waits for what it holds */
+    assert_violation("gate closed");
+    holder->gate = SCHED_GATE_CONTENDED;
+    assert_null(checked());
+
+    dev->policy = 99;
+    assert_violation("none of the");
+    dev->policy = SCHED_POLICY_PACK;                 /* gates nothing, lease kept */
+    assert_violation("gates nothing");
+    dev->policy = SCHED_POLICY_FAIR;
+    dev->waiters[jobs[0].slot >> 6] |= 1ull << (jobs[0].slot & 63);
+    dev->wait[jobs[0].slot].gen = shm_slot_gen(T, jobs[0].slot);
+    assert_violation("both holds");
+    sched_dequeue_locked(T, 0, jobs[0].slot);
+    assert_null(checked());
 }
 
 /* Garbage in the device: stale lease, bad policy, stale waiter bits. */
@@ -897,6 +943,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sim_pack, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_dead_holder, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_repair, sim_setup, sim_teardown),
+        cmocka_unit_test_setup_teardown(test_check_finds_violations, sim_setup, sim_teardown),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_histogram),
     };

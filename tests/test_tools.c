@@ -527,10 +527,18 @@ static void test_install(void **state)
     tu_source_path("", root, sizeof root);
     snprintf(dest, sizeof dest, "DESTDIR=%s/inst", tu_tmpdir());
     /* What the build made is installed as it is: -o keeps make from rebuilding
-     * it (files may be mid-edit while the tests run in a working tree). */
-    char *argv[] = { make, "--no-print-directory", "-C", root, "-o", "build/libsalus.so",
-                     "-o", "build/bin/salus", "-o", "build/bin/salus-top", "tools-install",
-                     dest, "PREFIX=/opt/salus", NULL };
+     * it (files may be mid-edit while the tests run in a working tree).  The
+     * build is this binary's own (build/, or build-debug/ under DEBUG=1). */
+    char bdir[512], b[600], lib[600], bin[600], top[600];
+    tu_build_path("", bdir, sizeof bdir);
+    bdir[strlen(bdir) - 1] = '\0';                       /* the trailing '/' */
+    const char *name = strrchr(bdir, '/') ? strrchr(bdir, '/') + 1 : bdir;
+    snprintf(b, sizeof b, "B=%s", name);
+    snprintf(lib, sizeof lib, "%s/libsalus.so", name);
+    snprintf(bin, sizeof bin, "%s/bin/salus", name);
+    snprintf(top, sizeof top, "%s/bin/salus-top", name);
+    char *argv[] = { make, "--no-print-directory", "-C", root, b, "-o", lib, "-o", bin,
+                     "-o", top, "tools-install", dest, "PREFIX=/opt/salus", NULL };
     tu_proc_t p;
     int rc = tu_run(argv, NULL, 100000, &p);
     if (rc != 0) {

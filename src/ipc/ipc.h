@@ -73,6 +73,13 @@ typedef void (*shm_reap_fn)(shm_table_t *t, int slot, void *slot_area, void *ctx
 /* Called with the table locked after a process died holding the lock: the
  * module makes its shared state consistent again (rebuild sums from slots). */
 typedef void (*shm_repair_fn)(shm_table_t *t, void *ctx);
+/* Called with the table locked, after each lock and before each unlock, in a
+ * debug build only (SALUS_DEBUG): NULL when the module's invariants hold,
+ * else a description of the first violation.  Broken at the lock: said once
+ * (someone else broke it).  Whole at the lock and broken at the unlock: said,
+ * and the debug build aborts (the holder broke it).  A release build never
+ * calls a check. */
+typedef const char *(*shm_check_fn)(shm_table_t *t, void *ctx);
 
 /* ---- opening -------------------------------------------------------------
  * Errors are negative errno values; the message has been logged once, naming
@@ -111,6 +118,8 @@ void shm_unlock(shm_table_t *t);
 
 void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,
                    shm_repair_fn repair, void *ctx);
+/* The module's invariant check (given the same ctx as its other hooks). */
+void shm_set_check(shm_table_t *t, shm_area_t area, shm_check_fn check);
 
 /* ---- slots ----------------------------------------------------------------
  * A process claims one slot for its life.  It holds a POSIX record lock on a

@@ -250,6 +250,9 @@ int shm_lock(shm_table_t *t)
             held_guest = guest;
             if (cur != 0)
                 took_over(t, cur, why);
+#ifdef SALUS_DEBUG
+            shm_debug_check_lock(t);
+#endif
             return 0;
         }
         uint64_t now = util_now_ns();
@@ -273,6 +276,10 @@ void shm_unlock(shm_table_t *t)
     static int said_taken;
     if (!t || t->read_only)
         return;
+#ifdef SALUS_DEBUG
+    if (held_word)
+        shm_debug_check_unlock(t);
+#endif
     uint32_t *word = &t->map->hdr.lock, mine = held_word;
     uint32_t cur = __atomic_load_n(word, __ATOMIC_RELAXED);
     held_word = 0;

@@ -107,15 +107,23 @@ struct shm_table {
     struct {
         shm_reap_fn reap;
         shm_repair_fn repair;
+        shm_check_fn check;      /* debug builds call it at each lock and unlock */
         void *ctx;
     } hooks[SHM_AREAS];
     /* CUDA ordinal -> device index + 1 (0: not looked up yet); devices.c. */
     int8_t ordinal_index[SHM_MAX_ORDINALS];
+    int whole_at_lock;           /* debug builds: the checks passed at the lock */
 };
 
 /* slots.c, for table.c and lock.c */
 void shm_repair_locked(shm_table_t *t);
 /* lock.c, for table.c: give back the guest id (closing the table). */
 void shm_lock_forget(shm_table_t *t);
+#ifdef SALUS_DEBUG
+/* table.c, for lock.c: the modules' check hooks, just after a lock is taken
+ * and just before it is given back (debug builds only). */
+void shm_debug_check_lock(shm_table_t *t);
+void shm_debug_check_unlock(shm_table_t *t);
+#endif
 
 #endif /* SALUS_SHM_LAYOUT_H */

@@ -3,7 +3,8 @@
  * validation, its lock, the module areas, and futex waits.
  *
  * Divided into: names; opening (create or attach, then validate); the
- * process's own table; hooks; devices; areas; futexes.  The lock is lock.c.
+ * process's own table; hooks (and the debug build's checks); devices; areas;
+ * futexes.  The lock is lock.c.
  *
  * Creation race.  The creator and every attacher take a record lock on the
  * INIT byte before looking at the object; whoever holds it and finds the
@@ -377,6 +378,60 @@ void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,
     t->hooks[area].repair = repair;
     t->hooks[area].ctx = ctx;
 }
+
+void shm_set_check(shm_table_t *t, shm_area_t area, shm_check_fn check)
+{
+    if ((unsigned)area < SHM_AREAS)
+        t->hooks[area].check = check;
+}
+
+/* Debug builds: the modules' invariants at each lock and unlock (lock.c
+ * calls these).  A table found broken at the lock was broken by someone
+ * else: a peer's bug (its own debug build stops there), a peer that died
+ * mid-change, or a test that scribbles on purpose to prove that every word
+ * is checked before use; that is said once and the holder goes on.  A table
+ * found whole at the lock and broken at the unlock was broken by the code
+ * that held the lock: said, and the debug build aborts, where it happened.
+ * A release build compiles none of this. */
+#ifdef SALUS_DEBUG
+static const char *const area_names[SHM_AREAS] = { "scheduler", "memory" };
+
+static const char *first_violation(shm_table_t *t, int *area)
+{
+    for (int a = 0; a < SHM_AREAS; a++) {
+        const char *bad = t->hooks[a].check ? t->hooks[a].check(t, t->hooks[a].ctx) : NULL;
+        if (bad) {
+            *area = a;
+            return bad;
+        }
+    }
+    return NULL;
+}
+
+void shm_debug_check_lock(shm_table_t *t)
+{
+    static int said;
+    int a = 0;
+    const char *bad = first_violation(t, &a);
+    t->whole_at_lock = bad == NULL;
+    if (bad)
+        util_log_once(&said, UTIL_LOG_WARN, "debug build: table %s: an invariant of the %s "
+                      "did not hold when this process took the lock: %s", t->name,
+                      area_names[a], bad);
+}
+
+void shm_debug_check_unlock(shm_table_t *t)
+{
+    int a = 0;
+    const char *bad = t->whole_at_lock ? first_violation(t, &a) : NULL;
+    if (bad) {
+        fprintf(stderr, "salus[%d]: debug build: table %s: an invariant of the %s held at "
+                "the lock and does not at the unlock: %s\n", (int)getpid(), t->name,
+                area_names[a], bad);
+        abort();
+    }
+}
+#endif
 
 /* ---- devices ------------------------------------------------------------ */
 

@@ -22,9 +22,12 @@
  *   sum over live slots of max(sd.granted, sd.reserved)  <= dev.budget
  *   dev.budget   <= dev.capacity < 2^48
  *   sd.reserved  >  0  only once the job is admitted on d
+ *   dev.log.valid == 0 (at every unlock: a live reclaimer clears it)
  * Device-wide sums are never kept as the truth: they are recomputed from the
  * live slots under the lock, so a slot freed by any process (with or without
  * this module's reap hook) drops out of them at once, exactly.
+ * mem_check_locked (check.c) checks all but the second, which only the
+ * process itself can count.
  */
 #ifndef SALUS_MEM_LAYOUT_H
 #define SALUS_MEM_LAYOUT_H
@@ -222,6 +225,14 @@ void mem_fix_log(shm_table_t *t, int d);
 void mem_publish_locked(shm_table_t *t, int d);
 void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx);
 void mem_repair_hook(shm_table_t *t, void *ctx);
+
+/* ---- check.c: the invariants above, under the table lock ---------------- */
+/* NULL when they hold on every registered device; else a description of the
+ * first violation (a per-thread buffer, valid until the next call).  Never
+ * repairs, logs or aborts.  The hook is the same for ipc's unlock in a
+ * debug build. */
+const char *mem_check_locked(shm_table_t *t);
+const char *mem_check_hook(shm_table_t *t, void *ctx);
 
 #include "memory/mem_map.h"
 

@@ -81,6 +81,7 @@ static int start(const drv_t *drv, shm_table_t *t)
         return -1;                    /* the table said why */
     mem_p.t = t;
     shm_set_hooks(t, SHM_AREA_MEM, mem_reap_hook, mem_repair_hook, NULL);
+    shm_set_check(t, SHM_AREA_MEM, mem_check_hook);
     return 0;
 }
 

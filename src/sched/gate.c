@@ -52,6 +52,7 @@ static void register_locked(sched_proc_t *p)
         return;
     }
     shm_set_hooks(t, SHM_AREA_SCHED, sched_reap_hook, sched_repair_hook, NULL);
+    shm_set_check(t, SHM_AREA_SCHED, sched_check_hook);
     int slot = shm_self(t);
     if (slot < 0) {
         sched_fail_open(p, "it has no slot in the arbitration table");

@@ -7,10 +7,12 @@
  * Files, each depending only on those after it (mk/circles.py checks it):
  * gate.c (the process side: registration, the launch slow path, syncs,
  * hints, fork and exit), wait.c (acquiring, waiting, yielding), stats.c
- * (histograms, report, monitors), lease.c (the table side: state
- * transitions under the lock, reap and repair), policy*.c (the policies),
- * detect.c (the boundary detector), config.c (SALUS_*), proc.c (the
- * process's state, the driver contract, the clock, failing open).
+ * (histograms, report, monitors), check.c (the invariants), lease.c (the
+ * table side: state transitions under the lock, reap and repair), policy.c
+ * (the table of policies), policy_<name>.c (each policy), policy_util.c
+ * (what they share), detect.c (the boundary detector), config.c (SALUS_*),
+ * proc.c (the process's state, the driver contract, the clock, failing
+ * open).
  */
 #ifndef SALUS_SCHED_INT_H
 #define SALUS_SCHED_INT_H
@@ -29,8 +31,9 @@
  *                        holder(d) == slot and, if the policy shares,
  *                        waiters(d) == {}
  *   gate == CONTENDED => for every such d: holder(d) == slot
- *   gate == CLOSED    <= some such d has holder(d) != slot
+ *   gate == CLOSED   <=> some such d has holder(d) != slot
  *   grant increases at every grant to this slot (futex word)
+ * sched_check_locked (check.c) checks these and the device's below.
  */
 #define SCHED_SLOT_MAGIC   0x31484353u    /* "SCH1" */
 #define SCHED_HIST_BUCKETS 120
@@ -75,6 +78,7 @@ typedef struct sched_slot {
  *   s in waiters       => wait[s].gen == gen(s) or the bit is stale (dropped)
  *   s in waiters       => s is not the holder
  *   vclock never decreases
+ * (policy == PACK stands for any policy without SCHED_POL_GATED.)
  */
 #define SCHED_DEV_MAGIC 0x31564453u       /* "SDV1" */
 
@@ -326,6 +330,15 @@ int  sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake);
 /* Hooks given to ipc. */
 void sched_reap_hook(shm_table_t *t, int slot, void *slot_area, void *ctx);
 void sched_repair_hook(shm_table_t *t, void *ctx);
+
+/* ---- invariants (check.c): under the table lock --------------------------- */
+/* NULL when the invariants of the slot and device areas (above) hold for
+ * every device set up and every claimed slot set up; else a description of
+ * the first violation (a per-thread buffer, valid until the next call).
+ * Never repairs, logs or aborts.  The hook is the same for ipc's unlock in a
+ * debug build. */
+const char *sched_check_locked(shm_table_t *t);
+const char *sched_check_hook(shm_table_t *t, void *ctx);
 
 /* ---- acquiring and yielding (wait.c) --------------------------------------- */
 /* The lease of device d for the calling process: returns when it holds it,
