@@ -12,6 +12,10 @@
  *   - srtf orders three jobs by remaining time; pack interleaves them; fifo
  *     runs them one after another;
  *   - SIGKILL of the holder mid-iteration: the peer goes on within 100 ms;
+ *   - SIGSTOP of the holder: the peer runs (within 1 s), salus-top shows the
+ *     holder stopped, the stop is not counted as its GPU time, and after
+ *     SIGCONT it runs again; SIGSTOP of a waiter: the holder is not frozen
+ *     by a lease handed to it, and the waiter runs after SIGCONT;
  *   - a table of another version, and one that is not a table, are refused
  *     and the job runs; a forked child without CUDA calls never registers;
  *     salus_iteration_end is callable from Python's ctypes.
@@ -476,6 +480,132 @@ static void test_sigkill_holder(void **state)
     shm_close_table(t);
 }
 
+/* pid's scheduler counters, as a monitor reads them; 0, or -1 when absent. */
+static int slot_info(shm_table_t *t, pid_t pid, sched_slot_info_t *si)
+{
+    shm_ident_t id;
+    for (int s = 0; s < SHM_MAX_SLOTS; s++)
+        if (shm_slot_ident(t, s, &id) == 0 && id.pid == pid)
+            return sched_read_slot(t, s, si);
+    return -1;
+}
+
+typedef struct progress_goal {
+    shm_table_t *t;
+    pid_t pid;
+    uint64_t iterations;        /* at least this many */
+} progress_goal_t;
+
+static int progressed(void *arg)
+{
+    progress_goal_t *g = arg;
+    sched_slot_info_t si;
+    return slot_info(g->t, g->pid, &si) == 0 && si.iterations >= g->iterations;
+}
+
+/* Wait until pid has done `more` iterations beyond those it has now. */
+static void await_progress(shm_table_t *t, pid_t pid, uint64_t more, int ms, const char *what)
+{
+    sched_slot_info_t si;
+    assert_int_equal(slot_info(t, pid, &si), 0);
+    progress_goal_t g = { t, pid, si.iterations + more };
+    if (!tu_await(progressed, &g, ms))
+        fail_msg("%s: pid %d did not do %llu more iterations in %d ms", what, (int)pid,
+                 (unsigned long long)more, ms);
+}
+
+/* salus-top --once --json over the test's table: the line of pid shows state. */
+static void assert_top_state(pid_t pid, const char *state)
+{
+    char top[512], want[64], pidkey[32];
+    char *argv[] = { (char *)tu_build_path("bin/salus-top", top, sizeof top), "--once",
+                     "--json", "-d", "0", "-t", table_name, NULL };
+    tu_proc_t p;
+    assert_int_equal(tu_run(argv, NULL, 20000, &p), 0);
+    char *out = tu_read_file(p.out_path, NULL);
+    assert_non_null(out);
+    snprintf(pidkey, sizeof pidkey, "\"pid\":%d,", (int)pid);
+    snprintf(want, sizeof want, "\"state\":\"%s\"", state);
+    const char *at = strstr(out, pidkey);
+    const char *end = at ? strchr(at, '}') : NULL;
+    const char *st = at ? strstr(at, want) : NULL;
+    if (!st || st > end)
+        fail_msg("salus-top does not show pid %d %s: %s", (int)pid, state, out);
+    free(out);
+}
+
+/* Ctrl-Z of the holder: the peer gets the GPU, the stop is not GPU time. */
+static void test_stopped_holder(void **state)
+{
+    (void)state;
+    need_simgpu();
+    job_t a, b;
+    start(&a, "--iterations 100000 --kernels 4 --kernel-us 5000", NULL);
+    wait_for(a.p.pid, HOLDS);
+    shm_table_t *t = open_table();
+    start(&b, "--iterations 40 --kernels 2 --kernel-us 5000", NULL);
+    assert_int_equal(ts_await_holder(t, 1, 20000), a.p.pid);   /* a holds, b waits */
+    kill(a.p.pid, SIGSTOP);
+    uint64_t stopped = tu_now_ns();
+    expect_ok(&b);                                    /* 400 ms of GPU while a is stopped */
+    assert_top_state(a.p.pid, "stopped");
+    sched_slot_info_t si;
+    assert_int_equal(slot_info(t, a.p.pid, &si), 0);
+    tu_kernel_t *k;
+    long n = load(&k);
+    uint64_t a_first = first_start(k, n, a.p.pid), resumed = 0;
+    for (long i = 0; i < n && !resumed; i++)
+        if (k[i].pid == b.p.pid && k[i].start_ns > stopped)
+            resumed = k[i].start_ns;
+    assert_true(resumed > 0);
+    print_message("      the peer ran %.1f ms after the holder was stopped\n",
+                  (double)(resumed - stopped) / 1e6);
+    if (resumed > stopped + 1000 * MS)
+        fail_msg("the peer ran %.1f ms after the holder was stopped",
+                 (double)(resumed - stopped) / 1e6);
+    /* What a held: its run before the stop, and at most a poll of the stop. */
+    double ran_ms = (double)(stopped - a_first) / 1e6;
+    if (si.gpu_held_ms > ran_ms + 100)
+        fail_msg("the stop counts as GPU time: held %.1f ms, ran %.1f ms before the stop",
+                 si.gpu_held_ms, ran_ms);
+    kill(a.p.pid, SIGCONT);
+    await_progress(t, a.p.pid, 5, 10000, "after SIGCONT");
+    kill(a.p.pid, SIGKILL);
+    finish(&a);
+    free(k);
+    job_free(&a);
+    job_free(&b);
+    shm_close_table(t);
+}
+
+/* A waiter stopped while it waits: when the lease is handed to it, the
+ * holder takes it back instead of waiting for the stop to end. */
+static void test_stopped_waiter(void **state)
+{
+    (void)state;
+    need_simgpu();
+    job_t a, b;
+    const char *const quantum[] = { "SALUS_QUANTUM_MS=20", NULL };
+    start(&a, "--iterations 100000 --kernels 2 --kernel-us 5000", quantum);
+    wait_for(a.p.pid, HOLDS);
+    shm_table_t *t = open_table();
+    start(&b, "--iterations 100000 --kernels 2 --kernel-us 5000", quantum);
+    wait_for(b.p.pid, QUEUED);
+    await_progress(t, b.p.pid, 1, 20000, "before the stop");       /* both take turns */
+    kill(b.p.pid, SIGSTOP);
+    await_progress(t, a.p.pid, 50, 20000, "beside a stopped waiter");  /* 500 ms of GPU */
+    assert_top_state(b.p.pid, "stopped");
+    kill(b.p.pid, SIGCONT);
+    await_progress(t, b.p.pid, 5, 10000, "after SIGCONT");
+    kill(a.p.pid, SIGKILL);
+    kill(b.p.pid, SIGKILL);
+    finish(&a);
+    finish(&b);
+    job_free(&a);
+    job_free(&b);
+    shm_close_table(t);
+}
+
 static void test_foreign_tables(void **state)
 {
     (void)state;
@@ -557,6 +687,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigkill_holder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopped_holder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopped_waiter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_tables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_child_never_registers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ctypes_hint, setup, teardown),

@@ -403,6 +403,30 @@ static void fill_device(top_device_t *d, shm_table_t *t, int index, const slot_c
     }
 }
 
+/* 1 when the process is stopped (SIGSTOP, Ctrl-Z, a debugger): state T or t
+ * in /proc/<pid>/stat, if that pid is still the slot's process (its start
+ * time); 0 otherwise or when /proc cannot tell (another pid namespace). */
+static int proc_stopped(pid_t pid, uint64_t start_ticks)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *q = strrchr(buf, ')');             /* fields after comm: 3 state ... 22 start */
+    if (!q || q[1] != ' ')
+        return 0;
+    char state = q[2];
+    for (int field = 2; q && field < 22; field++)   /* q: the space before field+1 */
+        q = strchr(q + 1, ' ');
+    if (!q || (start_ticks && strtoull(q + 1, NULL, 10) != start_ticks))
+        return 0;
+    return state == 'T' || state == 't';
+}
+
 static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_device_t *d)
 {
     memset(p, 0, sizeof *p);
@@ -416,6 +440,7 @@ static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_d
     snprintf(p->name, sizeof p->name, "%s", c->id.name);
     p->state = c->id.state;
     p->holds = d->holder == c->id.pid;
+    p->stopped = proc_stopped(c->id.pid, c->id.start_ticks);
     p->gpu_share = p->wait_share = -1;
     if ((p->has_sched = c->has_sched)) {
         p->priority = c->si.priority;

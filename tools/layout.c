@@ -129,6 +129,8 @@ const char *const top_state_names[TOP_NSTATES] = { TOP_STATES(TOP_ST_NAME_) };
 
 top_state_t top_proc_state(const top_proc_t *p)
 {
+    if (p->stopped)
+        return TOP_ST_STOPPED;
     switch (p->state) {
     case SHM_RUNNING:  return TOP_ST_RUNNING;
     case SHM_WAIT_GPU: return TOP_ST_WAIT_GPU;

@@ -44,6 +44,7 @@
     X(TOP_ST_WAIT_GPU, "waiting-gpu", "waits for the GPU's lease") \
     X(TOP_ST_WAIT_MEM, "waiting-mem", "waits for memory under its limit or the budget") \
     X(TOP_ST_ADMISSION, "admission", "waits to be admitted (SALUS_MEM_RESERVE)") \
+    X(TOP_ST_STOPPED, "stopped", "stopped by a signal or a debugger: idle for its peers") \
     X(TOP_ST_IDLE, "idle", "registered, not using the GPU")
 #define TOP_ST_ID_(id, name, what) id,
 typedef enum top_state { TOP_STATES(TOP_ST_ID_) TOP_NSTATES } top_state_t;
@@ -67,6 +68,7 @@ typedef struct top_proc {
     shm_state_t state;
     int waiting_admission;           /* waiting-mem: for admission (1), a limit (0) */
     int holds;                       /* holds this device's lease */
+    int stopped;                     /* its process is stopped (state T or t) */
     int has_sched, has_mem;          /* which modules had set the slot up */
     /* scheduler */
     int priority;

@@ -228,6 +228,8 @@ void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *
             bit_clear(dev->waiters, s);          /* stale: its process is gone */
             continue;
         }
+        if (__atomic_load_n(&sched_slot(t, s)->stopped_ns, __ATOMIC_RELAXED))
+            continue;                            /* stopped: kept, not a candidate */
         sched_cand_t *c = &v->waiters[v->n++];
         cand_fill(t, s, d, c);
         c->ticket = dev->wait[s].ticket;
@@ -352,6 +354,28 @@ int sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake)
     int to = pick >= 0 ? v.waiters[pick].slot : SCHED_NO_SLOT;
     sched_grant_locked(t, d, to, now, wake);
     return to;
+}
+
+int sched_take_from_stopped_locked(shm_table_t *t, int d, uint64_t stopped_ns, uint64_t now)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    int h = sched_lease_holder(t, dev->lease);
+    if (h < 0 || stopped_ns > now)
+        return SCHED_NO_SLOT;
+    __atomic_store_n(&sched_slot(t, h)->stopped_ns, stopped_ns ? stopped_ns : 1,
+                     __ATOMIC_RELAXED);
+    if (stopped_ns > dev->since_ns)              /* the tenure ends where the stop began */
+        dev->since_ns += now - stopped_ns;
+    else
+        dev->since_ns = now;
+    return sched_grant_pick_locked(t, d, now, 0);
+}
+
+void sched_unmark_stopped_locked(shm_table_t *t, int slot)
+{
+    sched_slot_t *s = sched_slot(t, slot);
+    if (s)
+        __atomic_store_n(&s->stopped_ns, 0, __ATOMIC_RELAXED);
 }
 
 /* Whether the holder `slot` of device d hands it over now, and to whom

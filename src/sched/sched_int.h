@@ -62,7 +62,9 @@ typedef struct sched_slot {
     uint64_t switches;        /* grants from another holder (atomic add) */
     uint64_t handoffs;        /* samples in hist (owner's threads, atomic add) */
     uint64_t wait_since_ns;   /* start of the owner's wait in progress, 0: none */
-    uint8_t pad3[24];
+    uint64_t stopped_ns;      /* seen stopped (SIGSTOP, a debugger) since, 0: not;
+                                 set by a peer, cleared by the owner; under the lock */
+    uint8_t pad3[16];
     uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
     uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (atomic add) */
 } sched_slot_t;
@@ -313,7 +315,8 @@ void sched_enqueue_locked(shm_table_t *t, int d, int slot, uint64_t now);
 void sched_dequeue_locked(shm_table_t *t, int d, int slot);
 /* Lift a slot's vtime on d to the active set's least (joining, waking up). */
 void sched_vtime_lift_locked(shm_table_t *t, int d, int slot, uint64_t now);
-/* Build the view of a device, dropping stale waiters. */
+/* Build the view of a device, dropping stale waiters and leaving out
+ * stopped ones (they cannot use the GPU until they continue). */
 void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *v);
 /* Hand device d to `to` (may be SCHED_NO_SLOT: free it); ends the current
  * tenure.  Wakes `to` when wake is set (else the caller wakes it after the
@@ -325,6 +328,12 @@ void sched_wake(shm_table_t *t, int slot);
  * a holder that reached no boundary for the max slice (in this tenure) hands
  * over. */
 int  sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now);
+/* The holder of d was stopped from `stopped_ns` on (a waiter saw it): mark
+ * it stopped, leave the stop out of its tenure (a stop is not GPU time), and
+ * grant d by policy.  Returns the grantee. */
+int  sched_take_from_stopped_locked(shm_table_t *t, int d, uint64_t stopped_ns, uint64_t now);
+/* The calling process runs again: clear its stopped mark (under the lock). */
+void sched_unmark_stopped_locked(shm_table_t *t, int slot);
 /* Grant a free or stale lease to the policy's pick. Returns the grantee. */
 int  sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake);
 /* Hooks given to ipc. */

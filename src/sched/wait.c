@@ -21,7 +21,17 @@
  *     scheduled - for a few of its iterations): the lease is taken from it
  *     and granted by policy (work conserving).  Not under fifo, which never
  *     shares.  A waiter that sees the holder at rest times its next look to
- *     the moment the rest reaches SCHED_REST_NS.
+ *     the moment the rest reaches SCHED_REST_NS;
+ *   - holder stopped (state T or t in /proc: SIGSTOP, Ctrl-Z, a debugger)
+ *     for SCHED_STOP_NS: it is marked stopped (left out of every pick until
+ *     it runs again and clears the mark), the stop is left out of its
+ *     tenure (not charged as GPU time), and the lease is granted by policy;
+ *   - holder past its max slice without a boundary by SCHED_SLICE_GRACE_NS
+ *     more (the holder enforces the slice itself at its next launch or sync;
+ *     one that makes none, stuck on the host, is enforced here).
+ * Every SCHED_RECHECK_NS of waiting the waiter re-examines its own standing
+ * under the lock: its slot still its own, its place among the waiters (put
+ * back if a repair dropped it); so no wait depends on a wake-up alone.
  *
  * Locks: the table lock around every decision, never held while sleeping,
  * while synchronizing a context, or across a call into the driver; p->mu
@@ -45,6 +55,9 @@
 #define SCHED_REST_NS          (5ull * 1000000)     /* idle at rest between iterations */
 #define SCHED_NOSYNC_NS        (1000ull * 1000000)  /* no host sync this long: no-sync program */
 #define SCHED_SPIN_NS          (20ull * 1000)       /* a waiter's spin before it sleeps */
+#define SCHED_STOP_NS          (30ull * 1000000)    /* stopped this long: not a stray look */
+#define SCHED_SLICE_GRACE_NS   (200ull * 1000000)   /* the holder's own slice check first */
+#define SCHED_RECHECK_NS       (1000ull * 1000000)  /* a waiter re-examines its standing */
 
 enum { W_WAIT, W_GOT, W_PASS };
 
@@ -139,12 +152,15 @@ typedef struct idle_track {
     uint64_t slept;              /* wall time it was seen asleep */
     int measured;                /* 0 not yet, 1 cpu0 valid, -1 wall time only */
     int asleep;                  /* asleep at the previous poll */
+    uint64_t stopped_lease;      /* the lease under which... */
+    uint64_t stopped_since;      /* ...the holder was first seen stopped, 0: not */
 } idle_track_t;
 
-/* The CPU time of a process (all its threads) and whether its main thread
- * sleeps, from /proc/<pid>/stat; -1 when unreadable or when its start time
- * is not the slot's (another pid namespace, a recycled pid). */
-static int proc_cpu(const shm_ident_t *id, uint64_t *cpu_ns, int *asleep)
+/* The CPU time of a process (all its threads), whether its main thread
+ * sleeps and whether it is stopped, from /proc/<pid>/stat; -1 when
+ * unreadable or when its start time is not the slot's (another pid
+ * namespace, a recycled pid). */
+static int proc_stat(const shm_ident_t *id, uint64_t *cpu_ns, int *asleep, int *stopped)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)id->pid);
@@ -173,7 +189,18 @@ static int proc_cpu(const shm_ident_t *id, uint64_t *cpu_ns, int *asleep)
     long hz = sysconf(_SC_CLK_TCK);
     *cpu_ns = (uint64_t)(v[14] + v[15]) * (1000000000ull / (uint64_t)(hz > 0 ? hz : 100));
     *asleep = state == 'S' || state == 'D';
+    *stopped = state == 'T' || state == 't';
     return 0;
+}
+
+/* 1 when slot h's process is stopped (a signal or a debugger). */
+static int holder_stopped(shm_table_t *t, int h)
+{
+    shm_ident_t id;
+    uint64_t cpu;
+    int asleep, stopped;
+    return shm_slot_ident(t, h, &id) == 0 && proc_stat(&id, &cpu, &asleep, &stopped) == 0 &&
+           stopped;
 }
 
 /* How long the holder has been idle: CPU time used plus time asleep since
@@ -182,9 +209,9 @@ static uint64_t idle_progress(shm_table_t *t, int h, idle_track_t *tr, uint64_t 
 {
     shm_ident_t id;
     uint64_t cpu = 0;
-    int asleep = 0;
+    int asleep = 0, stopped = 0;
     if (tr->measured >= 0 &&
-        (shm_slot_ident(t, h, &id) != 0 || proc_cpu(&id, &cpu, &asleep) != 0))
+        (shm_slot_ident(t, h, &id) != 0 || proc_stat(&id, &cpu, &asleep, &stopped) != 0))
         tr->measured = -1;
     if (tr->measured < 0)
         return now - tr->since;
@@ -245,6 +272,50 @@ static int regrant(sched_proc_t *p, int d, uint64_t lease, uint64_t activity, in
     return got(p, dev);
 }
 
+/* Take device d from a holder that is stopped (since stopped_ns) or past its
+ * max slice (stopped_ns 0), if `lease` still names it. */
+static int take_over(sched_proc_t *p, int d, uint64_t lease, uint64_t stopped_ns)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (lock_or_fail(p))
+        return W_PASS;
+    int to = SCHED_NO_SLOT, h = sched_lease_holder(p->t, dev->lease);
+    uint64_t now = sched_now();
+    if (dev->lease == lease && h >= 0) {
+        to = stopped_ns ? sched_take_from_stopped_locked(p->t, d, stopped_ns, now)
+                        : sched_grant_pick_locked(p->t, d, now, 0);
+        util_info("device %d: slot %d %s; the GPU goes to slot %d", d, h,
+                  stopped_ns ? "is stopped (a signal or a debugger)"
+                             : "is past its max slice without a boundary", to);
+    }
+    shm_unlock(p->t);
+    if (to >= 0 && to != p->slot)
+        sched_wake(p->t, to);
+    return got(p, dev);
+}
+
+/* A stopped holder, seen so for SCHED_STOP_NS, or one past its max slice by
+ * the grace: take the lease (W_GOT or W_WAIT after), else -1. */
+static int poll_stuck(sched_proc_t *p, int d, int h, uint64_t lease, idle_track_t *track)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    uint64_t now = sched_now();
+    if (holder_stopped(p->t, h)) {
+        if (track->stopped_lease != lease || !track->stopped_since) {
+            track->stopped_lease = lease;
+            track->stopped_since = now;
+        }
+        if (now - track->stopped_since >= SCHED_STOP_NS)
+            return take_over(p, d, lease, track->stopped_since);
+        return -1;
+    }
+    track->stopped_since = 0;
+    if (sched_since_boundary(p->t, d, h, now) >= sched_dev_max_slice_ns(dev) +
+                                                   SCHED_SLICE_GRACE_NS)
+        return take_over(p, d, lease, 0);
+    return -1;
+}
+
 static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
@@ -260,12 +331,17 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     }
     if (!shares(dev))
         return W_WAIT;
+    int stuck = poll_stuck(p, d, h, lease, track);
+    if (stuck >= 0)
+        return stuck;
     sched_slot_t *hs = sched_slot(p->t, h);
     uint64_t act = __atomic_load_n(&hs->activity, __ATOMIC_RELAXED);
     uint64_t now = sched_now();
     if (track->lease != lease || track->activity != act ||
         __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) != 0) {
-        *track = (idle_track_t){ .lease = lease, .activity = act, .since = now };
+        *track = (idle_track_t){ .lease = lease, .activity = act, .since = now,
+                                 .stopped_lease = track->stopped_lease,
+                                 .stopped_since = track->stopped_since };
         return W_WAIT;
     }
     if (idle_progress(p->t, h, track, now) < idle_ns(hs))
@@ -344,12 +420,35 @@ static int spin_for_grant(const sched_proc_t *p, const sched_dev_t *dev)
     }
 }
 
+/* The waiter's own standing, under the lock: its slot still its own (else
+ * it stops scheduling itself, and says why), no stopped mark left from a
+ * stop it has come back from, and a place among d's waiters (a repair may
+ * have dropped it).  W_WAIT, or W_PASS. */
+static int recheck(sched_proc_t *p, int d)
+{
+    if (lock_or_fail(p))
+        return W_PASS;
+    if (shm_slot_gen(p->t, p->slot) != p->gen ||
+        __atomic_load_n(&p->me->magic, __ATOMIC_RELAXED) != SCHED_SLOT_MAGIC) {
+        shm_unlock(p->t);
+        sched_fail_open(p, "this process's slot in the table was overwritten while it "
+                        "waited");
+        return W_PASS;
+    }
+    sched_unmark_stopped_locked(p->t, p->slot);
+    if (sched_dev(p->t, d)->lease != my_lease(p))
+        sched_enqueue_locked(p->t, d, p->slot, sched_now());
+    shm_unlock(p->t);
+    return W_WAIT;
+}
+
 static int wait_loop(sched_proc_t *p, int d, int *by_other)
 {
     sched_slot_t *me = p->me;
     sched_dev_t *dev = sched_dev(p->t, d);
     idle_track_t track = { .measured = 0 };
     uint64_t enqueued_ns = sched_now();      /* sched_acquire has just enqueued us */
+    uint64_t recheck_at = enqueued_ns + SCHED_RECHECK_NS;
     if (spin_for_grant(p, dev)) {
         *by_other = 1;
         return W_GOT;
@@ -362,6 +461,13 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
         }
         if (ungated(dev) || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE)
             return W_PASS;
+        uint64_t now = sched_now();
+        if (__atomic_load_n(&me->stopped_ns, __ATOMIC_RELAXED) || now >= recheck_at) {
+            recheck_at = now + SCHED_RECHECK_NS;
+            if (recheck(p, d) != W_WAIT)
+                return W_PASS;
+            continue;
+        }
         uint64_t next_ns;
         int r = poll_rest(p, d, enqueued_ns, &next_ns);
         if (r == W_WAIT && shm_futex_wait(&me->grant, seen, next_ns) != ETIMEDOUT)
@@ -395,6 +501,7 @@ void sched_acquire(sched_proc_t *p, int d)
         return;
     }
     uint64_t t0 = sched_now();
+    sched_unmark_stopped_locked(t, p->slot);     /* it runs: whatever stopped it is over */
     sched_enqueue_locked(t, d, p->slot, t0);
     int to = SCHED_NO_SLOT;
     if (sched_lease_holder(t, dev->lease) < 0)
