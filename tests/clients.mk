@@ -11,4 +11,4 @@ $(VENV_READY): mk/venv.sh tests/clients/requirements.txt | $(B)/.deps-test
 $(B)/obj/tests/test_clients.o: MOD_CFLAGS := -DCUDA_HOME_DIR='"$(CUDA_HOME)"'
 $(eval $(call salus_test,test_clients,,))
 $(B)/tests/test_clients: $(VENV_READY) $(B)/libsalus.so $(B)/sim/libcuda.so.1 \
-                         $(B)/bin/salus-train $(WL_CUBIN)
+                         $(B)/bin/salus-train $(WL_CUBIN) $(WL_PTX)

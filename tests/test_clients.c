@@ -317,6 +317,15 @@ static void test_numba_cuda(void **state)
     run(&r, &(how_t){ .script = "numbacuda", .salus = 1,
                       .set = { "PYTHONWARNINGS=ignore", NULL } });
     check_run(&r);
+    /* Compiled by the wheels' libNVVM and linked by their nvJitLink. */
+    char venv[512], lib[512];
+    tu_build_path("venv/", venv, sizeof venv);
+    assert_int_equal(tu_json_str(r.out, "nvvm", lib, sizeof lib), 0);
+    if (strncmp(lib, venv, strlen(venv)) != 0 || !strstr(lib, "nvidia"))
+        fail_msg("libNVVM is %s, not the nvidia-nvvm wheel's under %s", lib, venv);
+    assert_int_equal(tu_json_str(r.out, "nvjitlink", lib, sizeof lib), 0);
+    if (strncmp(lib, venv, strlen(venv)) != 0)
+        fail_msg("nvJitLink is %s, not the wheel's under %s", lib, venv);
     crun_free(&r);
 }
 
@@ -372,7 +381,8 @@ static void test_numba056_v2_prototypes(void **state)
     crun_free(&salus);
 }
 
-/* The rest of Numba 0.56's binding works through libsalus. */
+/* The rest of Numba 0.56's binding works through libsalus, its driver
+ * linker (cuLink*, which libsalus passes through) included. */
 static void test_numba056_binding(void **state)
 {
     (void)state;
@@ -382,6 +392,8 @@ static void test_numba056_binding(void **state)
     crun_t r;
     run(&r, &(how_t){ .script = "numba056", .mode = "binding", .system_python = 1, .salus = 1 });
     check_run(&r);
+    /* Its driver linker made the image the kernels came from. */
+    assert_true(num(r.out, "linked") > 0);
     /* It binds names with dlsym: no cuGetProcAddress. */
     assert_int_equal(num(r.report, "resolver_wrapped") + num(r.report, "resolver_passed"), 0);
     crun_free(&r);

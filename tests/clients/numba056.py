@@ -17,17 +17,20 @@ binding is sound, and works through libsalus.
       pyclient's DID line with launches 0 when it works (CUDA 12).
   python3 numba056.py <kernels.cubin> binding
       pyclient's work through numba's own bindings (numba.cuda.cudadrv.driver),
-      avoiding the two functions above: the cubin loaded with
-      cuModuleLoadDataEx, salus_fill launched with cuLaunchKernel (simgpu
+      avoiding the two functions above: the workloads' PTX linked by numba's
+      driver linker (cuLinkCreate_v2, cuLinkAddData_v2, cuLinkComplete,
+      cuLinkDestroy), the cubin it makes loaded with cuModuleLoadDataEx,
+      salus_fill launched with cuLaunchKernel (simgpu
       emulates it: the copy back is checked), allocations under the limit,
       cuMemGetInfo.
 """
 import ctypes
+import os
 
 import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv import drvapi
-from numba.cuda.cudadrv.driver import CudaAPIError, driver
+from numba.cuda.cudadrv.driver import CtypesLinker, CudaAPIError, driver
 
 import pyclient as pc
 
@@ -51,7 +54,12 @@ def binding():
     ctx = drvapi.cu_context()
     driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
     driver.cuCtxPushCurrent(ctx)
-    image = open(pc.cubin_path(), "rb").read()
+    # The workloads' PTX (beside their cubin) through numba's driver linker.
+    linker = CtypesLinker()
+    ptx = os.path.splitext(pc.cubin_path())[0] + ".ptx"
+    linker.add_ptx(open(ptx, "rb").read(), os.path.basename(ptx))
+    linked, linked_size = linker.complete()
+    image = ctypes.string_at(linked, linked_size)
     mod = drvapi.cu_module()
     driver.cuModuleLoadDataEx(ctypes.byref(mod), image, 0, None, None)
     fill = drvapi.cu_function()
@@ -92,7 +100,7 @@ def binding():
     driver.cuDevicePrimaryCtxRelease(dev)
     pc.done(launches=launches, allocs=len(bufs), frees=len(bufs), bytes=held, refused=refused,
             view_free=free.value, view_total=total.value, view_held=held, kernel="salus_fill",
-            launch_export="cuLaunchKernel", copy_export="cuMemcpyDtoH_v2")
+            launch_export="cuLaunchKernel", copy_export="cuMemcpyDtoH_v2", linked=linked_size)
 
 
 if __name__ == "__main__":

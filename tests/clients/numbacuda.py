@@ -1,7 +1,11 @@
 """numba-cuda over the driver, for tests/test_clients.c.
 
 A @cuda.jit kernel compiled to PTX by the libNVVM of the nvidia-nvvm wheel,
-loaded and launched by numba-cuda through cuda.bindings (cuLaunchKernelEx);
+linked to a cubin by cuda.core's Linker (nvJitLink of the nvidia-nvjitlink
+wheel, in the process: with nvJitLink there, the driver's cuLink* is not
+used), loaded and launched by numba-cuda through cuda.bindings
+(cuLaunchKernelEx); the libraries it compiled and linked with are read from
+/proc/self/maps and reported (nvvm, nvjitlink);
 device arrays allocated under the limit (numba's own allocator: one
 cuMemAlloc each), numba's view of memory (cuMemGetInfo), copies both ways,
 and the frees that numba defers until its deallocation queue is flushed.
@@ -11,6 +15,7 @@ reads them from the report and the trace), not on what it computes.
   python numbacuda.py <kernels.cubin>     (the cubin is not used)
 """
 import gc
+import os
 
 import numpy as np
 from numba import cuda
@@ -24,6 +29,16 @@ def salus_scale(x, a):
     i = cuda.grid(1)
     if i < x.size:
         x[i] *= a
+
+
+def mapped(name):
+    """The path of the shared library name* this process has mapped, or ""."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith(name):
+                return path
+    return ""
 
 
 def main():
@@ -54,7 +69,8 @@ def main():
     ctx.memory_manager.deallocations.clear()
     pc.done(launches=launches, allocs=len(pc.SIZES), frees=len(pc.SIZES), bytes=held,
             refused=refused, view_free=int(free), view_total=int(total), view_held=held,
-            kernel="_ZN8__main__11salus_scale", launch_export="cuLaunchKernelEx")
+            kernel="_ZN8__main__11salus_scale", launch_export="cuLaunchKernelEx",
+            nvvm=mapped("libnvvm"), nvjitlink=mapped("libnvJitLink"))
 
 
 if __name__ == "__main__":
