@@ -229,6 +229,8 @@ int shm_lock(shm_table_t *t)
     int guest;
     if (!t || t->read_only)
         return -EROFS;
+    if (shm_guard_lost(t))
+        return -EIO;                     /* truncated under us: guard.c said so */
     if (my_word(t, &mine, &guest) != 0) {
         util_log_once(&said_guests, UTIL_LOG_ERROR,
                       "table %s: %d processes without a slot are taking its lock at once; "

@@ -21,6 +21,7 @@
 #include "ipc/ipc.h"
 
 #define SHM_MAGIC 0x3142415453554c53ull   /* "SLUSTAB1" */
+#define SHM_DIR   "/dev/shm"                /* where glibc's shm_open puts names */
 
 /* Record-lock offsets, far past the end of the object: locks there stand for
  * things, they guard no bytes.  INIT serializes creation; LIVE+i is the
@@ -125,5 +126,10 @@ void shm_lock_forget(shm_table_t *t);
 void shm_debug_check_lock(shm_table_t *t);
 void shm_debug_check_unlock(shm_table_t *t);
 #endif
+/* guard.c: survive the table's object shrinking under its mapping.  add
+ * after mapping, remove before unmapping; lost once a peer shrank it. */
+void shm_guard_add(shm_table_t *t);
+void shm_guard_remove(shm_table_t *t);
+int  shm_guard_lost(const shm_table_t *t);
 
 #endif /* SALUS_SHM_LAYOUT_H */

@@ -129,29 +129,66 @@ static void init_layout(shm_layout_t *m)
     __atomic_store_n(&m->hdr.ready, 1, __ATOMIC_RELEASE);
 }
 
-/* Refuse a table we must not use: of another user without a group, or open
- * to everyone. */
-static int check_owner(int fd, const char *name, const char *group, gid_t gid)
+/* The path of a table's object: glibc's shm_open puts every name there. */
+static void object_path(const char *name, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s", SHM_DIR, name);
+}
+
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISLNK(mode) ? "a symbolic link" :
+           S_ISDIR(mode) ? "a directory" : S_ISSOCK(mode) ? "a socket" :
+           S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : "not a regular file";
+}
+
+/* Refuse an object we must not use, from its fstat, before reading a byte of
+ * it: not a regular file (a FIFO planted there would hang a reader), of
+ * another user without a group, writable or readable beyond its owner
+ * without a group, beyond its group with one, or not writable by a host. */
+static int check_file(int fd, const char *name, const shm_open_opts_t *o, gid_t gid)
 {
     struct stat st;
-    if (fstat(fd, &st) != 0)
-        return -errno;
-    if (st.st_mode & 0007) {
-        util_error("table %s has mode %03o: it is open to every user of the machine, so "
-                   "Salus will not trust it; remove it with `salus reset --force` "
-                   "(or rm /dev/shm%s)", name, (unsigned)(st.st_mode & 0777), name);
+    char path[SHM_TABLE_NAME_BYTES + 16];
+    object_path(name, path, sizeof path);
+    if (fstat(fd, &st) != 0) {
+        int err = -errno;
+        util_error("table %s: cannot examine %s: %s; Salus passes calls through", name,
+                   path, strerror(-err));
+        return err;
+    }
+    unsigned mode = (unsigned)(st.st_mode & 0777);
+    if (!S_ISREG(st.st_mode)) {
+        util_error("table %s: %s is %s, not a table: someone put it there (`ls -l %s` "
+                   "shows who); Salus passes calls through until it is removed", name,
+                   path, file_kind(st.st_mode), path);
         return -EPERM;
     }
-    if (!group && st.st_uid != geteuid()) {
-        util_error("table %s belongs to uid %u: tables are private to their user unless "
-                   "SALUS_GROUP names a group that shares one; set SALUS_TABLE to a name "
-                   "of your own, or SALUS_GROUP", name, (unsigned)st.st_uid);
+    if (!o->group && st.st_uid != geteuid()) {
+        util_error("table %s belongs to uid %u, not to this user: someone took the name "
+                   "(`ls -l %s` shows who). Set SALUS_TABLE to a name of your own, or "
+                   "SALUS_GROUP to a group that shares one", name, (unsigned)st.st_uid,
+                   path);
         return -EPERM;
     }
-    if (group && st.st_gid != gid) {
-        util_error("table %s is not in group %s; remove it with `salus reset` or choose "
-                   "another SALUS_TABLE", name, group);
+    if ((st.st_mode & 0007) || (!o->group && (st.st_mode & 0070))) {
+        util_error("table %s has mode %03o: it is open to %s, so Salus will not trust "
+                   "it; remove it with `salus reset --force` (or rm %s)%s", name, mode,
+                   st.st_mode & 0007 ? "every user of the machine" : "its group",
+                   path, st.st_mode & 0007 ? "" : ", or name that group in SALUS_GROUP");
         return -EPERM;
+    }
+    if (o->group && st.st_gid != gid) {
+        util_error("table %s is in group %u, not in group %s (`ls -l %s` shows it); "
+                   "remove it with `salus reset` or choose another SALUS_TABLE", name,
+                   (unsigned)st.st_gid, o->group, path);
+        return -EPERM;
+    }
+    if (!o->read_only && !(st.st_mode & S_IWUSR)) {
+        util_error("table %s has mode %03o: its owner cannot write to it, so this "
+                   "process cannot take part; chmod 600 %s, or remove it with `salus "
+                   "reset`", name, mode, path);
+        return -EACCES;
     }
     return 0;
 }
@@ -178,15 +215,19 @@ static int validate(const shm_layout_t *m, const char *name)
     return -EPROTO;
 }
 
+/* Open (or create) the object without following a link and without
+ * blocking on a FIFO: what it is gets checked before anything else. */
 static int open_fd(const char *name, const shm_open_opts_t *o, mode_t mode, int *created)
 {
-    int flags = (o->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+    int flags = (o->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    char path[SHM_TABLE_NAME_BYTES + 16];
+    object_path(name, path, sizeof path);
     *created = 0;
     for (int tries = 0; tries < 3; tries++) {
-        int fd = shm_open(name, flags, mode);
+        int fd = open(path, flags);
         if (fd >= 0 || errno != ENOENT || !o->create || o->read_only)
             return fd >= 0 ? fd : -errno;
-        fd = shm_open(name, flags | O_CREAT | O_EXCL, mode);
+        fd = open(path, flags | O_CREAT | O_EXCL, mode);
         if (fd >= 0) {
             *created = 1;
             return fd;
@@ -197,50 +238,109 @@ static int open_fd(const char *name, const shm_open_opts_t *o, mode_t mode, int 
     return -EAGAIN;
 }
 
-static void say_open_error(const char *name, int err)
+/* Why the object could not be opened, from what lstat says of it. */
+static void say_open_error(const char *name, int err, const shm_open_opts_t *o)
 {
-    if (err == -EACCES)
-        util_error("table %s: permission denied; it belongs to another user or group. "
-                   "Set SALUS_TABLE to a name of your own, or SALUS_GROUP to a group "
-                   "that shares it", name);
-    else if (err != -ENOENT)
-        util_error("table %s cannot be opened: %s; Salus passes calls through",
-                   name, strerror(-err));
+    char path[SHM_TABLE_NAME_BYTES + 16];
+    struct stat st;
+    object_path(name, path, sizeof path);
+    int seen = lstat(path, &st) == 0;
+    if (err == -ENOENT && o->read_only)
+        return;                              /* a monitor before any host: quiet */
+    if (err == -ELOOP || (seen && S_ISLNK(st.st_mode)))
+        util_error("table %s: %s is a symbolic link, which Salus does not follow: "
+                   "someone put it there (`ls -l %s` shows who); Salus passes calls "
+                   "through until it is removed", name, path, path);
+    else if (err == -EACCES && seen && st.st_uid == geteuid())
+        util_error("table %s has mode %03o: it does not let its owner %s it; chmod 600 "
+                   "%s, or remove it with `salus reset`", name,
+                   (unsigned)(st.st_mode & 0777), o->read_only ? "read" : "write to", path);
+    else if (err == -EACCES)
+        util_error("table %s belongs to another user (uid %d; `ls -l %s` shows who) and "
+                   "is not open to this one. Set SALUS_TABLE to a name of your own, or "
+                   "SALUS_GROUP to a group that shares it", name,
+                   seen ? (int)st.st_uid : -1, path);
+    else
+        util_error("table %s: cannot %s %s: %s; Salus passes calls through", name,
+                   o->create && !o->read_only ? "open or create" : "open", path,
+                   strerror(-err));
 }
 
-/* With the INIT lock held: make the object a table if it is not one yet. */
+/* Give the object its pages for real: ftruncate alone leaves it sparse, and
+ * the first write to a page that a full /dev/shm cannot back is a SIGBUS. */
+static int allocate(shm_table_t *t)
+{
+    int err = posix_fallocate(t->fd, 0, (off_t)sizeof(shm_layout_t));
+    if (err == 0)
+        return 0;
+    util_error("table %s: cannot allocate its %zu KiB in %s: %s; %s is full or too "
+               "small (see df -h %s; a container's default is 64M, set with docker's "
+               "--shm-size). Salus passes calls through for this process", t->name,
+               sizeof(shm_layout_t) / 1024, SHM_DIR, strerror(err), SHM_DIR, SHM_DIR);
+    return -err;
+}
+
+/* The header's `ready` and `magic`, read with pread: no mapping, so an object
+ * that shrinks meanwhile cannot fault. */
+static int peek_header(shm_table_t *t, uint32_t *ready, uint64_t *magic)
+{
+    shm_header_t h;
+    ssize_t n = pread(t->fd, &h, sizeof h, 0);
+    if (n != (ssize_t)sizeof h)
+        return n < 0 ? -errno : -EAGAIN;
+    *ready = h.ready;
+    *magic = h.magic;
+    return 0;
+}
+
+static int map_error(shm_table_t *t, const char *what, int err)
+{
+    util_error("table %s: %s failed: %s; Salus passes calls through for this process",
+               t->name, what, strerror(-err));
+    return err;
+}
+
+/* With the INIT lock held (unless read-only): make the object a table if it
+ * is not one yet, and map it.  A table is made in this order: allocate its
+ * pages, map, write the layout, mark it ready; an object left at any step by
+ * a creator that failed or died is made again by the next process. */
 static int map_table(shm_table_t *t, int created)
 {
     struct stat st;
-    int prot = t->read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+    uint32_t ready = 0;
+    uint64_t magic = 0;
+    int err, prot = t->read_only ? PROT_READ : PROT_READ | PROT_WRITE;
     if (fstat(t->fd, &st) != 0)
-        return -errno;
-    if (st.st_size == 0 && !t->read_only) {
-        if (ftruncate(t->fd, (off_t)sizeof(shm_layout_t)) != 0)
-            return -errno;
-        st.st_size = (off_t)sizeof(shm_layout_t);
-    }
-    if (st.st_size == 0)
+        return map_error(t, "fstat", -errno);
+    if (st.st_size == 0 && t->read_only)
         return -EAGAIN;                      /* a monitor, before the creator */
-    if ((size_t)st.st_size != sizeof(shm_layout_t)) {
+    if (st.st_size != 0 && (size_t)st.st_size != sizeof(shm_layout_t)) {
         util_error("table %s is %lld bytes, not the %zu this version of Salus uses; "
                    "remove it with `salus reset` once no process uses it, or set "
                    "SALUS_TABLE to another name", t->name, (long long)st.st_size,
                    sizeof(shm_layout_t));
         return -EPROTO;
     }
+    if (st.st_size != 0 && (err = peek_header(t, &ready, &magic)) != 0)
+        return err == -EAGAIN ? err : map_error(t, "reading the header", err);
+    int make = !ready && !t->read_only;
+    if (!ready && t->read_only)
+        return -EAGAIN;
+    if (make && !created && magic != 0 && magic != SHM_MAGIC) {
+        shm_header_t h = { .magic = magic };
+        return validate((const shm_layout_t *)&h, t->name);   /* someone else's */
+    }
+    if (make && (err = allocate(t)) != 0)
+        return err;
     void *m = mmap(NULL, sizeof(shm_layout_t), prot, MAP_SHARED, t->fd, 0);
     if (m == MAP_FAILED)
-        return -errno;
+        return map_error(t, "mmap", -errno);
     t->map = m;
-    int ready = __atomic_load_n(&t->map->hdr.ready, __ATOMIC_ACQUIRE);
-    if (!ready && !t->read_only) {
-        if (!created && t->map->hdr.magic != 0 && t->map->hdr.magic != SHM_MAGIC)
-            return validate(t->map, t->name);   /* someone else's object */
-        init_layout(t->map);                     /* new, or its creator died */
-    } else if (!ready) {
+    shm_guard_add(t);
+    if (make)
+        init_layout(t->map);                 /* new, or its creator failed or died */
+    else if (!__atomic_load_n(&t->map->hdr.ready, __ATOMIC_ACQUIRE))
         return -EAGAIN;
-    }
     return validate(t->map, t->name);
 }
 
@@ -278,11 +378,11 @@ int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
     t->fd = open_fd(name, &o, mode, &created);
     if (t->fd < 0) {
         err = t->fd;
-        say_open_error(name, err);
+        say_open_error(name, err, &o);
         goto out_free;
     }
     if (created) {
-        /* shm_open's mode passes through the umask: set it exactly. */
+        /* open's mode passes through the umask: set it exactly. */
         if (fchmod(t->fd, mode) != 0 ||
             (o.group && fchown(t->fd, (uid_t)-1, gid) != 0)) {
             err = -errno;
@@ -293,7 +393,7 @@ int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
             goto out_close;
         }
     }
-    if ((err = check_owner(t->fd, name, o.group, gid)) != 0)
+    if ((err = check_file(t->fd, name, &o, gid)) != 0)
         goto out_close;
     if (!t->read_only && (err = init_lock(t->fd, name)) != 0)
         goto out_close;
@@ -306,8 +406,10 @@ int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
     return 0;
 
 out_unmap:
-    if (t->map)
+    if (t->map) {
+        shm_guard_remove(t);
         munmap(t->map, sizeof(shm_layout_t));
+    }
 out_close:
     close(t->fd);
 out_free:
@@ -321,6 +423,7 @@ void shm_close_table(shm_table_t *t)
         return;
     shm_release_self(t);
     shm_lock_forget(t);
+    shm_guard_remove(t);
     munmap(t->map, sizeof(shm_layout_t));
     close(t->fd);
     free(t);
