@@ -5,9 +5,10 @@
  * process ever holds more than its limit; every process checks the table's
  * invariants (mem_layout.h) under the lock as it goes.  At the end the
  * table's accounting equals, for every process, the sum of its live
- * allocations.  The second run kills processes at random (SIGKILL, some of
- * them holding the table's lock, waiting, or reclaiming), and the accounting
- * then returns to exactly what the survivors hold.
+ * allocations.  The second run stops and continues some processes (SIGSTOP,
+ * SIGCONT) and kills the others at random (SIGKILL, some of them holding the
+ * table's lock, waiting, or reclaiming), and the accounting then returns to
+ * exactly what the survivors hold.
  *
  * Shared between the processes (an anonymous shared mapping made before the
  * fork): what the fake driver holds for each process, and a count of
@@ -312,6 +313,21 @@ static void test_hammer_with_kills(void **state)
             dup |= victims[k] == v;
         if (!dup)
             victims[n++] = v;
+    }
+    /* Stop and continue the others at random moments of their run: a stop
+     * inside the table's lock only delays their peers (well under the
+     * lock's deadline), and changes nothing of the accounting. */
+    for (int i = 0; i < PROCS; i++) {
+        int victim = 0;
+        for (int k = 0; k < n; k++)
+            victim |= victims[k] == i;
+        if (victim)
+            continue;
+        progress_t p = { i, (uint64_t)(TOTAL_OPS / PROCS) * (5 + rnd(&s) % 60) / 100 };
+        tu_await(has_progressed, &p, 1000);     /* or stopped at the deadline */
+        kill(ps[i].pid, SIGSTOP);
+        tu_sleep_ms(20 + (int)(rnd(&s) % 180));  /* the stop's length, not a wait */
+        kill(ps[i].pid, SIGCONT);
     }
     for (int k = 0; k < n; k++) {
         progress_t p = { victims[k],
