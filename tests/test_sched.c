@@ -785,6 +785,40 @@ static void test_check_finds_violations(void **state)
     assert_null(checked());
 }
 
+/* While a peer waits the holder's gate is CONTENDED, which launches pass on
+ * the fast path; a probe makes it PROBE (slow once), which a gate update
+ * keeps while the holder stays contended and drops when it no longer is;
+ * a probe of a gate that is not CONTENDED does nothing. */
+static void test_sim_probe(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    job_t jobs[2] = { { .iter_ns = 10 * MS }, { .iter_ns = 10 * MS } };
+    jobs[0].slot = dummy_slot();
+    sim_arrive(&jobs[0]);
+    sched_slot_t *h = sched_slot(T, jobs[0].slot);
+    assert_int_equal(h->gate, SCHED_GATE_OPEN);
+    sched_probe(h);                                   /* nobody waits: nothing to look at */
+    assert_int_equal(h->gate, SCHED_GATE_OPEN);
+    jobs[1].slot = dummy_slot();
+    sim_arrive(&jobs[1]);
+    assert_int_equal(h->gate, SCHED_GATE_CONTENDED);
+    assert_true(SCHED_GATE_FAST(h->gate));
+    assert_false(SCHED_GATE_FAST(sched_slot(T, jobs[1].slot)->gate));   /* CLOSED */
+    sched_probe(h);
+    assert_int_equal(h->gate, SCHED_GATE_PROBE);
+    assert_false(SCHED_GATE_FAST(h->gate));
+    assert_int_equal(shm_lock(T), 0);
+    assert_null(sched_check_locked(T));               /* PROBE is a contended holder's */
+    sched_gate_update_locked(T, jobs[0].slot);        /* still contended: the probe stands */
+    assert_int_equal(h->gate, SCHED_GATE_PROBE);
+    sched_dequeue_locked(T, 0, jobs[1].slot);         /* the waiter leaves */
+    sched_gate_update_locked(T, jobs[0].slot);
+    shm_unlock(T);
+    assert_int_equal(h->gate, SCHED_GATE_OPEN);
+    assert_false(SCHED_GATE_FAST(SCHED_GATE_UNREG));
+}
+
 /* Garbage in the device: stale lease, bad policy, stale waiter bits. */
 static void test_sim_repair(void **state)
 {
@@ -943,6 +977,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sim_pack, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_dead_holder, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_repair, sim_setup, sim_teardown),
+        cmocka_unit_test_setup_teardown(test_sim_probe, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_check_finds_violations, sim_setup, sim_teardown),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_histogram),

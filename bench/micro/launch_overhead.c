@@ -15,6 +15,16 @@
  * write a SALUS_REPORT, read back to check that scheduling was on (policy
  * "fair", no time waited): the fast path measured is the gated one.
  *
+ * Contended (a third configuration): the preloaded child holds the GPU
+ * while a peer waits for it.  It runs under `priority` at 90 and forks a
+ * peer at 10, which launches once and waits (the policy never hands the GPU
+ * down, and the max slice is an hour), then times its launches as above,
+ * with a context synchronize between loops as a program's iterations have
+ * (a holder that never syncs is watched launch by launch).  The peer tells
+ * the holder through a pipe that it is about to launch; its enqueue takes
+ * microseconds, and the holder gives it 100 ms.  overhead_ns_per_launch_
+ * contended is the holder's figure less the plain one.
+ *
  * Divided into: the child; running children; the parent.  What the
  * micro-benchmarks share (clock, medians, options, spawning) is micro.c.
  */
@@ -24,13 +34,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "micro.h"
 
 /* ---- the child ------------------------------------------------------------ */
 
-static int child(long launches, int repeats)
+/* The waiting peer of a contended run: launch (and wait for the GPU, which
+ * never comes) until the holder kills it. */
+static void __attribute__((noreturn)) peer(int tell)
+{
+    setenv("SALUS_PRIORITY", "10", 1);
+    if (micro_context() != 0)
+        _exit(1);
+    char c = 1;
+    if (write(tell, &c, 1) != 1)
+        _exit(1);
+    for (;;)
+        cuLaunchKernel((CUfunction)(uintptr_t)0x5a16, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+}
+
+/* Fork the peer and wait until it is about to launch: its pid, or -1. */
+static pid_t start_peer(void)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        peer(fds[1]);
+    }
+    close(fds[1]);
+    char c;
+    ssize_t n = pid > 0 ? read(fds[0], &c, 1) : -1;
+    close(fds[0]);
+    if (n != 1)
+        return -1;
+    struct timespec ts = { 0, 100 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    return pid;
+}
+
+static int child(long launches, int repeats, int contended)
 {
     CUfunction f = (CUfunction)(uintptr_t)0x5a15;
     if (micro_context() != 0) {
@@ -39,12 +88,23 @@ static int child(long launches, int repeats)
     }
     for (int i = 0; i < 1000; i++)           /* registration, lease, warm caches */
         cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    pid_t waiter = contended ? start_peer() : 0;
+    if (waiter < 0) {
+        fprintf(stderr, "launch_overhead: cannot start the waiting peer\n");
+        return 1;
+    }
     double ns[64];
     for (int r = 0; r < repeats; r++) {
+        if (contended)
+            cuCtxSynchronize();
         unsigned long long t0 = micro_now_ns();
         for (long i = 0; i < launches; i++)
             cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
         ns[r] = (double)(micro_now_ns() - t0) / (double)launches;
+    }
+    if (waiter > 0) {
+        kill(waiter, SIGKILL);
+        waitpid(waiter, NULL, 0);
     }
     printf("%.4f\n", micro_median(ns, repeats));
     return 0;
@@ -55,19 +115,31 @@ static int child(long launches, int repeats)
 typedef struct cfg {
     micro_t m;
     char table[64];                     /* the preloaded children's */
+    char table_contended[64];           /* the contended ones' (priority) */
     long launches;
     int repeats;
 } cfg_t;
 
-/* One child; its median ns per launch, or -1. */
-static double run_child(cfg_t *c, int preload)
+/* One child; its median ns per launch, or -1.  contended: preloaded, under
+ * priority, beside a waiting peer. */
+static double run_child(cfg_t *c, int preload, int contended)
 {
     char n[32], r[32], buf[64];
     snprintf(n, sizeof n, "%ld", c->launches);
     snprintf(r, sizeof r, "%d", c->repeats);
-    char *argv[] = { c->m.self, "--child", n, r, NULL };
-    micro_env_t env = { c->m.nulldrv, preload ? c->m.libsalus : NULL, c->table, c->m.report };
-    return micro_run(argv, &env, buf, sizeof buf) == 0 ? atof(buf) : -1;
+    char *argv[] = { c->m.self, "--child", n, r, contended ? "1" : "0", NULL };
+    micro_env_t env = { c->m.nulldrv, preload ? c->m.libsalus : NULL,
+                        contended ? c->table_contended : c->table, c->m.report };
+    if (contended) {
+        setenv("SALUS_POLICY", "priority", 1);
+        setenv("SALUS_PRIORITY", "90", 1);
+        setenv("SALUS_MAX_SLICE_MS", "3600000", 1);
+    }
+    double v = micro_run(argv, &env, buf, sizeof buf) == 0 ? atof(buf) : -1;
+    unsetenv("SALUS_POLICY");
+    unsetenv("SALUS_PRIORITY");
+    unsetenv("SALUS_MAX_SLICE_MS");
+    return v;
 }
 
 /* The report's "policy" and "waited_ms" of the last preloaded child. */
@@ -85,8 +157,8 @@ static int check_report(const char *path)
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && strcmp(argv[1], "--child") == 0)
-        return child(atol(argv[2]), atoi(argv[3]));
+    if (argc == 5 && strcmp(argv[1], "--child") == 0)
+        return child(atol(argv[2]), atoi(argv[3]), atoi(argv[4]));
 
     cfg_t c = { .launches = 2000000, .repeats = 9 };
     int rounds = 7;
@@ -107,33 +179,42 @@ int main(int argc, char **argv)
     const char *report = c.m.report;
     unlink(report);
     snprintf(c.table, sizeof c.table, "salus-bench-%d", (int)getpid());
+    snprintf(c.table_contended, sizeof c.table_contended, "salus-bench-c-%d", (int)getpid());
 
-    double plain[64], salus[64];
+    double plain[64], salus[64], cont[64];
     for (int r = 0; r < rounds; r++) {
-        plain[r] = run_child(&c, 0);
-        salus[r] = run_child(&c, 1);
+        plain[r] = run_child(&c, 0, 0);
+        salus[r] = run_child(&c, 1, 0);
         if (plain[r] < 0 || salus[r] < 0) {
             fprintf(stderr, "launch_overhead: a child failed\n");
             return 1;
         }
+        if (check_report(report) != 0) {
+            fprintf(stderr, "launch_overhead: the preloaded child did not run scheduled "
+                            "(see %s)\n", report);
+            return 1;
+        }
+        if ((cont[r] = run_child(&c, 1, 1)) < 0) {
+            fprintf(stderr, "launch_overhead: the contended child failed\n");
+            return 1;
+        }
     }
     micro_unlink_table(c.table);
-    if (check_report(report) != 0) {
-        fprintf(stderr, "launch_overhead: the preloaded child did not run scheduled "
-                        "(see %s)\n", report);
-        return 1;
-    }
+    micro_unlink_table(c.table_contended);
     double p = micro_median(plain, rounds), s = micro_median(salus, rounds);
+    double k = micro_median(cont, rounds);
     FILE *f = fopen(c.m.out, "w");
     if (!f)
         return 1;
     fprintf(f, "{\"launches_per_run\":%ld,\"repeats\":%d,\"rounds\":%d,"
                "\"plain_ns_per_launch\":%.3f,\"salus_ns_per_launch\":%.3f,"
-               "\"overhead_ns_per_launch\":%.3f,\"ratio\":%.3f}\n",
-            c.launches, c.repeats, rounds, p, s, s - p, p > 0 ? s / p : 0.0);
+               "\"overhead_ns_per_launch\":%.3f,\"ratio\":%.3f,"
+               "\"salus_contended_ns_per_launch\":%.3f,"
+               "\"overhead_ns_per_launch_contended\":%.3f}\n",
+            c.launches, c.repeats, rounds, p, s, s - p, p > 0 ? s / p : 0.0, k, k - p);
     fclose(f);
-    printf("launch: %.2f ns plain, %.2f ns with libsalus: +%.2f ns per launch (x%.2f)\n",
-           p, s, s - p, p > 0 ? s / p : 0.0);
+    printf("launch: %.2f ns plain, %.2f ns with libsalus: +%.2f ns per launch (x%.2f); "
+           "+%.2f ns while a peer waits\n", p, s, s - p, p > 0 ? s / p : 0.0, k - p);
     unlink(report);
     return 0;
 }

@@ -27,6 +27,8 @@ WANTED = {
                                  ["handoff", "p50_us"], ["handoff", "us_p50"]]),
     "handoff_us_p99": ("sched", [["handoff_us", "p99"], ["handoff_us_p99"],
                                  ["handoff", "p99_us"], ["handoff", "us_p99"]]),
+    "overhead_ns_per_launch_contended": ("sched", [["overhead_ns_per_launch_contended"],
+                                                   ["launch", "overhead_ns_per_launch_contended"]]),
     "overhead_ns_per_sync": ("sched", [["overhead_ns_per_sync"]]),
     "overhead_ns_per_sync_idle_threads": ("sched", [["overhead_ns_per_sync_idle_threads"]]),
 }

@@ -63,12 +63,16 @@ static const char *check_dev(shm_table_t *t, int d, const sched_dev_t *dev)
 
 /* ---- gates ------------------------------------------------------------------ */
 
-static const char *const gate_names[] = { "open", "contended", "closed" };
+static const char *const gate_names[] = {
+    [SCHED_GATE_OPEN] = "open", [SCHED_GATE_CONTENDED] = "contended",
+    [SCHED_GATE_CLOSED] = "closed", [SCHED_GATE_UNREG] = "unregistered",
+    [SCHED_GATE_PROBE] = "probe",
+};
 
 static const char *check_gate(shm_table_t *t, int slot, const sched_slot_t *s)
 {
     uint32_t gate = __atomic_load_n(&s->gate, __ATOMIC_RELAXED);
-    if (gate > SCHED_GATE_CLOSED)
+    if (gate > SCHED_GATE_PROBE || gate == SCHED_GATE_UNREG)  /* UNREG is process-local */
         return violation("slot %d: gate %u is not a gate", slot, (unsigned)gate);
     uint32_t devset = __atomic_load_n(&s->devset, __ATOMIC_RELAXED);
     int lacks = 0;                    /* some gated device it uses is held by another */

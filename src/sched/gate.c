@@ -27,11 +27,14 @@ static void bump_activity(sched_slot_t *me)
 
 /* At an iteration boundary: until the next launch or sync the owner is at
  * rest between iterations, which waiters may treat as idle much sooner than
- * a pause inside an iteration (wait.c). */
+ * a pause inside an iteration (wait.c).  Launches are fast while others
+ * wait, so the gate is PROBEd: the next launch takes the slow path once and
+ * its activity ends the rest. */
 static void mark_rest(sched_slot_t *me)
 {
     __atomic_store_n(&me->rest_activity, __atomic_load_n(&me->activity, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
+    sched_probe(me);
 }
 
 /* ---- registration ------------------------------------------ */
@@ -161,8 +164,13 @@ const uint32_t *sched_launch_slow(const void *work)
     bump_activity(p->me);
     sched_dev_t *dev = sched_dev(p->t, d);
     if (__atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == sched_lease_of(p->slot, p->gen)) {
-        if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
-            sched_holder_launch(p, d, (uint64_t)(uintptr_t)work);
+        /* A probe (activity is bumped above: the waiter sees us busy); the
+         * gate goes back to fast unless the holder learns its kernels. */
+        uint32_t probe = SCHED_GATE_PROBE;
+        if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE &&
+            !sched_holder_launch(p, d, (uint64_t)(uintptr_t)work))
+            __atomic_compare_exchange_n(&p->me->gate, &probe, SCHED_GATE_CONTENDED, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED);
         return gate;
     }
     sched_acquire(p, d);
@@ -295,6 +303,7 @@ static void postfork_child(void)
     p->joined = 0;
     sched_detect_init(&p->det, SCHED_DET_AUTO);
     sched_kseq_reset(&p->kseq);
+    p->kseq_on = 0;
     p->last_boundary_ns = p->waited_mark_ns = 0;
     p->iter_sum_ns = p->iter_count = 0;
     p->last_sync_ns = p->registered_ns = 0;

@@ -166,11 +166,23 @@ static uint32_t gate_compute(shm_table_t *t, int slot)
     return gate;
 }
 
+/* A PROBE stands while the gate stays CONTENDED: the holder has yet to look. */
 void sched_gate_update_locked(shm_table_t *t, int slot)
 {
     if (!slot_ready(t, slot))
         return;
-    __atomic_store_n(&sched_slot(t, slot)->gate, gate_compute(t, slot), __ATOMIC_RELAXED);
+    sched_slot_t *s = sched_slot(t, slot);
+    uint32_t g = gate_compute(t, slot);
+    if (g == SCHED_GATE_CONTENDED && __atomic_load_n(&s->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE)
+        return;
+    __atomic_store_n(&s->gate, g, __ATOMIC_RELAXED);
+}
+
+void sched_probe(sched_slot_t *s)
+{
+    uint32_t c = SCHED_GATE_CONTENDED;
+    __atomic_compare_exchange_n(&s->gate, &c, SCHED_GATE_PROBE, 0, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
 }
 
 static void gate_update_users_locked(shm_table_t *t, int d)

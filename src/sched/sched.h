@@ -22,8 +22,8 @@
  *   - tools (salus-top, `salus policy`) use sched_read_slot/device and
  *     sched_set_policy, so that no other module reads this module's layout.
  *
- * The fast path (holder with nobody waiting): a hash add in the thread's
- * block, ONE relaxed load of the gate word (through the block's pointer),
+ * The fast path (a holder, whether or not others wait): a hash add in the
+ * thread's block, ONE relaxed load of the gate word (through the block's pointer),
  * then a predictable branch (sched_launch) or a branch-free choice of the
  * function to tail-call (SCHED_SELECT).  No lock, syscall, getenv, clock
  * read or allocation.
@@ -48,11 +48,22 @@
  * then on: its slot's gate word in the table, or a local word that stays
  * OPEN when scheduling fails open.  Only OPEN takes the fast path.  Whoever
  * owns the thread's block (intercept) may point it back at sched_gate_unreg
- * to see the thread's next launch in the slow path (intercept.h says why). */
+ * to see the thread's next launch in the slow path (intercept.h says why).
+ *
+ * OPEN and CONTENDED take the fast path: a holder's launches cost the same
+ * whether or not others wait (sharing is the normal case).  What the holder
+ * must do while others wait is decided at its syncs and boundaries, and at
+ * a waiter's periodic look, which PROBEs it: its next launch takes the slow
+ * path once (showing that it is busy, checking its max slice), then the
+ * gate goes back to CONTENDED.  A holder that never syncs stays PROBEd, so
+ * that its kernel sequence can be learnt, only while others wait. */
 #define SCHED_GATE_OPEN      0u   /* holds every lease it needs, nobody waits (or pack) */
-#define SCHED_GATE_CONTENDED 1u   /* holds them, someone waits: bookkeeping, boundaries */
+#define SCHED_GATE_CONTENDED 1u   /* holds them, someone waits: decides at syncs */
 #define SCHED_GATE_CLOSED    2u   /* lacks a lease: acquire or wait */
 #define SCHED_GATE_UNREG     3u   /* process-local: thread or process not registered */
+#define SCHED_GATE_PROBE     4u   /* CONTENDED, and its next launch is to look */
+/* The fast path's test: one compare. */
+#define SCHED_GATE_FAST(v)   ((v) <= SCHED_GATE_CONTENDED)
 
 extern const uint32_t sched_gate_unreg;
 
@@ -73,7 +84,7 @@ typedef struct sched_token {
     uint64_t launches, hash;
 } sched_token_t;
 
-/* Whatever the gate is not OPEN: register, acquire or wait, bookkeeping.
+/* Whatever the gate is not fast: register, acquire or wait, a probe.
  * Returns the gate word the calling thread follows from now on. */
 const uint32_t *sched_launch_slow(const void *work);
 
@@ -106,24 +117,24 @@ static inline __attribute__((always_inline)) uint32_t sched_gate_value(const sch
 }
 
 /* The gate as a statement, for callers that keep their own block alone
- * (tests, benchmarks): count, then the slow path unless OPEN. */
+ * (tests, benchmarks): count, then the slow path unless the gate is fast. */
 static inline __attribute__((always_inline)) void sched_launch(sched_thread_t *th,
                                                                const void *work)
 {
     sched_count(th, work);
-    if (UTIL_UNLIKELY(sched_gate_value(th) != SCHED_GATE_OPEN))
+    if (UTIL_UNLIKELY(!SCHED_GATE_FAST(sched_gate_value(th))))
         __atomic_store_n(&th->gate, sched_launch_slow(work), __ATOMIC_RELAXED);
 }
 
 /* The gate as a choice, for wrappers that end in a tail call: `open` when
- * the gate is OPEN, else `gated` (a function of the same type that calls
+ * the gate is fast, else `gated` (a function of the same type that calls
  * sched_launch_slow first).  Branch-free, so that the wrapper's tail call
  * needs no copy of its stack arguments. */
 static inline __attribute__((always_inline)) uintptr_t sched_select(const sched_thread_t *th,
                                                                      uintptr_t open,
                                                                      uintptr_t gated)
 {
-    uintptr_t closed = -(uintptr_t)(sched_gate_value(th) != SCHED_GATE_OPEN);
+    uintptr_t closed = -(uintptr_t)!SCHED_GATE_FAST(sched_gate_value(th));
     return (open & ~closed) | (gated & closed);
 }
 #define SCHED_SELECT(th, open, gated) \

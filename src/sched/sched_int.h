@@ -30,7 +30,7 @@
  *   gate == OPEN      => for every d in devset with a gated policy:
  *                        holder(d) == slot and, if the policy shares,
  *                        waiters(d) == {}
- *   gate == CONTENDED => for every such d: holder(d) == slot
+ *   gate == CONTENDED or PROBE => for every such d: holder(d) == slot
  *   gate == CLOSED   <=> some such d has holder(d) != slot
  *   grant increases at every grant to this slot (futex word)
  * sched_check_locked (check.c) checks these and the device's below.
@@ -261,6 +261,7 @@ typedef struct sched_proc {
     uint64_t joined;              /* bit o: CUDA ordinal o's device joined (devset) */
     sched_detect_t det;
     sched_kseq_t kseq;
+    int kseq_on;                  /* recording every launch (a program that does not sync) */
     uint64_t last_boundary_ns;    /* 0: none yet */
     uint64_t waited_mark_ns;      /* waited_ns at the last boundary */
     uint64_t iter_sum_ns, iter_count;
@@ -357,8 +358,13 @@ void sched_acquire(sched_proc_t *p, int d);
  * boundary: this sync ends an iteration; synced: the GPU work is done (no
  * context sync needed before the handover). */
 void sched_yield_point(sched_proc_t *p, int boundary, int synced);
-/* Launch slow path of a holder with waiters (kernel boundaries, max slice). */
-void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle);
+/* Launch slow path of a holder with waiters, PROBEd (kernel boundaries, max
+ * slice).  1 when it should stay PROBEd: a program that does not sync, whose
+ * kernel sequence is being learnt. */
+int  sched_holder_launch(sched_proc_t *p, int d, uint64_t handle);
+/* Make the slot's gate PROBE if it is CONTENDED (any process, no lock: a
+ * probe lost to a gate update is made again at the next look). */
+void sched_probe(sched_slot_t *s);
 /* Give up every lease (exit). */
 void sched_release_all(sched_proc_t *p);
 

@@ -337,6 +337,7 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     sched_slot_t *hs = sched_slot(p->t, h);
     uint64_t act = __atomic_load_n(&hs->activity, __ATOMIC_RELAXED);
     uint64_t now = sched_now();
+    sched_probe(hs);        /* a launch before the next look moves its activity */
     if (track->lease != lease || track->activity != act ||
         __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) != 0) {
         *track = (idle_track_t){ .lease = lease, .activity = act, .since = now,
@@ -357,12 +358,12 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
  * look again, when it is not at rest or not yet long enough.
  *
  * "At rest" is read from activity == rest_activity, and a holder bumps its
- * activity at launches only on its slow path, once it sees its gate
- * CONTENDED.  A boundary from before this waiter enqueued (`enqueued_ns`)
- * proves nothing: the holder may have launched a whole iteration since, on
- * the fast path.  A boundary after it was reached with the gate already
- * CONTENDED (the enqueue set it under the lock), so every launch since
- * would have moved activity. */
+ * activity at launches only on its slow path.  A boundary from before this
+ * waiter enqueued (`enqueued_ns`) proves nothing: the holder may have
+ * launched a whole iteration since, on the fast path.  A boundary after it
+ * was reached with the gate already CONTENDED (the enqueue set it under the
+ * lock), and such a boundary PROBEs the gate (mark_rest in gate.c), so the
+ * first launch since would have moved activity. */
 static int poll_rest(sched_proc_t *p, int d, uint64_t enqueued_ns, uint64_t *next_ns)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
@@ -485,6 +486,7 @@ static void tenure_begins(sched_proc_t *p)
 {
     pthread_mutex_lock(&p->mu);
     sched_kseq_reset(&p->kseq);
+    p->kseq_on = 0;
     pthread_mutex_unlock(&p->mu);
     shm_set_state(p->t, p->slot, SHM_RUNNING);
 }
@@ -551,19 +553,21 @@ void sched_yield_point(sched_proc_t *p, int boundary, int synced)
     }
 }
 
-/* A launch by the holder while others wait.  Programs that sync are handed
- * over at their syncs; for one that does not (no host sync for
+/* A launch by the holder while others wait, PROBEd: one in a while for a
+ * program that syncs (which is handed over at its syncs), every one for a
+ * program that does not (its gate stays PROBE), whose kernels are recorded
+ * from then on.  For one that does not (no host sync for
  * SCHED_NOSYNC_NS, since it registered if it never synced), the boundary is
  * the start of its kernel sequence's period, once the quantum is used.  Not
  * "no sync in this tenure": a holder that was granted the GPU while it was
  * not scheduled has used its quantum before its first sync, and would be
  * cut mid-iteration.  Past the max slice without a boundary, any launch.
  * The context is synchronized before the handover. */
-void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
+int sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
     if (!sched_any_waiter(dev) || !shares(dev))
-        return;
+        return 0;
     uint64_t now = sched_now();
     uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
     uint64_t held = now > since ? now - since : 0;
@@ -572,9 +576,13 @@ void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
     int over = sched_since_boundary(p->t, d, p->slot, now) >= slice;
 
     pthread_mutex_lock(&p->mu);
-    sched_kseq_push(&p->kseq, handle);
     uint64_t quiet = p->last_sync_ns ? p->last_sync_ns : p->registered_ns;
     int no_sync = now > quiet && now - quiet >= SCHED_NOSYNC_NS;
+    if (no_sync && !p->kseq_on)              /* every launch from now on: a clean ring */
+        sched_kseq_reset(&p->kseq);
+    p->kseq_on = no_sync;
+    if (no_sync)
+        sched_kseq_push(&p->kseq, handle);
     int at = no_sync && held >= (uint64_t)q * 1000000ull &&
              sched_kseq_find(&p->kseq) && sched_kseq_at_anchor(&p->kseq);
     pthread_mutex_unlock(&p->mu);
@@ -583,6 +591,7 @@ void sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
 
     if ((at || over) && yield_device(p, d, at, 0))
         sched_acquire(p, d);                 /* this launch waits its turn */
+    return no_sync;
 }
 
 /* ---- exit --------------------------------------------------------------------- */
