@@ -493,8 +493,21 @@ static CUresult ptx_entry(sim_module_t *m, const char *p, const char **next)
     return CUDA_SUCCESS;
 }
 
+/* Blank the `.attribute(...)` of a declaration (`.managed` variables): its
+ * parentheses are no parameter list. */
+static void ptx_strip_attributes(char *buf)
+{
+    for (char *a = buf; (a = strstr(a, ".attribute"));) {
+        char *close = strchr(a, ')');
+        if (!close)
+            return;
+        memset(a, ' ', (size_t)(close + 1 - a));
+    }
+}
+
 /* Module-scope `.global` / `.const` variables of PTX: each statement at
- * brace depth 0 that declares one (not `.extern`); initializers are not
+ * brace depth 0 that declares one (not `.extern`), with or without an
+ * attribute such as `.attribute(.managed)`; initializers are not
  * evaluated: such variables start as zeros. */
 static CUresult ptx_globals(const char *t, sim_module_t *m)
 {
@@ -511,9 +524,12 @@ static CUresult ptx_globals(const char *t, sim_module_t *m)
         const char *decl_end = eq ? eq : end;
         char buf[512];
         size_t len = (size_t)(decl_end - stmt);
-        if (len < sizeof buf && !memchr(stmt, '(', len)) {
+        if (len < sizeof buf) {
             memcpy(buf, stmt, len);
             buf[len] = '\0';
+            ptx_strip_attributes(buf);
+        }
+        if (len < sizeof buf && !strchr(buf, '(')) {
             char *space = strstr(buf, ".global ");
             if (!space)
                 space = strstr(buf, ".const ");

@@ -2,7 +2,7 @@
  * test_simgpu_image.c - simgpu's device images beyond a plain cubin or PTX:
  * the JIT linker (cuLink*: PTX, cubin, fatbin, host object and archive
  * inputs, the option and log handling, the errors), and the linked image
- * loaded, its kernels launched and its variables read.
+ * loaded, its kernels launched and its variables read; managed variables.
  *
  * The images are built by tests/sim.mk from tests/simgpu_images.cu
  * (img_kernel, img_table {1.5, 2.5, 3.5, 4.5}, img_const = 7, img_managed,
@@ -63,6 +63,48 @@ static void check_img_variables(CUmodule m)
     assert_true(table[0] == 1.5f && table[3] == 4.5f);
     CK(cuModuleGetGlobal(&p, &size, m, "img_zero"));
     assert_int_equal(size, 64);
+}
+
+/* ---- variables ----------------------------------------------------------------------- */
+
+/* Managed variables (`.global .attribute(.managed)` in PTX) are variables
+ * like the others, in PTX as in a cubin; PTX's start as zeros. */
+static void test_managed_variables(void **state)
+{
+    (void)state;
+    static const char *const files[] = { "sm90.ptx", "sm90.cubin" };
+    for (size_t i = 0; i < 2; i++) {
+        char *img = image(files[i], NULL);
+        CUmodule m;
+        CUdeviceptr p = 0;
+        size_t size = 0;
+        int v = -1;
+        CK(cuModuleLoadData(&m, img));
+        CK(cuModuleGetGlobal(&p, &size, m, "img_managed"));
+        assert_int_equal(size, 4);
+        CK(cuMemcpyDtoH(&v, p, sizeof v));
+        assert_int_equal(v, 0);
+        v = 42;                             /* and it is memory the device can write */
+        CK(cuMemcpyHtoD(p, &v, sizeof v));
+        CK(cuModuleGetGlobal(&p, &size, m, "img_zero"));
+        assert_int_equal(size, 64);
+        CKE(cuModuleGetGlobal(&p, &size, m, "img_missing"), CUDA_ERROR_NOT_FOUND);
+        CK(cuModuleUnload(m));
+        free(img);
+    }
+    /* An attribute does not make a function prototype a variable. */
+    const char *ptx = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                      ".extern .func (.param .b32 r) vprintf (.param .b64 f, .param .b64 a);\n"
+                      ".global .attribute(.managed) .align 8 .b8 buf[24];\n"
+                      ".visible .entry k(.param .u64 p) { ret; }\n";
+    CUmodule m;
+    CUdeviceptr p;
+    size_t size = 0;
+    CK(cuModuleLoadData(&m, ptx));
+    CK(cuModuleGetGlobal(&p, &size, m, "buf"));
+    assert_int_equal(size, 24);
+    CKE(cuModuleGetGlobal(&p, &size, m, "vprintf"), CUDA_ERROR_NOT_FOUND);
+    CK(cuModuleUnload(m));
 }
 
 /* ---- the JIT linker ----------------------------------------------------------------- */
@@ -267,6 +309,7 @@ int main(void)
     if (simt_init("simgpu-image"))
         return 1;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_managed_variables),
         cmocka_unit_test(test_link_ptx_and_cubin),
         cmocka_unit_test(test_link_containers),
         cmocka_unit_test(test_link_errors),
