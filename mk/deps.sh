@@ -29,6 +29,7 @@ need -c:python3 python3
 need -c:gcc gcc
 need -c:make make
 need -h:gelf.h libelf-dev           # simgpu reads cubins
+need -h:zstd.h libzstd-dev          # and compressed fatbin entries
 need -h:ncurses.h libncurses-dev
 case "$what" in
 test|demo|bench)

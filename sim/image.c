@@ -1,9 +1,11 @@
 /*
- * image.c - reading device code: cubins (ELF, with libelf), fatbins (the
- * container nvcc embeds), fatbin wrappers, and PTX text.
+ * image.c - reading device code: cubins (ELF, with libelf), PTX text, and
+ * the dispatcher to them and to fatbins (fatbin.c) and their wrappers.
  *
- * Divided into: functions and their parameters; cubins; PTX; fatbins; the
- * dispatcher sim_image_load().
+ * Divided into: functions and their parameters; cubins; PTX; the
+ * dispatcher sim_image_load().  A cubin built for an architecture the
+ * device does not run is CUDA_ERROR_NO_BINARY_FOR_GPU, PTX whose target is
+ * newer than the device CUDA_ERROR_INVALID_PTX.
  *
  * What simgpu needs of a kernel is its name and its parameter layout (count,
  * offset and size of each), to pack kernelParams as the device would, and a
@@ -33,7 +35,6 @@
 #define EIATTR_REGCOUNT      0x2f
 #define EIATTR_FRAME_SIZE    0x11
 #define EIFMT_SVAL           0x04
-#define FATBIN_COMPRESSED    0xa000u    /* LZ4 (0x2000) or ZSTD (0x8000) payload */
 #define IMAGE_MAX            (1ull << 30)
 
 /* ---- functions ------------------------------------------------------------ */
@@ -321,7 +322,14 @@ static CUresult cubin_globals(Elf *e, size_t shstrndx, sim_module_t *m)
     return CUDA_SUCCESS;
 }
 
-static CUresult cubin_load(const unsigned char *img, size_t len, sim_module_t *m)
+/* The architecture a cubin was built for: e_flags bits 8-15 from ELF ABI
+ * version 8 (CUDA 12.8 and later), bits 0-7 before. */
+static unsigned cubin_arch(const GElf_Ehdr *eh)
+{
+    return eh->e_ident[EI_ABIVERSION] >= 8 ? (eh->e_flags >> 8) & 0xff : eh->e_flags & 0xff;
+}
+
+CUresult sim_cubin_load(const unsigned char *img, size_t len, sim_module_t *m)
 {
     if (len < sizeof(Elf64_Ehdr))
         return CUDA_ERROR_INVALID_IMAGE;
@@ -339,6 +347,9 @@ static CUresult cubin_load(const unsigned char *img, size_t len, sim_module_t *m
     GElf_Ehdr eh;
     if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) || eh.e_machine != EM_CUDA ||
         elf_getshdrstrndx(e, &shstrndx) != 0)
+        goto out_end;
+    rc = CUDA_ERROR_NO_BINARY_FOR_GPU;  /* as a real sm_90 refuses sm_80 or sm_120 code */
+    if (!sim_arch_runs_cubin(cubin_arch(&eh)))
         goto out_end;
     rc = cubin_functions(e, m, &symidx);
     if (rc != CUDA_SUCCESS)
@@ -554,7 +565,19 @@ static CUresult ptx_globals(const char *t, sim_module_t *m)
     return CUDA_SUCCESS;
 }
 
-static CUresult ptx_load(const char *text, sim_module_t *m)
+/* The N of `.target sm_N[a|f]`, 0 if none is said. */
+static unsigned ptx_target(const char *t)
+{
+    const char *p = strstr(t, ".target");
+    if (!p)
+        return 0;
+    p += 7;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return strncmp(p, "sm_", 3) ? 0 : (unsigned)strtoul(p + 3, NULL, 10);
+}
+
+CUresult sim_ptx_load(const char *text, sim_module_t *m)
 {
     char *t = strdup(text);
     if (!t)
@@ -563,6 +586,10 @@ static CUresult ptx_load(const char *text, sim_module_t *m)
     CUresult rc = CUDA_SUCCESS;
     if (!strstr(t, ".version") && !strstr(t, ".target")) {
         rc = CUDA_ERROR_INVALID_IMAGE;
+        goto out_free;
+    }
+    if (ptx_target(t) > SIM_ARCH) {     /* ptxas: ".target is higher than the SM" */
+        rc = CUDA_ERROR_INVALID_PTX;
         goto out_free;
     }
     for (const char *p = t; (p = strstr(p, ".entry"));) {
@@ -582,51 +609,6 @@ out_free:
     return rc;
 }
 
-/* ---- fatbins ---------------------------------------------------------------
- * Header: magic u32, version u16, header size u16, entries' size u64.
- * Entry: kind u16 (1 PTX, 2 ELF), u16, header size u32, payload size u64,
- * ..., sm arch u32 at 28, flags u64 at 40.  The payload follows the entry's
- * header.  Compressed payloads are not read. */
-static CUresult fatbin_load(const unsigned char *img, sim_module_t *m)
-{
-    uint16_t hsize;
-    uint64_t size;
-    memcpy(&hsize, img + 6, 2);
-    memcpy(&size, img + 8, 8);
-    if (hsize < 16 || size > IMAGE_MAX)
-        return CUDA_ERROR_INVALID_IMAGE;
-    const unsigned char *best_elf = NULL, *ptx = NULL;
-    size_t elf_len = 0, ptx_len = 0;
-    int compressed = 0;
-    for (uint64_t off = hsize; off + 48 <= hsize + size;) {
-        const unsigned char *e = img + off;
-        uint16_t kind;
-        uint32_t ehsize;
-        uint64_t psize, flags;
-        memcpy(&kind, e, 2);
-        memcpy(&ehsize, e + 4, 4);
-        memcpy(&psize, e + 8, 8);
-        memcpy(&flags, e + 40, 8);
-        if (ehsize < 48 || psize > IMAGE_MAX || off + ehsize + psize > hsize + size)
-            return CUDA_ERROR_INVALID_IMAGE;
-        if (flags & FATBIN_COMPRESSED)
-            compressed = 1;
-        else if (kind == 2 && !best_elf)
-            best_elf = e + ehsize, elf_len = psize;
-        else if (kind == 1 && !ptx)
-            ptx = e + ehsize, ptx_len = psize;
-        off += ehsize + psize;
-    }
-    if (best_elf)
-        return cubin_load(best_elf, elf_len, m);
-    if (ptx && memchr(ptx, '\0', ptx_len))
-        return ptx_load((const char *)ptx, m);
-    if (compressed)
-        sim_note("compressed fatbin entries are not supported; build with "
-                 "-Xfatbin -compress=false or load the cubin or PTX");
-    return compressed ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_IMAGE;
-}
-
 /* ---- the dispatcher ---------------------------------------------------------- */
 
 CUresult sim_image_load(const void *image, size_t len, sim_module_t *m)
@@ -637,16 +619,16 @@ CUresult sim_image_load(const void *image, size_t len, sim_module_t *m)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&magic, p, 4);
     if (!memcmp(p, ELFMAG, SELFMAG))
-        return cubin_load(p, len ? len : IMAGE_MAX, m);
+        return sim_cubin_load(p, len ? len : IMAGE_MAX, m);
     if (magic == SIM_FATBIN_MAGIC)
-        return fatbin_load(p, m);
+        return sim_fatbin_load(p, m);
     if (magic == SIM_FATBIN_WRAPPER_MAGIC) {
         const void *data;
         memcpy(&data, p + 8, sizeof data);
         if (!data)
             return CUDA_ERROR_INVALID_IMAGE;
         memcpy(&magic, data, 4);
-        return magic == SIM_FATBIN_MAGIC ? fatbin_load(data, m) : CUDA_ERROR_INVALID_IMAGE;
+        return magic == SIM_FATBIN_MAGIC ? sim_fatbin_load(data, m) : CUDA_ERROR_INVALID_IMAGE;
     }
     /* PTX is text that starts with a directive or a comment. */
     const char *t = image;
@@ -657,5 +639,5 @@ CUresult sim_image_load(const void *image, size_t len, sim_module_t *m)
         return CUDA_ERROR_INVALID_IMAGE;
     if (len && !memchr(t, '\0', len))
         return CUDA_ERROR_INVALID_IMAGE;
-    return ptx_load(t, m);
+    return sim_ptx_load(t, m);
 }

@@ -4,7 +4,8 @@
 #
 # Every sim/*.c, linked with -Bsymbolic (so that cuGetProcAddress answers
 # simgpu's own functions even when libsalus.so, which exports the same names,
-# is preloaded), with libelf for cubins, and exporting only cu* symbols.
+# is preloaded), with libelf for cubins and libzstd for compressed fatbin
+# entries, and exporting only cu* symbols.
 
 SIM_SRCS     := $(wildcard sim/*.c)
 SIM_OBJS     := $(SIM_SRCS:%.c=$(B)/obj/%.o)
@@ -29,7 +30,7 @@ $(SIM_OBJS): | $(SIM_ERRORS_H) $(SIM_GFX_H)
 $(SIM_LIB): $(SIM_OBJS) sim/libcuda.map
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,-z,defs \
-	    -Wl,--version-script=sim/libcuda.map -o $@ $(SIM_OBJS) -lelf -lpthread -lrt
+	    -Wl,--version-script=sim/libcuda.map -o $@ $(SIM_OBJS) -lelf -lzstd -lpthread -lrt
 	ln -sf libcuda.so.1 $(@D)/libcuda.so
 
 ALL_TARGETS += $(SIM_LIB)

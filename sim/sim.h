@@ -71,6 +71,11 @@ static inline uint64_t sim_round_up(uint64_t x, uint64_t g)
     return (x + g - 1) / g * g;
 }
 static inline uint64_t sim_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+/* A cubin for sm_<arch> runs on the device: same major version, minor no newer. */
+static inline int sim_arch_runs_cubin(unsigned arch)
+{
+    return arch / 10 == SIM_ARCH / 10 && arch % 10 <= SIM_ARCH % 10;
+}
 static inline uint64_t sim_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 /* ---- shared state (state.c) ---------------------------------------------
@@ -388,6 +393,12 @@ CUresult sim_capture_host(sim_stream_t *s, void (*fn)(void *), void *user);
 /* Read a cubin, fatbin or PTX image (len 0: unknown, found from the image)
  * into m's functions.  CUDA_ERROR_INVALID_IMAGE for anything else. */
 CUresult sim_image_load(const void *image, size_t len, sim_module_t *m);
+/* A cubin of len bytes (CUDA_ERROR_NO_BINARY_FOR_GPU if built for another
+ * architecture); NUL-terminated PTX (CUDA_ERROR_INVALID_PTX if its target
+ * is newer than the device); a fatbin's entry for this device (fatbin.c). */
+CUresult sim_cubin_load(const unsigned char *img, size_t len, sim_module_t *m);
+CUresult sim_ptx_load(const char *text, sim_module_t *m);
+CUresult sim_fatbin_load(const unsigned char *img, sim_module_t *m);
 void sim_func_free(sim_func_t *f);
 void sim_module_free(sim_module_t *m);
 void sim_modules_destroy_ctx(sim_ctx_t *ctx);

@@ -35,7 +35,7 @@ SIMIMG     := $(B)/tests/simimg
 SIMIMG_SRC := tests/simgpu_images.cu
 SIMIMG_ALL := $(addprefix $(SIMIMG)/,sm80.cubin sm90.cubin sm120.cubin sm90.ptx \
                 ptx_zstd.fatbin ptx_lz4.fatbin ptx_plain.fatbin multi.fatbin other.fatbin \
-                img.o libimg.a)
+                img.o img_z.o libimg.a)
 $(SIMIMG)/sm%.cubin: $(SIMIMG_SRC) | $(B)/.deps-build
 	@mkdir -p $(@D)
 	$(NVCC) -cubin -arch=sm_$* -o $@ $<
@@ -65,6 +65,10 @@ $(SIMIMG)/other.fatbin: $(SIMIMG_SRC) | $(B)/.deps-build
 $(SIMIMG)/img.o: $(SIMIMG_SRC) | $(B)/.deps-build
 	@mkdir -p $(@D)
 	$(NVCC) -dc -arch=sm_90 --compress-mode=none -o $@ $<
+# nvcc 13 compresses relocatable device code by default (ZSTD).
+$(SIMIMG)/img_z.o: $(SIMIMG_SRC) | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(NVCC) -dc -arch=sm_90 -o $@ $<
 $(SIMIMG)/libimg.a: $(SIMIMG)/img.o
 	rm -f $@ && ar rcs $@ $<
 

@@ -1,6 +1,8 @@
 /*
  * test_simgpu_image.c - simgpu's device images beyond a plain cubin or PTX:
- * the JIT linker (cuLink*: PTX, cubin, fatbin, host object and archive
+ * architectures (cubins for other devices refused, a fatbin's entry
+ * chosen), compressed fatbin entries (ZSTD, LZ4), managed variables, the JIT
+ * linker (cuLink*: PTX, cubin, fatbin, host object and archive
  * inputs, the option and log handling, the errors), and the linked image
  * loaded, its kernels launched and its variables read; managed variables.
  *
@@ -63,6 +65,103 @@ static void check_img_variables(CUmodule m)
     assert_true(table[0] == 1.5f && table[3] == 4.5f);
     CK(cuModuleGetGlobal(&p, &size, m, "img_zero"));
     assert_int_equal(size, 64);
+}
+
+/* ---- architectures and containers ------------------------------------------------- */
+
+static CUresult load(const char *file, CUmodule *m)
+{
+    char *img = image(file, NULL);
+    CUresult rc = cuModuleLoadData(m, img);
+    free(img);
+    return rc;
+}
+
+/* The device is sm_90: an sm_80 or sm_120 cubin is refused as a real one
+ * refuses it, in a module, a library or a linker input. */
+static void test_cubin_architecture(void **state)
+{
+    (void)state;
+    CUmodule m;
+    CUfunction f;
+    CKE(load("sm80.cubin", &m), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CKE(load("sm120.cubin", &m), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CK(load("sm90.cubin", &m));
+    CK(cuModuleGetFunction(&f, m, "img_kernel"));
+    CK(cuModuleUnload(m));
+    char path[512];
+    CUlibrary lib;
+    CKE(cuLibraryLoadFromFile(&lib, image_path("sm120.cubin", path, sizeof path), NULL, NULL, 0,
+                              NULL, NULL, 0), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CUlinkState st;
+    CK(cuLinkCreate(0, NULL, NULL, &st));
+    CKE(cuLinkAddFile(st, CU_JIT_INPUT_CUBIN, image_path("sm80.cubin", path, sizeof path),
+                      0, NULL, NULL), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CK(cuLinkDestroy(st));
+    /* PTX for a newer device fails to JIT, as ptxas refuses it. */
+    char *ptx = image("sm90.ptx", NULL);
+    char *t = strstr(ptx, ".target sm_90");
+    assert_non_null(t);
+    memcpy(t, ".target sm_99", 13);
+    CKE(cuModuleLoadData(&m, ptx), CUDA_ERROR_INVALID_PTX);
+    free(ptx);
+}
+
+/* A fatbin gives the device's cubin when it has one, else PTX it can JIT:
+ * multi.fatbin holds sm_80 and sm_90 cubins and compute_80 PTX; other.fatbin
+ * sm_80 and sm_120 cubins only. */
+static void test_fatbin_choice(void **state)
+{
+    (void)state;
+    CUmodule m;
+    CUfunction f;
+    int regs = 0;
+    CK(load("multi.fatbin", &m));
+    CK(cuModuleGetFunction(&f, m, "img_kernel"));
+    /* A cubin was chosen, not PTX: registers are known only from a cubin. */
+    CK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+    assert_true(regs > 0);
+    check_img_variables(m);
+    CK(cuModuleUnload(m));
+    CKE(load("other.fatbin", &m), CUDA_ERROR_NO_BINARY_FOR_GPU);
+}
+
+/* PTX-only fatbins as nvcc 13 makes them: ZSTD by default, LZ4 with
+ * --compress-mode=speed, plain with none; each gives the same module. */
+static void test_fatbin_compressed(void **state)
+{
+    (void)state;
+    static const char *const files[] = { "ptx_zstd.fatbin", "ptx_lz4.fatbin",
+                                         "ptx_plain.fatbin" };
+    static const uint64_t flag[] = { 0x8000, 0x2000, 0 };
+    for (size_t i = 0; i < 3; i++) {
+        size_t len;
+        unsigned char *img = (unsigned char *)image(files[i], &len);
+        /* The files are what they claim: the first entry's flags. */
+        uint64_t flags;
+        assert_true(len > 64);
+        memcpy(&flags, img + 16 + 40, 8);
+        assert_int_equal(flags & 0xa000, flag[i]);
+        CUmodule m;
+        CUfunction f;
+        CUdeviceptr p;
+        size_t size = 0;
+        CK(cuModuleLoadData(&m, img));
+        CK(cuModuleGetFunction(&f, m, "img_kernel"));
+        CK(cuModuleGetGlobal(&p, &size, m, "img_managed"));
+        assert_int_equal(size, 4);
+        CK(cuModuleUnload(m));
+        if (flag[i]) {
+            /* A corrupt payload is refused, never read out of bounds. */
+            uint32_t csize;
+            memcpy(&csize, img + 16 + 16, 4);
+            uint32_t ehsize;
+            memcpy(&ehsize, img + 16 + 4, 4);
+            memset(img + 16 + ehsize + csize / 2, 0xff, csize - csize / 2);
+            CKE(cuModuleLoadData(&m, img), CUDA_ERROR_INVALID_IMAGE);
+        }
+        free(img);
+    }
 }
 
 /* ---- variables ----------------------------------------------------------------------- */
@@ -207,6 +306,7 @@ static void test_link_containers(void **state)
     static const struct { const char *file; CUjitInputType type; } in[] = {
         { "ptx_plain.fatbin", CU_JIT_INPUT_FATBINARY },
         { "img.o", CU_JIT_INPUT_OBJECT },
+        { "img_z.o", CU_JIT_INPUT_OBJECT },                 /* its cubin compressed */
         { "libimg.a", CU_JIT_INPUT_LIBRARY },
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
@@ -309,6 +409,9 @@ int main(void)
     if (simt_init("simgpu-image"))
         return 1;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cubin_architecture),
+        cmocka_unit_test(test_fatbin_choice),
+        cmocka_unit_test(test_fatbin_compressed),
         cmocka_unit_test(test_managed_variables),
         cmocka_unit_test(test_link_ptx_and_cubin),
         cmocka_unit_test(test_link_containers),
