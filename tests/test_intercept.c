@@ -36,9 +36,10 @@
 
 /* ---- fakes of every wrapped export ----------------------------------------
  * fake_<export> counts its calls and answers FAKE_RC + its id, so a test can
- * tell which slot a wrapper reached. */
+ * tell which slot a wrapper reached, or CUDA_SUCCESS while fake_succeed. */
 #define FAKE_RC 1000
 static int fake_called[HOOK_COUNT];
+static int fake_succeed;
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -46,7 +47,7 @@ static int fake_called[HOOK_COUNT];
     static CUresult CUDAAPI fake_##export CU_PARAMS_##export                 \
     {                                                                        \
         fake_called[HOOK_##export]++;                                        \
-        return (CUresult)(FAKE_RC + HOOK_##export);                          \
+        return fake_succeed ? CUDA_SUCCESS : (CUresult)(FAKE_RC + HOOK_##export); \
     }
 HOOK_LIST(FAKE_)
 #pragma GCC diagnostic pop
@@ -351,15 +352,14 @@ static void test_memory_counts(void **state)
     assert_int_equal(after.calls[HOOK_cuMemAlloc_v2] - before.calls[HOOK_cuMemAlloc_v2], 2);
 }
 
-static void test_sync_counts(void **state)
+/* Every wait of the host for the GPU (fake_succeed: the driver's answer). */
+static void sync_calls(int succeed)
 {
-    (void)state;
-    hook_counts_t before = counts();
     CUDA_MEMCPY2D to_device = { .dstMemoryType = CU_MEMORYTYPE_DEVICE };
     CUDA_MEMCPY2D to_host = { .dstMemoryType = CU_MEMORYTYPE_HOST };
     CUDA_MEMCPY3D to_unified = { .dstMemoryType = CU_MEMORYTYPE_UNIFIED };
     char buf[8];
-    /* The fakes fail; the host waited all the same. */
+    fake_succeed = succeed;
     cuStreamSynchronize(NULL);
     cuStreamSynchronize_ptsz(NULL);
     cuCtxSynchronize();
@@ -369,9 +369,23 @@ static void test_sync_counts(void **state)
     cuMemcpy2D_v2(&to_host);
     cuMemcpy2D_v2(NULL);            /* not a wait; no crash */
     cuMemcpy3D_v2_ptds(&to_unified);
+    fake_succeed = 0;
+}
+
+static void test_sync_counts(void **state)
+{
+    (void)state;
+    /* The fakes fail: no wait succeeded, none is counted. */
+    hook_counts_t before = counts();
+    sync_calls(0);
     hook_counts_t after = counts();
-    assert_int_equal(after.syncs - before.syncs, 7);
+    assert_int_equal(after.syncs - before.syncs, 0);
     assert_int_equal(after.calls[HOOK_cuMemcpy2D_v2] - before.calls[HOOK_cuMemcpy2D_v2], 3);
+    /* They succeed: the 7 waits are counted. */
+    before = after;
+    sync_calls(1);
+    after = counts();
+    assert_int_equal(after.syncs - before.syncs, 7);
     assert_int_equal(after.launches, before.launches);
 }
 

@@ -75,12 +75,14 @@ void hook_on_launch(hook_block_t *b, hook_id_t id, const void *work, CUstream st
     sched_count(&b->s, work);
 }
 
-/* After the host waited for the GPU: an iteration boundary candidate. */
+/* After the host waited for the GPU: an iteration boundary candidate.
+ * `syncs` counts the waits that succeeded (a failed one may not have waited). */
 static inline void hook_on_sync(hook_block_t *b, sched_sync_kind_t kind, const void *object,
                                 CUresult rc)
 {
     (void)object;
-    hook_add(&b->c.syncs, 1);
+    if (rc == CUDA_SUCCESS)
+        hook_add(&b->c.syncs, 1);
     sched_sync_end(&b->s, kind, rc == CUDA_SUCCESS, hook_threads_fold);
 }
 
