@@ -32,7 +32,6 @@
 #define KIND_ELF             2
 #define FLAG_LZ4             0x2000u
 #define FLAG_ZSTD            0x8000u
-#define IMAGE_MAX            (1ull << 30)
 
 /* ---- decompression ------------------------------------------------------------ */
 
@@ -91,7 +90,7 @@ static CUresult inflate(const unsigned char *e, const unsigned char *payload, ui
     uint64_t usize;
     memcpy(&csize, e + 16, 4);
     memcpy(&usize, e + 56, 8);
-    if (!csize || csize > psize || !usize || usize > IMAGE_MAX)
+    if (!csize || csize > psize || !usize || usize > SIM_IMAGE_MAX)
         return CUDA_ERROR_INVALID_IMAGE;
     unsigned char *buf = malloc(usize + 1);
     if (!buf)
@@ -134,7 +133,7 @@ CUresult sim_fatbin_load(const unsigned char *img, sim_module_t *m)
     uint64_t size;
     memcpy(&hsize, img + 6, 2);
     memcpy(&size, img + 8, 8);
-    if (hsize < 16 || size > IMAGE_MAX)
+    if (hsize < 16 || size > SIM_IMAGE_MAX)
         return CUDA_ERROR_INVALID_IMAGE;
     pick_t elf = { 0 }, ptx = { 0 };
     int entries = 0;
@@ -147,7 +146,7 @@ CUresult sim_fatbin_load(const unsigned char *img, sim_module_t *m)
         memcpy(&ehsize, e + 4, 4);
         memcpy(&psize, e + 8, 8);
         memcpy(&arch, e + 28, 4);
-        if (ehsize < ENTRY_MIN || psize > IMAGE_MAX || off + ehsize + psize > hsize + size)
+        if (ehsize < ENTRY_MIN || psize > SIM_IMAGE_MAX || off + ehsize + psize > hsize + size)
             return CUDA_ERROR_INVALID_IMAGE;
         entries++;
         if (kind == KIND_ELF && sim_arch_runs_cubin(arch))

@@ -10,8 +10,8 @@
  * What simgpu needs of a kernel is its name and its parameter layout (count,
  * offset and size of each), to pack kernelParams as the device would, and a
  * few plausible attributes.  In a cubin: kernels are the STT_FUNC symbols
- * marked as entries, parameters the EIATTR_KPARAM_INFO records of section
- * .nv.info.<kernel>; registers come from EIATTR_REGCOUNT in .nv.info.  In
+ * marked as entries, parameters the SIM_EIATTR_KPARAM_INFO records of section
+ * .nv.info.<kernel>; registers come from SIM_EIATTR_REGCOUNT in .nv.info.  In
  * PTX: `.entry name(` and its `.param` list, laid out by PTX's rules (each
  * parameter aligned to its own alignment).  Module-scope variables (for
  * cuModuleGetGlobal): STT_OBJECT symbols of the .nv.global and user
@@ -29,13 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STO_CUDA_ENTRY       0x10       /* st_other bit of kernel entries */
-#define EIATTR_KPARAM_INFO   0x17
-#define EIATTR_CBANK_PARAM_SIZE 0x19
-#define EIATTR_REGCOUNT      0x2f
-#define EIATTR_FRAME_SIZE    0x11
-#define EIFMT_SVAL           0x04
-#define IMAGE_MAX            (1ull << 30)
 
 /* ---- functions ------------------------------------------------------------ */
 
@@ -133,11 +126,11 @@ static size_t elf_extent(const unsigned char *img)
     Elf64_Ehdr eh;
     memcpy(&eh, img, sizeof eh);
     if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-        eh.e_shnum == 0 || eh.e_shoff > IMAGE_MAX || eh.e_shnum > 65000)
+        eh.e_shnum == 0 || eh.e_shoff > SIM_IMAGE_MAX || eh.e_shnum > 65000)
         return 0;
     size_t end = eh.e_shoff + (size_t)eh.e_shnum * sizeof(Elf64_Shdr);
     if (eh.e_phoff && eh.e_phnum) {
-        if (eh.e_phoff > IMAGE_MAX || eh.e_phentsize != sizeof(Elf64_Phdr))
+        if (eh.e_phoff > SIM_IMAGE_MAX || eh.e_phentsize != sizeof(Elf64_Phdr))
             return 0;
         end = sim_max(end, eh.e_phoff + (size_t)eh.e_phnum * sizeof(Elf64_Phdr));
     }
@@ -146,7 +139,7 @@ static size_t elf_extent(const unsigned char *img)
         memcpy(&sh, img + eh.e_shoff + (size_t)i * sizeof sh, sizeof sh);
         if (sh.sh_type == SHT_NOBITS)
             continue;
-        if (sh.sh_offset > IMAGE_MAX || sh.sh_size > IMAGE_MAX)
+        if (sh.sh_offset > SIM_IMAGE_MAX || sh.sh_size > SIM_IMAGE_MAX)
             return 0;
         end = sim_max(end, sh.sh_offset + sh.sh_size);
     }
@@ -171,7 +164,7 @@ static Elf_Data *section_data(Elf *e, const char *name, size_t shstrndx, GElf_Sh
 }
 
 /* Walk the records of an .nv.info section: fmt (1), attribute (1), then a
- * 16-bit value or, for EIFMT_SVAL, the size of the data that follows. */
+ * 16-bit value or, for SIM_EIFMT_SVAL, the size of the data that follows. */
 typedef void (*info_fn)(sim_func_t *f, unsigned attr, const unsigned char *v,
                         unsigned len, uint16_t hval, void *arg);
 
@@ -183,7 +176,7 @@ static void info_walk(const Elf_Data *d, sim_func_t *f, info_fn fn, void *arg)
         unsigned fmt = p[i], attr = p[i + 1];
         uint16_t h;
         memcpy(&h, p + i + 2, 2);
-        unsigned len = fmt == EIFMT_SVAL ? h : 0;
+        unsigned len = fmt == SIM_EIFMT_SVAL ? h : 0;
         if (i + 4 + len > n)
             break;
         fn(f, attr, p + i + 4, len, h, arg);
@@ -195,7 +188,7 @@ static void kernel_info(sim_func_t *f, unsigned attr, const unsigned char *v, un
                         uint16_t hval, void *arg)
 {
     int *bad = arg;
-    if (attr == EIATTR_KPARAM_INFO && len >= 12) {
+    if (attr == SIM_EIATTR_KPARAM_INFO && len >= 12) {
         uint16_t ordinal, offset;
         uint32_t flags;
         memcpy(&ordinal, v + 4, 2);
@@ -203,7 +196,7 @@ static void kernel_info(sim_func_t *f, unsigned attr, const unsigned char *v, un
         memcpy(&flags, v + 8, 4);
         if (func_param(f, ordinal, offset, (flags >> 18) & 0x3fff))
             *bad = 1;
-    } else if (attr == EIATTR_CBANK_PARAM_SIZE && len == 0) {
+    } else if (attr == SIM_EIATTR_CBANK_PARAM_SIZE && len == 0) {
         if (hval > f->param_bytes)
             f->param_bytes = hval;
     }
@@ -220,7 +213,7 @@ static void global_info(sim_func_t *unused, unsigned attr, const unsigned char *
     (void)unused;
     (void)hval;
     global_info_arg_t *g = arg;
-    if ((attr != EIATTR_REGCOUNT && attr != EIATTR_FRAME_SIZE) || len < 8)
+    if ((attr != SIM_EIATTR_REGCOUNT && attr != SIM_EIATTR_FRAME_SIZE) || len < 8)
         return;
     uint32_t sym, val;
     memcpy(&sym, v, 4);
@@ -228,7 +221,7 @@ static void global_info(sim_func_t *unused, unsigned attr, const unsigned char *
     for (int i = 0; i < g->m->nfuncs; i++) {
         if (g->symidx[i] != sym)
             continue;
-        if (attr == EIATTR_REGCOUNT)
+        if (attr == SIM_EIATTR_REGCOUNT)
             g->m->funcs[i]->num_regs = (int)val;
         else
             g->m->funcs[i]->local_bytes = val;
@@ -259,14 +252,14 @@ static CUresult cubin_functions(Elf *e, sim_module_t *m, size_t **symidx)
         return CUDA_SUCCESS;            /* no symbols: a module without kernels */
     int entries = 0;
     for (int pass = 0; pass < 2 && !entries; pass++) {
-        /* Kernels are flagged STO_CUDA_ENTRY; a toolchain without the
+        /* Kernels are flagged SIM_STO_CUDA_ENTRY; a toolchain without the
          * flag: every defined global function. */
         for (size_t i = 0; i < n; i++) {
             GElf_Sym s;
             if (!gelf_getsym(d, (int)i, &s) || GELF_ST_TYPE(s.st_info) != STT_FUNC ||
                 s.st_shndx == SHN_UNDEF)
                 continue;
-            if (pass == 0 ? !(s.st_other & STO_CUDA_ENTRY)
+            if (pass == 0 ? !(s.st_other & SIM_STO_CUDA_ENTRY)
                           : GELF_ST_BIND(s.st_info) == STB_LOCAL)
                 continue;
             const char *name = elf_strptr(e, sh.sh_link, s.st_name);
@@ -619,7 +612,7 @@ CUresult sim_image_load(const void *image, size_t len, sim_module_t *m)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&magic, p, 4);
     if (!memcmp(p, ELFMAG, SELFMAG))
-        return sim_cubin_load(p, len ? len : IMAGE_MAX, m);
+        return sim_cubin_load(p, len ? len : SIM_IMAGE_MAX, m);
     if (magic == SIM_FATBIN_MAGIC)
         return sim_fatbin_load(p, m);
     if (magic == SIM_FATBIN_WRAPPER_MAGIC) {

@@ -37,16 +37,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define EM_CUDA_             190
-#define STO_CUDA_ENTRY       0x10
-#define SHT_CUDA_INFO        0x70000000u
-#define EIFMT_HVAL           0x03
-#define EIFMT_SVAL           0x04
-#define EIATTR_FRAME_SIZE    0x11
-#define EIATTR_KPARAM_INFO   0x17
-#define EIATTR_CBANK_PARAM_SIZE 0x19
-#define EIATTR_REGCOUNT      0x2f
-#define LINK_INPUT_MAX       (1u << 30)
 
 /* ---- JIT options and logs ------------------------------------------------------ */
 
@@ -267,7 +257,7 @@ static void put_attr(buf_t *b, unsigned fmt, unsigned attr, uint16_t h, const vo
     unsigned char rec[4] = { (unsigned char)fmt, (unsigned char)attr };
     memcpy(rec + 2, &h, 2);
     put(b, rec, 4);
-    if (fmt == EIFMT_SVAL)
+    if (fmt == SIM_EIFMT_SVAL)
         put(b, v, h);
 }
 
@@ -313,7 +303,7 @@ static CUresult cubin_write(const sim_module_t *m, int arch, unsigned char **out
     sym->info = 1;                      /* the null symbol is the only local */
     sym->entsize = sizeof(Elf64_Sym);
     sym->align = 8;
-    out_scn_t *info = scn_add(s, &nscn, &shstr, "", ".nv.info", SHT_CUDA_INFO);
+    out_scn_t *info = scn_add(s, &nscn, &shstr, "", ".nv.info", SIM_SHT_CUDA_INFO);
     info->link = (uint32_t)sym_i;
     int gz = nscn, gi = nscn + 1;
     scn_add(s, &nscn, &shstr, "", ".nv.global", SHT_NOBITS)->flags = SHF_ALLOC | SHF_WRITE;
@@ -342,9 +332,9 @@ static CUresult cubin_write(const sim_module_t *m, int arch, unsigned char **out
         t->info = (uint32_t)(1 + m->nglobals + i);
         Elf64_Sym y = { .st_name = put_str(&str, "", f->name),
                         .st_info = GELF_ST_INFO(STB_GLOBAL, STT_FUNC),
-                        .st_other = STO_CUDA_ENTRY, .st_shndx = (uint16_t)text };
+                        .st_other = SIM_STO_CUDA_ENTRY, .st_shndx = (uint16_t)text };
         put(&sym->data, &y, sizeof y);
-        out_scn_t *ki = scn_add(s, &nscn, &shstr, ".nv.info.", f->name, SHT_CUDA_INFO);
+        out_scn_t *ki = scn_add(s, &nscn, &shstr, ".nv.info.", f->name, SIM_SHT_CUDA_INFO);
         ki->link = (uint32_t)sym_i;
         ki->info = (uint32_t)text;
         for (int p = 0; p < f->nparams; p++) {
@@ -354,13 +344,13 @@ static CUresult cubin_write(const sim_module_t *m, int arch, unsigned char **out
             memcpy(v + 4, &ord, 2);
             memcpy(v + 6, &off, 2);
             memcpy(v + 8, &flags, 4);
-            put_attr(&ki->data, EIFMT_SVAL, EIATTR_KPARAM_INFO, 12, v);
+            put_attr(&ki->data, SIM_EIFMT_SVAL, SIM_EIATTR_KPARAM_INFO, 12, v);
         }
-        put_attr(&ki->data, EIFMT_HVAL, EIATTR_CBANK_PARAM_SIZE, (uint16_t)f->param_bytes, NULL);
+        put_attr(&ki->data, SIM_EIFMT_HVAL, SIM_EIATTR_CBANK_PARAM_SIZE, (uint16_t)f->param_bytes, NULL);
         uint32_t rv[2] = { (uint32_t)(1 + m->nglobals + i), (uint32_t)f->num_regs };
-        put_attr(&info->data, EIFMT_SVAL, EIATTR_REGCOUNT, 8, rv);
+        put_attr(&info->data, SIM_EIFMT_SVAL, SIM_EIATTR_REGCOUNT, 8, rv);
         rv[1] = f->local_bytes;
-        put_attr(&info->data, EIFMT_SVAL, EIATTR_FRAME_SIZE, 8, rv);
+        put_attr(&info->data, SIM_EIFMT_SVAL, SIM_EIATTR_FRAME_SIZE, 8, rv);
         if (f->shared_bytes)
             scn_add(s, &nscn, &shstr, ".nv.shared.", f->name, SHT_NOBITS)->data.len =
                 f->shared_bytes;
@@ -377,7 +367,7 @@ static CUresult cubin_write(const sim_module_t *m, int arch, unsigned char **out
     if (oom)
         goto out;
     /* The image: header, section contents, section headers. */
-    Elf64_Ehdr eh = { .e_type = ET_EXEC, .e_machine = EM_CUDA_, .e_version = EV_CURRENT,
+    Elf64_Ehdr eh = { .e_type = ET_EXEC, .e_machine = EM_CUDA, .e_version = EV_CURRENT,
                       .e_flags = (uint32_t)arch << 8, .e_ehsize = sizeof eh,
                       .e_shentsize = sizeof(Elf64_Shdr), .e_shnum = (uint16_t)nscn,
                       .e_shstrndx = (uint16_t)shstr_i };
@@ -545,7 +535,7 @@ static CUresult add_data(CUlinkState state, CUjitInputType type, const void *dat
     SIM_CHECK_INIT();
     sim_jit_t own;
     if (!data || (unsigned)type >= CU_JIT_NUM_INPUT_TYPES ||
-        (type != CU_JIT_INPUT_PTX && !size) || size > LINK_INPUT_MAX)
+        (type != CU_JIT_INPUT_PTX && !size) || size > SIM_IMAGE_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = sim_jit_parse(&own, n, opts, vals);
     if (rc != CUDA_SUCCESS)
@@ -596,7 +586,7 @@ CUresult CUDAAPI cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const 
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     struct stat st;
     char *buf = NULL;
-    if (fstat(fileno(f), &st) < 0 || st.st_size <= 0 || st.st_size > LINK_INPUT_MAX)
+    if (fstat(fileno(f), &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > SIM_IMAGE_MAX)
         goto out;
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (!(buf = malloc((size_t)st.st_size + 1)))

@@ -57,6 +57,18 @@
 #define SIM_TEX2D_LINEAR_W   131072
 #define SIM_TEX2D_LINEAR_H   65000
 #define SIM_TEX2D_LINEAR_PITCH 2097120   /* bytes */
+/* Device code: the largest image read; what a cubin (ELF, EM_CUDA) marks
+ * kernels and records their attributes with (.nv.info sections: format,
+ * attribute, then a 16-bit value or the size of the data that follows). */
+#define SIM_IMAGE_MAX        (1ull << 30)
+#define SIM_STO_CUDA_ENTRY   0x10       /* st_other bit of kernel entries */
+#define SIM_SHT_CUDA_INFO    0x70000000u
+#define SIM_EIFMT_HVAL       0x03
+#define SIM_EIFMT_SVAL       0x04
+#define SIM_EIATTR_FRAME_SIZE 0x11
+#define SIM_EIATTR_KPARAM_INFO 0x17
+#define SIM_EIATTR_CBANK_PARAM_SIZE 0x19
+#define SIM_EIATTR_REGCOUNT  0x2f
 #define SIM_FATBIN_MAGIC     0xba55ed50u
 #define SIM_FATBIN_WRAPPER_MAGIC 0x466243b1u
 
