@@ -1,7 +1,7 @@
 #!/bin/sh
 # Check, and where we may install, what the build needs on a Debian machine.
 #
-#   mk/deps.sh build|test|demo|bench
+#   mk/deps.sh build|test|demo|bench|fuzz
 #
 # Each need is a file or command that proves a package is there, and the
 # Debian package that provides it.  Missing packages are installed with
@@ -21,6 +21,7 @@ need() {
     -h:*) f=${1#-h:}; [ -e "/usr/include/$f" ] || [ -e "/usr/local/include/$f" ] && return 0 ;;
     -c:*) command -v "${1#-c:}" >/dev/null 2>&1 && return 0 ;;
     -p:*) /usr/bin/python3 -c "import ${1#-p:}" >/dev/null 2>&1 && return 0 ;;
+    -f:*) for f in ${1#-f:}; do [ -e "$f" ] && return 0; done ;;
     esac
     case " $missing " in *" $2 "*) ;; *) missing="$missing $2" ;; esac
 }
@@ -44,6 +45,10 @@ test|demo|bench)
 esac
 case "$what" in
 bench) need -p:matplotlib python3-matplotlib ;;
+fuzz)                                   # make fuzz: libFuzzer's runtime comes with clang's
+    need -c:clang clang
+    need -f:'/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a' libclang-rt-dev
+    ;;
 esac
 
 if [ -n "$missing" ]; then

@@ -36,6 +36,7 @@
 #include "ipc/shm_layout.h"
 #include "lib/tablefuzz.h"
 #include "lib/testutil.h"
+#include "sched/sched.h"
 
 #define REAL_EVERY 100
 
@@ -77,6 +78,23 @@ static void train_argv(char **argv, char *prog, size_t len, const char *seconds)
     memcpy(argv, a, sizeof a);
 }
 
+/* Both jobs have a slot and have run an iteration on the seed table. */
+static int both_ran(void *arg)
+{
+    (void)arg;
+    shm_open_opts_t ro = { .name = seed_name, .read_only = 1 };
+    shm_table_t *t = NULL;
+    if (shm_open_table(&ro, &t) != 0)
+        return 0;
+    int n = 0;
+    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+        sched_slot_info_t si;
+        n += shm_slot_alive(t, s) && sched_read_slot(t, s, &si) == 0 && si.iterations > 0;
+    }
+    shm_close_table(t);
+    return n >= 2;
+}
+
 /* Two jobs run on the seed table, then are killed mid-way. */
 static void make_seed(void)
 {
@@ -89,7 +107,7 @@ static void make_seed(void)
     for (int i = 0; i < 2; i++)
         assert_int_equal(tu_spawn(&jobs[i], argv, &env), 0);
     tu_env_free(&env);
-    tu_sleep_ms(600);                   /* they start, allocate, share: no order needed */
+    assert_true(tu_await(both_ran, NULL, 20000));   /* they allocate and share */
     for (int i = 0; i < 2; i++) {
         kill(jobs[i].pid, SIGKILL);
         tu_wait(&jobs[i], 10000);

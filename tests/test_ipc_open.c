@@ -378,7 +378,7 @@ static void test_truncated_under_this_process(void **state)
     truncated_under_us((off_t)sizeof(shm_layout_t) / 2);
 }
 
-/* A host with slot s in the table: is it there? */
+/* The live hosts in the table. */
 static int count_hosts(void)
 {
     shm_open_opts_t ro = { .name = name, .read_only = 1 };
@@ -390,6 +390,32 @@ static int count_hosts(void)
         n += shm_slot_alive(t, s);
     shm_close_table(t);
     return n;
+}
+
+static int two_hosts(void *arg)
+{
+    (void)arg;
+    return count_hosts() >= 2;
+}
+
+/* salus-top --json has printed more than `more_than` snapshots. */
+typedef struct lines_wait {
+    const char *path;
+    int more_than;
+} lines_wait_t;
+
+static int count_file_lines(const char *path)
+{
+    char *text = tu_read_file(path, NULL);
+    int n = text ? tu_count_lines(text, "{") : 0;
+    free(text);
+    return n;
+}
+
+static int has_more_lines(void *arg)
+{
+    lines_wait_t *w = arg;
+    return count_file_lines(w->path) > w->more_than;
 }
 
 static void test_truncated_under_running_hosts(void **state)
@@ -404,16 +430,14 @@ static void test_truncated_under_running_hosts(void **state)
                      "--seconds", "3", "--kernels", "4", "--kernel-us", "1000", NULL };
     for (int i = 0; i < 2; i++)
         assert_int_equal(tu_spawn(&jobs[i], argv, &env), 0);
-    uint64_t deadline = tu_now_ns() + 15ull * 1000000000;
-    while (count_hosts() < 2 && tu_now_ns() < deadline)
-        tu_sleep_ms(10);
-    assert_int_equal(count_hosts(), 2);
+    assert_true(tu_await(two_hosts, NULL, 15000));
     tu_env_unset(&env, "LD_PRELOAD");
     char *top_argv[] = { (char *)tu_build_path("bin/salus-top", top, sizeof top),
                          "--json", "-d", "0.1", "-t", name, NULL };
     assert_int_equal(tu_spawn(&mon, top_argv, &env), 0);
     tu_env_free(&env);
-    tu_sleep_ms(300);                         /* salus-top has it mapped */
+    lines_wait_t w = { mon.out_path, 0 };
+    assert_true(tu_await(has_more_lines, &w, 15000));   /* salus-top has it mapped */
 
     assert_int_equal(truncate(path, 0), 0);
     for (int i = 0; i < 2; i++) {
@@ -423,7 +447,8 @@ static void test_truncated_under_running_hosts(void **state)
         assert_said(err, "was truncated by another process");
         free(err);
     }
-    tu_sleep_ms(300);                         /* salus-top samples after it */
+    w.more_than = count_file_lines(mon.out_path);
+    assert_true(tu_await(has_more_lines, &w, 15000));   /* it samples after it */
     kill(mon.pid, SIGTERM);
     int rc = tu_wait(&mon, 10000);
     if (rc != 0 && rc != 128 + SIGTERM) {
