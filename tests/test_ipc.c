@@ -94,21 +94,21 @@ static void test_default_names(void **state)
     char buf[64], want[64];
     unsetenv("SALUS_TABLE");
     unsetenv("SALUS_GROUP");
-    assert_int_equal(shm_default_name(buf, sizeof buf), 0);
+    assert_int_equal(shm_default_name(buf, sizeof buf, 0), 0);
     snprintf(want, sizeof want, "/salus-%u", (unsigned)getuid());
     assert_string_equal(buf, want);
 
     setenv("SALUS_GROUP", "research", 1);
-    assert_int_equal(shm_default_name(buf, sizeof buf), 0);
+    assert_int_equal(shm_default_name(buf, sizeof buf, 0), 0);
     assert_string_equal(buf, "/salus-group-research");
 
     setenv("SALUS_TABLE", "mine", 1);
-    assert_int_equal(shm_default_name(buf, sizeof buf), 0);
+    assert_int_equal(shm_default_name(buf, sizeof buf, 0), 0);
     assert_string_equal(buf, "/mine");
 
     /* A bad name is said and ignored: the default (here the group's) is used. */
     setenv("SALUS_TABLE", "../etc/passwd", 1);
-    assert_int_equal(shm_default_name(buf, sizeof buf), 0);
+    assert_int_equal(shm_default_name(buf, sizeof buf, 0), 0);
     assert_string_equal(buf, "/salus-group-research");
     unsetenv("SALUS_TABLE");
     unsetenv("SALUS_GROUP");
@@ -117,6 +117,59 @@ static void test_default_names(void **state)
     shm_table_t *t = NULL;
     assert_int_equal(shm_open_table(&o, &t), -EINVAL);
     assert_null(t);
+}
+
+/* What stderr got while fn ran. */
+static void capture_stderr(void (*fn)(void *), void *arg, char *out, size_t cap)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    int saved = dup(2);
+    dup2(fds[1], 2);
+    fn(arg);
+    dup2(saved, 2);
+    close(saved);
+    close(fds[1]);
+    ssize_t n = read(fds[0], out, cap - 1);
+    out[n > 0 ? n : 0] = '\0';
+    close(fds[0]);
+}
+
+static void open_bad_name(void *quiet)
+{
+    shm_open_opts_t o = { .name = "no-slash", .create = 1, .quiet = *(int *)quiet };
+    shm_table_t *t = NULL;
+    assert_int_equal(shm_open_table(&o, &t), -EINVAL);
+}
+
+/* Options are taken as given: a quiet open says nothing (a monitor says it
+ * its own way), and a table opened with no group is private whatever
+ * SALUS_GROUP says (only the process's own table reads the environment). */
+static void test_open_options_explicit(void **state)
+{
+    (void)state;
+    char said[1024];
+    int quiet = 0;
+    capture_stderr(open_bad_name, &quiet, said, sizeof said);
+    assert_non_null(strstr(said, "is not a table name"));
+    quiet = 1;
+    capture_stderr(open_bad_name, &quiet, said, sizeof said);
+    assert_string_equal(said, "");
+
+    char name[64];
+    tu_unique_name("salus-ipc-opts", name, sizeof name);
+    setenv("SALUS_GROUP", "no-such-group-here", 1);   /* would refuse, if it were read */
+    shm_open_opts_t o = { .name = name, .create = 1, .quiet = 1 };
+    shm_table_t *t = NULL;
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    unsetenv("SALUS_GROUP");
+    struct stat st;
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);          /* private */
+    shm_close_table(t);
+    shm_unlink_table(name);
 }
 
 static void test_create_and_attach(void **state)
@@ -594,6 +647,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_default_names),
+        T(test_open_options_explicit),
         T(test_create_and_attach),
         T(test_read_only_monitor),
         T(test_refuses_foreign_tables),

@@ -79,33 +79,18 @@ static top_proc_t *snap_add_proc(top_snap_t *s)
 
 /* ---- opening tables quietly ----------------------------------------------
  * ipc logs why a table cannot be used, for applications; a monitor says it
- * in its own words (on its screen, not on a stderr under curses), so the log
- * is silenced around the call.  SALUS_GROUP, which ipc reads when no group
- * is given, is set aside so that a private table is checked as private. */
+ * in its own words (on its screen, not on a stderr under curses), so it
+ * opens quietly, and with exactly the group it was given (none: private). */
 
 int top_open_table(const char *name, const char *group, int writable, shm_table_t **out)
 {
-    char *saved_group = NULL;
-    const char *env = getenv("SALUS_GROUP");
-    if (env && !(saved_group = strdup(env)))
-        return -ENOMEM;
-    unsetenv("SALUS_GROUP");
-    int level = util_log_level;
-    util_log_level = -1;
-
     shm_open_opts_t o = {
         .name = name,
         .group = group && *group ? group : NULL,
         .read_only = !writable,
+        .quiet = 1,
     };
-    int rc = shm_open_table(&o, out);
-
-    util_log_level = level;
-    if (saved_group) {
-        setenv("SALUS_GROUP", saved_group, 1);
-        free(saved_group);
-    }
-    return rc;
+    return shm_open_table(&o, out);
 }
 
 const char *top_open_error(int err)
@@ -124,10 +109,7 @@ const char *top_open_error(int err)
 
 int top_default_table(char *name, size_t len, char *group, size_t glen)
 {
-    int level = util_log_level;
-    util_log_level = -1;
-    int rc = shm_default_name(name, len);
-    util_log_level = level;
+    int rc = shm_default_name(name, len, 1);
     const char *g = util_env_str("SALUS_GROUP");
     snprintf(group, glen, "%s", g ? g : "");
     return rc;

@@ -82,14 +82,17 @@ typedef void (*shm_repair_fn)(shm_table_t *t, void *ctx);
 typedef const char *(*shm_check_fn)(shm_table_t *t, void *ctx);
 
 /* ---- opening -------------------------------------------------------------
- * Errors are negative errno values; the message has been logged once, naming
- * the table and what to do (remove a stale table with `salus reset`, ...). */
+ * Errors are negative errno values; unless quiet, the message has been
+ * logged once, naming the table and what to do (remove a stale table with
+ * `salus reset`, ...).  The options are taken as given: only a NULL opts
+ * (the process's own table) reads SALUS_TABLE and SALUS_GROUP. */
 
 typedef struct shm_open_opts {
-    const char *name;      /* NULL: from SALUS_TABLE / SALUS_GROUP / uid */
-    const char *group;     /* NULL: from SALUS_GROUP */
+    const char *name;      /* NULL: the default name (SALUS_TABLE / SALUS_GROUP / uid) */
+    const char *group;     /* the group sharing the table; NULL: private to the user */
     int create;            /* create the table when it does not exist */
     int read_only;         /* monitors: map read-only, never claim a slot */
+    int quiet;             /* log nothing: the caller says errors its own way */
 } shm_open_opts_t;
 
 /* The table of this process, opened (created if need be) on first call from
@@ -97,8 +100,9 @@ typedef struct shm_open_opts {
  * once: the caller then passes calls through.  Shared by sched and memory. */
 shm_table_t *shm_process_table(void);
 
-/* The table's name as SALUS_TABLE / SALUS_GROUP / the uid give it. */
-int  shm_default_name(char *buf, size_t len);
+/* The table's name as SALUS_TABLE / SALUS_GROUP / the uid give it (an
+ * invalid one is said unless quiet). */
+int  shm_default_name(char *buf, size_t len, int quiet);
 int  shm_open_table(const shm_open_opts_t *opts, shm_table_t **out);
 void shm_close_table(shm_table_t *t);
 const char *shm_table_name(const shm_table_t *t);

@@ -138,7 +138,7 @@ static void guest_return(shm_table_t *t)
 {
     guest_enter(t);
     if (t->guest >= 0 && t->guest_pid == getpid() && --t->guest_users <= 0 &&
-        shm_self_peek(t) >= 0) {
+        shm_self_now(t) >= 0) {
         byte_lock(t, SHM_MAX_SLOTS + t->guest, F_UNLCK);
         t->guest = -1;
     }
@@ -157,7 +157,7 @@ void shm_lock_forget(shm_table_t *t)
 /* The word this process locks with: its slot's, else a guest's. */
 static int my_word(shm_table_t *t, uint32_t *word, int *guest)
 {
-    int self = shm_self_peek(t);
+    int self = shm_self_now(t);
     *guest = self < 0;
     if (self >= 0) {
         *word = encode(self, __atomic_load_n(&t->map->slots[self].id.gen, __ATOMIC_RELAXED));
@@ -209,7 +209,8 @@ static void took_over(shm_table_t *t, uint32_t old, judgment_t why)
                       "process and repairs the table", t->name, old);
     else
         util_info("table %s: a process died holding the table's lock; repairing", t->name);
-    shm_repair_locked(t);
+    if (t->repair_locked)
+        t->repair_locked(t);
 }
 
 static int timed_out(shm_table_t *t)

@@ -17,6 +17,7 @@
 #define SALUS_SHM_LAYOUT_H
 
 #include <stdint.h>
+#include <unistd.h>
 
 #include "ipc/ipc.h"
 
@@ -114,10 +115,19 @@ struct shm_table {
     /* CUDA ordinal -> device index + 1 (0: not looked up yet); devices.c. */
     int8_t ordinal_index[SHM_MAX_ORDINALS];
     int whole_at_lock;           /* debug builds: the checks passed at the lock */
+    void (*repair_locked)(shm_table_t *t);   /* slots.c's, set at open */
 };
 
-/* slots.c, for table.c and lock.c */
+/* slots.c, for table.c, which hands it to lock.c as t->repair_locked (the
+ * lock repairs after a dead holder; slots.c takes the lock: a pointer, not a
+ * name, keeps lock.c below slots.c). */
 void shm_repair_locked(shm_table_t *t);
+
+/* Our slot, if this process (not a parent before fork) claimed it; -1. */
+static inline int shm_self_now(const shm_table_t *t)
+{
+    return t && t->self >= 0 && t->self_pid == getpid() ? t->self : -1;
+}
 /* lock.c, for table.c: give back the guest id (closing the table). */
 void shm_lock_forget(shm_table_t *t);
 #ifdef SALUS_DEBUG

@@ -41,7 +41,7 @@ static int live_lock(shm_table_t *t, int slot, int cmd, short type)
 
 int shm_self_peek(const shm_table_t *t)
 {
-    return t && t->self >= 0 && t->self_pid == getpid() ? t->self : -1;
+    return shm_self_now(t);
 }
 
 int shm_slot_alive(shm_table_t *t, int slot)

@@ -1,10 +1,11 @@
 /*
  * table.c - the arbitration table's life: its name, creation, attachment and
- * validation, its lock, the module areas, and futex waits.
+ * validation, and the process's own table.
  *
  * Divided into: names; opening (create or attach, then validate); the
- * process's own table; hooks (and the debug build's checks); devices; areas;
- * futexes.  The lock is lock.c.
+ * process's own table.  The lock is lock.c, slots slots.c, and what the
+ * table offers below the lock (areas, hooks, devices, futexes) area.c: the
+ * top of ipc, this file depends on them and none on it.
  *
  * Creation race.  The creator and every attacher take a record lock on the
  * INIT byte before looking at the object; whoever holds it and finds the
@@ -25,17 +26,24 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define INIT_LOCK_WAIT_NS  (2000ull * 1000 * 1000)
+
+/* The open in progress on this thread asked for quiet (shm_open_opts_t):
+ * every message of opening goes through open_error, which drops it. */
+static __thread int open_quiet;
+#define open_error(...)                 \
+    do {                                \
+        if (!open_quiet)                \
+            util_error(__VA_ARGS__);    \
+    } while (0)
 
 static const char *const state_names[SHM_STATES] = {
     "free", "idle", "running", "waiting-gpu", "waiting-mem",
@@ -54,7 +62,7 @@ static int valid_name(const char *name)
     return name[0] == '/' && util_table_name_ok(name);
 }
 
-int shm_default_name(char *buf, size_t len)
+int shm_default_name(char *buf, size_t len, int quiet)
 {
     const char *table = util_var_text(UTIL_VAR_TABLE);
     const char *group = util_var_text(UTIL_VAR_GROUP);
@@ -66,7 +74,8 @@ int shm_default_name(char *buf, size_t len)
     else
         snprintf(name, sizeof name, "/salus-%u", (unsigned)getuid());
     if (!valid_name(name) || strlen(name) + 1 > len) {
-        util_error("SALUS_TABLE / SALUS_GROUP give the table name \"%s\", which is not "
+        if (!quiet)
+            util_error("SALUS_TABLE / SALUS_GROUP give the table name \"%s\", which is not "
                    "accepted: it takes letters, digits, '.', '_' and '-', at most 62 of "
                    "them", name);
         return -EINVAL;
@@ -82,7 +91,7 @@ static int group_id(const char *group, gid_t *out)
     struct group gr, *res = NULL;
     char buf[4096];
     if (getgrnam_r(group, &gr, buf, sizeof buf, &res) != 0 || !res) {
-        util_error("SALUS_GROUP=\"%s\" is not a group of this machine; name a group "
+        open_error("SALUS_GROUP=\"%s\" is not a group of this machine; name a group "
                    "whose members share the GPU (see getent group)", group);
         return -EINVAL;
     }
@@ -102,7 +111,7 @@ static int init_lock(int fd, const char *name)
     uint64_t deadline = util_now_ns() + INIT_LOCK_WAIT_NS;
     while (record_lock(fd, F_SETLK, F_WRLCK, SHM_LOCK_INIT) != 0) {
         if ((errno != EAGAIN && errno != EACCES) || util_now_ns() > deadline) {
-            util_error("table %s: another process has been setting it up for 2 s "
+            open_error("table %s: another process has been setting it up for 2 s "
                        "and seems hung; Salus passes calls through for this process", name);
             return -ETIMEDOUT;
         }
@@ -153,39 +162,39 @@ static int check_file(int fd, const char *name, const shm_open_opts_t *o, gid_t 
     object_path(name, path, sizeof path);
     if (fstat(fd, &st) != 0) {
         int err = -errno;
-        util_error("table %s: cannot examine %s: %s; Salus passes calls through", name,
+        open_error("table %s: cannot examine %s: %s; Salus passes calls through", name,
                    path, strerror(-err));
         return err;
     }
     unsigned mode = (unsigned)(st.st_mode & 0777);
     if (!S_ISREG(st.st_mode)) {
-        util_error("table %s: %s is %s, not a table: someone put it there (`ls -l %s` "
+        open_error("table %s: %s is %s, not a table: someone put it there (`ls -l %s` "
                    "shows who); Salus passes calls through until it is removed", name,
                    path, file_kind(st.st_mode), path);
         return -EPERM;
     }
     if (!o->group && st.st_uid != geteuid()) {
-        util_error("table %s belongs to uid %u, not to this user: someone took the name "
+        open_error("table %s belongs to uid %u, not to this user: someone took the name "
                    "(`ls -l %s` shows who). Set SALUS_TABLE to a name of your own, or "
                    "SALUS_GROUP to a group that shares one", name, (unsigned)st.st_uid,
                    path);
         return -EPERM;
     }
     if ((st.st_mode & 0007) || (!o->group && (st.st_mode & 0070))) {
-        util_error("table %s has mode %03o: it is open to %s, so Salus will not trust "
+        open_error("table %s has mode %03o: it is open to %s, so Salus will not trust "
                    "it; remove it with `salus reset --force` (or rm %s)%s", name, mode,
                    st.st_mode & 0007 ? "every user of the machine" : "its group",
                    path, st.st_mode & 0007 ? "" : ", or name that group in SALUS_GROUP");
         return -EPERM;
     }
     if (o->group && st.st_gid != gid) {
-        util_error("table %s is in group %u, not in group %s (`ls -l %s` shows it); "
+        open_error("table %s is in group %u, not in group %s (`ls -l %s` shows it); "
                    "remove it with `salus reset` or choose another SALUS_TABLE", name,
                    (unsigned)st.st_gid, o->group, path);
         return -EPERM;
     }
     if (!o->read_only && !(st.st_mode & S_IWUSR)) {
-        util_error("table %s has mode %03o: its owner cannot write to it, so this "
+        open_error("table %s has mode %03o: its owner cannot write to it, so this "
                    "process cannot take part; chmod 600 %s, or remove it with `salus "
                    "reset`", name, mode, path);
         return -EACCES;
@@ -209,7 +218,7 @@ static int validate(const shm_layout_t *m, const char *name)
                  "build of Salus)");
     else
         return 0;
-    util_error("table %s %s; Salus passes calls through for this process; once no "
+    open_error("table %s %s; Salus passes calls through for this process; once no "
                "process uses that table, remove it with `salus reset`, or set SALUS_TABLE "
                "to another name", name, what);
     return -EPROTO;
@@ -248,20 +257,20 @@ static void say_open_error(const char *name, int err, const shm_open_opts_t *o)
     if (err == -ENOENT && o->read_only)
         return;                              /* a monitor before any host: quiet */
     if (err == -ELOOP || (seen && S_ISLNK(st.st_mode)))
-        util_error("table %s: %s is a symbolic link, which Salus does not follow: "
+        open_error("table %s: %s is a symbolic link, which Salus does not follow: "
                    "someone put it there (`ls -l %s` shows who); Salus passes calls "
                    "through until it is removed", name, path, path);
     else if (err == -EACCES && seen && st.st_uid == geteuid())
-        util_error("table %s has mode %03o: it does not let its owner %s it; chmod 600 "
+        open_error("table %s has mode %03o: it does not let its owner %s it; chmod 600 "
                    "%s, or remove it with `salus reset`", name,
                    (unsigned)(st.st_mode & 0777), o->read_only ? "read" : "write to", path);
     else if (err == -EACCES)
-        util_error("table %s belongs to another user (uid %d; `ls -l %s` shows who) and "
+        open_error("table %s belongs to another user (uid %d; `ls -l %s` shows who) and "
                    "is not open to this one. Set SALUS_TABLE to a name of your own, or "
                    "SALUS_GROUP to a group that shares it", name,
                    seen ? (int)st.st_uid : -1, path);
     else
-        util_error("table %s: cannot %s %s: %s; Salus passes calls through", name,
+        open_error("table %s: cannot %s %s: %s; Salus passes calls through", name,
                    o->create && !o->read_only ? "open or create" : "open", path,
                    strerror(-err));
 }
@@ -273,7 +282,7 @@ static int allocate(shm_table_t *t)
     int err = posix_fallocate(t->fd, 0, (off_t)sizeof(shm_layout_t));
     if (err == 0)
         return 0;
-    util_error("table %s: cannot allocate its %zu KiB in %s: %s; %s is full or too "
+    open_error("table %s: cannot allocate its %zu KiB in %s: %s; %s is full or too "
                "small (see df -h %s; a container's default is 64M, set with docker's "
                "--shm-size). Salus passes calls through for this process", t->name,
                sizeof(shm_layout_t) / 1024, SHM_DIR, strerror(err), SHM_DIR, SHM_DIR);
@@ -295,7 +304,7 @@ static int peek_header(shm_table_t *t, uint32_t *ready, uint64_t *magic)
 
 static int map_error(shm_table_t *t, const char *what, int err)
 {
-    util_error("table %s: %s failed: %s; Salus passes calls through for this process",
+    open_error("table %s: %s failed: %s; Salus passes calls through for this process",
                t->name, what, strerror(-err));
     return err;
 }
@@ -315,7 +324,7 @@ static int map_table(shm_table_t *t, int created)
     if (st.st_size == 0 && t->read_only)
         return -EAGAIN;                      /* a monitor, before the creator */
     if (st.st_size != 0 && (size_t)st.st_size != sizeof(shm_layout_t)) {
-        util_error("table %s is %lld bytes, not the %zu this version of Salus uses; "
+        open_error("table %s is %lld bytes, not the %zu this version of Salus uses; "
                    "remove it with `salus reset` once no process uses it, or set "
                    "SALUS_TABLE to another name", t->name, (long long)st.st_size,
                    sizeof(shm_layout_t));
@@ -344,7 +353,18 @@ static int map_table(shm_table_t *t, int created)
     return validate(t->map, t->name);
 }
 
+static int open_table(const shm_open_opts_t *opts, shm_table_t **out);
+
 int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
+{
+    int saved = open_quiet;
+    open_quiet = opts && opts->quiet;
+    int rc = open_table(opts, out);
+    open_quiet = saved;
+    return rc;
+}
+
+static int open_table(const shm_open_opts_t *opts, shm_table_t **out)
 {
     shm_open_opts_t o = opts ? *opts : (shm_open_opts_t){ .create = 1 };
     char name[SHM_TABLE_NAME_BYTES];
@@ -353,15 +373,15 @@ int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
 
     if (o.name) {
         if (!valid_name(o.name)) {
-            util_error("\"%s\" is not a table name: it takes '/' then letters, digits, "
+            open_error("\"%s\" is not a table name: it takes '/' then letters, digits, "
                        "'.', '_' and '-'", o.name);
             return -EINVAL;
         }
         snprintf(name, sizeof name, "%s", o.name);
-    } else if ((err = shm_default_name(name, sizeof name)) != 0) {
+    } else if ((err = shm_default_name(name, sizeof name, o.quiet)) != 0) {
         return err;
     }
-    if (!o.group)
+    if (!opts)                               /* the process's own table */
         o.group = util_var_text(UTIL_VAR_GROUP);
     if (o.group && (err = group_id(o.group, &gid)) != 0)
         return err;
@@ -370,6 +390,7 @@ int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
     if (!t)
         return -ENOMEM;
     t->self = -1;
+    t->repair_locked = shm_repair_locked;
     t->guest = -1;
     t->read_only = o.read_only;
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -386,7 +407,7 @@ int shm_open_table(const shm_open_opts_t *opts, shm_table_t **out)
         if (fchmod(t->fd, mode) != 0 ||
             (o.group && fchown(t->fd, (uid_t)-1, gid) != 0)) {
             err = -errno;
-            util_error("table %s: cannot give it mode %03o%s%s: %s", name, (unsigned)mode,
+            open_error("table %s: cannot give it mode %03o%s%s: %s", name, (unsigned)mode,
                        o.group ? " and group " : "", o.group ? o.group : "",
                        strerror(-err));
             shm_unlink(name);
@@ -468,149 +489,4 @@ __attribute__((destructor)) static void process_table_exit(void)
 {
     if (process_table)
         shm_release_self(process_table);
-}
-
-/* ---- hooks ------------------------------------------------------------ */
-
-void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,
-                   shm_repair_fn repair, void *ctx)
-{
-    if ((unsigned)area >= SHM_AREAS)
-        return;
-    t->hooks[area].reap = reap;
-    t->hooks[area].repair = repair;
-    t->hooks[area].ctx = ctx;
-}
-
-void shm_set_check(shm_table_t *t, shm_area_t area, shm_check_fn check)
-{
-    if ((unsigned)area < SHM_AREAS)
-        t->hooks[area].check = check;
-}
-
-/* Debug builds: the modules' invariants at each lock and unlock (lock.c
- * calls these).  A table found broken at the lock was broken by someone
- * else: a peer's bug (its own debug build stops there), a peer that died
- * mid-change, or a test that scribbles on purpose to prove that every word
- * is checked before use; that is said once and the holder goes on.  A table
- * found whole at the lock and broken at the unlock was broken by the code
- * that held the lock: said, and the debug build aborts, where it happened.
- * A release build compiles none of this. */
-#ifdef SALUS_DEBUG
-static const char *const area_names[SHM_AREAS] = { "scheduler", "memory" };
-
-static const char *first_violation(shm_table_t *t, int *area)
-{
-    for (int a = 0; a < SHM_AREAS; a++) {
-        const char *bad = t->hooks[a].check ? t->hooks[a].check(t, t->hooks[a].ctx) : NULL;
-        if (bad) {
-            *area = a;
-            return bad;
-        }
-    }
-    return NULL;
-}
-
-void shm_debug_check_lock(shm_table_t *t)
-{
-    static int said;
-    int a = 0;
-    const char *bad = first_violation(t, &a);
-    t->whole_at_lock = bad == NULL;
-    if (bad)
-        util_log_once(&said, UTIL_LOG_WARN, "debug build: table %s: an invariant of the %s "
-                      "did not hold when this process took the lock: %s", t->name,
-                      area_names[a], bad);
-}
-
-void shm_debug_check_unlock(shm_table_t *t)
-{
-    int a = 0;
-    const char *bad = t->whole_at_lock ? first_violation(t, &a) : NULL;
-    if (bad) {
-        fprintf(stderr, "salus[%d]: debug build: table %s: an invariant of the %s held at "
-                "the lock and does not at the unlock: %s\n", (int)getpid(), t->name,
-                area_names[a], bad);
-        abort();
-    }
-}
-#endif
-
-/* ---- devices ------------------------------------------------------------ */
-
-int shm_device_index_locked(shm_table_t *t, const uint8_t uuid[16])
-{
-    if (!t || t->read_only || !uuid)
-        return -1;
-    shm_header_t *h = &t->map->hdr;
-    uint32_t n = h->devices;
-    if (n > SHM_MAX_DEVICES)             /* a peer scribbled: keep what is sane */
-        n = h->devices = SHM_MAX_DEVICES;
-    for (uint32_t d = 0; d < n; d++)
-        if (memcmp(h->dev_uuid[d], uuid, 16) == 0)
-            return (int)d;
-    if (n == SHM_MAX_DEVICES)
-        return -1;
-    memcpy(h->dev_uuid[n], uuid, 16);
-    __atomic_store_n(&h->devices, n + 1, __ATOMIC_RELEASE);
-    return (int)n;
-}
-
-int shm_device_uuid(shm_table_t *t, int device, uint8_t out[16])
-{
-    if (!t || device < 0 || device >= SHM_MAX_DEVICES)
-        return -1;
-    uint32_t n = __atomic_load_n(&t->map->hdr.devices, __ATOMIC_ACQUIRE);
-    if ((uint32_t)device >= n || n > SHM_MAX_DEVICES)
-        return -1;
-    memcpy(out, t->map->hdr.dev_uuid[device], 16);
-    return 0;
-}
-
-/* ---- areas -------------------------------------------------------------- */
-
-void *shm_slot_area(shm_table_t *t, int slot, shm_area_t area)
-{
-    if (!t || slot < 0 || slot >= SHM_MAX_SLOTS || (unsigned)area >= SHM_AREAS)
-        return NULL;
-    return t->map->slots[slot].area[area];
-}
-
-void *shm_device_area(shm_table_t *t, int device, shm_area_t area)
-{
-    if (!t || device < 0 || device >= SHM_MAX_DEVICES || (unsigned)area >= SHM_AREAS)
-        return NULL;
-    return t->map->devices[device].area[area];
-}
-
-void *shm_global_area(shm_table_t *t, shm_area_t area)
-{
-    if (!t || (unsigned)area >= SHM_AREAS)
-        return NULL;
-    return t->map->global[area];
-}
-
-/* ---- futexes -----------------------------------------------------------
- * Shared (not FUTEX_PRIVATE) futexes on words of the mapping: the kernel
- * keys them by the object's inode and offset, so processes that map the table
- * at different addresses wait on the same word. */
-
-int shm_futex_wait(uint32_t *word, uint32_t expected, uint64_t timeout_ns)
-{
-    struct timespec ts, *tsp = NULL;
-    if (timeout_ns) {
-        ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
-        ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
-        tsp = &ts;
-    }
-    long rc = syscall(SYS_futex, word, FUTEX_WAIT, expected, tsp, NULL, 0);
-    if (rc == 0 || errno == EAGAIN)
-        return 0;
-    return errno;
-}
-
-int shm_futex_wake(uint32_t *word, int count)
-{
-    long rc = syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0);
-    return rc < 0 ? -errno : (int)rc;
 }
