@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """circles.py - no dependency loop between the files of libsalus.
 
-    mk/circles.py <obj-dir> [<obj-dir> ...]
+    mk/circles.py [--only <module>|--only modules] <obj-dir> [<obj-dir> ...]
 
 A file depends on another when it calls or reads a name that only the other
 defines (read from the objects with nm, so a weak or hidden reference counts
@@ -11,7 +11,8 @@ as much as a plain one).  Two checks:
     (intercept -> sched / memory -> ipc -> drv / util), so the module graph
     has no cycle either.
 Prints each loop found and exits 1; prints a one-line summary and exits 0
-otherwise.
+otherwise.  --only limits the verdict to one module's files, or to the
+module graph (tests/test_layering.c runs one check per module).
 """
 import os
 import subprocess
@@ -65,7 +66,7 @@ def cycles(graph):
     return found
 
 
-def main(dirs):
+def main(dirs, only=None):
     objs = []
     for d in dirs:
         for root, _, files in os.walk(d):
@@ -88,6 +89,8 @@ def main(dirs):
     bad = 0
     inside = {f: {g for g in deps if module(g) == module(f)} for f, deps in files.items()}
     for comp in cycles(inside):
+        if only not in (None, module(comp[0])):
+            continue
         bad += 1
         print("circles: files of %s depend on each other: %s" % (module(comp[0]), " <-> ".join(comp)))
         for f in comp:
@@ -97,7 +100,7 @@ def main(dirs):
     mods = {}
     for f, deps in files.items():
         mods.setdefault(module(f), set()).update(module(g) for g in deps if module(g) != module(f))
-    for comp in cycles(mods):
+    for comp in cycles(mods if only in (None, "modules") else {}):
         bad += 1
         print("circles: modules depend on each other: %s" % " <-> ".join(comp))
         for m in comp:
@@ -108,9 +111,14 @@ def main(dirs):
                         print("    %s -> %s  (%s)" % (f, g, ", ".join(why[:6])))
     if bad:
         return 1
-    print("circles: %d files in %d modules, no loop" % (len(files), len(mods)))
+    print("circles: %d files in %d modules, no loop%s" %
+          (len(files), len(mods), " in " + only if only else ""))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or ["build/obj/src"]))
+    args = sys.argv[1:]
+    only = None
+    if args[:1] == ["--only"] and len(args) >= 2:
+        only, args = args[1], args[2:]
+    sys.exit(main(args or ["build/obj/src"], only))
