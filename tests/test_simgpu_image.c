@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <cuda.h>
+#include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,21 @@ static void test_cubin_architecture(void **state)
     CKE(cuLinkAddFile(st, CU_JIT_INPUT_CUBIN, image_path("sm80.cubin", path, sizeof path),
                       0, NULL, NULL), CUDA_ERROR_NO_BINARY_FOR_GPU);
     CK(cuLinkDestroy(st));
+    /* Cubins of CUDA before 12.8 (ELF ABI version 7) say their architecture
+     * in e_flags' low byte: the same rule applies. */
+    size_t len;
+    unsigned char *old = (unsigned char *)image("sm90.cubin", &len);
+    Elf64_Ehdr eh;
+    memcpy(&eh, old, sizeof eh);
+    eh.e_ident[EI_ABIVERSION] = 7;
+    eh.e_flags = 0x5a005a;                  /* sm_90 as ABI 7 writes it */
+    memcpy(old, &eh, sizeof eh);
+    CK(cuModuleLoadData(&m, old));
+    CK(cuModuleUnload(m));
+    eh.e_flags = 0x500050;                  /* sm_80 */
+    memcpy(old, &eh, sizeof eh);
+    CKE(cuModuleLoadData(&m, old), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    free(old);
     /* PTX for a newer device fails to JIT, as ptxas refuses it. */
     char *ptx = image("sm90.ptx", NULL);
     char *t = strstr(ptx, ".target sm_90");
