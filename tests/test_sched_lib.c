@@ -26,14 +26,23 @@
 
 /* ---- watching a table ------------------------------------------------------------- */
 
+typedef struct opening {
+    const char *name;
+    shm_table_t *t;
+} opening_t;
+
+static int opened(void *arg)
+{
+    opening_t *o = arg;
+    shm_open_opts_t opts = { .name = o->name, .read_only = 1 };
+    return shm_open_table(&opts, &o->t) == 0;
+}
+
 shm_table_t *ts_open_table(const char *name, int timeout_ms)
 {
-    shm_open_opts_t o = { .name = name, .read_only = 1 };
-    shm_table_t *t = NULL;
-    uint64_t deadline = tu_now_ns() + (uint64_t)timeout_ms * MS;
-    while (shm_open_table(&o, &t) != 0 && tu_now_ns() < deadline)
-        tu_sleep_ms(2);
-    return t;
+    opening_t o = { name, NULL };
+    tu_await(opened, &o, timeout_ms);
+    return o.t;
 }
 
 pid_t ts_holder(shm_table_t *t, int nwaiters)
@@ -46,13 +55,23 @@ pid_t ts_holder(shm_table_t *t, int nwaiters)
     return -1;
 }
 
+typedef struct holding {
+    shm_table_t *t;
+    int nwaiters;
+    pid_t pid;
+} holding_t;
+
+static int held(void *arg)
+{
+    holding_t *h = arg;
+    return (h->pid = ts_holder(h->t, h->nwaiters)) >= 0;
+}
+
 pid_t ts_await_holder(shm_table_t *t, int nwaiters, int timeout_ms)
 {
-    uint64_t deadline = tu_now_ns() + (uint64_t)timeout_ms * MS;
-    pid_t pid;
-    while ((pid = ts_holder(t, nwaiters)) < 0 && tu_now_ns() < deadline)
-        tu_sleep_ms(2);
-    return pid;
+    holding_t h = { t, nwaiters, -1 };
+    tu_await(held, &h, timeout_ms);
+    return h.pid;
 }
 
 int ts_state(shm_table_t *t, pid_t pid)

@@ -259,17 +259,26 @@ static int reached(shm_table_t *t, pid_t pid, int what)
     return state >= 0;
 }
 
+typedef struct goal {
+    shm_table_t *t;
+    pid_t pid;
+    int what;
+} goal_t;
+
+static int goal_reached(void *arg)
+{
+    const goal_t *g = arg;
+    return reached(g->t, g->pid, g->what);
+}
+
 static void wait_for(pid_t pid, int what)
 {
     static const char *const never[] = { "registered", "queued for the GPU", "held the GPU" };
-    shm_table_t *t = open_table();
-    uint64_t deadline = tu_now_ns() + 20000 * MS;
-    while (!reached(t, pid, what)) {
-        if (tu_now_ns() > deadline)
-            fail_msg("pid %d never %s", (int)pid, never[what]);
-        tu_sleep_ms(2);
-    }
-    shm_close_table(t);
+    goal_t g = { open_table(), pid, what };
+    int ok = tu_await(goal_reached, &g, 20000);
+    shm_close_table(g.t);
+    if (!ok)
+        fail_msg("pid %d never %s", (int)pid, never[what]);
 }
 
 /* ---- the detector on the workloads' sync patterns ---------------------------------- */

@@ -194,19 +194,24 @@ static trace_sum_t trace_of(const wl_run_t *r, int pid)
     return s;
 }
 
+typedef struct text_goal {
+    const char *path, *needle;
+} text_goal_t;
+
+static int has_text(void *arg)
+{
+    const text_goal_t *g = arg;
+    char *t = tu_read_file(g->path, NULL);
+    int hit = t && strstr(t, g->needle);
+    free(t);
+    return hit;
+}
+
 /* Poll a file until it contains needle (or ms pass). */
 static int wait_for_text(const char *path, const char *needle, int ms)
 {
-    uint64_t end = tu_now_ns() + (uint64_t)ms * 1000000ull;
-    while (tu_now_ns() < end) {
-        char *t = tu_read_file(path, NULL);
-        int hit = t && strstr(t, needle);
-        free(t);
-        if (hit)
-            return 1;
-        tu_sleep_ms(10);
-    }
-    return 0;
+    text_goal_t g = { path, needle };
+    return tu_await(has_text, &g, ms);
 }
 
 /* ---- arguments ---------------------------------------------------------- */
