@@ -681,15 +681,22 @@ static void test_sim_fifo(void **state)
     assert_int_equal(runs[60], 1);
 }
 
+/* A device under `policy` and two jobs of 10 ms iterations on it, arrived
+ * in order (the first holds the lease unless the policy gates nothing). */
+static void sim_two_jobs(sched_policy_t policy, job_t jobs[2])
+{
+    sim_device(policy, 100);
+    for (int i = 0; i < 2; i++) {
+        jobs[i] = (job_t){ .iter_ns = 10 * MS, .slot = dummy_slot() };
+        sim_arrive(&jobs[i]);
+    }
+}
+
 static void test_sim_pack(void **state)
 {
     (void)state;
-    sim_device(SCHED_POLICY_PACK, 100);
-    job_t jobs[2] = { { .iter_ns = 10 * MS }, { .iter_ns = 10 * MS } };
-    for (int i = 0; i < 2; i++) {
-        jobs[i].slot = dummy_slot();
-        sim_arrive(&jobs[i]);
-    }
+    job_t jobs[2];
+    sim_two_jobs(SCHED_POLICY_PACK, jobs);
     check_table();
     assert_int_equal(dev0()->lease, 0);
     assert_int_equal(dev0()->waiters[0] | dev0()->waiters[1], 0);
@@ -713,12 +720,8 @@ static void test_sim_pack(void **state)
 static void test_sim_dead_holder(void **state)
 {
     (void)state;
-    sim_device(SCHED_POLICY_FAIR, 100);
-    job_t jobs[2] = { { .iter_ns = 10 * MS }, { .iter_ns = 10 * MS } };
-    for (int i = 0; i < 2; i++) {
-        jobs[i].slot = dummy_slot();
-        sim_arrive(&jobs[i]);
-    }
+    job_t jobs[2];
+    sim_two_jobs(SCHED_POLICY_FAIR, jobs);
     assert_int_equal(sched_lease_holder(T, dev0()->lease), jobs[0].slot);
     kill(dummies[0], SIGKILL);
     tu_proc_t p = { .pid = dummies[0] };
@@ -750,12 +753,8 @@ static void assert_violation(const char *needle)
 static void test_check_finds_violations(void **state)
 {
     (void)state;
-    sim_device(SCHED_POLICY_FAIR, 100);
-    job_t jobs[2] = { { .iter_ns = 10 * MS }, { .iter_ns = 10 * MS } };
-    for (int i = 0; i < 2; i++) {
-        jobs[i].slot = dummy_slot();
-        sim_arrive(&jobs[i]);
-    }
+    job_t jobs[2];
+    sim_two_jobs(SCHED_POLICY_FAIR, jobs);
     sched_dev_t *dev = dev0();
     sched_slot_t *holder = sched_slot(T, jobs[0].slot), *waiter = sched_slot(T, jobs[1].slot);
     assert_int_equal(sched_lease_holder(T, dev->lease), jobs[0].slot);

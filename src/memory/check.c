@@ -1,30 +1,19 @@
 /*
  * check.c - the memory module's invariants over a table, as written above
  * its layout (mem_layout.h): for the tests, and in a debug build (make
- * DEBUG=1) at every unlock of the table, through ipc's check hook.  A
- * release build never calls them.
+ * DEBUG=1) at every lock and unlock of the table, through ipc's check hook.
+ * A release build never calls them.
  *
  * Divided into: one slot; one device; the entry points.  Called with the
  * table locked.  They only read: no repair, no abort, no log; the first
- * violation is described in a per-thread buffer that the caller prints.
+ * violation is described in util_describe's per-thread buffer for the
+ * caller to print.
  * "used == the process's live allocations" is known only to the process
  * itself and is left to the tests, which count their allocations.
  */
 #include "memory/mem_layout.h"
 
-#include <stdarg.h>
-#include <stdio.h>
-
-static __thread char why[256];
-
-static const char *violation(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    return why;
-}
+#include "util/util.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
@@ -36,18 +25,18 @@ static const char *check_sdev(int j, int d, const mem_sdev_t *sd, uint64_t *comm
     uint64_t granted = LOAD(&sd->granted), reserved = LOAD(&sd->reserved);
     uint64_t spare = MEM_SPARE(LOAD(&sd->avail)), limit = LOAD(&sd->limit);
     if (granted > MEM_MAX_BYTES || reserved > MEM_MAX_BYTES)
-        return violation("slot %d, device %d: granted %llu or reserved %llu is past 2^48", j,
-                         d, (unsigned long long)granted, (unsigned long long)reserved);
+        return util_describe("slot %d, device %d: granted %llu or reserved %llu is past 2^48", j,
+                             d, (unsigned long long)granted, (unsigned long long)reserved);
     if (spare > granted)
-        return violation("slot %d, device %d: spare %llu is more than the grant %llu "
-                         "(used < 0)", j, d, (unsigned long long)spare,
-                         (unsigned long long)granted);
+        return util_describe("slot %d, device %d: spare %llu is more than the grant %llu "
+                             "(used < 0)", j, d, (unsigned long long)spare,
+                             (unsigned long long)granted);
     if (granted > limit)
-        return violation("slot %d, device %d: granted %llu is more than its limit %llu", j, d,
-                         (unsigned long long)granted, (unsigned long long)limit);
+        return util_describe("slot %d, device %d: granted %llu is more than its limit %llu", j, d,
+                             (unsigned long long)granted, (unsigned long long)limit);
     if (reserved > 0 && !(LOAD(&sd->flags) & MEM_SDEV_ADMITTED))
-        return violation("slot %d, device %d: %llu bytes reserved, yet not admitted", j, d,
-                         (unsigned long long)reserved);
+        return util_describe("slot %d, device %d: %llu bytes reserved, yet not admitted", j, d,
+                             (unsigned long long)reserved);
     *committed += granted > reserved ? granted : reserved;
     return NULL;
 }
@@ -59,10 +48,10 @@ static const char *check_dev(shm_table_t *t, int d, const mem_dev_t *dev)
     const char *bad;
     uint64_t capacity = LOAD(&dev->capacity), budget = LOAD(&dev->budget);
     if (capacity > MEM_MAX_BYTES || budget > capacity)
-        return violation("device %d: budget %llu, capacity %llu (budget <= capacity < 2^48)",
-                         d, (unsigned long long)budget, (unsigned long long)capacity);
+        return util_describe("device %d: budget %llu, capacity %llu (budget <= capacity < 2^48)",
+                             d, (unsigned long long)budget, (unsigned long long)capacity);
     if (LOAD(&dev->log.valid))
-        return violation("device %d: a reclaim log is left valid at an unlock", d);
+        return util_describe("device %d: a reclaim log is left valid at an unlock", d);
     uint64_t committed = 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         mem_slot_t *a = shm_slot_area(t, j, SHM_AREA_MEM);
@@ -72,8 +61,8 @@ static const char *check_dev(shm_table_t *t, int d, const mem_dev_t *dev)
             return bad;
     }
     if (committed > budget)
-        return violation("device %d: the live slots commit %llu bytes, more than the budget "
-                         "%llu", d, (unsigned long long)committed, (unsigned long long)budget);
+        return util_describe("device %d: the live slots commit %llu bytes, more than the budget "
+                             "%llu", d, (unsigned long long)committed, (unsigned long long)budget);
     return NULL;
 }
 

@@ -229,8 +229,8 @@ void mem_repair_hook(shm_table_t *t, void *ctx);
 /* ---- check.c: the invariants above, under the table lock ---------------- */
 /* NULL when they hold on every registered device; else a description of the
  * first violation (a per-thread buffer, valid until the next call).  Never
- * repairs, logs or aborts.  The hook is the same for ipc's unlock in a
- * debug build. */
+ * repairs, logs or aborts.  The hook is the same, for ipc's lock and
+ * unlock in a debug build. */
 const char *mem_check_locked(shm_table_t *t);
 const char *mem_check_hook(shm_table_t *t, void *ctx);
 

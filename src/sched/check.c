@@ -1,30 +1,19 @@
 /*
  * check.c - the scheduler's invariants over a table, as written above
  * sched_slot_t and sched_dev_t (sched_int.h): for the tests, and in a debug
- * build (make DEBUG=1) at every unlock of the table, through ipc's check
- * hook.  A release build never calls them.
+ * build (make DEBUG=1) at every lock and unlock of the table, through ipc's
+ * check hook.  A release build never calls them.
  *
  * Divided into: devices; gates; the entry points.  Called with the table
  * locked.  They only read: no repair, no abort, no log; the first violation
- * is described in a per-thread buffer that the caller prints.  What is
- * checked is what the code keeps true at every unlock; "vclock never
- * decreases" needs a history and is left to the tests of the lease.
+ * is described in util_describe's per-thread buffer for the caller to
+ * print.  What is checked is what the code keeps true at every unlock;
+ * "vclock never decreases" needs a history and is left to the tests of the
+ * lease.
  */
 #include "sched/sched_int.h"
 
-#include <stdarg.h>
-#include <stdio.h>
-
-static __thread char why[256];
-
-static const char *violation(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    return why;
-}
+#include "util/util.h"
 
 static int dev_ready(const sched_dev_t *dev)
 {
@@ -42,21 +31,21 @@ static const char *check_dev(shm_table_t *t, int d, const sched_dev_t *dev)
 {
     uint32_t policy = __atomic_load_n(&dev->policy, __ATOMIC_RELAXED);
     if (policy >= SCHED_POLICY_COUNT)
-        return violation("device %d: policy %u is none of the %d policies", d,
-                         (unsigned)policy, SCHED_POLICY_COUNT);
+        return util_describe("device %d: policy %u is none of the %d policies", d,
+                             (unsigned)policy, SCHED_POLICY_COUNT);
     uint64_t lease = __atomic_load_n(&dev->lease, __ATOMIC_RELAXED);
     if (!(sched_policy_ops(policy)->flags & SCHED_POL_GATED) && (lease != 0 || has_waiters(dev)))
-        return violation("device %d: policy %s gates nothing, yet its lease is %#llx and "
-                         "waiters %#llx %#llx", d, sched_policy_names[policy],
-                         (unsigned long long)lease, (unsigned long long)dev->waiters[0],
-                         (unsigned long long)dev->waiters[1]);
+        return util_describe("device %d: policy %s gates nothing, yet its lease is %#llx and "
+                             "waiters %#llx %#llx", d, sched_policy_names[policy],
+                             (unsigned long long)lease, (unsigned long long)dev->waiters[0],
+                             (unsigned long long)dev->waiters[1]);
     int holder = sched_lease_holder(t, lease);
     for (int s = 0; s < SHM_MAX_SLOTS; s++) {
         if (!((dev->waiters[s >> 6] >> (s & 63)) & 1))
             continue;
         uint32_t gen = dev->wait[s].gen;
         if (s == holder && gen != 0 && gen == shm_slot_gen(t, s))
-            return violation("device %d: slot %d both holds the lease and waits for it", d, s);
+            return util_describe("device %d: slot %d both holds the lease and waits for it", d, s);
     }
     return NULL;
 }
@@ -73,7 +62,7 @@ static const char *check_gate(shm_table_t *t, int slot, const sched_slot_t *s)
 {
     uint32_t gate = __atomic_load_n(&s->gate, __ATOMIC_RELAXED);
     if (gate > SCHED_GATE_PROBE || gate == SCHED_GATE_UNREG)  /* UNREG is process-local */
-        return violation("slot %d: gate %u is not a gate", slot, (unsigned)gate);
+        return util_describe("slot %d: gate %u is not a gate", slot, (unsigned)gate);
     uint32_t devset = __atomic_load_n(&s->devset, __ATOMIC_RELAXED);
     int lacks = 0;                    /* some gated device it uses is held by another */
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
@@ -86,16 +75,16 @@ static const char *check_gate(shm_table_t *t, int slot, const sched_slot_t *s)
         int holder = sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_RELAXED));
         lacks |= holder != slot;
         if (holder != slot && gate != SCHED_GATE_CLOSED)
-            return violation("slot %d: gate %s, but device %d, which it uses, is held by "
-                             "slot %d", slot, gate_names[gate], d, holder);
+            return util_describe("slot %d: gate %s, but device %d, which it uses, is held by "
+                                 "slot %d", slot, gate_names[gate], d, holder);
         if (holder == slot && gate == SCHED_GATE_OPEN && (flags & SCHED_POL_SHARES) &&
             has_waiters(dev))
-            return violation("slot %d: gate open, but others wait for device %d, which it "
-                             "holds", slot, d);
+            return util_describe("slot %d: gate open, but others wait for device %d, which it "
+                                 "holds", slot, d);
     }
     if (gate == SCHED_GATE_CLOSED && !lacks)
-        return violation("slot %d: gate closed, yet it holds every gated device it uses "
-                         "(devset %#x)", slot, (unsigned)devset);
+        return util_describe("slot %d: gate closed, yet it holds every gated device it uses "
+                             "(devset %#x)", slot, (unsigned)devset);
     return NULL;
 }
 

@@ -345,8 +345,8 @@ void sched_repair_hook(shm_table_t *t, void *ctx);
 /* NULL when the invariants of the slot and device areas (above) hold for
  * every device set up and every claimed slot set up; else a description of
  * the first violation (a per-thread buffer, valid until the next call).
- * Never repairs, logs or aborts.  The hook is the same for ipc's unlock in a
- * debug build. */
+ * Never repairs, logs or aborts.  The hook is the same, for ipc's lock and
+ * unlock in a debug build. */
 const char *sched_check_locked(shm_table_t *t);
 const char *sched_check_hook(shm_table_t *t, void *ctx);
 

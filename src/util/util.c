@@ -1,5 +1,6 @@
 /*
- * util.c - the log, the reading of SALUS_* variables, and the clock.
+ * util.c - the log, the reading of SALUS_* variables, sizes, descriptions
+ * and the clock.
  *
  * The log level is one int, written once at start-up (util_log_init in
  * vars.c, which reads SALUS_LOG; from libsalus's constructor) and read
@@ -161,6 +162,18 @@ util_size_text_t util_size(uint64_t bytes)
     if (u > 0 && util_log_level >= UTIL_LOG_DEBUG && n > 0 && (size_t)n < sizeof t.s)
         snprintf(t.s + n, sizeof t.s - (size_t)n, " (%llu bytes)", (unsigned long long)bytes);
     return t;
+}
+
+/* ---- descriptions ------------------------------------------------------- */
+
+const char *util_describe(const char *fmt, ...)
+{
+    static __thread char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return text;
 }
 
 /* ---- clock -------------------------------------------------------------- */

@@ -74,6 +74,11 @@ util_size_text_t util_size(uint64_t bytes);
 /* The value as a string (NULL when unset or empty). */
 const char *util_env_str(const char *name);
 
+/* printf into this thread's one 256-byte buffer, which it returns: valid
+ * until the thread's next call.  For a description handed up the stack (the
+ * invariant checkers' first violation) without an allocation. */
+const char *util_describe(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- clock -------------------------------------------------------------- */
 /* CLOCK_MONOTONIC in nanoseconds: the clock simgpu's trace uses too. */
 uint64_t util_now_ns(void);
