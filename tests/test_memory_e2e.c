@@ -6,7 +6,8 @@
  * killed; the admission of reserving jobs (SALUS_MEM_RESERVE) and a
  * reservation too large for the device; the report's counters; a normal
  * exit that gives its slot back, and a killed job that monitors stop
- * counting at once.
+ * counting at once; a process with contexts on four GPUs enrolled on the
+ * one it works on, and per-device limits.
  *
  * Each run has its own simgpu state and table.  The test watches the table
  * read-only, through memory.h and ipc.h, as salus-top does.
@@ -349,6 +350,64 @@ static void test_exit_and_death_seen_at_once(void **state)
     shm_close_table(t);
 }
 
+/* ---- many devices ------------------------------------------------------------ */
+
+/* How many devices the table knows (an index is never given back). */
+static int table_devices(void)
+{
+    shm_open_opts_t o = { .name = table_name, .read_only = 1 };
+    shm_table_t *t = NULL;
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    int n = 0;
+    uint8_t uuid[16];
+    while (n < SHM_MAX_DEVICES && shm_device_uuid(t, n, uuid) == 0)
+        n++;
+    shm_close_table(t);
+    return n;
+}
+
+/* A process that retains a context on each of 4 GPUs (as JAX does) and
+ * works on device 2 is enrolled, gated and admitted there only: the table
+ * learns one device.  Limits are per device in MPS's form: device 2's
+ * refuses what device 1's allows, and the own view's total is device 2's
+ * limit. */
+static void test_enrolled_where_it_works(void **state)
+{
+    (void)state;
+    run_t r;
+    const char *const four[] = { "SIMGPU_DEVICES=4", "SALUS_MEM_RESERVE=1G", NULL };
+    const char *on2[] = { "--retain-all", "--device", "2", "--iterations", "3", "--mem", "256M",
+                          NULL };
+    run(&r, four, on2);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(table_devices(), 1);
+    assert_int_equal(report_num(r.p.pid, "launches"), 3 * 2);
+
+    uint64_t s, i, t;
+    const char *const limits[] = { "SIMGPU_DEVICES=4", "SALUS_MEM_LIMIT=1=4G,2=512M", NULL };
+    const char *big2[] = { "--retain-all", "--device", "2", "--iterations", "1", "--mem", "1G",
+                           NULL };
+    run(&r, limits, big2);
+    assert_int_equal(r.rc, 2);                               /* out of memory: its limit */
+    const char *big1[] = { "--retain-all", "--device", "1", "--iterations", "1", "--mem", "1G",
+                           "--verbose", NULL };
+    run(&r, limits, big1);
+    assert_int_equal(r.rc, 0);
+    free_mem_line(&r, &s, &i, &t);
+    assert_int_equal(t, 4 * GB);
+    const char *view2[] = { "--retain-all", "--device", "2", "--iterations", "1", "--mem", "64M",
+                            "--verbose", NULL };
+    run(&r, limits, view2);
+    assert_int_equal(r.rc, 0);
+    free_mem_line(&r, &s, &i, &t);
+    assert_int_equal(t, 512 * MB);
+    const char *on0[] = { "--retain-all", "--device", "0", "--iterations", "1", "--mem", "2G",
+                          NULL };
+    run(&r, limits, on0);                                    /* not named: no limit */
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(table_devices(), 3);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -358,6 +417,7 @@ int main(void)
         T(test_memgetinfo_view),
         T(test_wait_for_peer),
         T(test_admission_over_simgpu),
+        T(test_enrolled_where_it_works),
     };
     return cmocka_run_group_tests_name("memory-e2e", tests, NULL, NULL);
 }

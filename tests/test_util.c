@@ -69,6 +69,41 @@ static void test_sizes_rejected(void **state)
 }
 
 /* Sizes in messages read as people write them; exact bytes at debug only. */
+/* Per device, in MPS's form: each ordinal's own value, 1 for an ordinal the
+ * list does not name, the plain form for every device; a malformed list is
+ * refused whole, and the variable's check names the form. */
+static void test_sizes_per_device(void **state)
+{
+    (void)state;
+    uint64_t v = 77;
+    assert_int_equal(util_parse_size_at("0=8G,1=16G", 0, 0, &v), 0);
+    assert_true(v == 8ull << 30);
+    assert_int_equal(util_parse_size_at("0=8G,1=16G", 1, 0, &v), 0);
+    assert_true(v == 16ull << 30);
+    v = 77;
+    assert_int_equal(util_parse_size_at("0=8G,1=16G", 2, 0, &v), 1);
+    assert_int_equal(v, 77);
+    assert_int_equal(util_parse_size_at("12G", 5, 0, &v), 0);      /* one for all */
+    assert_true(v == 12ull << 30);
+    assert_int_equal(util_parse_size_at("3=50%", 3, 1000, &v), 0);
+    assert_int_equal(v, 500);
+    static const char *const bad[] = {
+        "0=8G,", "=8G", "0=", "0=8", "0=8G,0=4G", "64=1G", "a=1G", "0=8G;1=2G",
+        "00=1G", "-1=1G", "0=8G,,1=2G", "1=nan%", NULL };
+    for (int i = 0; bad[i]; i++) {
+        v = 77;
+        if (util_parse_size_at(bad[i], 0, 1000, &v) != -1)
+            fail_msg("accepted \"%s\"", bad[i]);
+        assert_int_equal(v, 77);
+    }
+    char why[512];
+    assert_int_equal(util_var_check(UTIL_VAR_MEM_LIMIT, "0=8G,1=16G", why, sizeof why), 0);
+    assert_int_equal(util_var_check(UTIL_VAR_MEM_LIMIT, "0=8G,1=0", why, sizeof why), -1);
+    assert_int_equal(util_var_check(UTIL_VAR_MEM_RESERVE, "0=8G,1=0", why, sizeof why), 0);
+    assert_int_equal(util_var_check(UTIL_VAR_MEM_LIMIT, "0=8G,0=1G", why, sizeof why), -1);
+    assert_non_null(strstr(why, "0=8G,1=16G"));
+}
+
 static void test_sizes_shown(void **state)
 {
     (void)state;
@@ -143,7 +178,7 @@ static void test_var_readers(void **state)
     int saved;
     long n = 5;
     int choice = 5;
-    char why[256];
+    char why[512];
 
     unsetenv("SALUS_PRIORITY");
     assert_int_equal(util_var_long(UTIL_VAR_PRIORITY, &n), 1);
@@ -271,6 +306,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_accepted),
         cmocka_unit_test(test_sizes_rejected),
+        cmocka_unit_test(test_sizes_per_device),
         cmocka_unit_test(test_sizes_shown),
         cmocka_unit_test(test_misspelled),
         cmocka_unit_test(test_var_list),

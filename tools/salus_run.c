@@ -41,7 +41,7 @@ static int settings(util_var_id_t ids[NOPTS])
 /* 0, or says what is wrong (exit status 2 follows). */
 static int check(util_var_id_t id, const char *v)
 {
-    char why[256];
+    char why[512];
     if (util_var_check(id, v, why, sizeof why) == 0)
         return 0;
     fprintf(stderr, "salus run: --%s \"%s\" is not accepted: %s\n"

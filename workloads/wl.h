@@ -188,6 +188,7 @@ typedef struct wl_common {
     uint64_t mem;            /* persistent memory (weights, optimizer state) */
     long long seed;
     int stream, launch, alloc, oom, verbose;
+    int retain_all;          /* retain every visible device's primary context, as JAX does */
 } wl_common_t;
 
 /* Defaults of the shared options. */

@@ -158,7 +158,23 @@ static int load_module(wl_gpu_t *g, const char *path)
     return wl_cu(cuModuleLoad(&g->mod, ptx), "cuModuleLoad(%s)", ptx);
 }
 
-static int open_context(wl_gpu_t *g, int device)
+/* --retain-all: every other device's primary context, kept until exit (the
+ * driver releases them then), as JAX holds one on every visible GPU. */
+static int retain_others(int count, int device)
+{
+    int rc;
+    for (int d = 0; d < count; d++) {
+        CUdevice dev;
+        CUcontext ctx;
+        if (d != device && ((rc = wl_cu(cuDeviceGet(&dev, d), "cuDeviceGet(%d)", d)) ||
+                            (rc = wl_cu(cuDevicePrimaryCtxRetain(&ctx, dev),
+                                        "cuDevicePrimaryCtxRetain(%d)", d))))
+            return rc;
+    }
+    return WL_OK;
+}
+
+static int open_context(wl_gpu_t *g, int device, int retain_all)
 {
     int count = 0, rc;
     if ((rc = wl_cu(cuInit(0), "cuInit")) ||
@@ -167,6 +183,8 @@ static int open_context(wl_gpu_t *g, int device)
     if (device >= count)
         return wl_errorf(WL_EUSAGE, "--device %d: there %s %d device%s", device,
                          count == 1 ? "is" : "are", count, count == 1 ? "" : "s");
+    if (retain_all && (rc = retain_others(count, device)))
+        return rc;
     if ((rc = wl_cu(cuDeviceGet(&g->dev, device), "cuDeviceGet(%d)", device)) ||
         (rc = wl_cu(cuDevicePrimaryCtxRetain(&g->ctx, g->dev), "cuDevicePrimaryCtxRetain")))
         return rc;
@@ -223,7 +241,7 @@ int wl_gpu_open(wl_gpu_t *g, const char *prog, const wl_common_t *c)
     g->spin_ns = (unsigned long long)(c->kernel_us * 1000.0 + 0.5);
     int rc;
     if ((rc = load_driver()) || (rc = api_direct(&g->api)) ||
-        (rc = open_context(g, (int)c->device)))
+        (rc = open_context(g, (int)c->device, c->retain_all)))
         return rc;
     if (c->stream == WL_STREAM_PER_THREAD && (rc = api_per_thread(&g->api, c)))
         return rc;

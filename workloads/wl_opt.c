@@ -310,6 +310,9 @@ void wl_common_opts(wl_common_t *c, wl_opt_t *o, size_t *n)
                        "stop after S seconds (0: no time bound)");
     o[(*n)++] = WL_OPT("device", WL_OPT_INT, &c->device, NULL, 0, 1023, "N",
                        "CUDA device (default 0)");
+    o[(*n)++] = WL_OPT("retain-all", WL_OPT_FLAG, &c->retain_all, NULL, 0, 0, NULL,
+                       "first retain the primary context of every visible device, as JAX "
+                       "does, then work on --device only");
     o[(*n)++] = WL_OPT("name", WL_OPT_STR, &c->name, NULL, 0, 0, "NAME",
                        "name in the result line (default the preset's or the program's)");
     o[(*n)++] = WL_OPT("module", WL_OPT_STR, &c->module, NULL, 0, 0, "PATH",

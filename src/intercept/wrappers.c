@@ -138,13 +138,10 @@ static void hook_modules_start(void)
         mem_init(&drv, NULL);
 }
 
-static inline CUresult hook_mem_before_life(hook_life_kind_t kind, int dev)
-{
-    if (kind == HOOK_LIFE_CREATE || kind == HOOK_LIFE_RETAIN)
-        return mem_admit(dev);
-    return CUDA_SUCCESS;
-}
-
+/* A context made or retained enrolls the process nowhere: it joins a
+ * device's lease and budget (and waits for admission there) when it first
+ * launches or allocates on it, so that a process holding contexts on every
+ * GPU (JAX) is gated and charged where it works only. */
 static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult rc)
 {
     if (rc != CUDA_SUCCESS)
@@ -153,17 +150,6 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
         hook_modules_start();
     else if (kind == HOOK_LIFE_RELEASE || kind == HOOK_LIFE_RESET || kind == HOOK_LIFE_DESTROY)
         mem_context_gone(dev);
-}
-
-/* The scheduler starts once a real driver is loaded (it stays dormant over a
- * fake table), and learns the devices of the contexts a process makes. */
-static inline void hook_on_life(hook_life_kind_t kind, int dev, CUresult rc)
-{
-    if (rc != CUDA_SUCCESS)
-        return;
-    if (kind == HOOK_LIFE_CREATE || kind == HOOK_LIFE_RETAIN) {
-        sched_note_context(dev);
-    }
 }
 
 /* ---- the wrappers -------------------------------------------------------- */
@@ -264,11 +250,7 @@ HOOK_LIST(GATED_)
     {                                                                           \
         hook_enter(HOOK_##export);                                              \
         int dev_ = (int)(dev);                                                  \
-        CUresult rc = hook_mem_before_life(kind, dev_);                         \
-        if (rc != CUDA_SUCCESS)                                                 \
-            return rc;                                                          \
-        rc = HOOK_REAL(export) CU_ARGS_##export;                                \
-        hook_on_life(kind, dev_, rc);                                           \
+        CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         hook_mem_after_life(kind, dev_, rc);                                    \
         return rc;                                                              \
     }

@@ -114,7 +114,7 @@ typedef struct mem_local_dev {
     mem_sdev_t *sd;        /* own slot's record; NULL until registered (acquire) */
     mem_dev_t *dev;
     int d;                 /* table device index */
-    int admitted;
+    int admitted;          /* 1 admitted (or nothing to reserve), -1 never can be */
     int failed;            /* passes through uncounted (said once) */
     uint64_t chunk;        /* grant extra asked for small allocations */
     uint64_t shrink_at;    /* spare above this goes back to the device */

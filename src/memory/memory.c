@@ -47,17 +47,22 @@ static void read_config(mem_config_t *c)
 }
 
 /* The default headroom: 5% of the capacity, within 256 MiB .. 4 GiB, and
- * never more than half the device. */
-static uint64_t headroom_of(uint64_t capacity)
+ * never more than half the device.  SALUS_MEM_HEADROOM (per device, or
+ * one for all) replaces it where it names this ordinal. */
+static uint64_t headroom_of(int ordinal, uint64_t capacity)
 {
     uint64_t h = capacity / 20;
     if (mem_p.cfg.headroom_text) {
         uint64_t v;
-        if (util_parse_size(mem_p.cfg.headroom_text, capacity, &v) == 0 && v < capacity)
+        int r = util_parse_size_at(mem_p.cfg.headroom_text, ordinal, capacity, &v);
+        if (r == 0 && v < capacity)
             return v;
+        if (r == 1)
+            goto deflt;
         util_error("SALUS_MEM_HEADROOM=\"%s\" leaves nothing of a device of %s; "
                    "the default is used", mem_p.cfg.headroom_text, util_size(capacity).s);
     }
+deflt:
     h = h < 256 * MIB ? 256 * MIB : h > 4 * GIB ? 4 * GIB : h;
     return umin(h, capacity / 2);
 }
@@ -146,7 +151,7 @@ static void setup_device_locked(int d)
 
 /* Set the budget when no live process is registered on d (the first comes,
  * or all have gone); otherwise keep the one in force.  Under the lock. */
-static void settle_budget_locked(int d, uint64_t capacity)
+static void settle_budget_locked(int d, int ordinal, uint64_t capacity)
 {
     mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
     int others = 0;
@@ -156,7 +161,7 @@ static void settle_budget_locked(int d, uint64_t capacity)
         mem_slot_t *a = shm_slot_area(mem_p.t, j, SHM_AREA_MEM);
         others = (__atomic_load_n(&a->dev[d].flags, __ATOMIC_RELAXED) & MEM_SDEV_REGISTERED) != 0;
     }
-    uint64_t headroom = headroom_of(capacity);
+    uint64_t headroom = headroom_of(ordinal, capacity);
     if (!others || dev->budget == 0 || dev->budget > dev->capacity ||
         dev->capacity > MEM_MAX_BYTES) {
         dev->capacity = capacity;
@@ -169,11 +174,14 @@ static void settle_budget_locked(int d, uint64_t capacity)
     }
 }
 
-/* This process's limit on a device of that budget. */
-static uint64_t limit_of(uint64_t budget)
+/* This process's limit on CUDA ordinal `ordinal`, a device of that budget:
+ * SALUS_MEM_LIMIT's value for it (per device, or one for all), else the
+ * budget. */
+static uint64_t limit_of(int ordinal, uint64_t budget)
 {
     uint64_t v;
-    if (!mem_p.cfg.limit || util_parse_size(mem_p.cfg.limit, budget, &v) != 0 || v == 0)
+    if (!mem_p.cfg.limit || util_parse_size_at(mem_p.cfg.limit, ordinal, budget, &v) != 0 ||
+        v == 0)
         return budget;
     if (v > budget) {
         static int said;
@@ -215,11 +223,11 @@ static mem_local_dev_t *register_locked(CUdevice ord)
         return NULL;
     }
     setup_device_locked(d);
-    settle_budget_locked(d, capacity);
+    settle_budget_locked(d, (int)ord, capacity);
     mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
     mem_sdev_t *sd = &mem_p.area->dev[d];
     uint64_t budget = dev->budget;
-    __atomic_store_n(&sd->limit, limit_of(budget), __ATOMIC_RELAXED);
+    __atomic_store_n(&sd->limit, limit_of((int)ord, budget), __ATOMIC_RELAXED);
     __atomic_or_fetch(&sd->flags, MEM_SDEV_REGISTERED, __ATOMIC_RELAXED);
     __atomic_store_n(&mem_p.area->magic, MEM_SLOT_MAGIC, __ATOMIC_RELAXED);
     mem_publish_locked(mem_p.t, d);
@@ -318,6 +326,12 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
         return CUDA_SUCCESS;
     if (bytes > MEM_MAX_BYTES)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (__builtin_expect(mem_p.cfg.reserve != NULL, 0) &&
+        __atomic_load_n(&ld->admitted, __ATOMIC_ACQUIRE) <= 0) {
+        CUresult rc = mem_admit((CUdevice)(ld - mem_p.dev));   /* the first allocation here */
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
     if (__builtin_expect(mem_take_fast(ld->sd, bytes, &spare), 1)) {
         mem_note_peak(ld->sd, spare);
     } else {
@@ -481,22 +495,27 @@ CUresult mem_admit(CUdevice device)
     if (!is_on() || !mem_p.cfg.reserve || device < 0)
         return CUDA_SUCCESS;
     mem_local_dev_t *ld = local_dev(device);
-    if (!ld || __atomic_load_n(&ld->admitted, __ATOMIC_ACQUIRE))
-        return CUDA_SUCCESS;
+    int admitted = ld ? __atomic_load_n(&ld->admitted, __ATOMIC_ACQUIRE) : 1;
+    if (admitted)
+        return admitted > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&admit_lock);
     CUresult rc = CUDA_SUCCESS;
-    if (ld->admitted)
+    if (ld->admitted) {
+        rc = ld->admitted > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unlock;
+    }
     uint64_t budget = __atomic_load_n(&ld->dev->budget, __ATOMIC_RELAXED), reserve;
     uint64_t capacity = ld->dev->capacity;
-    if (util_parse_size(mem_p.cfg.reserve, budget, &reserve) != 0 || reserve == 0)
-        goto out_admitted;
+    if (util_parse_size_at(mem_p.cfg.reserve, (int)device, budget, &reserve) != 0 ||
+        reserve == 0)
+        goto out_admitted;                   /* none on this device */
     if (reserve > budget) {
         util_error("SALUS_MEM_RESERVE=%s asks %s, more than device %d can ever give: "
-                   "%s (its %s less a headroom of %s for contexts); the context is refused "
-                   "with CUDA_ERROR_OUT_OF_MEMORY", mem_p.cfg.reserve, util_size(reserve).s,
+                   "%s (its %s less a headroom of %s for contexts); its allocations are "
+                   "refused with CUDA_ERROR_OUT_OF_MEMORY", mem_p.cfg.reserve, util_size(reserve).s,
                    (int)device, util_size(budget).s, util_size(capacity).s,
                    util_size(ld->dev->headroom).s);
+        __atomic_store_n(&ld->admitted, -1, __ATOMIC_RELEASE);   /* said once */
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unlock;
     }

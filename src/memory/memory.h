@@ -97,10 +97,12 @@ CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle);
 void mem_free_begin(mem_kind_t kind, uint64_t handle, mem_op_t *op);
 void mem_free_end(mem_op_t *op, CUresult rc);
 
-/* Admission, before cuCtxCreate* / cuDevicePrimaryCtxRetain on `device`:
+/* Admission on `device`, at the process's first allocation there (a context
+ * made or retained enrolls nothing: JAX retains one on every visible GPU):
  * with SALUS_MEM_RESERVE, waits (state waiting-mem) until the job's
  * reservation fits, in arrival order; once per process and device.
- * CUDA_ERROR_OUT_OF_MEMORY when it can never fit (said, with the sizes). */
+ * CUDA_ERROR_OUT_OF_MEMORY when it can never fit (said, with the sizes),
+ * which the allocation then answers. */
 CUresult mem_admit(CUdevice device);
 
 /* After cuCtxDestroy, cuDevicePrimaryCtxRelease or ...Reset on `device`

@@ -177,14 +177,6 @@ const uint32_t *sched_launch_slow(const void *work)
     return sched_proc_gate();
 }
 
-void sched_note_context(int device)
-{
-    sched_proc_t *p = &sched_p;
-    if (ensure_registered(p) != SCHED_P_ACTIVE)
-        return;
-    table_device(p, device >= 0 ? device : sched_current_ordinal());
-}
-
 /* ---- syncs and hints -------------------------------------------------------------- */
 
 /* Under p->mu: an iteration ended at `now`; its running time excludes the

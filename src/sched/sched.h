@@ -16,8 +16,9 @@
  *     per-thread block;
  *   - its sync wrappers call sched_sync_begin() / sched_sync_end() around the
  *     real call (the boundary candidates);
- *   - its lifecycle wrappers call sched_note_context() after a context is
- *     made, and its init hands the driver contract over (sched_init);
+ *   - its init hands the driver contract over (sched_init); a process joins
+ *     a device's lease at its first launch there, not when it makes or
+ *     retains a context (JAX retains one on every visible GPU);
  *   - its report appends sched_report_fields();
  *   - tools (salus-top, `salus policy`) use sched_read_slot/device and
  *     sched_set_policy, so that no other module reads this module's layout.
@@ -165,10 +166,6 @@ typedef enum sched_sync_kind {
 void sched_sync_begin(sched_thread_t *th);
 void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
                     sched_token_t (*fold)(void));
-/* A context was made or retained on the device of CUDA ordinal `device`
- * (-1: the calling thread's current context's); the process needs that
- * device's lease from now on. */
-void sched_note_context(int device);
 /* The program says an iteration ended here (ctypes-callable).  From its
  * first call on, only these calls are boundaries. */
 SALUS_EXPORT void salus_iteration_end(void);

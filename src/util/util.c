@@ -144,6 +144,54 @@ int util_parse_size(const char *text, uint64_t whole, uint64_t *out)
     return 0;
 }
 
+/* One "<ordinal>=<size>" of a per-device list, ending at ',' or the end:
+ * 0 with *ord and the size's text (copied into buf), or -1. */
+static int size_entry(const char **p, int *ord, char *buf, size_t cap)
+{
+    const char *s = *p;
+    int n = 0, digits = 0;
+    for (; *s >= '0' && *s <= '9' && digits < 3; s++, digits++)
+        n = n * 10 + (*s - '0');
+    if (digits == 0 || *s != '=' || n >= UTIL_SIZE_ORDINALS || (digits > 1 && **p == '0'))
+        return -1;
+    const char *v = ++s;
+    while (*s && *s != ',')
+        s++;
+    size_t len = (size_t)(s - v);
+    if (len == 0 || len >= cap)
+        return -1;
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    *ord = n;
+    *p = *s == ',' ? s + 1 : s;
+    return (*s == ',' && s[1] == '\0') ? -1 : 0;
+}
+
+int util_parse_size_at(const char *text, int ordinal, uint64_t whole, uint64_t *out)
+{
+    if (!text)
+        return -1;
+    if (!strchr(text, '='))
+        return util_parse_size(text, whole, out);
+    uint64_t seen = 0, found = 0, v;
+    int ord, have = 0;
+    char size[64];
+    for (const char *p = text; *p;) {
+        if (size_entry(&p, &ord, size, sizeof size) != 0 || (seen & (1ull << ord)) ||
+            util_parse_size(size, whole, &v) != 0)
+            return -1;
+        seen |= 1ull << ord;
+        if (ord == ordinal) {
+            found = v;
+            have = 1;
+        }
+    }
+    if (!have)
+        return 1;
+    *out = found;
+    return 0;
+}
+
 util_size_text_t util_size(uint64_t bytes)
 {
     static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };

@@ -65,6 +65,14 @@ void util_log_write(util_log_level_t level, const char *fmt, ...)
 #define UTIL_SIZE_MAX       (1ull << 60)
 int util_parse_size(const char *text, uint64_t whole, uint64_t *out);
 
+/* Per device, in MPS's form: "<ordinal>=<size>[,<ordinal>=<size>...]" (CUDA
+ * ordinals as the process sees them, 0..63, each at most once; a plain size
+ * applies to every device).  The size for `ordinal`: 0 and *out written, 1
+ * when the list names other devices only (none for this one), -1 when the
+ * text is not valid. */
+#define UTIL_SIZE_ORDINALS 64
+int util_parse_size_at(const char *text, int ordinal, uint64_t whole, uint64_t *out);
+
 /* A size as a person reads it: "512 MiB", "2.0 GiB", "100 B"; at
  * SALUS_LOG=debug the exact bytes follow ("2.0 GiB (2147483648 bytes)").
  * Returned by value so that it can be a printf argument: util_size(n).s. */

@@ -78,7 +78,9 @@ static void forms(const util_var_t *v, char *why, size_t len)
     case UTIL_KIND_SIZE:
         snprintf(why, len, "it takes a size with a unit: 20G, 512M, 1.5GiB (K, M, G, T are "
                  "powers of 1024), a percentage in (0, 100] (25%%), or exact bytes of at "
-                 "least 1 MiB (1073741824B); a number without a unit is refused%s",
+                 "least 1 MiB (1073741824B), or one per device as MPS takes them "
+                 "(0=8G,1=16G: CUDA ordinals, each once); a number without a unit is "
+                 "refused%s",
                  v->min > 0 ? ", and so is 0, which would refuse every allocation"
                             : "; 0 means none");
         break;
@@ -114,9 +116,13 @@ int util_var_check(util_var_id_t id, const char *text, char *why, size_t whylen)
         ok = parse_long(text, v->min, v->max, &n) == 0;
         break;
     case UTIL_KIND_SIZE:
-        /* 100 stands for the unknown whole: the percentage's range is checked. */
-        ok = util_parse_size(text, 100, &bytes) == 0 &&
-             (v->min == 0 || bytes > 0 || text[len - 1] == '%');
+        /* 100 stands for the unknown whole: the percentage's range is checked.
+         * Every device of a per-device list is checked (ordinal 0..63). */
+        ok = 1;
+        for (int o = 0; ok && o < (strchr(text, '=') ? UTIL_SIZE_ORDINALS : 1); o++) {
+            int r = util_parse_size_at(text, o, 100, &bytes);
+            ok = r == 1 || (r == 0 && (v->min == 0 || bytes > 0 || strchr(text, '%')));
+        }
         break;
     case UTIL_KIND_CHOICE:
         ok = choice_index(v, text) >= 0;
@@ -146,7 +152,7 @@ int util_var_check(util_var_id_t id, const char *text, char *why, size_t whylen)
 static const char *valid_text(util_var_id_t id)
 {
     const char *text = util_env_str(util_vars[id].name);
-    char why[256];
+    char why[512];
     if (!text || util_var_check(id, text, why, sizeof why) == 0)
         return text;
     util_log_once(&said[id], UTIL_LOG_ERROR, "%s=\"%s\" is not accepted: %s; %s",
