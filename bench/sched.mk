@@ -1,14 +1,16 @@
 # The scheduler's micro-benchmarks, over the null driver (a libcuda.so.1 whose
 # every export returns at once, bench/nulldrv):
 #   launch_overhead  ns libsalus adds per launch on the fast path (the process
-#                    registered and holding the lease), with nobody waiting
-#                    and while a peer waits for the GPU
+#                    registered and holding the lease), with nobody waiting,
+#                    while a peer waits for the GPU, and with a context on
+#                    a second device it does not use
 #   handoff          lease handoff latency p50/p99 between two processes
 #                    ping-ponging the GPU (SALUS_ITER_SYNC=every, quantum 0)
 #   sync_overhead    ns libsalus adds to a launch-and-sync round, alone and
 #                    beside 256 idle threads that launched once
 # Each writes JSON; bench/results/micro_sched.json gathers them:
 #   {"overhead_ns_per_launch": ..., "overhead_ns_per_launch_contended": ...,
+#    "overhead_ns_per_launch_two_devices": ...,
 #    "handoff_us": {"p50": ..., "p99": ...},
 #    "overhead_ns_per_sync": ..., "overhead_ns_per_sync_idle_threads": ...,
 #    "launch": {...}, "handoff": {...}, "sync": {...}}
@@ -48,6 +50,7 @@ SCHED_BENCH_RUN = \
 	    s = json.load(open(o + "/micro_sched_sync.json")); \
 	    json.dump({"overhead_ns_per_launch": l["overhead_ns_per_launch"], \
 	               "overhead_ns_per_launch_contended": l["overhead_ns_per_launch_contended"], \
+	               "overhead_ns_per_launch_two_devices": l["overhead_ns_per_launch_two_devices"], \
 	               "handoff_us": h["handoff_us"], \
 	               "overhead_ns_per_sync": s["overhead_ns_per_sync"], \
 	               "overhead_ns_per_sync_idle_threads": s["overhead_ns_per_sync_idle_threads"], \

@@ -25,6 +25,10 @@
  * microseconds, and the holder gives it 100 ms.  overhead_ns_per_launch_
  * contended is the holder's figure less the plain one.
  *
+ * Two devices (a fourth): the preloaded child also retains device 1's
+ * primary context, as a JAX process holds one on every GPU, and launches on
+ * device 0 only: overhead_ns_per_launch_two_devices.
+ *
  * Divided into: the child; running children; the parent.  What the
  * micro-benchmarks share (clock, medians, options, spawning) is micro.c.
  */
@@ -79,11 +83,21 @@ static pid_t start_peer(void)
     return pid;
 }
 
-static int child(long launches, int repeats, int contended)
+enum { PLAIN = 0, CONTENDED = 1, TWO_DEVICES = 2 };
+
+static int child(long launches, int repeats, int mode)
 {
     CUfunction f = (CUfunction)(uintptr_t)0x5a15;
+    int contended = mode == CONTENDED;
     if (micro_context() != 0) {
         fprintf(stderr, "launch_overhead: no context on the null driver\n");
+        return 1;
+    }
+    CUdevice other;
+    CUcontext ctx1;
+    if (mode == TWO_DEVICES && (cuDeviceGet(&other, 1) != CUDA_SUCCESS ||
+                                cuDevicePrimaryCtxRetain(&ctx1, other) != CUDA_SUCCESS)) {
+        fprintf(stderr, "launch_overhead: no second device on the null driver\n");
         return 1;
     }
     for (int i = 0; i < 1000; i++)           /* registration, lease, warm caches */
@@ -120,14 +134,16 @@ typedef struct cfg {
     int repeats;
 } cfg_t;
 
-/* One child; its median ns per launch, or -1.  contended: preloaded, under
- * priority, beside a waiting peer. */
-static double run_child(cfg_t *c, int preload, int contended)
+/* One child; its median ns per launch, or -1.  CONTENDED: preloaded, under
+ * priority, beside a waiting peer; TWO_DEVICES: with a second context. */
+static double run_child(cfg_t *c, int preload, int mode)
 {
-    char n[32], r[32], buf[64];
+    char n[32], r[32], k[8], buf[64];
+    int contended = mode == CONTENDED;
     snprintf(n, sizeof n, "%ld", c->launches);
     snprintf(r, sizeof r, "%d", c->repeats);
-    char *argv[] = { c->m.self, "--child", n, r, contended ? "1" : "0", NULL };
+    snprintf(k, sizeof k, "%d", mode);
+    char *argv[] = { c->m.self, "--child", n, r, k, NULL };
     micro_env_t env = { c->m.nulldrv, preload ? c->m.libsalus : NULL,
                         contended ? c->table_contended : c->table, c->m.report };
     if (contended) {
@@ -181,10 +197,10 @@ int main(int argc, char **argv)
     snprintf(c.table, sizeof c.table, "salus-bench-%d", (int)getpid());
     snprintf(c.table_contended, sizeof c.table_contended, "salus-bench-c-%d", (int)getpid());
 
-    double plain[64], salus[64], cont[64];
+    double plain[64], salus[64], cont[64], two[64];
     for (int r = 0; r < rounds; r++) {
-        plain[r] = run_child(&c, 0, 0);
-        salus[r] = run_child(&c, 1, 0);
+        plain[r] = run_child(&c, 0, PLAIN);
+        salus[r] = run_child(&c, 1, PLAIN);
         if (plain[r] < 0 || salus[r] < 0) {
             fprintf(stderr, "launch_overhead: a child failed\n");
             return 1;
@@ -194,15 +210,16 @@ int main(int argc, char **argv)
                             "(see %s)\n", report);
             return 1;
         }
-        if ((cont[r] = run_child(&c, 1, 1)) < 0) {
-            fprintf(stderr, "launch_overhead: the contended child failed\n");
+        if ((cont[r] = run_child(&c, 1, CONTENDED)) < 0 ||
+            (two[r] = run_child(&c, 1, TWO_DEVICES)) < 0) {
+            fprintf(stderr, "launch_overhead: the contended or two-device child failed\n");
             return 1;
         }
     }
     micro_unlink_table(c.table);
     micro_unlink_table(c.table_contended);
     double p = micro_median(plain, rounds), s = micro_median(salus, rounds);
-    double k = micro_median(cont, rounds);
+    double k = micro_median(cont, rounds), w = micro_median(two, rounds);
     FILE *f = fopen(c.m.out, "w");
     if (!f)
         return 1;
@@ -210,11 +227,14 @@ int main(int argc, char **argv)
                "\"plain_ns_per_launch\":%.3f,\"salus_ns_per_launch\":%.3f,"
                "\"overhead_ns_per_launch\":%.3f,\"ratio\":%.3f,"
                "\"salus_contended_ns_per_launch\":%.3f,"
-               "\"overhead_ns_per_launch_contended\":%.3f}\n",
-            c.launches, c.repeats, rounds, p, s, s - p, p > 0 ? s / p : 0.0, k, k - p);
+               "\"overhead_ns_per_launch_contended\":%.3f,"
+               "\"salus_two_devices_ns_per_launch\":%.3f,"
+               "\"overhead_ns_per_launch_two_devices\":%.3f}\n",
+            c.launches, c.repeats, rounds, p, s, s - p, p > 0 ? s / p : 0.0, k, k - p, w, w - p);
     fclose(f);
     printf("launch: %.2f ns plain, %.2f ns with libsalus: +%.2f ns per launch (x%.2f); "
-           "+%.2f ns while a peer waits\n", p, s, s - p, p > 0 ? s / p : 0.0, k - p);
+           "+%.2f ns while a peer waits; +%.2f ns with a context on a second device\n",
+           p, s, s - p, p > 0 ? s / p : 0.0, k - p, w - p);
     unlink(report);
     return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * nulldrv.c - a libcuda.so.1 whose every export returns at once (see
  * nulldrv_all.c), with real answers where a program or libsalus needs one:
- * one device (its uuid), device 0 current, version 13.0, a context handle.  For the
+ * two devices (their uuids), device 0 current, version 13.0, a context
+ * handle per device.  For the
  * micro-benchmarks: the cost of a launch through libsalus is measured
  * against this floor.  No state, no lock.
  */
@@ -10,7 +11,7 @@
 
 #define NULL_EXPORT __attribute__((visibility("default")))
 
-static struct { int dummy; } the_ctx;
+static struct { int dummy; } the_ctx, the_ctx1;
 
 /* An export whose one argument is where its answer goes. */
 #define NULL_ANSWER(name, type, value) \
@@ -23,24 +24,24 @@ static struct { int dummy; } the_ctx;
     }
 
 NULL_ANSWER(cuDriverGetVersion, int, 13000)
-NULL_ANSWER(cuDeviceGetCount, int, 1)
+NULL_ANSWER(cuDeviceGetCount, int, 2)
 NULL_ANSWER(cuCtxGetDevice, CUdevice, 0)
 NULL_ANSWER(cuCtxGetCurrent, CUcontext, (CUcontext)&the_ctx)
 
 NULL_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
-    if (!device || ordinal != 0)
+    if (!device || ordinal < 0 || ordinal > 1)
         return CUDA_ERROR_INVALID_DEVICE;
-    *device = 0;
+    *device = ordinal;
     return CUDA_SUCCESS;
 }
 
 /* Not through the exports: with libsalus preloaded they are its wrappers. */
 static CUresult the_context(CUcontext *pctx, CUdevice dev)
 {
-    if (!pctx || dev != 0)
+    if (!pctx || dev < 0 || dev > 1)
         return CUDA_ERROR_INVALID_VALUE;
-    *pctx = (CUcontext)&the_ctx;
+    *pctx = dev ? (CUcontext)&the_ctx1 : (CUcontext)&the_ctx;
     return CUDA_SUCCESS;
 }
 
@@ -58,10 +59,11 @@ NULL_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice 
 static CUresult the_uuid(CUuuid *uuid, CUdevice dev)
 {
     static const char id[16] = "nulldrv-device-0";
-    if (!uuid || dev != 0)
+    if (!uuid || dev < 0 || dev > 1)
         return CUDA_ERROR_INVALID_VALUE;
     for (int i = 0; i < 16; i++)
         uuid->bytes[i] = id[i];
+    uuid->bytes[15] = (char)('0' + dev);
     return CUDA_SUCCESS;
 }
 

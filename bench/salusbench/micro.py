@@ -29,6 +29,9 @@ WANTED = {
                                  ["handoff", "p99_us"], ["handoff", "us_p99"]]),
     "overhead_ns_per_launch_contended": ("sched", [["overhead_ns_per_launch_contended"],
                                                    ["launch", "overhead_ns_per_launch_contended"]]),
+    "overhead_ns_per_launch_two_devices": ("sched", [["overhead_ns_per_launch_two_devices"],
+                                                     ["launch",
+                                                      "overhead_ns_per_launch_two_devices"]]),
     "overhead_ns_per_sync": ("sched", [["overhead_ns_per_sync"]]),
     "overhead_ns_per_sync_idle_threads": ("sched", [["overhead_ns_per_sync_idle_threads"]]),
 }

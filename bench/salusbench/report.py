@@ -20,7 +20,7 @@ from . import config, plots, presets
 POLICY_KEYS = ["avg_jct_s", "p95_jct_s", "makespan_s", "utilization", "failed_jobs"]
 TRAINING_KEYS = ["fifo", "srtf", "fair", "pack", "none", "ideal_srtf"]
 SUMMARY_KEYS = ["training", "hyperparam", "inference", "overhead_ns_per_launch",
-                "overhead_ns_per_launch_contended",
+                "overhead_ns_per_launch_contended", "overhead_ns_per_launch_two_devices",
                 "alloc_ns_per_pair", "handoff_us"]
 PAPER = {"jct": 3.19, "hyper_util": 2.38, "infer_salus": 42, "infer_mps_gpus": 6}
 TARGETS = {"launch_ns": 5, "pair_ns": 60, "handoff_p50_us": 10, "handoff_p99_us": 50}
@@ -75,6 +75,7 @@ def summary(tr, hp, inf, mi):
     return {"training": training, "hyperparam": hyper, "inference": infer,
             "overhead_ns_per_launch": fig.get("overhead_ns_per_launch"),
             "overhead_ns_per_launch_contended": fig.get("overhead_ns_per_launch_contended"),
+            "overhead_ns_per_launch_two_devices": fig.get("overhead_ns_per_launch_two_devices"),
             "alloc_ns_per_pair": fig.get("alloc_ns_per_pair"),
             "handoff_us": {"p50": fig.get("handoff_us_p50"), "p99": fig.get("handoff_us_p99")}}
 
@@ -105,7 +106,8 @@ def check_summary(path):
     h = s.get("handoff_us")
     if not isinstance(h, dict) or "p50" not in h or "p99" not in h:
         p.append("handoff_us lacks p50/p99")
-    for k in ("overhead_ns_per_launch", "overhead_ns_per_launch_contended", "alloc_ns_per_pair"):
+    for k in ("overhead_ns_per_launch", "overhead_ns_per_launch_contended",
+              "overhead_ns_per_launch_two_devices", "alloc_ns_per_pair"):
         if k in s and s[k] is not None and not isinstance(s[k], (int, float)):
             p.append(f"{k} is not a number")
     return p
@@ -459,6 +461,9 @@ def section_micro(mi, tr=None):
              f"<= {TARGETS['launch_ns']}", "HAMi-core +36, nvshare +230"],
             ["... while a peer waits for the GPU", f(fig.get("overhead_ns_per_launch_contended"), 1),
              f"<= {TARGETS['launch_ns']}", "+112 before launches while contended took the fast path"],
+            ["... with a context on a second device it does not use",
+             f(fig.get("overhead_ns_per_launch_two_devices"), 1), "<= 2",
+             "+30 before a process joined devices at its first launch there"],
             ["ns per allocate/free pair", f(fig.get("alloc_ns_per_pair"), 1),
              f"<= {TARGETS['pair_ns']}", "HAMi-core +880, nvshare +28"],
             ["handoff latency p50, us", f(fig.get("handoff_us_p50"), 1),
