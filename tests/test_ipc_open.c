@@ -104,6 +104,19 @@ static int try_open(int read_only, const char *group, char **said)
     return rc;
 }
 
+/* Open as try_open does: it must end in `want`, saying n1 and n2 (or NULL). */
+static void expect_open(int read_only, const char *group, int want, const char *n1,
+                        const char *n2)
+{
+    char *said;
+    assert_int_equal(try_open(read_only, group, &said), want);
+    if (n1)
+        assert_said(said, n1);
+    if (n2)
+        assert_said(said, n2);
+    free(said);
+}
+
 static shm_table_t *open_host(void)
 {
     shm_open_opts_t o = { .name = name, .create = 1 };
@@ -171,15 +184,10 @@ static void test_fifo_is_refused_without_hanging(void **state)
     assert_int_equal(mkfifo(path, 0600), 0);
     if (geteuid() == 0)
         assert_int_equal(chown(path, NOBODY, NOBODY), 0);   /* planted by another user */
-    char *said;
-    assert_int_equal(try_open(0, NULL, &said), -EPERM);      /* a host */
-    assert_said(said, "is a FIFO");
     char want[192];
     snprintf(want, sizeof want, "`ls -l %s`", path);
-    assert_said(said, want);
-    free(said);
-    assert_int_equal(try_open(1, NULL, &said), -EPERM);      /* a monitor */
-    free(said);
+    expect_open(0, NULL, -EPERM, "is a FIFO", want);          /* a host */
+    expect_open(1, NULL, -EPERM, "is a FIFO", NULL);          /* a monitor */
 
     tu_proc_t p;                              /* salus-top, whose reader used to block */
     int rc = run_tool(&p, 20000, "bin/salus-top", "--once", "--json", "-t", name);
@@ -197,10 +205,7 @@ static void test_symlink_is_refused(void **state)
     assert_true(fd >= 0);
     close(fd);
     assert_int_equal(symlink(other_path, path), 0);
-    char *said;
-    assert_int_equal(try_open(0, NULL, &said), -ELOOP);
-    assert_said(said, "is a symbolic link");
-    free(said);
+    expect_open(0, NULL, -ELOOP, "is a symbolic link", NULL);
     unlink(other_path);
 }
 
@@ -220,11 +225,7 @@ static void test_squatted_name(void **state)
      * refuses it for its owner. */
     assert_int_equal(chown(path, NOBODY, NOBODY), 0);
     assert_int_equal(chmod(path, 0600), 0);
-    char *said;
-    assert_int_equal(try_open(0, NULL, &said), -EPERM);
-    assert_said(said, "belongs to uid 65534");
-    assert_said(said, want);
-    free(said);
+    expect_open(0, NULL, -EPERM, "belongs to uid 65534", want);
 }
 
 static void test_private_table_open_to_its_group(void **state)
@@ -232,11 +233,7 @@ static void test_private_table_open_to_its_group(void **state)
     (void)state;
     shm_close_table(open_host());
     assert_int_equal(chmod(path, 0660), 0);
-    char *said;
-    assert_int_equal(try_open(0, NULL, &said), -EPERM);
-    assert_said(said, "mode 660: it is open to its group");
-    assert_said(said, "SALUS_GROUP");
-    free(said);
+    expect_open(0, NULL, -EPERM, "mode 660: it is open to its group", "SALUS_GROUP");
     /* Named, the group may share it (the object's group is ours). */
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
@@ -246,8 +243,7 @@ static void test_private_table_open_to_its_group(void **state)
                       (unsigned)st.st_gid);
         skip();
     }
-    assert_int_equal(try_open(0, gr->gr_name, &said), 0);
-    free(said);
+    expect_open(0, gr->gr_name, 0, NULL, NULL);
 }
 
 static void test_read_only_table_of_ones_own(void **state)
@@ -255,19 +251,15 @@ static void test_read_only_table_of_ones_own(void **state)
     (void)state;
     shm_close_table(open_host());
     assert_int_equal(chmod(path, 0400), 0);
-    char *said;
     if (geteuid() == 0) {                     /* root may open it: it is refused */
-        assert_int_equal(try_open(0, NULL, &said), -EACCES);
-        assert_said(said, "has mode 400: its owner cannot write to it");
-        free(said);
+        expect_open(0, NULL, -EACCES, "has mode 400: its owner cannot write to it", NULL);
         assert_int_equal(chown(path, NOBODY, NOBODY), 0);
         /* nobody's own 0400 table, opened by nobody */
         assert_int_equal(open_as_nobody(-EACCES, "has mode 400: it does not let its "
                                         "owner write to it"), 0);
         assert_int_equal(chown(path, 0, 0), 0);
     }
-    assert_int_equal(try_open(1, NULL, &said), 0);           /* a monitor reads it */
-    free(said);
+    expect_open(1, NULL, 0, NULL, NULL);
 }
 
 /* ---- a small /dev/shm ---------------------------------------------------- */

@@ -331,7 +331,8 @@ static int map_table(shm_table_t *t, int created)
         return -EPROTO;
     }
     if (st.st_size != 0 && (err = peek_header(t, &ready, &magic)) != 0)
-        return err == -EAGAIN ? err : map_error(t, "reading the header", err);
+        return t->read_only && err == -EAGAIN      /* a monitor: it shrank, retry */
+                   ? err : map_error(t, "reading its header", err == -EAGAIN ? -EIO : err);
     int make = !ready && !t->read_only;
     if (!ready && t->read_only)
         return -EAGAIN;
@@ -387,8 +388,11 @@ static int open_table(const shm_open_opts_t *opts, shm_table_t **out)
         return err;
 
     shm_table_t *t = calloc(1, sizeof *t);
-    if (!t)
+    if (!t) {
+        util_error("table %s: out of memory for its handle; Salus passes calls through",
+                   name);
         return -ENOMEM;
+    }
     t->self = -1;
     t->repair_locked = shm_repair_locked;
     t->guest = -1;
