@@ -105,12 +105,18 @@ ALL_TARGETS += $(LIBSALUS)
 
 all: $(ALL_TARGETS)
 
+# What only a debug build compiles (SALUS_DEBUG) must compile in every build:
+# make test checks its syntax, a few seconds, once per change of src/.
+$(B)/.debug-syntax: $(SALUS_SRCS) $(wildcard src/*/*.h) | $(PROCMAP_H) $(HOOK_LIST_H)
+	$(CC) $(BASE_CFLAGS) $(DEBUG_CFLAGS) -fsyntax-only $(SALUS_SRCS)
+	@touch $@
+
 # T picks test binaries by name (comma or space separated), F the tests in
 # them by cmocka's filter (tests/lib/testutil.c hands it over).
 comma := ,
 TEST_PICK := $(if $(T),$(addprefix $(B)/tests/,$(notdir $(subst $(comma), ,$(T)))),$(TESTS))
 TEST_UNKNOWN := $(filter-out $(TESTS),$(TEST_PICK))
-test: $(B)/.deps-test all $(filter $(TESTS),$(TEST_PICK))
+test: $(B)/.deps-test all $(B)/.debug-syntax $(filter $(TESTS),$(TEST_PICK))
 	@$(if $(TEST_UNKNOWN),echo "make test: no test binary $(notdir $(TEST_UNKNOWN)); the tests are: $(notdir $(TESTS))" >&2; exit 2)
 	@CMOCKA_TEST_FILTER='$(F)' sh mk/run-tests.sh $(B)/tests/logs $(TEST_TIMEOUT) $(TEST_PICK)
 

@@ -10,6 +10,7 @@
  * before it takes the lock.
  */
 #include "ipc/shm_layout.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <stdio.h>
