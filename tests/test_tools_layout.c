@@ -392,6 +392,29 @@ static void test_prometheus(void **state)
     top_snap_free(&s);
 }
 
+/* A filter keeps the rows of a name or user, per device; reverse flips each device. */
+static void test_filter_reverse(void **state)
+{
+    (void)state;
+    top_snap_t s;
+    make_snap(&s);
+    top_sort(&s, TOP_COL_PID);
+    top_reverse(&s);
+    assert_int_equal(s.procs[0].pid, 103);
+    assert_int_equal(s.procs[2].pid, 101);
+    assert_int_equal(top_filter(&s, ""), 3);
+    assert_int_equal(top_filter(&s, "long"), 1);
+    assert_int_equal(s.nprocs, 1);
+    assert_int_equal(s.devices[0].nprocs, 1);
+    assert_int_equal(s.procs[0].pid, 101);
+    top_snap_free(&s);
+    make_snap(&s);
+    assert_int_equal(top_filter(&s, "alice"), 3);            /* by user too */
+    assert_int_equal(top_filter(&s, "nobody-has-this"), 0);
+    assert_int_equal(s.devices[0].nprocs, 0);
+    top_snap_free(&s);
+}
+
 /* The GPU's names come from the kernel driver's files, found by UUID. */
 static void test_gpu_info(void **state)
 {
@@ -500,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_fit),
         cmocka_unit_test(test_device_lines),
         cmocka_unit_test(test_gpu_info),
+        cmocka_unit_test(test_filter_reverse),
         cmocka_unit_test(test_json_time_host),
         cmocka_unit_test(test_sort),
         cmocka_unit_test(test_changes),

@@ -103,6 +103,11 @@ tt_out_t tt_tool_env(const tu_env_t *env, const char *tool, ...)
 
 void tt_job_start(tt_job_t *j, const char *name, const char *seconds)
 {
+    tt_job_start_mem(j, name, seconds, "0");
+}
+
+void tt_job_start_mem(tt_job_t *j, const char *name, const char *seconds, const char *mem)
+{
     tu_env_t env;
     char prog[512];
     tu_env_init(&env);
@@ -114,7 +119,7 @@ void tt_job_start(tt_job_t *j, const char *name, const char *seconds)
     char *argv[] = { (char *)tu_build_path("bin/salus-train", prog, sizeof prog),
                      "--seconds", (char *)seconds, "--kernels", "5",
                      "--aux-kernels", "0", "--kernel-us", "1000", "--name", (char *)name,
-                     NULL };
+                     "--mem", (char *)mem, NULL };
     assert_int_equal(tu_spawn(&j->p, argv, &env), 0);
     tu_env_free(&env);
 }

@@ -44,6 +44,8 @@ tt_out_t tt_tool_env(const tu_env_t *env, const char *tool, ...);
 
 /* A salus-train job in tt_table over tt_gpu: 5 ms iterations for `seconds`. */
 void tt_job_start(tt_job_t *j, const char *name, const char *seconds);
+/* The same, holding `mem` of device memory (salus-train --mem). */
+void tt_job_start_mem(tt_job_t *j, const char *name, const char *seconds, const char *mem);
 /* Until its slot has done an iteration (15 s at most). */
 void tt_job_wait_running(const tt_job_t *j);
 /* SIGTERM, and a clean exit. */

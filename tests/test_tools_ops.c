@@ -1,9 +1,11 @@
 /*
  * test_tools_ops.c - running Salus day to day: the version every tool
  * prints, each command's own help, the start-up lines at the log level the
- * man page names, the workloads' help without a driver.
+ * man page names, the workloads' help without a driver; the metrics
+ * (promtool, a scrape by curl, JSON's time and host, the wide view); live
+ * control (salus renice and limit, salus-top's keys in tmux).
  *
- * Divided into: helpers (running a tool, a job); version and help; logs.
+ * Divided into: version and help; logs; metrics; live control.
  *
  * Every test has its own simgpu state and table (tu_unique_name) and stops
  * its jobs; each child has a deadline.
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "test_tools_lib.h"
+#include "memory/memory.h"
 
 /* ---- version and help ---------------------------------------------------------- */
 
@@ -51,6 +55,26 @@ static void test_version(void **state)
         tt_out_free(&o);
     }
     free(version);
+}
+
+static void test_control_help(void **state)
+{
+    (void)state;
+    tt_need_build();
+    static const char *const cmds[][2] = { { "renice", "--help" }, { "limit", "--help" },
+                                           { "help", "renice" }, { "help", "limit" } };
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        tt_out_t o = TT_TOOL("bin/salus", cmds[i][0], cmds[i][1]);
+        if (o.rc != 0 || !tt_contains(o.out, "usage: salus ") ||
+            !tt_contains(o.out, "example") || !tt_contains(o.out, "environment") ||
+            !tt_contains(o.out, "exit status"))
+            fail_msg("salus %s %s: rc %d, incomplete help:\n%s", cmds[i][0], cmds[i][1],
+                     o.rc, o.out);
+        tt_out_free(&o);
+    }
+    tt_out_t o = TT_TOOL("bin/salus", "--help");
+    assert_true(tt_contains(o.out, "renice PID|NAME") && tt_contains(o.out, "limit PID|NAME"));
+    tt_out_free(&o);
 }
 
 static void test_status_help(void **state)
@@ -390,11 +414,212 @@ static void test_top_wide(void **state)
     tt_job_stop(&j);
 }
 
+/* ---- live control ---------------------------------------------------------------- */
+
+typedef struct slot_watch {
+    pid_t pid;
+    int priority;             /* wanted, -1: any */
+    uint64_t limit;           /* wanted, 0: any */
+} slot_watch_t;
+
+/* The job's slot shows the wanted priority and limit. */
+static int slot_shows(void *arg)
+{
+    const slot_watch_t *w = arg;
+    shm_table_t *t;
+    int ok = 0;
+    if (top_open_table(tt_table, "", 0, &t) != 0)
+        return 0;
+    for (int s = 0; s < SHM_MAX_SLOTS && !ok; s++) {
+        shm_ident_t id;
+        sched_slot_info_t si;
+        mem_slot_view_t mv;
+        if (shm_slot_ident(t, s, &id) != 0 || id.pid != w->pid)
+            continue;
+        ok = (w->priority < 0 || (sched_read_slot(t, s, &si) == 0 &&
+                                  si.priority == w->priority)) &&
+             (w->limit == 0 || (mem_view_slot(t, s, &mv) == 0 && mv.limit == w->limit));
+    }
+    shm_close_table(t);
+    return ok;
+}
+
+static void test_renice_limit_commands(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_job_t j;
+    tt_job_start_mem(&j, "ctljob", "30", "256M");
+    tt_job_wait_running(&j);
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)j.p.pid);
+
+    tt_out_t o = TT_TOOL("bin/salus", "renice", "ctljob", "77", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "priority 50 -> 77"))
+        fail_msg("salus renice: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    slot_watch_t w = { j.p.pid, 77, 0 };
+    assert_true(tu_await(slot_shows, &w, 5000));
+
+    /* below what it holds: said, and set */
+    o = TT_TOOL("bin/salus", "limit", pid, "128M", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "takes effect as it frees"))
+        fail_msg("salus limit below its use: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    w = (slot_watch_t){ j.p.pid, -1, 128ull << 20 };
+    assert_true(tu_await(slot_shows, &w, 5000));
+    o = TT_TOOL("bin/salus", "limit", pid, "1G", "-t", tt_table);      /* and raised again */
+    if (o.rc != 0 || !tt_contains(o.out, "-> 1.0G") || tt_contains(o.out, "as it frees"))
+        fail_msg("salus limit 1G: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    w.limit = 1ull << 30;
+    assert_true(tu_await(slot_shows, &w, 5000));
+
+    /* checked like every other value, and only what exists */
+    static const char *const bad[][4] = { { "renice", "ctljob", "101", "101" },
+        { "renice", "ctljob", "x", "\"x\"" }, { "limit", "ctljob", "20", "\"20\"" }, { "limit", "ctljob", "0", "\"0\"" },
+        { "limit", "ctljob", "nan%", "\"nan%\"" }, { "limit", "ctljob", "1X", "\"1X\"" } };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        o = TT_TOOL("bin/salus", bad[i][0], bad[i][1], bad[i][2], "-t", tt_table);
+        if (o.rc != 2 || !tt_contains(o.err, bad[i][3]))
+            fail_msg("salus %s %s %s: rc %d: %s", bad[i][0], bad[i][1], bad[i][2], o.rc, o.err);
+        tt_out_free(&o);
+    }
+    o = TT_TOOL("bin/salus", "renice", "nosuchjob", "5", "-t", tt_table);
+    assert_int_equal(o.rc, 1);
+    assert_true(tt_contains(o.err, "no process nosuchjob"));
+    tt_out_free(&o);
+    /* what the job's run says: it went on with its 256M under a limit it passed */
+    tt_job_stop(&j);
+    w = (slot_watch_t){ 0 };
+}
+
+static void test_control_permission(void **state)
+{
+    (void)state;
+    /* own processes; others' only in a group table of the caller's group; root */
+    assert_true(top_control_allowed(1000, 1000, 0, 0));
+    assert_false(top_control_allowed(1000, 1001, 0, 0));
+    assert_false(top_control_allowed(1000, 1001, 0, 1));
+    assert_false(top_control_allowed(1000, 1001, 1, 0));
+    assert_true(top_control_allowed(1000, 1001, 1, 1));
+    assert_true(top_control_allowed(0, 1001, 0, 0));
+}
+
+static void keys(const tt_tmux_t *tm, const char *what)
+{
+    tt_tmux(tm, NULL, "send-keys", "-t", "top", what, NULL);
+}
+
+static void expect_screen(const tt_tmux_t *tm, const char *const *needles)
+{
+    char *screen = tt_screen_with(tm, needles);
+    tt_assert_shows(screen, needles);
+    free(screen);
+}
+
+/* Reaped, without waiting (tu_wait would kill it at its deadline). */
+static int exited(void *arg)
+{
+    tu_proc_t *p = arg;
+    if (!p->exited && waitpid(p->pid, &p->status, WNOHANG) == p->pid)
+        p->exited = 1;
+    return p->exited;
+}
+
+static void test_top_keys(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_tmux_t tm;
+    if (!tt_which("tmux", tm.bin, sizeof tm.bin)) {
+        print_message("tmux is not installed (mk/deps.sh test installs it)\n");
+        skip();
+    }
+    snprintf(tm.sock, sizeof tm.sock, "salus-tk-%d", (int)getpid());
+    tt_job_t a, b;
+    tt_job_start_mem(&a, "keysA", "30", "256M");
+    tt_job_start(&b, "keysB", "30");
+    tt_job_wait_running(&a);
+    tt_job_wait_running(&b);
+    char top[512], cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s -d 0.3 -t %s", tu_build_path("bin/salus-top", top, sizeof top),
+             tt_table);
+    assert_int_equal(tt_tmux(&tm, NULL, "new-session", "-d", "-x", "160", "-y", "40", "-s",
+                             "top", cmd, NULL), 0);
+    expect_screen(&tm, (const char *const[]){ "keysA", "keysB", "r renice", NULL });
+
+    /* a filter by name leaves keysA alone, selected */
+    keys(&tm, "/");
+    expect_screen(&tm, (const char *const[]){ "name or user contains", NULL });
+    keys(&tm, "keysA");
+    keys(&tm, "Enter");
+    expect_screen(&tm, (const char *const[]){ "filter \"keysA\"", "1 process", NULL });
+    char *screen = tt_screen_with(&tm, (const char *const[]){ "filter \"keysA\"", NULL });
+    if (tt_contains(screen, "keysB"))
+        fail_msg("the filter left keysB:\n%s", screen);
+    free(screen);
+
+    /* r: renice, said on the message line, and in the table */
+    keys(&tm, "r");
+    expect_screen(&tm, (const char *const[]){ "priority of", "now 50", NULL });
+    keys(&tm, "88");
+    keys(&tm, "Enter");
+    expect_screen(&tm, (const char *const[]){ "priority 50 -> 88", NULL });
+    slot_watch_t w = { a.p.pid, 88, 0 };
+    assert_true(tu_await(slot_shows, &w, 5000));
+    keys(&tm, "F8");                                            /* F8: down by 10 */
+    expect_screen(&tm, (const char *const[]){ "priority 88 -> 78", NULL });
+
+    /* l: a limit below what it holds */
+    keys(&tm, "l");
+    expect_screen(&tm, (const char *const[]){ "memory limit of", NULL });
+    keys(&tm, "128M");
+    keys(&tm, "Enter");
+    expect_screen(&tm, (const char *const[]){ "takes effect as it frees", NULL });
+    w = (slot_watch_t){ a.p.pid, -1, 128ull << 20 };
+    assert_true(tu_await(slot_shows, &w, 5000));
+
+    /* I: the reverse order, said in the status bar; / and Enter clear the filter */
+    keys(&tm, "/");
+    keys(&tm, "Enter");
+    keys(&tm, "I");
+    expect_screen(&tm, (const char *const[]){ "(reversed)", "keysB", NULL });
+
+    /* ? shows the keys */
+    keys(&tm, "?");
+    expect_screen(&tm, (const char *const[]){ "renice the selected process", "kill it", NULL });
+    keys(&tm, "x");
+
+    /* k asks first: n keeps it, y kills it */
+    keys(&tm, "/");
+    keys(&tm, "keysA");
+    keys(&tm, "Enter");
+    expect_screen(&tm, (const char *const[]){ "filter \"keysA\"", NULL });
+    keys(&tm, "k");
+    expect_screen(&tm, (const char *const[]){ "with SIGTERM?", "y/N", NULL });
+    keys(&tm, "n");
+    expect_screen(&tm, (const char *const[]){ "not killed", NULL });
+    assert_false(exited(&a.p));
+    keys(&tm, "k");
+    expect_screen(&tm, (const char *const[]){ "with SIGTERM?", NULL });
+    keys(&tm, "y");
+    assert_true(tu_await(exited, &a.p, 15000));
+    assert_int_equal(WIFEXITED(a.p.status) ? WEXITSTATUS(a.p.status) : -1, 0);
+
+    keys(&tm, "q");
+    int gone = tu_await(tt_top_gone, &tm, 5000);
+    tt_tmux(&tm, NULL, "kill-server", NULL);
+    assert_true(gone);
+    tt_job_stop(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_status_help),
+        cmocka_unit_test(test_control_help),
         cmocka_unit_test(test_workload_help_without_driver),
         cmocka_unit_test_setup_teardown(test_startup_lines_at_info, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_prometheus_promtool, tt_setup, tt_teardown),
@@ -402,6 +627,9 @@ int main(void)
         cmocka_unit_test(test_listen_arguments),
         cmocka_unit_test_setup_teardown(test_json_time_host, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_wide, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_renice_limit_commands, tt_setup, tt_teardown),
+        cmocka_unit_test(test_control_permission),
+        cmocka_unit_test_setup_teardown(test_top_keys, tt_setup, tt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,9 @@
  *
  * Divided into: the screen's lines (a flat list of device headers, titles
  * and rows, scrolled to keep the selected row visible); drawing; the help
- * screen; the policy prompt; keys and the loop.
+ * screen; the policy prompt; prompts (a line of text, a confirmation);
+ * changing the selected process (renice, limit, kill: control.c does the
+ * work); keys and the loop.
  *
  * The screen is:
  *   line 0      a status bar: tables, processes, interval, sort column, keys
@@ -18,6 +20,7 @@
 #include <curses.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +42,9 @@ typedef struct ui {
     top_snap_t snap, prev;
     double delay_s;
     top_col_t sort;
+    int reverse;                   /* the sort order inverted (I) */
+    char filter[64];               /* rows whose name or user contain it ("": all) */
+    int filter_changed;            /* the next sample reports no exits */
     int sel;                       /* selected row (index in snap.procs), -1: none */
     char sel_table[SHM_TABLE_NAME_BYTES];
     pid_t sel_pid;
@@ -48,6 +54,7 @@ typedef struct ui {
     int nlines, linecap;
     char msg[512];
     uint64_t msg_until;
+    int msg_mine;                  /* the message answers a key: news waits for it */
     int colors;
 } ui_t;
 
@@ -63,6 +70,16 @@ static void say(ui_t *u, const char *text)
 {
     snprintf(u->msg, sizeof u->msg, "%s", text);
     u->msg_until = util_now_ns() + MSG_SHOW_NS;
+    u->msg_mine = 1;
+}
+
+/* What changed in the tables: shown unless the answer to a key still is. */
+static void tell(ui_t *u, const char *text)
+{
+    if (u->msg_mine && u->msg_until > util_now_ns())
+        return;
+    say(u, text);
+    u->msg_mine = 0;
 }
 
 /* ---- the screen's lines ------------------------------------------------------------ */
@@ -141,10 +158,14 @@ static void status_bar(ui_t *u, int width)
     int nprocs = 0;
     for (int i = 0; i < u->snap.ntables; i++)
         nprocs += u->snap.tables[i].nprocs;
+    char filter[96] = "";
+    if (u->filter[0])
+        snprintf(filter, sizeof filter, "  filter \"%s\"", u->filter);
     snprintf(bar, sizeof bar, " salus-top  %d table%s  %d process%s  every %.1f s  "
-             "sort %s   h help  s sort  p policy  q quit", u->snap.ntables,
-             u->snap.ntables == 1 ? "" : "s", nprocs, nprocs == 1 ? "" : "es", u->delay_s,
-             top_col_title(u->sort));
+             "sort %s%s%s   ? help  r renice  l limit  k kill  / filter  q quit",
+             u->snap.ntables, u->snap.ntables == 1 ? "" : "s", nprocs,
+             nprocs == 1 ? "" : "es", u->delay_s, top_col_title(u->sort),
+             u->reverse ? " (reversed)" : "", filter);
     char fit[512];
     top_fit(bar, width, fit, sizeof fit);
     attron(A_REVERSE);
@@ -242,10 +263,17 @@ static const char *const help_text[] = {
     "salus-top: who shares the GPU, who waits, who holds how much memory",
     "",
     "  q, F10      quit",
-    "  s           sort by the next column (the sorted title is bold)",
+    "  s, >, F6    sort by the next column (the sorted title is bold); < the previous",
+    "  I           invert the sort order",
+    "  /, F4       filter: only processes whose name or user contains a text",
     "  p           change the policy of the selected row's GPU (running processes",
     "              follow it):" SCHED_POLICY_WORDS,
-    "  Up, Down    select a row (also k, j); PgUp, PgDn, Home, End",
+    "  r           renice the selected process: a priority, 0 to 100",
+    "  F7, F8      its priority up, down by 10",
+    "  l           its memory limit: 20G, 512M, 25%, 100% (the whole budget)",
+    "  k, F9       kill it (SIGTERM), after a confirmation",
+    "              (changes: your own processes, or any of a group table of yours)",
+    "  Up, Down    select a row (also j); PgUp, PgDn, Home, End",
     "  space       refresh now",
     "  h, ?, F1    this help",
     "",
@@ -343,6 +371,139 @@ static void policy_prompt(ui_t *u)
         say(u, "policy unchanged");
 }
 
+/* ---- prompts --------------------------------------------------------------------------------
+ * On the bottom line, in reverse video; the screen is redrawn after. */
+
+static void bottom_line(const char *text)
+{
+    int height, width;
+    char fit[512];
+    getmaxyx(stdscr, height, width);
+    top_fit(text, width, fit, sizeof fit);
+    attron(A_REVERSE);
+    mvprintw(height - 1, 0, "%-*s", width, fit);
+    attroff(A_REVERSE);
+    refresh();
+}
+
+/* A line of text: 1 with it in buf on Enter, 0 on Esc. */
+static int prompt_text(const char *label, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    timeout(-1);
+    for (;;) {
+        char line[512];
+        snprintf(line, sizeof line, " %s%s_   Enter confirms, Esc cancels", label, buf);
+        bottom_line(line);
+        int k = getch();
+        if (k == '\n' || k == '\r' || k == KEY_ENTER)
+            return 1;
+        if (k == 27)
+            return 0;
+        if ((k == KEY_BACKSPACE || k == 127 || k == 8) && n > 0)
+            buf[--n] = '\0';
+        else if (k >= 0x20 && k < 0x7f && n + 1 < len) {
+            buf[n++] = (char)k;
+            buf[n] = '\0';
+        }
+    }
+}
+
+/* y or n. */
+static int confirm(const char *question)
+{
+    char line[512];
+    snprintf(line, sizeof line, " %s  y/N", question);
+    bottom_line(line);
+    timeout(-1);
+    int k = getch();
+    return k == 'y' || k == 'Y';
+}
+
+/* ---- changing the selected process ------------------------------------------------------------ */
+
+static int selected(ui_t *u, top_target_t *t)
+{
+    if (u->sel < 0 || u->sel >= u->snap.nprocs) {
+        say(u, "no process selected");
+        return -1;
+    }
+    top_target_of(&u->snap, &u->snap.procs[u->sel], t);
+    return 0;
+}
+
+static void renice_to(ui_t *u, const top_target_t *t, long prio)
+{
+    char msg[512];
+    top_renice(t, (int)(prio < 0 ? 0 : prio > 100 ? 100 : prio), msg, sizeof msg);
+    say(u, msg);
+}
+
+static void renice_prompt(ui_t *u)
+{
+    top_target_t t;
+    char label[160], text[16];
+    long prio;
+    if (selected(u, &t) != 0)
+        return;
+    snprintf(label, sizeof label, "priority of %d (%s), now %d (0..100): ", (int)t.pid, t.name,
+             t.priority);
+    if (!prompt_text(label, text, sizeof text))
+        say(u, "priority unchanged");
+    else if (top_parse_long(text, 0, 100, &prio) != 0)
+        say(u, "priority unchanged: it takes a whole number from 0 to 100");
+    else
+        renice_to(u, &t, prio);
+}
+
+static void limit_prompt(ui_t *u)
+{
+    top_target_t t;
+    char label[200], text[32], now[16];
+    if (selected(u, &t) != 0)
+        return;
+    top_human_bytes(t.mem_limit, now, sizeof now);
+    snprintf(label, sizeof label, "memory limit of %d (%s), now %s (20G, 512M, 25%%, 100%%: the "
+             "whole budget): ", (int)t.pid, t.name, now);
+    char msg[512];
+    if (!prompt_text(label, text, sizeof text)) {
+        say(u, "memory limit unchanged");
+        return;
+    }
+    top_limit(&t, text, msg, sizeof msg);
+    say(u, msg);
+}
+
+static void kill_prompt(ui_t *u)
+{
+    top_target_t t;
+    char q[160], msg[256];
+    if (selected(u, &t) != 0)
+        return;
+    snprintf(q, sizeof q, "kill %d (%s) with SIGTERM?", (int)t.pid, t.name);
+    if (!confirm(q)) {
+        say(u, "not killed");
+        return;
+    }
+    if (kill(t.pid, SIGTERM) == 0)
+        snprintf(msg, sizeof msg, "%d (%s): sent SIGTERM", (int)t.pid, t.name);
+    else
+        snprintf(msg, sizeof msg, "%d (%s): cannot be killed: %s", (int)t.pid, t.name,
+                 strerror(errno));
+    say(u, msg);
+}
+
+static void filter_prompt(ui_t *u)
+{
+    char text[sizeof u->filter];
+    if (!prompt_text("show processes whose name or user contains (empty: all): ", text,
+                     sizeof text))
+        return;
+    snprintf(u->filter, sizeof u->filter, "%s", text);
+    u->filter_changed = 1;
+}
+
 /* ---- keys and the loop -------------------------------------------------------------------- */
 
 static void move_sel(ui_t *u, int by)
@@ -364,14 +525,23 @@ static int key(ui_t *u, int k)
     int height = LINES - 2;
     switch (k) {
     case 'q': case 'Q': case KEY_F(10): return 1;
-    case 's': case 'S':
-        u->sort = (top_col_t)((u->sort + 1) % TOP_NCOLS);
-        top_sort(&u->snap, u->sort);
-        reselect(u);
-        return 0;
+    case 's': case 'S': case '>': case KEY_F(6): case '<':
+        u->sort = (top_col_t)((u->sort + (k == '<' ? TOP_NCOLS - 1 : 1)) % TOP_NCOLS);
+        return 2;
+    case 'I': u->reverse = !u->reverse; return 2;
+    case '/': case KEY_F(4): filter_prompt(u); return 2;
     case 'p': case 'P': policy_prompt(u); return 2;
+    case 'r': renice_prompt(u); return 2;
+    case KEY_F(7): case KEY_F(8): {
+        top_target_t t;
+        if (selected(u, &t) == 0)
+            renice_to(u, &t, t.priority + (k == KEY_F(7) ? 10 : -10));
+        return 2;
+    }
+    case 'l': limit_prompt(u); return 2;
+    case 'k': case KEY_F(9): kill_prompt(u); return 2;
     case 'h': case 'H': case '?': case KEY_F(1): show_help(); return 0;
-    case KEY_UP: case 'k': move_sel(u, -1); return 0;
+    case KEY_UP: move_sel(u, -1); return 0;
     case KEY_DOWN: case 'j': move_sel(u, 1); return 0;
     case KEY_PPAGE: move_sel(u, -height); return 0;
     case KEY_NPAGE: move_sel(u, height); return 0;
@@ -390,9 +560,14 @@ static int sample(ui_t *u)
     if (top_collect(u->c, &u->snap) != 0)
         return -1;
     top_sort(&u->snap, u->sort);
+    if (u->reverse)
+        top_reverse(&u->snap);
+    top_filter(&u->snap, u->filter);
     char changes[512];
-    if (u->prev.taken_ns && top_changes(&u->prev, &u->snap, changes, sizeof changes) > 0)
-        say(u, changes);
+    if (u->prev.taken_ns && !u->filter_changed &&
+        top_changes(&u->prev, &u->snap, changes, sizeof changes) > 0)
+        tell(u, changes);
+    u->filter_changed = 0;
     reselect(u);
     return 0;
 }

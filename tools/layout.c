@@ -5,7 +5,7 @@
  * order of rows, and what changed between two snapshots.
  *
  * Divided into: columns (their table and the fitting); cells and rows;
- * device headers; sorting; changes.
+ * device headers; sorting and filtering; changes.
  *
  * Widths count characters, and every string here is ASCII: names were
  * sanitized by the collector, so one byte is one column.
@@ -355,6 +355,41 @@ void top_sort(top_snap_t *s, top_col_t col)
             qsort_r(s->procs + first, (size_t)n, sizeof *s->procs, cmp_rows, &col);
         first += n;
     }
+}
+
+void top_reverse(top_snap_t *s)
+{
+    int first = 0;
+    for (int d = 0; d < s->ndevices; d++) {
+        int n = s->devices[d].nprocs;
+        for (int i = 0; i < n / 2 && first + n <= s->nprocs; i++) {
+            top_proc_t tmp = s->procs[first + i];
+            s->procs[first + i] = s->procs[first + n - 1 - i];
+            s->procs[first + n - 1 - i] = tmp;
+        }
+        first += n;
+    }
+}
+
+int top_filter(top_snap_t *s, const char *text)
+{
+    if (!text || !*text)
+        return s->nprocs;
+    int first = 0, kept = 0;
+    for (int d = 0; d < s->ndevices; d++) {
+        int n = s->devices[d].nprocs, left = 0;
+        for (int i = first; i < first + n && i < s->nprocs; i++) {
+            const top_proc_t *p = &s->procs[i];
+            if (strstr(p->name, text) || strstr(p->user, text)) {
+                s->procs[kept++] = *p;            /* kept <= i: moves rows down only */
+                left++;
+            }
+        }
+        first += n;
+        s->devices[d].nprocs = left;
+    }
+    s->nprocs = kept;
+    return kept;
 }
 
 /* ---- changes ----------------------------------------------------------------------- */

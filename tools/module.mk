@@ -12,7 +12,7 @@
 TOOLS_CORE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c \
                                                    src/sched/*.c src/memory/*.c))
 TOOLS_CORE      := $(B)/tools/libsalus-core.a
-TOOLS_LIB_OBJS  := $(patsubst %,$(B)/obj/tools/%.o,collect layout output draw text top gpuinfo http)
+TOOLS_LIB_OBJS  := $(patsubst %,$(B)/obj/tools/%.o,collect layout output draw text top gpuinfo http control)
 TOOLS_BINS      := $(B)/bin/salus $(B)/bin/salus-top
 TOOLS_MAN1      := tools/man/salus.1 tools/man/salus-top.1
 TOOLS_MAN7      := tools/man/libsalus.7
@@ -23,13 +23,14 @@ $(TOOLS_CORE): $(TOOLS_CORE_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TOOLS_LIB_OBJS) $(B)/obj/tools/salus.o $(B)/obj/tools/salus_run.o \
+$(TOOLS_LIB_OBJS) $(B)/obj/tools/salus.o $(B)/obj/tools/salus_run.o $(B)/obj/tools/salus_control.o \
     $(B)/obj/tools/top_main.o: | $(B)/.deps-build
 
 $(B)/bin/salus-top: $(B)/obj/tools/top_main.o $(TOOLS_LIB_OBJS) $(TOOLS_CORE)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -pthread -o $@ $^ $(TOOLS_LDLIBS)
-$(B)/bin/salus: $(B)/obj/tools/salus.o $(B)/obj/tools/salus_run.o $(TOOLS_LIB_OBJS) $(TOOLS_CORE)
+$(B)/bin/salus: $(B)/obj/tools/salus.o $(B)/obj/tools/salus_run.o $(B)/obj/tools/salus_control.o \
+               $(TOOLS_LIB_OBJS) $(TOOLS_CORE)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -pthread -o $@ $^ $(TOOLS_LDLIBS)
 

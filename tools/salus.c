@@ -1,6 +1,7 @@
 /*
  * salus.c - the salus command: `run` (salus_run.c), `status` (salus-top
- * --once, top.c), `policy` and `reset`, and the help of each.
+ * --once, top.c), `policy`, `renice` and `limit` (salus_control.c) and
+ * `reset`, and the help of each.
  *
  * Divided into: help and errors; policy; reset; the dispatcher.
  *
@@ -39,6 +40,10 @@ static void usage(FILE *f)
 "  policy [NAME] [--quantum MS] [--device N] [-t TABLE]\n"
 "                  show a GPU's policy, or change it for the running processes:\n"
 "                 " SCHED_POLICY_WORDS "\n"
+"  renice PID|NAME PRIORITY [-t TABLE]\n"
+"                  change a running process's priority (0..100)\n"
+"  limit PID|NAME SIZE [-t TABLE]\n"
+"                  change a running process's memory limit (20G, 512M, 25%%)\n"
 "  reset [--force] [--all] [-t TABLE]\n"
 "                  remove a stale table; refused while live processes use it\n"
 "  help [COMMAND]  this text, or a command's (as salus COMMAND --help)\n"
@@ -48,6 +53,7 @@ static void usage(FILE *f)
 "  salus run --priority 80 --mem 20G -- python train.py\n"
 "  salus run --name serve -- python serve.py &\n"
 "  salus status\n"
+"  salus renice serve 90\n"
 "  salus policy pack\n"
 "  salus reset\n"
 "\n"
@@ -413,10 +419,15 @@ static int help(const char *cmd)
         policy_usage(stdout);
     else if (strcmp(cmd, "reset") == 0)
         reset_usage(stdout);
+    else if (strcmp(cmd, "renice") == 0)
+        salus_renice_usage(stdout);
+    else if (strcmp(cmd, "limit") == 0)
+        salus_limit_usage(stdout);
     else if (strcmp(cmd, "status") == 0)
         return top_main(2, (char *[]){ "status", "--help", NULL }, "salus status", 1);
     else
-        return salus_bad("help", cmd, "is not a command: run, status, policy, reset");
+        return salus_bad("help", cmd, "is not a command: run, status, policy, renice, limit, "
+                         "reset");
     return TOP_EXIT_OK;
 }
 
@@ -443,7 +454,11 @@ int main(int argc, char **argv)
         return cmd_policy(argc - 1, argv + 1);
     if (strcmp(cmd, "reset") == 0)
         return cmd_reset(argc - 1, argv + 1);
-    fprintf(stderr, "salus: \"%s\" is not a command: it takes run, status, policy, reset "
-            "or help\nsalus: see 'salus --help'\n", cmd);
+    if (strcmp(cmd, "renice") == 0)
+        return salus_renice(argc - 1, argv + 1);
+    if (strcmp(cmd, "limit") == 0)
+        return salus_limit(argc - 1, argv + 1);
+    fprintf(stderr, "salus: \"%s\" is not a command: it takes run, status, policy, renice, "
+            "limit, reset or help\nsalus: see 'salus --help'\n", cmd);
     return TOP_EXIT_USAGE;
 }

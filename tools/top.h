@@ -206,6 +206,11 @@ int  top_name_len(const top_snap_t *s);
 /* Sort the rows within each device by `col` (numbers descending, words
  * ascending, ties by pid). */
 void top_sort(top_snap_t *s, top_col_t col);
+/* Reverse the order of the rows within each device. */
+void top_reverse(top_snap_t *s);
+/* Keep only the rows whose name or user contains `text` (all when it is
+ * empty); the number of rows kept. */
+int  top_filter(top_snap_t *s, const char *text);
 /* The device's header lines ("GPU 0  ..."), `width` at most. */
 void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
                      char *buf, size_t len);
@@ -238,6 +243,31 @@ int top_listen_parse(const char *text, char *host, size_t hlen, char *port, size
 /* Serve /metrics at listen_at until SIGINT or SIGTERM: TOP_EXIT_OK,
  * TOP_EXIT_FAIL (cannot listen) or TOP_EXIT_USAGE (a bad address). */
 int top_serve(top_collector_t *c, const char *listen_at);
+
+/* ---- live control (control.c) -----------------------------------------------------
+ * A process a command or a key changes, as found in a snapshot. */
+typedef struct top_target {
+    char table[SHM_TABLE_NAME_BYTES], group[SHM_TABLE_NAME_BYTES];
+    int slot;
+    uint32_t gen;
+    pid_t pid;
+    uid_t uid;
+    int priority;
+    uint64_t mem_limit;
+    char name[SHM_NAME_BYTES], user[TOP_USER_BYTES];
+} top_target_t;
+/* Who may change a process: root, its owner, or a member of the group of a
+ * group table. */
+int top_control_allowed(uid_t caller, uid_t owner, int group_table, int in_group);
+/* The processes `what` names in s (a pid, or a name as shown), once each:
+ * their count, at most max. */
+int top_find_targets(const top_snap_t *s, const char *what, top_target_t *out, int max);
+/* The target of one row. */
+void top_target_of(const top_snap_t *s, const top_proc_t *p, top_target_t *t);
+/* Change one process; what happened (or why not) in one sentence in msg.
+ * 0, or -errno (-EPERM: not the caller's to change, -ESRCH: it exited). */
+int top_renice(const top_target_t *t, int priority, char *msg, size_t len);
+int top_limit(const top_target_t *t, const char *size, char *msg, size_t len);
 
 /* ---- salus-top's command line (top.c): also `salus status` -----------------------
  * once: always a snapshot (salus status), never the live view. */

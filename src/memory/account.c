@@ -5,7 +5,7 @@
  *
  * Divided into: the lock; sums over slots; the reclaim log; reclaiming
  * spare; grants (take, give, shrink); waits and wakes; admission; the
- * process's room; reap and repair hooks.
+ * process's room; reap and repair hooks; a new limit set by a monitor.
  *
  * Locking.  Every change of a grant (sd.granted), of a reservation, of a
  * slot's wait and of a device's identity or budget is made under the table's
@@ -35,6 +35,7 @@
 #include "memory/mem_layout.h"
 #include "util/util.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <string.h>
 
@@ -544,4 +545,66 @@ void mem_repair_hook(shm_table_t *t, void *ctx)
         mem_fix_log(t, d);
         mem_publish_locked(t, d);
     }
+}
+
+/* ---- a new limit (salus limit) ----------------------------------------------
+ * A monitor sets the limit of the process in (slot, gen) on each of its
+ * devices, under the lock.  Below what the process holds, the limit stops
+ * its growth: its spare beyond its reservation is taken back at once (with
+ * the reclaim protocol, so the owner's lock-free takes stay exact), no grant
+ * passes the limit, and it allocates again once it has freed below the limit.
+ * The invariant sd.granted <= sd.limit holds again then; until then
+ * sd.granted <= max(sd.limit, what it held when the limit came). */
+int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
+                        mem_limit_change_t *out)
+{
+    uint64_t probe;
+    if (!t || slot < 0 || slot >= SHM_MAX_SLOTS || !text || !out ||
+        util_parse_size(text, 1, &probe) != 0)
+        return -EINVAL;
+    int rc = shm_lock(t);
+    if (rc != 0)
+        return rc;
+    mem_slot_t *a = area_of(t, slot);
+    if (!a || shm_slot_gen(t, slot) != gen || !shm_slot_alive(t, slot) ||
+        LOAD(&a->magic) != MEM_SLOT_MAGIC) {
+        shm_unlock(t);
+        return -ESRCH;
+    }
+    mem_limit_change_t c = { 0 };
+    for (int d = 0; d < SHM_MAX_DEVICES && rc == 0; d++) {
+        mem_sdev_t *sd = &a->dev[d];
+        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
+        uint64_t v, budget = LOAD(&dev->budget);
+        if (!(LOAD(&sd->flags) & MEM_SDEV_REGISTERED) || LOAD(&dev->magic) != MEM_DEV_MAGIC)
+            continue;
+        if (util_parse_size(text, budget, &v) != 0 || v == 0)
+            rc = -EINVAL;                        /* 0 would refuse every allocation */
+        else if (v < LOAD(&sd->reserved))
+            rc = -EBUSY;                         /* below its guaranteed reservation */
+        c.reserved += LOAD(&sd->reserved);
+        uint64_t g = clampb(LOAD(&sd->granted)), spare = MEM_SPARE(LOAD(&sd->avail));
+        c.used += g > spare ? g - spare : 0;
+        c.limit = v > budget ? budget : v;
+        c.devices++;
+    }
+    for (int d = 0; d < SHM_MAX_DEVICES && rc == 0; d++) {
+        mem_sdev_t *sd = &a->dev[d];
+        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
+        uint64_t v, budget = LOAD(&dev->budget);
+        if (!(LOAD(&sd->flags) & MEM_SDEV_REGISTERED) || LOAD(&dev->magic) != MEM_DEV_MAGIC ||
+            util_parse_size(text, budget, &v) != 0)
+            continue;
+        STORE(&sd->limit, v > budget ? budget : v);
+        if (clampb(LOAD(&sd->granted)) > LOAD(&sd->limit))
+            reclaim_one(t, dev, d, slot);        /* its spare, not what it holds */
+        mem_publish_locked(t, d);
+        mem_wake(dev);                           /* a raised limit may let it go on */
+    }
+    shm_unlock(t);
+    if (rc == 0 && c.devices == 0)
+        rc = -ENODEV;                            /* registered on no device yet */
+    if (rc == 0)
+        *out = c;
+    return rc;
 }

@@ -141,4 +141,18 @@ typedef struct mem_device_view {
 int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out);
 int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out);
 
+/* Set the memory limit of the process in (slot, gen) on each of its devices
+ * (salus limit): `text` in the size grammar (util_parse_size; a percentage
+ * of each device's budget; 0 is refused).  Below what it holds, the
+ * limit stops its growth until it has freed below it (account.c).  0 and
+ * *out (its figures when the limit came; limit: the new one, on its last
+ * device), -EINVAL (text), -EBUSY (below its reservation), -ESRCH (gone),
+ * -ENODEV (no device yet), or the lock's error. */
+typedef struct mem_limit_change {
+    uint64_t used, reserved, limit;
+    int devices;
+} mem_limit_change_t;
+int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
+                        mem_limit_change_t *out);
+
 #endif /* SALUS_MEMORY_H */

@@ -187,6 +187,10 @@ extern const char *const sched_policy_help[SCHED_POLICY_COUNT + 1];
  * -errno (-ENODEV: no process has used that device yet). */
 int sched_set_policy(int device, sched_policy_t policy, int quantum_ms);
 int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, int quantum_ms);
+/* Set the priority (0..100) of the process in (slot, gen) (control.c): it
+ * takes effect at the next policy decision on its devices.  0, -EINVAL,
+ * -ESRCH (that process is gone or not scheduled), or the lock's error. */
+int sched_set_priority_table(shm_table_t *t, int slot, uint32_t gen, int priority);
 
 /* ---- counters -------------------------------------------------------------- */
 /* The report's fields ("name":value pairs, comma-separated, no braces):

@@ -1,0 +1,39 @@
+/*
+ * control.c - live changes to one running process, made by a monitor (salus
+ * renice, salus-top's keys): its priority.
+ *
+ * Divided into: the priority.
+ *
+ * The change is a store into the process's slot under the table's lock,
+ * where every policy decision reads it (lease.c reads the holder's and the
+ * waiters' priorities when it picks): it takes effect at the process's next
+ * boundary, or the holder's, whichever decides first.  The slot is named by
+ * (slot, generation), so that a process that exited meanwhile, and the one
+ * that took its slot, are never changed by mistake.
+ */
+#include "sched/sched_int.h"
+
+#include <errno.h>
+
+#include "util/util.h"
+
+/* ---- the priority ------------------------------------------------------------ */
+
+int sched_set_priority_table(shm_table_t *t, int slot, uint32_t gen, int priority)
+{
+    if (!t || slot < 0 || slot >= SHM_MAX_SLOTS || priority < 0 || priority > 100)
+        return -EINVAL;
+    int rc = shm_lock(t);
+    if (rc != 0)
+        return rc;
+    sched_slot_t *s = sched_slot(t, slot);
+    if (!s || shm_slot_gen(t, slot) != gen || !shm_slot_alive(t, slot) ||
+        __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != SCHED_SLOT_MAGIC) {
+        shm_unlock(t);
+        return -ESRCH;                  /* gone, or not scheduled (yet) */
+    }
+    __atomic_store_n(&s->priority, priority, __ATOMIC_RELAXED);
+    shm_unlock(t);
+    util_info("slot %d: priority set to %d", slot, priority);
+    return 0;
+}
