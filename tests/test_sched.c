@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sched/sched_int.h"
@@ -440,6 +441,7 @@ static int sim_teardown(void **state)
 
 typedef struct job {
     uint64_t arrive_ns, iter_ns, iterations;   /* iterations 0: forever */
+    uint64_t deadline_ns;                      /* SALUS_END_TIME on the clock, 0: none */
     int priority, declare;
     int slot, arrived, finished;
     uint64_t done, gpu_ns, finished_ns, first_run_ns;
@@ -489,6 +491,7 @@ static void sim_arrive(job_t *j)
     assert_int_equal(shm_lock(T), 0);
     s->priority = j->priority;
     s->declared = j->declare ? j->iterations : 0;
+    s->deadline_ns = j->deadline_ns;
     s->iterations = 0;
     s->iter_ns = 0;
     s->devset = 1;
@@ -662,6 +665,37 @@ static void test_sim_srtf(void **state)
     assert_true(jobs[1].finished_ns < jobs[2].finished_ns);
     assert_true(jobs[2].finished_ns < jobs[0].finished_ns);
     assert_true(jobs[0].finished_ns < jobs[3].finished_ns);
+}
+
+/* A job that declares no length but an end (a batch system's time limit)
+ * ranks by the time left to it, at once: before jobs of unknown length, and
+ * against declared ones by remaining time. */
+static void test_sim_srtf_end_time(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_SRTF, 100);
+    job_t jobs[4] = {
+        { .iter_ns = 10 * MS, .iterations = 30, .deadline_ns = 10000 * MS },
+        { .arrive_ns = 1 * MS, .iter_ns = 10 * MS, .iterations = 10, .deadline_ns = 2000 * MS },
+        { .arrive_ns = 2 * MS, .iter_ns = 10 * MS, .iterations = 20, .declare = 1 },
+        { .arrive_ns = 3 * MS, .iter_ns = 10 * MS, .iterations = 5 },
+    };
+    sim_run(jobs, 4, 10000 * MS, runs, 4096);
+    for (int i = 0; i < 4; i++)
+        assert_true(jobs[i].finished);
+    /* 200 ms declared, then ends 2 s and 10 s away; unknown last. */
+    assert_true(jobs[2].finished_ns < jobs[1].finished_ns);
+    assert_true(jobs[1].finished_ns < jobs[0].finished_ns);
+    assert_true(jobs[0].finished_ns < jobs[3].finished_ns);
+    /* Whole runs: the far end yields at its first boundary, the declared job
+     * is measured and, shorter, keeps the GPU; the near end runs before the
+     * far one resumes. */
+    assert_int_equal(runs[0], 0);
+    for (int k = 1; k <= 20; k++)
+        assert_int_equal(runs[k], 2);
+    for (int k = 21; k <= 30; k++)
+        assert_int_equal(runs[k], 1);
+    assert_int_equal(runs[31], 0);
 }
 
 static void test_sim_fifo(void **state)
@@ -850,7 +884,7 @@ static void test_sim_repair(void **state)
 
 static const char *const sched_vars[] = {
     "SALUS_POLICY", "SALUS_QUANTUM_MS", "SALUS_MAX_SLICE_MS", "SALUS_PRIORITY",
-    "SALUS_ITERATIONS", "SALUS_ITER_SYNC", NULL,
+    "SALUS_ITERATIONS", "SALUS_END_TIME", "SALUS_ITER_SYNC", NULL,
 };
 
 /* Read the config with stderr captured into buf. */
@@ -883,6 +917,8 @@ static void test_config(void **state)
     assert_int_equal(c.quantum_ms, 100);
     assert_int_equal(c.priority, 50);
     assert_int_equal(c.iterations, 0);
+    assert_int_equal(c.end_time_s, 0);
+    assert_int_equal(sched_config_deadline(&c, 5000), 0);
     assert_int_equal(c.iter_sync_every, 0);
     assert_string_equal(err, "");
 
@@ -892,7 +928,15 @@ static void test_config(void **state)
     setenv("SALUS_PRIORITY", "90", 1);
     setenv("SALUS_ITERATIONS", "1000", 1);
     setenv("SALUS_ITER_SYNC", "every", 1);
+    char end[32];
+    snprintf(end, sizeof end, "%lld", (long long)time(NULL) + 3600);
+    setenv("SALUS_END_TIME", end, 1);
     read_config(&c, err, sizeof err);
+    assert_int_equal(c.end_time_s, atoll(end));
+    uint64_t left = sched_config_deadline(&c, 5000) - 5000;     /* an hour, give or take */
+    assert_true(left > 3590ull * 1000000000ull && left <= 3600ull * 1000000000ull);
+    c.end_time_s = 1000;                                      /* long past: nothing left */
+    assert_int_equal(sched_config_deadline(&c, 5000), 5000);
     assert_int_equal(c.policy, SCHED_POLICY_SRTF);
     assert_int_equal(c.policy_given, 1);
     assert_int_equal(c.quantum_ms, 250);
@@ -905,12 +949,14 @@ static void test_config(void **state)
     setenv("SALUS_QUANTUM_MS", "-5", 1);
     setenv("SALUS_PRIORITY", "101", 1);
     setenv("SALUS_ITERATIONS", "lots", 1);
+    setenv("SALUS_END_TIME", "tomorrow", 1);
     setenv("SALUS_ITER_SYNC", "sometimes", 1);
     read_config(&c, err, sizeof err);
     assert_int_equal(c.policy, SCHED_POLICY_FAIR);
     assert_int_equal(c.quantum_ms, 100);
     assert_int_equal(c.priority, 50);
     assert_int_equal(c.iterations, 0);
+    assert_int_equal(c.end_time_s, 0);
     assert_int_equal(c.iter_sync_every, 0);
     assert_non_null(strstr(err, "SALUS_POLICY=\"round-robin\""));
     assert_non_null(strstr(err, "fifo, fair, priority, srtf, pack"));
@@ -918,6 +964,7 @@ static void test_config(void **state)
     assert_non_null(strstr(err, "SALUS_PRIORITY=\"101\""));
     assert_non_null(strstr(err, "from 0 to 100"));
     assert_non_null(strstr(err, "SALUS_ITERATIONS=\"lots\""));
+    assert_non_null(strstr(err, "SALUS_END_TIME=\"tomorrow\""));
     assert_non_null(strstr(err, "auto, every"));
     for (int i = 0; sched_vars[i]; i++)
         unsetenv(sched_vars[i]);
@@ -972,6 +1019,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sim_fair_weighted, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_priority, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_srtf, sim_setup, sim_teardown),
+        cmocka_unit_test_setup_teardown(test_sim_srtf_end_time, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_fifo, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_pack, sim_setup, sim_teardown),
         cmocka_unit_test_setup_teardown(test_sim_dead_holder, sim_setup, sim_teardown),

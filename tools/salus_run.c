@@ -41,11 +41,10 @@ static int settings(util_var_id_t ids[NOPTS])
 /* 0, or says what is wrong (exit status 2 follows). */
 static int check(util_var_id_t id, const char *v)
 {
-    char why[512];
-    if (util_var_check(id, v, why, sizeof why) == 0)
+    char msg[768];
+    if (util_var_refusal(id, util_vars[id].option, v, msg, sizeof msg) == 0)
         return 0;
-    fprintf(stderr, "salus run: --%s \"%s\" is not accepted: %s\n"
-            "salus run: see 'salus run --help'\n", util_vars[id].option, v, why);
+    fprintf(stderr, "salus run: %s\nsalus run: see 'salus run --help'\n", msg);
     return -1;
 }
 

@@ -1,12 +1,14 @@
 /*
  * config.c - the scheduler's SALUS_* variables (SALUS_POLICY, _QUANTUM_MS,
- * _MAX_SLICE_MS, _PRIORITY, _ITERATIONS, _ITER_SYNC), read once per process
+ * _MAX_SLICE_MS, _PRIORITY, _ITERATIONS, _END_TIME, _ITER_SYNC), read once per process
  * when it registers, never on the launch path.  Their ranges, defaults and
  * help are the one list of variables (util/vars.h); a bad value is rejected
  * there with a message naming the variable and the forms it accepts, and the
  * default is kept.  No lock: the caller holds the process's scheduler lock.
  */
 #include "sched/sched_int.h"
+
+#include <time.h>
 
 void sched_config_read(sched_config_t *out)
 {
@@ -31,9 +33,23 @@ void sched_config_read(sched_config_t *out)
         c.priority = (int)v;
     if (util_var_long(UTIL_VAR_ITERATIONS, &v) == 0)
         c.iterations = (uint64_t)v;
+    if (util_var_long(UTIL_VAR_END_TIME, &v) == 0)
+        c.end_time_s = v;
     if (util_var_choice(UTIL_VAR_ITER_SYNC, &choice) == 0)
         c.iter_sync_every = choice == 1;
     if (c.max_slice_ms < c.quantum_ms)
         c.max_slice_ms = c.quantum_ms;
     *out = c;
+}
+
+/* SALUS_END_TIME is wall time (what a batch system knows); the lease works on
+ * the monotonic sched clock: the time left now, added to `now`.  0 when no
+ * end time is set; an end already past is `now` (nothing left). */
+uint64_t sched_config_deadline(const sched_config_t *c, uint64_t now)
+{
+    if (c->end_time_s <= 0)
+        return 0;
+    time_t wall = time(NULL);
+    uint64_t left = c->end_time_s > wall ? (uint64_t)(c->end_time_s - wall) : 0;
+    return now + left * 1000000000ull;
 }

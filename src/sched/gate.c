@@ -68,6 +68,7 @@ static void register_locked(sched_proc_t *p)
     sched_slot_t *me = sched_slot(t, slot);
     me->priority = p->cfg.priority;
     me->declared = p->cfg.iterations;
+    me->deadline_ns = sched_config_deadline(&p->cfg, sched_now());
     __atomic_store_n(&me->devset, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&me->gate, SCHED_GATE_OPEN, __ATOMIC_RELAXED);
     __atomic_store_n(&me->magic, SCHED_SLOT_MAGIC, __ATOMIC_RELEASE);

@@ -200,13 +200,18 @@ static int waiter_valid(shm_table_t *t, const sched_dev_t *dev, int s, int holde
            dev->wait[s].gen == shm_slot_gen(t, s);
 }
 
-static void cand_fill(shm_table_t *t, int slot, int d, sched_cand_t *c)
+/* srtf's remaining time: declared iterations left x measured iteration time;
+ * without a declared length, the time left until the job's end (SALUS_END_TIME:
+ * a batch system's time limit, an upper bound the job is known to respect),
+ * which needs no measurement. */
+static void cand_fill(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_t *c)
 {
     sched_slot_t *s = sched_slot(t, slot);
     int prio = __atomic_load_n(&s->priority, __ATOMIC_RELAXED);
     uint64_t declared = __atomic_load_n(&s->declared, __ATOMIC_RELAXED);
     uint64_t done = __atomic_load_n(&s->iterations, __ATOMIC_RELAXED);
     uint64_t iter_ns = __atomic_load_n(&s->iter_ns, __ATOMIC_RELAXED);
+    uint64_t deadline = __atomic_load_n(&s->deadline_ns, __ATOMIC_RELAXED);
     memset(c, 0, sizeof *c);
     c->slot = slot;
     c->priority = prio < 0 ? 0 : prio > 100 ? 100 : prio;
@@ -217,6 +222,9 @@ static void cand_fill(shm_table_t *t, int slot, int d, sched_cand_t *c)
     if (c->declared && c->measured) {
         uint64_t left = declared > done ? declared - done : 0;
         c->remaining_ns = left > (UINT64_MAX - 1) / iter_ns ? UINT64_MAX - 1 : left * iter_ns;
+    } else if (!c->declared && deadline) {
+        c->declared = c->measured = 1;
+        c->remaining_ns = deadline > now ? deadline - now : 0;
     }
 }
 
@@ -230,7 +238,7 @@ void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *
     int holder = sched_lease_holder(t, dev->lease);
     v->has_holder = holder >= 0;
     if (v->has_holder) {
-        cand_fill(t, holder, d, &v->holder);
+        cand_fill(t, holder, d, now, &v->holder);
         v->held_ns = now > dev->since_ns ? now - dev->since_ns : 0;
     }
     for (int s = 0; s < SHM_MAX_SLOTS; s++) {
@@ -243,7 +251,7 @@ void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *
         if (__atomic_load_n(&sched_slot(t, s)->stopped_ns, __ATOMIC_RELAXED))
             continue;                            /* stopped: kept, not a candidate */
         sched_cand_t *c = &v->waiters[v->n++];
-        cand_fill(t, s, d, c);
+        cand_fill(t, s, d, now, c);
         c->ticket = dev->wait[s].ticket;
     }
 }

@@ -2,7 +2,9 @@
  * policy_srtf.c - shortest remaining time first.
  *
  * remaining = (SALUS_ITERATIONS - iterations done) x mean running time of an
- * iteration (lease waits excluded).  Ranks, first to last:
+ * iteration (lease waits excluded); for a job that declares no length but an
+ * end (SALUS_END_TIME, a batch system's time limit), the time left until
+ * then, known at once (lease.c fills both).  Ranks, first to last:
  *   class 0  declared length, no iteration measured yet: it runs first, for
  *            one iteration, which measures it (a job's remaining time cannot
  *            be compared before that, and a short job must not wait behind a

@@ -64,7 +64,8 @@ typedef struct sched_slot {
     uint64_t wait_since_ns;   /* start of the owner's wait in progress, 0: none */
     uint64_t stopped_ns;      /* seen stopped (SIGSTOP, a debugger) since, 0: not;
                                  set by a peer, cleared by the owner; under the lock */
-    uint8_t pad3[16];
+    uint64_t deadline_ns;     /* SALUS_END_TIME on the sched clock, 0: none; set once */
+    uint8_t pad3[8];
     uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
     uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (atomic add) */
 } sched_slot_t;
@@ -136,11 +137,14 @@ typedef struct sched_config {
     uint32_t max_slice_ms;       /* SALUS_MAX_SLICE_MS */
     int priority;                /* SALUS_PRIORITY */
     uint64_t iterations;         /* SALUS_ITERATIONS, 0: unknown */
+    int64_t end_time_s;          /* SALUS_END_TIME (Unix seconds), 0: none */
     int iter_sync_every;         /* SALUS_ITER_SYNC=every */
 } sched_config_t;
 
 /* Read every variable; bad values are said once and their default kept. */
 void sched_config_read(sched_config_t *out);
+/* SALUS_END_TIME on the sched clock whose time is `now`; 0: none. */
+uint64_t sched_config_deadline(const sched_config_t *c, uint64_t now);
 
 /* ---- the boundary detector (detect.c): pure logic --------------------------
  * Tokens (launches, hash sum) between consecutive host syncs; the smallest

@@ -146,6 +146,18 @@ int util_var_check(util_var_id_t id, const char *text, char *why, size_t whylen)
     return -1;
 }
 
+int util_var_refusal(util_var_id_t id, const char *option, const char *text, char *msg,
+                     size_t len)
+{
+    char why[512];
+    if (util_var_check(id, text, why, sizeof why) == 0)
+        return 0;
+    if (msg && len)
+        snprintf(msg, len, "--%s \"%s\" is not accepted: %s", option ? option : "?",
+                 text ? text : "", why);
+    return -1;
+}
+
 /* ---- reading one ------------------------------------------------------------- */
 
 /* The variable's value: NULL when unset; when invalid, said once and NULL. */

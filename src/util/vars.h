@@ -41,6 +41,9 @@
       "MS", "a holder that reaches no iteration boundary yields after this long")       \
     X(ITERATIONS, "SALUS_ITERATIONS", LONG, 1, 1000000000000L, 0, NULL, "iterations",   \
       "N", "the job's length in iterations (srtf ranks by remaining time)")             \
+    X(END_TIME, "SALUS_END_TIME", LONG, 1, 100000000000L, 0, NULL, "end-time", "UNIX-S",  \
+      "when the job's time limit ends, in seconds since 1970 (srtf's hint without "      \
+      "SALUS_ITERATIONS; the Slurm plugin sets it)")                                    \
     X(ITER_SYNC, "SALUS_ITER_SYNC", CHOICE, 0, 0, 0, util_iter_sync_names, "iter-sync", \
       "auto|every", "every host sync ends an iteration, or the detector finds which "   \
       "do (auto)")                                                                      \
@@ -109,6 +112,11 @@ int util_var_misspelled(const char *entry, size_t *name_len);
 /* Warn once per process about each misspelled SALUS_* variable of the
  * environment (libsalus's start-up). */
 void util_var_warn_misspelled(void);
+/* The refusal that `salus run` and the Slurm plugin print for a value given
+ * by the option `--<option>`: 0 when `text` is accepted; otherwise -1 and, in
+ * `msg`, `--<option> "<text>" is not accepted: <the forms it takes>`. */
+int util_var_refusal(util_var_id_t id, const char *option, const char *text, char *msg,
+                     size_t len);
 /* A table name: an optional '/', then 1 to 62 of [A-Za-z0-9._-]. */
 int util_table_name_ok(const char *name);
 
