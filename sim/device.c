@@ -5,6 +5,11 @@
  *
  * Divided into: driver; devices; attributes; errors; the rest.
  *
+ * CUDA_VISIBLE_DEVICES selects and orders the devices a process sees, as the
+ * driver does: ordinal i of cuDeviceGet is the i-th listed index, and the
+ * list ends at its first entry that names no device.  A CUdevice is the
+ * device's own index, so its UUID is the same whatever the ordering.
+ *
  * Each device is a plausible Hopper GPU (compute capability 9.0, 132 SMs,
  * as an H100 SXM) whose memory is SIMGPU_MEMORY.  Attributes the header
  * knows but simgpu does not model answer 0 (the feature is absent); values
@@ -16,6 +21,7 @@
 #include "sim.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- driver --------------------------------------------------------------------- */
@@ -45,14 +51,36 @@ int sim_device_valid(CUdevice dev)
         if (!sim_device_valid(dev)) return CUDA_ERROR_INVALID_DEVICE; \
     } while (0)
 
+void sim_read_visible(void)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    sim_p.nvisible = 0;
+    if (!v) {
+        for (int d = 0; d < sim_p.ndevices; d++)
+            sim_p.visible[sim_p.nvisible++] = d;
+        return;
+    }
+    while (*v && sim_p.nvisible < SIM_MAX_DEVICES) {
+        char *end;
+        long d = strtol(v, &end, 10);
+        if (end == v || (*end && *end != ',') || !sim_device_valid((CUdevice)d))
+            break;
+        for (int i = 0; i < sim_p.nvisible; i++)
+            if (sim_p.visible[i] == d)
+                return;                  /* listed twice: the driver stops there too */
+        sim_p.visible[sim_p.nvisible++] = (int)d;
+        v = *end ? end + 1 : end;
+    }
+}
+
 CUresult CUDAAPI cuDeviceGet(CUdevice *dev, int ordinal)
 {
     SIM_CHECK_INIT();
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_device_valid(ordinal))
+    if (ordinal < 0 || ordinal >= sim_p.nvisible)
         return CUDA_ERROR_INVALID_DEVICE;
-    *dev = ordinal;
+    *dev = sim_p.visible[ordinal];
     return CUDA_SUCCESS;
 }
 
@@ -61,7 +89,7 @@ CUresult CUDAAPI cuDeviceGetCount(int *count)
     SIM_CHECK_INIT();
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    *count = sim_p.ndevices;
+    *count = sim_p.nvisible;
     return CUDA_SUCCESS;
 }
 

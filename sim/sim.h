@@ -282,6 +282,8 @@ typedef struct sim_process {
     int slot;                           /* our slot, -1 before cuInit */
     int pid;                            /* getpid() at cuInit, for the trace */
     int ndevices;
+    int nvisible;                       /* CUDA_VISIBLE_DEVICES: ordinals */
+    int visible[SIM_MAX_DEVICES];       /* ordinal -> device (the CUdevice) */
     uint64_t capacity;
     uint64_t kernel_ns;                 /* SIMGPU_KERNEL_NS */
     int trace_fd;                       /* SIMGPU_TRACE, -1 if off */
@@ -334,6 +336,8 @@ void sim_range_reset_after_fork(void);
 
 /* ---- device.c ---------------------------------------------------------- */
 int sim_device_valid(CUdevice dev);
+/* Read CUDA_VISIBLE_DEVICES (at cuInit, under the process lock). */
+void sim_read_visible(void);
 
 /* ---- stubs.c: the graphics interop exports -------------------------------
  * Declared without parameters: their types belong to the GL, EGL and VDPAU

@@ -515,6 +515,7 @@ CUresult sim_init(unsigned flags)
         if (rc != CUDA_SUCCESS)
             goto out_fail;
     }
+    sim_read_visible();
     sim_p.kernel_ns = env_u64("SIMGPU_KERNEL_NS", SIM_DEFAULT_KERNEL_NS,
                               3600ull * 1000000000ull, NULL);
     open_trace();
