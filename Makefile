@@ -92,7 +92,7 @@ SALUS_SRCS := $(wildcard src/*/*.c)
 SALUS_OBJS := $(SALUS_SRCS:%.c=$(B)/obj/%.o)
 LIBSALUS   := $(B)/libsalus.so
 include $(wildcard src/*/module.mk sim/module.mk workloads/module.mk \
-                   tools/module.mk bench/module.mk tests/module.mk)
+                   tools/module.mk bench/module.mk slurm/module.mk tests/module.mk)
 
 # libsalus.so: every module of src/, linked with hidden visibility so that it
 # exports only what is marked SALUS_EXPORT (the wrapped driver symbols, dlsym

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Check, and where we may install, what the build needs on a Debian machine.
 #
-#   mk/deps.sh build|test|demo|bench|fuzz
+#   mk/deps.sh build|test|demo|bench|fuzz|slurm
 #
 # Each need is a file or command that proves a package is there, and the
 # Debian package that provides it.  Missing packages are installed with
@@ -48,6 +48,15 @@ bench) need -p:matplotlib python3-matplotlib ;;
 fuzz)                                   # make fuzz: libFuzzer's runtime comes with clang's
     need -c:clang clang
     need -f:'/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a' libclang-rt-dev
+    ;;
+# The Slurm plugin's headers and the daemons its test runs (slurm/).
+slurm)
+    need -h:slurm/spank.h libslurm-dev
+    need -c:slurmctld slurmctld
+    need -c:slurmd slurmd
+    need -c:sbatch slurm-client
+    need -c:munged munge
+    need -c:useradd passwd
     ;;
 esac
 

@@ -476,7 +476,8 @@ static void test_man_pages(void **state)
         skip();
     }
     static const char *const pages[] = { "tools/man/salus.1", "tools/man/salus-top.1",
-                                         "tools/man/libsalus.7", NULL };
+                                         "tools/man/libsalus.7", "tools/man/salus-slurm.8",
+                                         NULL };
     for (int i = 0; pages[i]; i++) {
         char path[512];
         char *argv[] = { groff, "-man", "-Tutf8", "-ww", "-z",
@@ -547,7 +548,7 @@ static void test_install(void **state)
     }
     static const char *const files[] = { "bin/salus", "bin/salus-top", "lib/libsalus.so",
         "share/man/man1/salus.1", "share/man/man1/salus-top.1", "share/man/man7/libsalus.7",
-        NULL };
+        "share/man/man8/salus-slurm.8", NULL };
     for (int i = 0; files[i]; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/inst/opt/salus/%s", tu_tmpdir(), files[i]);

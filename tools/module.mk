@@ -1,5 +1,6 @@
 # The tools: salus-top (the live monitor) and salus (run, status, policy,
-# reset), and their man pages with libsalus(7).
+# reset), and their man pages with libsalus(7) and salus-slurm(8) (the
+# Slurm plugin's, slurm/).
 #
 #   make build/bin/salus build/bin/salus-top
 #   make tools-install PREFIX=... DESTDIR=...   (what make install runs)
@@ -16,6 +17,7 @@ TOOLS_LIB_OBJS  := $(patsubst %,$(B)/obj/tools/%.o,collect layout output draw te
 TOOLS_BINS      := $(B)/bin/salus $(B)/bin/salus-top
 TOOLS_MAN1      := tools/man/salus.1 tools/man/salus-top.1
 TOOLS_MAN7      := tools/man/libsalus.7
+TOOLS_MAN8      := tools/man/salus-slurm.8
 TOOLS_LDLIBS    := $(shell pkg-config --libs ncurses 2>/dev/null || echo -lncurses) -lm -lpthread -lrt
 
 $(TOOLS_CORE): $(TOOLS_CORE_OBJS)
@@ -37,10 +39,12 @@ $(B)/bin/salus: $(B)/obj/tools/salus.o $(B)/obj/tools/salus_run.o $(B)/obj/tools
 ALL_TARGETS += $(TOOLS_BINS)
 
 .PHONY: tools-install
-tools-install: $(LIBSALUS) $(TOOLS_BINS) $(TOOLS_MAN1) $(TOOLS_MAN7)
+tools-install: $(LIBSALUS) $(TOOLS_BINS) $(TOOLS_MAN1) $(TOOLS_MAN7) $(TOOLS_MAN8)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
-	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
+	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7 \
+	    $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 755 $(TOOLS_BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(LIBSALUS) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(TOOLS_MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 $(TOOLS_MAN7) $(DESTDIR)$(PREFIX)/share/man/man7/
+	install -m 644 $(TOOLS_MAN8) $(DESTDIR)$(PREFIX)/share/man/man8/
