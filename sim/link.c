@@ -161,7 +161,9 @@ static CUresult library_parse(const unsigned char *img, size_t len, sim_module_t
         if (memcmp(h + 58, "`\n", 2) || end == size_txt || size > len - off - 60)
             return CUDA_ERROR_INVALID_IMAGE;
         const unsigned char *body = h + 60;
-        if (h[0] != '/' && size >= 4 && !memcmp(body, ELFMAG, SELFMAG)) {
+        /* Members are named "name/" or, when long, "/<offset>" into the
+         * "//" table: any ELF body is an object, whatever its name. */
+        if (size >= 4 && !memcmp(body, ELFMAG, SELFMAG)) {
             CUresult rc = object_parse(body, size, m);
             if (rc == CUDA_SUCCESS)
                 found = 1;

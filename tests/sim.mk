@@ -69,8 +69,12 @@ $(SIMIMG)/img.o: $(SIMIMG_SRC) | $(B)/.deps-build
 $(SIMIMG)/img_z.o: $(SIMIMG_SRC) | $(B)/.deps-build
 	@mkdir -p $(@D)
 	$(NVCC) -dc -arch=sm_90 -o $@ $<
+# Its member's name is long, so that ar names it "/0" in a "//" table.
 $(SIMIMG)/libimg.a: $(SIMIMG)/img.o
-	rm -f $@ && ar rcs $@ $<
+	rm -f $@ && cp $< $(@D)/img_with_a_long_member_name.o && \
+	    ar rcs $@ $(@D)/img_with_a_long_member_name.o
 
 $(eval $(call salus_test,test_simgpu_image,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+# It links the toolkit's libcudadevrt.a too.
+$(B)/obj/tests/test_simgpu_image.o: MOD_CFLAGS := -DCUDA_HOME_DIR='"$(CUDA_HOME)"'
 $(B)/tests/test_simgpu_image: | $(WL_CUBIN) $(WL_PTX) $(SIMIMG_ALL)

@@ -24,6 +24,10 @@
 
 #include "lib/testutil.h"
 
+#ifndef CUDA_HOME_DIR
+#define CUDA_HOME_DIR "/usr/local/cuda"
+#endif
+
 /* test_simgpu_util.c */
 extern CUcontext simt_ctx;
 int simt_init(const char *tag);
@@ -343,6 +347,30 @@ static void test_link_containers(void **state)
     }
 }
 
+/* The toolkit's device runtime (an archive whose one member has a long
+ * name and compressed relocatable cubins for many architectures), linked
+ * with PTX that uses none of it, as libNVVM's device-launch sample does. */
+static void test_link_device_runtime(void **state)
+{
+    (void)state;
+    char path[512];
+    linker_t l;
+    linker_create(&l, 0);
+    CK(cuLinkAddFile(l.st, CU_JIT_INPUT_LIBRARY, CUDA_HOME_DIR "/lib64/libcudadevrt.a",
+                     0, NULL, NULL));
+    CK(cuLinkAddFile(l.st, CU_JIT_INPUT_PTX, image_path("sm90.ptx", path, sizeof path),
+                     0, NULL, NULL));
+    void *cubin = NULL;
+    CK(cuLinkComplete(l.st, &cubin, NULL));
+    assert_string_equal(l.err, "");
+    CUmodule m;
+    CUfunction f;
+    CK(cuModuleLoadData(&m, cubin));
+    CK(cuModuleGetFunction(&f, m, "img_kernel"));
+    CK(cuModuleUnload(m));
+    CK(cuLinkDestroy(l.st));
+}
+
 static void test_link_errors(void **state)
 {
     (void)state;
@@ -431,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_managed_variables),
         cmocka_unit_test(test_link_ptx_and_cubin),
         cmocka_unit_test(test_link_containers),
+        cmocka_unit_test(test_link_device_runtime),
         cmocka_unit_test(test_link_errors),
     };
     return cmocka_run_group_tests_name("simgpu_image", tests, NULL, NULL);
