@@ -35,7 +35,8 @@
 #include "lib/testutil.h"
 
 /* ---- fakes of every wrapped export ----------------------------------------
- * fake_<export> counts its calls and answers FAKE_RC + its id, so a test can
+ * fake_<export> counts its calls (atomically: test_thread_counts calls from
+ * several threads) and answers FAKE_RC + its id, so a test can
  * tell which slot a wrapper reached, or CUDA_SUCCESS while fake_succeed. */
 #define FAKE_RC 1000
 static int fake_called[HOOK_COUNT];
@@ -46,7 +47,7 @@ static int fake_succeed;
 #define FAKE_(cat, export, ...)                                              \
     static CUresult CUDAAPI fake_##export CU_PARAMS_##export                 \
     {                                                                        \
-        fake_called[HOOK_##export]++;                                        \
+        __atomic_fetch_add(&fake_called[HOOK_##export], 1, __ATOMIC_RELAXED); \
         return fake_succeed ? CUDA_SUCCESS : (CUresult)(FAKE_RC + HOOK_##export); \
     }
 HOOK_LIST(FAKE_)
