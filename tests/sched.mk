@@ -9,6 +9,8 @@
 SCHED_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c)) \
                    $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c))
 $(eval $(call salus_test,test_sched,$(SCHED_TEST_OBJS),))
+#   test_sched_latency  SALUS_LATENCY_MS in fair and priority (views by hand)
+$(eval $(call salus_test,test_sched_latency,$(SCHED_TEST_OBJS),))
 # The multi-process tests share tests/test_sched_lib.c (table watchers).
 $(B)/obj/tests/test_sched_lib.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_sched_lease,$(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o,))

@@ -121,7 +121,7 @@ static void test_tiny_run(void **state)
     assert_int_equal(rc, 0);
 
     static const char *const files[] = { "training.json", "hyperparam.json", "inference.json",
-                                         "micro.json", "timing.json", "report.md",
+                                         "mixed.json", "micro.json", "timing.json", "report.md",
                                          "summary.json", NULL };
     for (int i = 0; files[i]; i++)
         assert_true(exists(outdir, files[i]));
@@ -141,6 +141,7 @@ static void test_tiny_run(void **state)
     assert_non_null(strstr(md, "## 1. Training"));
     assert_non_null(strstr(md, "## 2. Hyper-parameter tuning"));
     assert_non_null(strstr(md, "## 3. Inference"));
+    assert_non_null(strstr(md, "## A latency-sensitive service beside training"));
     assert_non_null(strstr(md, "## 4. Microbenchmarks"));
     free(md);
 

@@ -19,7 +19,8 @@ from . import config, plots, presets
 
 POLICY_KEYS = ["avg_jct_s", "p95_jct_s", "makespan_s", "utilization", "failed_jobs"]
 TRAINING_KEYS = ["fifo", "srtf", "fair", "pack", "none", "ideal_srtf"]
-SUMMARY_KEYS = ["training", "hyperparam", "inference", "overhead_ns_per_launch",
+MIXED_KEYS = ["p50_ms", "p99_ms", "training_avg_jct_s"]
+SUMMARY_KEYS = ["training", "hyperparam", "inference", "mixed", "overhead_ns_per_launch",
                 "overhead_ns_per_launch_contended", "overhead_ns_per_launch_two_devices",
                 "alloc_ns_per_pair", "handoff_us"]
 PAPER = {"jct": 3.19, "hyper_util": 2.38, "infer_salus": 42, "infer_mps_gpus": 6}
@@ -48,7 +49,7 @@ def infer_figures(inf):
     return out
 
 
-def summary(tr, hp, inf, mi):
+def summary(tr, hp, inf, mi, mx=None):
     training = {}
     for k in TRAINING_KEYS:
         src = (tr or {}).get("policies", {}).get(k, {})
@@ -72,7 +73,9 @@ def summary(tr, hp, inf, mi):
                  "none_gpus_needed": fi["none_gpus_needed"],
                  "one_gpu_each_gpus": fi["one_gpu_each_gpus"]}
     fig = (mi or {}).get("figures", {})
-    return {"training": training, "hyperparam": hyper, "inference": infer,
+    mixed = {pol: {k: st.get(k) for k in MIXED_KEYS}
+             for pol, st in ((mx or {}).get("policies") or {}).items()}
+    return {"training": training, "hyperparam": hyper, "inference": infer, "mixed": mixed,
             "overhead_ns_per_launch": fig.get("overhead_ns_per_launch"),
             "overhead_ns_per_launch_contended": fig.get("overhead_ns_per_launch_contended"),
             "overhead_ns_per_launch_two_devices": fig.get("overhead_ns_per_launch_two_devices"),
@@ -100,9 +103,12 @@ def check_summary(path):
             p.append(f"training.{pol} missing")
             continue
         p += [f"training.{pol}.{k} missing" for k in POLICY_KEYS if k not in o]
-    for k in ("hyperparam", "inference"):
+    for k in ("hyperparam", "inference", "mixed"):
         if not isinstance(s.get(k), dict) or not s.get(k):
             p.append(f"{k} is not a non-empty object")
+    for pol, o in (s.get("mixed") or {}).items():
+        if not isinstance(o, dict) or any(k not in o for k in MIXED_KEYS):
+            p.append(f"mixed.{pol} lacks one of {', '.join(MIXED_KEYS)}")
     h = s.get("handoff_us")
     if not isinstance(h, dict) or "p50" not in h or "p99" not in h:
         p.append("handoff_us lacks p50/p99")
@@ -632,6 +638,9 @@ def render(out_dir, scale, pngs, img_prefix=""):
         L.append(section_infer(inf))
         if "inference_p99.png" in pngs:
             L += [f"![inference p99]({img_prefix}inference_p99.png)", ""]
+    mx = config.load_json(out_dir, "mixed.json")
+    if mx:
+        L.append(section_mixed(mx))
     L.append(section_micro(mi, tr))
     L.append(SHORTFALL_TEXT)
     L.append(section_workloads(tr))
@@ -641,10 +650,36 @@ def render(out_dir, scale, pngs, img_prefix=""):
     return "\n".join(L)
 
 
+def section_mixed(mx):
+    """A service beside two training jobs, per policy."""
+    pols = mx.get("policies") or {}
+    rows = [[pol, f(st.get("p50_ms"), 1), f(st.get("p99_ms"), 1),
+             f(st.get("training_avg_jct_s"), 2), st.get("requests")]
+            for pol, st in pols.items()]
+    out = ["## A latency-sensitive service beside training", "",
+           f"One inference service ({mx['rate_rps']} requests/s, 2 ms of GPU each, "
+           f"`SALUS_LATENCY_MS={mx['latency_ms']}` under Salus) beside two training jobs "
+           f"(10 ms of GPU per iteration) on one GPU, for {mx['seconds']:g} s; "
+           "`fair-no-latency` is fair without the variable.  Latency is arrival to "
+           "completion, queueing included.", "",
+           table(["policy", "service p50, ms", "service p99, ms", "training avg JCT, s",
+                  "requests"], rows), ""]
+    fair, plain = pols.get("fair") or {}, pols.get("fair-no-latency") or {}
+    if fair.get("p99_ms") is not None and plain.get("p99_ms") is not None:
+        out.append(f"Under `fair`, `SALUS_LATENCY_MS` takes the service's p99 from "
+                   f"{f(plain['p99_ms'], 1)} ms to {f(fair['p99_ms'], 1)} ms (target "
+                   f"{mx['latency_ms']} ms); the training jobs' average JCT goes from "
+                   f"{f(plain.get('training_avg_jct_s'), 2)} s to "
+                   f"{f(fair.get('training_avg_jct_s'), 2)} s.")
+        out.append("")
+    return "\n".join(out)
+
+
 def run(scale, out_dir):
     tr, hp, inf, mi = results(out_dir)
+    mx = config.load_json(out_dir, "mixed.json")
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-        json.dump(summary(tr, hp, inf, mi), fh, indent=1)
+        json.dump(summary(tr, hp, inf, mi, mx), fh, indent=1)
     pngs = plots.draw(out_dir)
     with open(os.path.join(out_dir, "report.md"), "w") as fh:
         fh.write(render(out_dir, scale, pngs))

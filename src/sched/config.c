@@ -1,10 +1,10 @@
 /*
  * config.c - the scheduler's SALUS_* variables (SALUS_POLICY, _QUANTUM_MS,
- * _MAX_SLICE_MS, _PRIORITY, _ITERATIONS, _END_TIME, _ITER_SYNC), read once per process
- * when it registers, never on the launch path.  Their ranges, defaults and
- * help are the one list of variables (util/vars.h); a bad value is rejected
- * there with a message naming the variable and the forms it accepts, and the
- * default is kept.  No lock: the caller holds the process's scheduler lock.
+ * _MAX_SLICE_MS, _PRIORITY, _LATENCY_MS, _ITERATIONS, _END_TIME, _ITER_SYNC),
+ * read once per process when it registers, never on the launch path.  Their
+ * ranges, defaults and help are the one list of variables (util/vars.h); a bad
+ * value is rejected there with a message naming the variable and the forms it
+ * accepts, and the default is kept.  No lock: the caller holds the process's scheduler lock.
  */
 #include "sched/sched_int.h"
 
@@ -31,6 +31,8 @@ void sched_config_read(sched_config_t *out)
         c.max_slice_ms = (uint32_t)v;
     if (util_var_long(UTIL_VAR_PRIORITY, &v) == 0)
         c.priority = (int)v;
+    if (util_var_long(UTIL_VAR_LATENCY_MS, &v) == 0)
+        c.latency_ms = (uint32_t)v;
     if (util_var_long(UTIL_VAR_ITERATIONS, &v) == 0)
         c.iterations = (uint64_t)v;
     if (util_var_long(UTIL_VAR_END_TIME, &v) == 0)

@@ -67,6 +67,7 @@ static void register_locked(sched_proc_t *p)
     }
     sched_slot_t *me = sched_slot(t, slot);
     me->priority = p->cfg.priority;
+    me->latency_ms = p->cfg.latency_ms;
     me->declared = p->cfg.iterations;
     me->deadline_ns = sched_config_deadline(&p->cfg, sched_now());
     __atomic_store_n(&me->devset, 0, __ATOMIC_RELAXED);

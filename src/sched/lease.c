@@ -215,6 +215,8 @@ static void cand_fill(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_
     memset(c, 0, sizeof *c);
     c->slot = slot;
     c->priority = prio < 0 ? 0 : prio > 100 ? 100 : prio;
+    uint32_t lat = __atomic_load_n(&s->latency_ms, __ATOMIC_RELAXED);
+    c->latency_ms = lat > 60000 ? 60000 : lat;
     c->vtime = s->vtime[d];
     c->declared = declared > 0 && declared <= 1000000000000ull;
     c->measured = iter_ns > 0 && iter_ns < 3600ull * 1000000000ull;

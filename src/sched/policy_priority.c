@@ -11,6 +11,9 @@
 
 static int prio_before(const sched_cand_t *a, const sched_cand_t *b)
 {
+    int o = sched_latency_order(a, b);
+    if (o != 0)
+        return o > 0;
     if (a->priority != b->priority)
         return a->priority > b->priority;
     return sched_fair_before(a, b);
@@ -29,6 +32,8 @@ static int prio_yield(const sched_view_t *v, int pick)
 {
     if (pick < 0 || !v->has_holder)
         return 0;
+    if (v->waiters[pick].latency_ms)
+        return 1;                       /* within its latency target: at once */
     int w = v->waiters[pick].priority, h = v->holder.priority;
     if (w != h)
         return w > h;

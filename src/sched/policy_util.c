@@ -45,21 +45,38 @@ int sched_fair_before(const sched_cand_t *a, const sched_cand_t *b)
     return sched_ticket_before(a->ticket, b->ticket);
 }
 
+/* A latency-sensitive job (a service beside training) must get the GPU
+ * within its target: it goes first among the waiters, and a holder hands
+ * over to it at its next boundary, whatever its quantum.  Its GPU time is
+ * still charged to its virtual time; a job that asks for this and uses the
+ * GPU all the time takes it from the others, which the tools show. */
+int sched_latency_order(const sched_cand_t *a, const sched_cand_t *b)
+{
+    if (!a->latency_ms == !b->latency_ms)
+        return a->latency_ms && b->latency_ms && a->ticket != b->ticket
+                   ? (sched_ticket_before(a->ticket, b->ticket) ? 1 : -1) : 0;
+    return a->latency_ms ? 1 : -1;
+}
+
 int sched_fair_pick(const sched_view_t *v)
 {
     int best = -1;
-    for (int i = 0; i < v->n; i++)
-        if (best < 0 || sched_fair_before(&v->waiters[i], &v->waiters[best]))
+    for (int i = 0; i < v->n; i++) {
+        int o = best < 0 ? 1 : sched_latency_order(&v->waiters[i], &v->waiters[best]);
+        if (o > 0 || (o == 0 && sched_fair_before(&v->waiters[i], &v->waiters[best])))
             best = i;
+    }
     return best;
 }
 
 /* The holder has had its quantum (scaled by its weight) and the waiter has
- * had no more GPU time than the holder. */
+ * had no more GPU time than the holder; or the waiter is latency-sensitive. */
 int sched_fair_yield(const sched_view_t *v, int pick)
 {
     if (pick < 0 || !v->has_holder)
         return 0;
+    if (v->waiters[pick].latency_ms)
+        return 1;
     uint64_t quantum = v->quantum_ns / SCHED_WEIGHT_UNIT * sched_weight(v->holder.priority);
     if (v->held_ns < quantum)
         return 0;

@@ -65,7 +65,8 @@ typedef struct sched_slot {
     uint64_t stopped_ns;      /* seen stopped (SIGSTOP, a debugger) since, 0: not;
                                  set by a peer, cleared by the owner; under the lock */
     uint64_t deadline_ns;     /* SALUS_END_TIME on the sched clock, 0: none; set once */
-    uint8_t pad3[8];
+    uint32_t latency_ms;      /* SALUS_LATENCY_MS, 0: none; written at registration */
+    uint8_t pad3[4];
     uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
     uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (atomic add) */
 } sched_slot_t;
@@ -136,6 +137,7 @@ typedef struct sched_config {
     uint32_t quantum_ms;         /* SALUS_QUANTUM_MS */
     uint32_t max_slice_ms;       /* SALUS_MAX_SLICE_MS */
     int priority;                /* SALUS_PRIORITY */
+    uint32_t latency_ms;         /* SALUS_LATENCY_MS, 0: none */
     uint64_t iterations;         /* SALUS_ITERATIONS, 0: unknown */
     int64_t end_time_s;          /* SALUS_END_TIME (Unix seconds), 0: none */
     int iter_sync_every;         /* SALUS_ITER_SYNC=every */
@@ -210,6 +212,7 @@ typedef struct sched_cand {
     uint64_t remaining_ns;        /* srtf; SCHED_REMAINING_UNKNOWN */
     int measured;                 /* srtf: iteration time known */
     int declared;                 /* srtf: SALUS_ITERATIONS given */
+    uint32_t latency_ms;          /* SALUS_LATENCY_MS: served first, 0: not */
 } sched_cand_t;
 
 typedef struct sched_view {
@@ -247,6 +250,9 @@ uint32_t sched_weight(int priority);
 uint64_t sched_vtime_charge(int priority, uint64_t held_ns);
 uint64_t sched_holder_vtime(const sched_view_t *v);   /* including the tenure */
 int  sched_fair_before(const sched_cand_t *a, const sched_cand_t *b);
+/* Latency-sensitive waiters (SALUS_LATENCY_MS) go first, in arrival order:
+ * 1 a first, -1 b first, 0 neither is, or both are (the policy decides). */
+int  sched_latency_order(const sched_cand_t *a, const sched_cand_t *b);
 int  sched_fair_pick(const sched_view_t *v);
 int  sched_fair_yield(const sched_view_t *v, int pick);
 

@@ -39,6 +39,9 @@
       "least time a holder keeps the GPU before yielding to an equal waiter")           \
     X(MAX_SLICE_MS, "SALUS_MAX_SLICE_MS", LONG, 1, 3600000, 2000, NULL, "max-slice",    \
       "MS", "a holder that reaches no iteration boundary yields after this long")       \
+    X(LATENCY_MS, "SALUS_LATENCY_MS", LONG, 0, 60000, 0, NULL, "latency", "MS",          \
+      "a latency-sensitive job (a service): it gets the GPU at the holder's next "      \
+      "boundary, ahead of the policy's order (0: none)")                                \
     X(ITERATIONS, "SALUS_ITERATIONS", LONG, 1, 1000000000000L, 0, NULL, "iterations",   \
       "N", "the job's length in iterations (srtf ranks by remaining time)")             \
     X(END_TIME, "SALUS_END_TIME", LONG, 1, 100000000000L, 0, NULL, "end-time", "UNIX-S",  \
