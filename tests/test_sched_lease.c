@@ -336,20 +336,27 @@ static void shares_while_all(const ev_t *e, int n, int njobs, double *share)
         share[i] = (double)b[i] / (double)total;
 }
 
-/* Job 1 first runs after job 0's last kernel before its pause (at
- * iteration pause_at), within `bound`; `what` job 0 did, for the message. */
+/* Job 1 runs in job 0's pause: a kernel of it starts after job 0's last
+ * kernel before the pause (at iteration pause_at), within `bound`; `what`
+ * job 0 did, for the message.  Job 1 may have run before the pause too: on
+ * a loaded machine a holder left unscheduled at a boundary for the rest
+ * time is at rest, by design, and gives way there. */
 static void assert_taken_in_pause(const ev_t *e, int n, int pause_at, uint64_t bound,
                                   const char *what)
 {
-    uint64_t a_pause = 0;
+    uint64_t a_pause = 0, b_in = 0;
     for (int i = 0; i < n; i++)
         if (e[i].job == 0 && e[i].iter == pause_at - 1)
             a_pause = e[i].end;
     assert_true(a_pause > 0);
-    uint64_t b_first = first_start(e, n, 1);
-    if (!(b_first > a_pause && b_first < a_pause + bound))
-        fail_msg("a %s at %.1f ms, b first ran at %.1f ms", what,
-                 (double)(a_pause - e[0].start) / 1e6, (double)(b_first - e[0].start) / 1e6);
+    for (int i = 0; i < n; i++)
+        if (e[i].job == 1 && e[i].start > a_pause && (!b_in || e[i].start < b_in))
+            b_in = e[i].start;
+    if (!(b_in && b_in < a_pause + bound))
+        fail_msg("a %s at %.1f ms, b's first kernel after that at %.1f ms (b first ran at "
+                 "%.1f ms)", what, (double)(a_pause - e[0].start) / 1e6,
+                 b_in ? (double)(b_in - e[0].start) / 1e6 : -1.0,
+                 (double)(first_start(e, n, 1) - e[0].start) / 1e6);
 }
 
 /* ---- tests ------------------------------------------------------------------------- */
@@ -503,7 +510,8 @@ static void test_idle_holder_released(void **state)
     (void)state;
     job_t a = { .id = 0, .iterations = 40, .kernels = 2, .kernel_us = 1000, .sync = 1,
                 .pause_at = 20, .pause_ms = 1500, .quantum_ms = 60000 };
-    job_t b = { .id = 1, .iterations = 50, .kernels = 2, .kernel_us = 1000, .sync = 1,
+    /* enough work that b, even if it got the GPU early, still wants it then */
+    job_t b = { .id = 1, .iterations = 400, .kernels = 2, .kernel_us = 1000, .sync = 1,
                 .after = 1, .start_ms = 10, .quantum_ms = 60000 };
     ev_t *e;
     int n = run_jobs((job_t[]){ a, b }, 2, &e);
