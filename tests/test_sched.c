@@ -819,9 +819,10 @@ static void test_check_finds_violations(void **state)
 }
 
 /* While a peer waits the holder's gate is CONTENDED, which launches pass on
- * the fast path; a probe makes it PROBE (slow once), which a gate update
- * keeps while the holder stays contended and drops when it no longer is;
- * a probe of a gate that is not CONTENDED does nothing. */
+ * the fast path; a waiter's probe makes it PROBE (slow once), which a gate
+ * update keeps while the holder holds its leases, and only the holder's
+ * launch settles; a waiter's probe of a gate that is not CONTENDED does
+ * nothing, a boundary's probes an OPEN one too. */
 static void test_sim_probe(void **state)
 {
     (void)state;
@@ -847,8 +848,12 @@ static void test_sim_probe(void **state)
     assert_int_equal(h->gate, SCHED_GATE_PROBE);
     sched_dequeue_locked(T, 0, jobs[1].slot);         /* the waiter leaves */
     sched_gate_update_locked(T, jobs[0].slot);
+    assert_int_equal(h->gate, SCHED_GATE_PROBE);      /* only the holder clears it */
+    sched_gate_settle_locked(T, jobs[0].slot);
     shm_unlock(T);
     assert_int_equal(h->gate, SCHED_GATE_OPEN);
+    sched_probe_boundary(h);                          /* a boundary probes an open gate too */
+    assert_int_equal(h->gate, SCHED_GATE_PROBE);
     assert_false(SCHED_GATE_FAST(SCHED_GATE_UNREG));
 }
 

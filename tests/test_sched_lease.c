@@ -71,6 +71,10 @@ typedef struct job {
     int start_ms;            /* then this delay */
     int pause_at, pause_ms;  /* an idle phase before iteration pause_at */
     int fork_at;             /* fork a child that makes no CUDA call */
+    int host_us;             /* host time (a sleep) after each iteration's sync */
+    int fill_us;             /* SALUS_FILL_US; 0: off (these jobs spin their kernels
+                                on the CPU, and a loaded machine's delays after a sync
+                                would look like a host phase) */
     const char *report;      /* file for sched_report_fields */
     const char *table;       /* SALUS_TABLE, default tname */
 } job_t;
@@ -129,6 +133,7 @@ static void job_env(const job_t *j)
         setenv_int("SALUS_MAX_SLICE_MS", j->max_slice_ms);
     if (j->declared)
         setenv_int("SALUS_ITERATIONS", j->declared);
+    setenv_int("SALUS_FILL_US", j->fill_us);
 }
 
 static void write_report(const char *path)
@@ -183,6 +188,10 @@ static void __attribute__((noreturn)) job_main(const job_t *j)
         if (j->sync == 1) {
             sched_sync_begin(&job_thread);
             sched_sync_end(&job_thread, SCHED_SYNC_STREAM, 1, job_fold);
+            if (j->host_us) {
+                struct timespec ts = { 0, (long)j->host_us * 1000 };
+                nanosleep(&ts, NULL);
+            }
         } else if (j->sync == 2) {
             salus_iteration_end();
         }
@@ -382,6 +391,30 @@ static void test_fair_alternates_whole_iterations(void **state)
     shares_while_all(e, n, 2, share);
     if (share[0] < 0.30 || share[0] > 0.70)          /* spun kernels: CPU noise; 40-60% */
         fail_msg("a had %.0f%% of the time while both ran", share[0] * 100);   /* in _sim */
+    free(e);
+}
+
+/* Under fair, jobs whose host phase after each boundary (2 ms) is worth
+ * filling (SALUS_FILL_US) hand the GPU over at every boundary, long before
+ * their quantum: each one's GPU work overlaps the other's host time, still
+ * never both on the GPU at once, whole iterations each. */
+static void test_fair_fills_host_phases(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 40, .kernels = 2, .kernel_us = 2000, .sync = 1,
+                .quantum_ms = 60000, .host_us = 2000, .fill_us = 250 };
+    job_t b = a;
+    b.id = 1;
+    b.after = 1;
+    ev_t *e;
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
+    assert_int_equal(n, 160);
+    assert_no_overlap(e, n);
+    assert_whole_iterations(e, n, 0, 2);
+    assert_whole_iterations(e, n, 1, 2);
+    int sw = count_switches(e, n);
+    if (sw < 20)                       /* a 60 s quantum alone would switch about once */
+        fail_msg("%d switches for %d kernels: the host phases were not filled", sw, n);
     free(e);
 }
 
@@ -721,6 +754,7 @@ int main(void)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fair_alternates_whole_iterations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_fills_host_phases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_three_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_preempts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_one_after_another, setup, teardown),

@@ -16,6 +16,7 @@ void sched_config_read(sched_config_t *out)
         .policy = SCHED_POLICY_FAIR,
         .quantum_ms = SCHED_QUANTUM_MS_DEFAULT,
         .max_slice_ms = SCHED_MAX_SLICE_MS_DEFAULT,
+        .fill_us = SCHED_FILL_US_DEFAULT,
         .priority = SCHED_PRIORITY_DEFAULT,
     };
     int choice;
@@ -29,6 +30,8 @@ void sched_config_read(sched_config_t *out)
         c.quantum_ms = (uint32_t)v;
     if (util_var_long(UTIL_VAR_MAX_SLICE_MS, &v) == 0)
         c.max_slice_ms = (uint32_t)v;
+    if (util_var_long(UTIL_VAR_FILL_US, &v) == 0)
+        c.fill_us = (uint32_t)v;
     if (util_var_long(UTIL_VAR_PRIORITY, &v) == 0)
         c.priority = (int)v;
     if (util_var_long(UTIL_VAR_LATENCY_MS, &v) == 0)

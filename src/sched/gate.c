@@ -27,14 +27,37 @@ static void bump_activity(sched_slot_t *me)
 
 /* At an iteration boundary: until the next launch or sync the owner is at
  * rest between iterations, which waiters may treat as idle much sooner than
- * a pause inside an iteration (wait.c).  Launches are fast while others
- * wait, so the gate is PROBEd: the next launch takes the slow path once and
- * its activity ends the rest. */
+ * a pause inside an iteration (wait.c).  Launches are fast, whether or not
+ * others wait, so the gate is PROBEd: the next launch takes the slow path
+ * once (one per iteration) and its activity ends the rest. */
 static void mark_rest(sched_slot_t *me)
 {
     __atomic_store_n(&me->rest_activity, __atomic_load_n(&me->activity, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
-    sched_probe(me);
+    sched_probe_boundary(me);
+}
+
+/* The first launch since a boundary (every boundary PROBEs the gate, so it
+ * comes here): the host time since the boundary is a sample of the
+ * process's host phase, which fair fills with a waiter's work.  The slot
+ * shows the least of the last SCHED_GAP_SAMPLES, once it has that many.
+ * Under p->mu (samples are the process's). */
+static void note_host_gap(sched_proc_t *p)
+{
+    sched_slot_t *me = p->me;
+    uint64_t act = __atomic_load_n(&me->activity, __ATOMIC_RELAXED);
+    uint64_t b = __atomic_load_n(&me->boundary_ns, __ATOMIC_RELAXED), now = sched_now();
+    if (act != __atomic_load_n(&me->rest_activity, __ATOMIC_RELAXED) || !b || now <= b ||
+        now - b > 10ull * 1000000000ull)   /* idle, not a phase of the loop */
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->gaps[p->gap_n++ % SCHED_GAP_SAMPLES] = now - b;
+    uint64_t least = UINT64_MAX;
+    for (int i = 0; i < SCHED_GAP_SAMPLES; i++)
+        least = p->gaps[i] < least ? p->gaps[i] : least;
+    if (p->gap_n >= SCHED_GAP_SAMPLES)
+        __atomic_store_n(&me->host_gap_ns, least, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- registration ------------------------------------------ */
@@ -163,16 +186,17 @@ const uint32_t *sched_launch_slow(const void *work)
     int d = table_device(p, sched_current_ordinal());
     if (d < 0)
         return sched_proc_gate();    /* no context (the driver will refuse it), or open */
+    note_host_gap(p);
     bump_activity(p->me);
     sched_dev_t *dev = sched_dev(p->t, d);
     if (__atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == sched_lease_of(p->slot, p->gen)) {
         /* A probe (activity is bumped above: the waiter sees us busy); the
          * gate goes back to fast unless the holder learns its kernels. */
-        uint32_t probe = SCHED_GATE_PROBE;
         if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE &&
-            !sched_holder_launch(p, d, (uint64_t)(uintptr_t)work))
-            __atomic_compare_exchange_n(&p->me->gate, &probe, SCHED_GATE_CONTENDED, 0,
-                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+            !sched_holder_launch(p, d, (uint64_t)(uintptr_t)work) && shm_lock(p->t) == 0) {
+            sched_gate_settle_locked(p->t, p->slot);   /* under the lock: a waiter may enqueue */
+            shm_unlock(p->t);
+        }
         return gate;
     }
     sched_acquire(p, d);
@@ -298,6 +322,8 @@ static void postfork_child(void)
     sched_detect_init(&p->det, SCHED_DET_AUTO);
     sched_kseq_reset(&p->kseq);
     p->kseq_on = 0;
+    p->gap_n = 0;
+    memset(p->gaps, 0, sizeof p->gaps);
     p->last_boundary_ns = p->waited_mark_ns = 0;
     p->iter_sum_ns = p->iter_count = 0;
     p->last_sync_ns = p->registered_ns = 0;

@@ -85,6 +85,7 @@ static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg)
     dev->policy = cfg->policy < SCHED_POLICY_COUNT ? cfg->policy : SCHED_POLICY_FAIR;
     dev->quantum_ms = cfg->quantum_ms;
     dev->max_slice_ms = cfg->max_slice_ms;
+    dev->fill_us = cfg->fill_us;
     dev->ticket_next = 1;
     __atomic_store_n(&dev->magic, SCHED_DEV_MAGIC, __ATOMIC_RELEASE);
 }
@@ -114,6 +115,12 @@ void sched_dev_setup_locked(shm_table_t *t, int d, const sched_config_t *cfg)
                       "that used it; SALUS_POLICY=%s is ignored (change a running table's "
                       "policy with `salus policy`)", d, sched_policy_names[dev->policy],
                       sched_policy_names[cfg->policy]);
+}
+
+uint64_t sched_dev_fill_ns(const sched_dev_t *dev)
+{
+    uint32_t f = __atomic_load_n(&dev->fill_us, __ATOMIC_RELAXED);
+    return f <= 1000000 ? (uint64_t)f * 1000ull : 0;
 }
 
 static uint64_t dev_quantum_ns(const sched_dev_t *dev)
@@ -166,16 +173,23 @@ static uint32_t gate_compute(shm_table_t *t, int slot)
     return gate;
 }
 
-/* A PROBE stands while the gate stays CONTENDED: the holder has yet to look. */
+/* A PROBE stands while the slot holds its leases (the gate would be OPEN or
+ * CONTENDED): only the holder clears it, at its launch (sched_gate_settle_locked). */
 void sched_gate_update_locked(shm_table_t *t, int slot)
 {
     if (!slot_ready(t, slot))
         return;
     sched_slot_t *s = sched_slot(t, slot);
     uint32_t g = gate_compute(t, slot);
-    if (g == SCHED_GATE_CONTENDED && __atomic_load_n(&s->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE)
+    if (SCHED_GATE_FAST(g) && __atomic_load_n(&s->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE)
         return;
     __atomic_store_n(&s->gate, g, __ATOMIC_RELAXED);
+}
+
+void sched_gate_settle_locked(shm_table_t *t, int slot)
+{
+    if (slot_ready(t, slot))
+        __atomic_store_n(&sched_slot(t, slot)->gate, gate_compute(t, slot), __ATOMIC_RELAXED);
 }
 
 void sched_probe(sched_slot_t *s)
@@ -183,6 +197,15 @@ void sched_probe(sched_slot_t *s)
     uint32_t c = SCHED_GATE_CONTENDED;
     __atomic_compare_exchange_n(&s->gate, &c, SCHED_GATE_PROBE, 0, __ATOMIC_RELAXED,
                                 __ATOMIC_RELAXED);
+}
+
+void sched_probe_boundary(sched_slot_t *s)
+{
+    uint32_t g = __atomic_load_n(&s->gate, __ATOMIC_RELAXED);
+    while (SCHED_GATE_FAST(g) &&
+           !__atomic_compare_exchange_n(&s->gate, &g, SCHED_GATE_PROBE, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+        ;
 }
 
 static void gate_update_users_locked(shm_table_t *t, int d)
@@ -220,6 +243,8 @@ static void cand_fill(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_
     c->vtime = s->vtime[d];
     c->declared = declared > 0 && declared <= 1000000000000ull;
     c->measured = iter_ns > 0 && iter_ns < 3600ull * 1000000000ull;
+    uint64_t gap = __atomic_load_n(&s->host_gap_ns, __ATOMIC_RELAXED);
+    c->host_gap_ns = gap < 3600ull * 1000000000ull ? gap : 0;
     c->remaining_ns = SCHED_REMAINING_UNKNOWN;
     if (c->declared && c->measured) {
         uint64_t left = declared > done ? declared - done : 0;
@@ -235,6 +260,7 @@ void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *
     sched_dev_t *dev = sched_dev(t, d);
     v->now = now;
     v->quantum_ns = dev_quantum_ns(dev);
+    v->fill_ns = sched_dev_fill_ns(dev);
     v->n = 0;
     v->held_ns = 0;
     int holder = sched_lease_holder(t, dev->lease);

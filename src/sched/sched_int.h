@@ -31,6 +31,7 @@
  *                        holder(d) == slot and, if the policy shares,
  *                        waiters(d) == {}
  *   gate == CONTENDED or PROBE => for every such d: holder(d) == slot
+ *   (PROBE: OPEN or CONTENDED, whose next launch takes the slow path once)
  *   gate == CLOSED   <=> some such d has holder(d) != slot
  *   grant increases at every grant to this slot (futex word)
  * sched_check_locked (check.c) checks these and the device's below.
@@ -67,6 +68,8 @@ typedef struct sched_slot {
     uint64_t deadline_ns;     /* SALUS_END_TIME on the sched clock, 0: none; set once */
     uint32_t latency_ms;      /* SALUS_LATENCY_MS, 0: none; written at registration */
     uint8_t pad3[4];
+    uint64_t host_gap_ns;     /* the owner's host phase after a boundary (the least of
+                                 its last samples), 0: unknown (owner, relaxed) */
     uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
     uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (atomic add) */
 } sched_slot_t;
@@ -109,7 +112,8 @@ typedef struct sched_dev {
     uint32_t quantum_ms;
     uint32_t max_slice_ms;
     uint32_t ticket_next;
-    uint8_t pad[68 - 8 * SCHED_WAIT_WORDS];
+    uint32_t fill_us;         /* fair: a host phase worth filling (SALUS_FILL_US), 0: off */
+    uint8_t pad[64 - 8 * SCHED_WAIT_WORDS];
     sched_wait_t wait[SHM_MAX_SLOTS];
 } sched_dev_t;
 
@@ -129,6 +133,7 @@ static inline int sched_any_waiter(const sched_dev_t *dev)
 /* Defaults: the one list of variables (util/vars.h) holds them. */
 #define SCHED_QUANTUM_MS_DEFAULT    ((uint32_t)util_vars[UTIL_VAR_QUANTUM_MS].def)
 #define SCHED_MAX_SLICE_MS_DEFAULT  ((uint32_t)util_vars[UTIL_VAR_MAX_SLICE_MS].def)
+#define SCHED_FILL_US_DEFAULT       ((uint32_t)util_vars[UTIL_VAR_FILL_US].def)
 #define SCHED_PRIORITY_DEFAULT      ((int)util_vars[UTIL_VAR_PRIORITY].def)
 
 typedef struct sched_config {
@@ -136,6 +141,7 @@ typedef struct sched_config {
     int policy_given;            /* set explicitly */
     uint32_t quantum_ms;         /* SALUS_QUANTUM_MS */
     uint32_t max_slice_ms;       /* SALUS_MAX_SLICE_MS */
+    uint32_t fill_us;            /* SALUS_FILL_US */
     int priority;                /* SALUS_PRIORITY */
     uint32_t latency_ms;         /* SALUS_LATENCY_MS, 0: none */
     uint64_t iterations;         /* SALUS_ITERATIONS, 0: unknown */
@@ -202,6 +208,10 @@ int  sched_kseq_at_anchor(const sched_kseq_t *k);
  * The lease code builds a view of one device from the table (validated) and
  * asks its policy; tests build views by hand, with any clock. */
 #define SCHED_WEIGHT_UNIT 51u     /* weight of the default priority */
+/* The host gap a slot shows is the least of its last few samples: a holder
+ * descheduled after a boundary (a loaded machine) lengthens one sample, never
+ * all of them, while a loop's host phase is in every one. */
+#define SCHED_GAP_SAMPLES 4
 #define SCHED_REMAINING_UNKNOWN UINT64_MAX
 
 typedef struct sched_cand {
@@ -213,11 +223,13 @@ typedef struct sched_cand {
     int measured;                 /* srtf: iteration time known */
     int declared;                 /* srtf: SALUS_ITERATIONS given */
     uint32_t latency_ms;          /* SALUS_LATENCY_MS: served first, 0: not */
+    uint64_t host_gap_ns;         /* its host phase after a boundary, 0: unknown */
 } sched_cand_t;
 
 typedef struct sched_view {
     uint64_t now;
     uint64_t quantum_ns;
+    uint64_t fill_ns;             /* fair: a holder's host phase worth filling, 0: off */
     int has_holder;
     sched_cand_t holder;
     uint64_t held_ns;             /* the holder's current tenure */
@@ -277,6 +289,8 @@ typedef struct sched_proc {
     uint64_t iter_sum_ns, iter_count;
     uint64_t last_sync_ns;        /* end of the last host sync, 0: none yet */
     uint64_t registered_ns;       /* when the process registered */
+    uint64_t gaps[SCHED_GAP_SAMPLES];   /* the last host gaps after boundaries */
+    uint32_t gap_n;               /* samples taken */
     int handlers_made;
 } sched_proc_t;
 
@@ -313,6 +327,8 @@ int  sched_lease_holder(shm_table_t *t, uint64_t lease);
 /* A usable policy number of a device (fair when the word is corrupt). */
 sched_policy_t sched_dev_policy(const sched_dev_t *dev);
 uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev);
+/* Fair's host phase worth filling on the device, 0: off. */
+uint64_t sched_dev_fill_ns(const sched_dev_t *dev);
 /* Time since the holder `slot` of d last reached a boundary in its tenure. */
 uint64_t sched_since_boundary(shm_table_t *t, int d, int slot, uint64_t now);
 
@@ -372,9 +388,14 @@ void sched_yield_point(sched_proc_t *p, int boundary, int synced);
  * slice).  1 when it should stay PROBEd: a program that does not sync, whose
  * kernel sequence is being learnt. */
 int  sched_holder_launch(sched_proc_t *p, int d, uint64_t handle);
-/* Make the slot's gate PROBE if it is CONTENDED (any process, no lock: a
- * probe lost to a gate update is made again at the next look). */
+/* Make the slot's gate PROBE if it is CONTENDED (a waiter's look, no lock:
+ * a probe lost to a race is made again at the next look). */
 void sched_probe(sched_slot_t *s);
+/* At the owner's boundary: PROBE if OPEN or CONTENDED, so that its first
+ * launch since shows in its activity (a waiter's "at rest" relies on it). */
+void sched_probe_boundary(sched_slot_t *s);
+/* The holder's launch looked: its gate as the leases make it, PROBE cleared. */
+void sched_gate_settle_locked(shm_table_t *t, int slot);
 /* Give up every lease (exit). */
 void sched_release_all(sched_proc_t *p);
 

@@ -357,14 +357,18 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
  * or is merely not scheduled.  Returns W_WAIT with *next_ns, the time to
  * look again, when it is not at rest or not yet long enough.
  *
- * "At rest" is read from activity == rest_activity, and a holder bumps its
- * activity at launches only on its slow path.  A boundary from before this
- * waiter enqueued (`enqueued_ns`) proves nothing: the holder may have
- * launched a whole iteration since, on the fast path.  A boundary after it
- * was reached with the gate already CONTENDED (the enqueue set it under the
- * lock), and such a boundary PROBEs the gate (mark_rest in gate.c), so the
- * first launch since would have moved activity. */
-static int poll_rest(sched_proc_t *p, int d, uint64_t enqueued_ns, uint64_t *next_ns)
+ * "At rest" is read from activity == rest_activity: a holder bumps its
+ * activity at launches only on its slow path, and every boundary PROBEs
+ * its gate (mark_rest in gate.c), so its first launch since the boundary
+ * moves activity, whether or not anyone waited then.
+ *
+ * Under fair, a holder whose host phase after a boundary is worth filling
+ * (its measured host_gap_ns, at least SALUS_FILL_US) gives way at once: the
+ * waiter's work overlaps the holder's host time, as the hardware's own time
+ * slicing would, and GPU time is charged as always.  Other policies keep
+ * the SCHED_REST_NS wait: a waiter of lower priority or longer remaining
+ * time let in during a short host phase would delay the holder's return. */
+static int poll_rest(sched_proc_t *p, int d, uint64_t *next_ns)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
     uint64_t lease = __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE);
@@ -379,11 +383,15 @@ static int poll_rest(sched_proc_t *p, int d, uint64_t enqueued_ns, uint64_t *nex
         return W_WAIT;
     uint64_t now = sched_now();
     uint64_t b = __atomic_load_n(&hs->boundary_ns, __ATOMIC_RELAXED);
-    if (b < enqueued_ns || b > now)
+    if (b == 0 || b > now)
         return W_WAIT;
-    uint64_t since = now - b;
-    if (since < SCHED_REST_NS) {
-        *next_ns = SCHED_REST_NS - since + 100000;
+    uint64_t since = now - b, rest = SCHED_REST_NS;
+    uint64_t fill = sched_dev_fill_ns(dev);
+    if (sched_dev_policy(dev) == SCHED_POLICY_FAIR && fill &&
+        __atomic_load_n(&hs->host_gap_ns, __ATOMIC_RELAXED) >= fill)
+        rest = 0;
+    if (since < rest) {
+        *next_ns = rest - since + 100000;
         return W_WAIT;
     }
     return regrant(p, d, lease, act, 1);
@@ -470,7 +478,7 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
             continue;
         }
         uint64_t next_ns;
-        int r = poll_rest(p, d, enqueued_ns, &next_ns);
+        int r = poll_rest(p, d, &next_ns);
         if (r == W_WAIT && shm_futex_wait(&me->grant, seen, next_ns) != ETIMEDOUT)
             continue;
         if (r == W_WAIT)

@@ -37,6 +37,10 @@
       " (default fair)")                                                                \
     X(QUANTUM_MS, "SALUS_QUANTUM_MS", LONG, 0, 3600000, 100, NULL, "quantum", "MS",     \
       "least time a holder keeps the GPU before yielding to an equal waiter")           \
+    X(FILL_US, "SALUS_FILL_US", LONG, 0, 1000000, 250, NULL, "fill", "US",              \
+      "under fair, a holder whose host phase after its iteration boundaries lasts at "  \
+      "least this long gives the GPU to a waiter at each boundary, quantum or not "     \
+      "(0: only after its quantum)")                                                    \
     X(MAX_SLICE_MS, "SALUS_MAX_SLICE_MS", LONG, 1, 3600000, 2000, NULL, "max-slice",    \
       "MS", "a holder that reaches no iteration boundary yields after this long")       \
     X(LATENCY_MS, "SALUS_LATENCY_MS", LONG, 0, 60000, 0, NULL, "latency", "MS",          \
