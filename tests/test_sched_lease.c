@@ -461,10 +461,20 @@ static void test_priority_preempts(void **state)
     if (waited > 150 * MS)
         fail_msg("the high job waited %.1f ms for the GPU", (double)waited / 1e6);
     assert_no_overlap(e, n);
-    int runs_high = 0;                               /* one run, then the low resumes */
-    for (int i = 0; i < n; i++)
-        runs_high += e[i].job == 1 && (i == 0 || e[i - 1].job != 1);
-    assert_int_equal(runs_high, 1);
+    /* Once the high job runs, the low one gets the GPU back only when the
+     * high one rests between its iterations (the at-rest rule: on a loaded
+     * machine a process can be off the CPU for 5 ms after a sync), and then
+     * for at most one of its iterations: it hands back at its boundary.
+     * Events are in order of their start. */
+    uint64_t h0 = first_start(e, n, 1), h1 = last_end(e, n, 1);
+    int run = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].start < h0 || e[i].end > h1)
+            continue;
+        run = e[i].job == 0 ? run + 1 : 0;
+        if (run > low.kernels)
+            fail_msg("the low job ran %d kernels in a row while the high job had work", run);
+    }
     assert_true(last_end(e, n, 0) > last_end(e, n, 1));
     assert_true(first_start(e, n, 0) < first_start(e, n, 1));
     free(e);
