@@ -224,7 +224,7 @@ static void check_run(const crun_t *r)
     assert_int_equal(num(rep, "bytes_allocated"), num(did, "bytes"));
     assert_true(num(did, "refused") >= 1);
     assert_int_equal(num(rep, "oom_refusals"), num(did, "refused"));
-    assert_int_equal(num(rep, "mem_limit"), LIMIT);
+    assert_int_equal(num(rep, "mem_limit_bytes"), LIMIT);
     if (tu_json_str(did, "alloc_export", export, sizeof export) == 0)
         assert_int_equal(num(rep, export), num(did, "allocs") + num(did, "refused"));
     if (tu_json_str(did, "free_export", export, sizeof export) == 0)

@@ -578,10 +578,10 @@ static int report_cases(void *arg)
     char obj[600];
     snprintf(obj, sizeof obj, "{%s}", buf);
     double v;
-    CHECK(tu_json_num(obj, "mem_used", &v) == 0 && v == 100.0 * MB);
-    CHECK(tu_json_num(obj, "mem_peak", &v) == 0 && v == 400.0 * MB);
-    CHECK(tu_json_num(obj, "mem_limit", &v) == 0 && v == 512.0 * MB);
-    CHECK(tu_json_num(obj, "mem_reserved", &v) == 0 && v == 128.0 * MB);
+    CHECK(tu_json_num(obj, "mem_used_bytes", &v) == 0 && v == 100.0 * MB);
+    CHECK(tu_json_num(obj, "mem_peak_bytes", &v) == 0 && v == 400.0 * MB);
+    CHECK(tu_json_num(obj, "mem_limit_bytes", &v) == 0 && v == 512.0 * MB);
+    CHECK(tu_json_num(obj, "mem_reserved_bytes", &v) == 0 && v == 128.0 * MB);
     CHECK(tu_json_num(obj, "oom_refusals", &v) == 0 && v == 1);
     CHECK(tu_json_num(obj, "mem_waited_ms", &v) == 0 && v == 0);
 

@@ -181,15 +181,15 @@ static void test_every_path_over_simgpu(void **state)
         assert_int_not_equal(over.rc, 0);
         assert_non_null(strstr(over.json, "CUDA_ERROR_OUT_OF_MEMORY"));
         assert_true(report_num(over.p.pid, "oom_refusals") >= 1);
-        assert_int_equal(report_num(over.p.pid, "mem_limit"), 1 * GB);
+        assert_int_equal(report_num(over.p.pid, "mem_limit_bytes"), 1 * GB);
 
         const char *a2[] = { "--alloc", paths[i], "--iterations", "3", "--mem", "900M",
                              "--iter-mem", "100M", NULL };
         run(&fits, limit, a2);
         assert_int_equal(fits.rc, 0);
-        double peak = report_num(fits.p.pid, "mem_peak");
+        double peak = report_num(fits.p.pid, "mem_peak_bytes");
         assert_true(peak >= 1000.0 * MB && peak <= 1.0 * GB);
-        assert_int_equal(report_num(fits.p.pid, "mem_used"), 0);
+        assert_int_equal(report_num(fits.p.pid, "mem_used_bytes"), 0);
         assert_int_equal(report_num(fits.p.pid, "oom_refusals"), 0);
 
         /* The per-iteration buffer does not fit beside --mem: refused. */
@@ -302,7 +302,7 @@ static void test_admission_over_simgpu(void **state)
     assert_int_equal(tu_json_num(second.json, "end_ns", &end2), 0);
     assert_true(end2 > end1);
     assert_true(report_num(second.p.pid, "mem_waited_ms") >= 100);
-    assert_int_equal(report_num(second.p.pid, "mem_reserved"), 10 * GB);
+    assert_int_equal(report_num(second.p.pid, "mem_reserved_bytes"), 10 * GB);
 
     const char *const too_big[] = { "SALUS_MEM_RESERVE=20G", NULL };
     const char *ba[] = { "--iterations", "1", NULL };

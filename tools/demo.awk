@@ -47,8 +47,8 @@ $2 == "wall" { wall[$1] = $3; next }
 $2 == "report" {
     p = val($0, "pid")
     held[$1, p] = val($0, "gpu_held_ms")
-    peak[$1, p] = val($0, "mem_peak")
-    limit[$1, p] = val($0, "mem_limit")
+    peak[$1, p] = val($0, "mem_peak_bytes")
+    limit[$1, p] = val($0, "mem_limit_bytes")
     next
 }
 {

@@ -477,7 +477,7 @@ checks={"launches":rep["launches"]==did["launches"]>0,
  "launch export":calls.get(did["launch_export"])==did["launches"],
  "allocs":rep["allocs"]==did["allocs"],"frees":rep["frees"]==did["frees"],
  "bytes":rep["bytes_allocated"]==did["bytes"],
- "refusals":rep["oom_refusals"]==did["refused"]>=1,"limit":rep["mem_limit"]==limit,
+ "refusals":rep["oom_refusals"]==did["refused"]>=1,"limit":rep["mem_limit_bytes"]==limit,
  "view":did["view_total"]==limit and did["view_free"]==limit-did["view_held"]}
 bad=[k for k,ok in checks.items() if not ok]
 print("FAIL" if bad else "PASS","%d launches through %s, %d allocations, %d refused at 64 MiB, own view %.1f of %.1f MiB free%s" % (did["launches"],did["launch_export"],did["allocs"],rep["oom_refusals"],did["view_free"]/2**20,did["view_total"]/2**20,("; wrong: "+", ".join(bad)) if bad else ""))' \

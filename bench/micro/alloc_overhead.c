@@ -113,7 +113,7 @@ static int check_report(const char *path)
     char line[8192];
     if (micro_last_line(path, line, sizeof line) != 0)
         return -1;
-    return micro_field(line, "mem_peak") >= (double)(MAX_LIVE - 1) * MIB ? 0 : -1;
+    return micro_field(line, "mem_peak_bytes") >= (double)(MAX_LIVE - 1) * MIB ? 0 : -1;
 }
 
 /* ---- the parent ----------------------------------------------------------- */

@@ -76,8 +76,10 @@ int mem_report_fields(char *buf, size_t cap)
         limit = LOAD(&sd->limit) > limit ? LOAD(&sd->limit) : limit;
         reserved += LOAD(&sd->reserved);
     }
-    return snprintf(buf, cap, "\"mem_used\":%llu,\"mem_peak\":%llu,\"mem_limit\":%llu,"
-                    "\"mem_reserved\":%llu,\"oom_refusals\":%llu,\"mem_waited_ms\":%llu",
+    /* The key names of salus-top's JSON (mem_used_bytes, ...): one set. */
+    return snprintf(buf, cap, "\"mem_used_bytes\":%llu,\"mem_peak_bytes\":%llu,"
+                    "\"mem_limit_bytes\":%llu,\"mem_reserved_bytes\":%llu,"
+                    "\"oom_refusals\":%llu,\"mem_waited_ms\":%llu",
                     (unsigned long long)used, (unsigned long long)peak,
                     (unsigned long long)limit, (unsigned long long)reserved,
                     (unsigned long long)LOAD(&a->oom_refusals),
