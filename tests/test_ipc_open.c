@@ -4,7 +4,8 @@
  * refused at once, with the command that shows who put it there (a second
  * user is played by a forked child that setuid()s to nobody); modes that
  * open a private table to its group, or close it to its owner, are said for
- * what they are; a /dev/shm too small for the table (a private mount
+ * what they are; a FIFO at the default name does not hang salus-top or a
+ * host (a private mount namespace with its own /dev/shm); a /dev/shm too small for the table (a private mount
  * namespace with a small tmpfs) fails open with a message, and the
  * half-made object it leaves does not crash the next process; a table
  * truncated under this process, and under running hosts and salus-top,
@@ -305,6 +306,58 @@ static void small_shm_child(void)
     _exit(0);
 }
 
+/* In a private mount namespace with a /dev/shm of its own: a FIFO planted
+ * by another user at this user's default table name, /dev/shm/salus-<uid>;
+ * then salus-top (no -t: its discovery and the default table) and a host
+ * under libsalus, each of which must finish.  Exit 77/78: no namespace. */
+static void planted_fifo_child(char *const argv[], char *const envp[])
+{
+    char fifo[64];
+    if (unshare(CLONE_NEWNS) != 0)
+        _exit(77);
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64m,mode=1777") != 0)
+        _exit(78);
+    snprintf(fifo, sizeof fifo, "/dev/shm/salus-%u", (unsigned)getuid());
+    if (mkfifo(fifo, 0666) != 0 || chown(fifo, NOBODY, NOBODY) != 0)
+        _exit(79);
+    execve("/bin/sh", argv, envp);
+    _exit(80);
+}
+
+static void test_fifo_at_the_default_name(void **state)
+{
+    (void)state;
+    need_root();
+    char top[512], train[512], lib[512], script[2048];
+    snprintf(script, sizeof script,
+             "%s --once --json > /dev/null || exit 81; "
+             "LD_PRELOAD=%s %s --iterations 5 --kernels 2 --kernel-us 100 || exit 82",
+             tu_build_path("bin/salus-top", top, sizeof top),
+             tu_build_path("libsalus.so", lib, sizeof lib),
+             tu_build_path("bin/salus-train", train, sizeof train));
+    char *argv[] = { "sh", "-c", script, NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_simgpu(&env, gpu);
+    tu_env_unset(&env, "SALUS_TABLE");
+    tu_env_unset(&env, "SALUS_GROUP");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        planted_fifo_child(argv, env.vars);
+    tu_env_free(&env);
+    tu_proc_t p = { .pid = pid };
+    int rc = tu_wait(&p, 60000);
+    if (rc == 77 || rc == 78) {
+        print_message("cannot make a private mount namespace with its own /dev/shm "
+                      "(unshare -m or mount refused); skipped\n");
+        skip();
+    }
+    assert_false(p.timed_out);               /* neither salus-top nor the host hung */
+    assert_int_equal(rc, 0);
+}
+
 static void test_small_dev_shm(void **state)
 {
     (void)state;
@@ -458,6 +511,7 @@ int main(void)
         T(test_squatted_name),
         T(test_private_table_open_to_its_group),
         T(test_read_only_table_of_ones_own),
+        T(test_fifo_at_the_default_name),
         T(test_small_dev_shm),
         T(test_truncated_under_this_process),
         T(test_truncated_under_running_hosts),

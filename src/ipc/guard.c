@@ -42,7 +42,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define GUARDS 8
+#define GUARDS 64                   /* tables mapped at once (salus-top maps many) */
 
 typedef struct guard {
     uintptr_t start;                 /* 0: unused; atomic */
