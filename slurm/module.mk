@@ -11,6 +11,7 @@
 # checks options by libsalus's own rules; Slurm's symbols (spank_*, slurm_*)
 # come from the program that loads it, so it links no Slurm library.
 
+SLURM_INCLUDE ?= /usr/include
 SPANK_SO   := $(B)/slurm/spank_salus.so
 SPANK_OBJS := $(B)/obj/slurm/spank_salus.o $(B)/obj/src/util/vars.o $(B)/obj/src/util/util.o
 SLURM_TEST := $(B)/tests/test_slurm
@@ -33,7 +34,7 @@ $(SLURM_TEST): slurm/test_slurm.sh $(B)/.deps-slurm
 # Without the headers when this make began, the test builds the plugin by a
 # make that starts after mk/deps.sh slurm has installed them (and after this
 # one has built the objects they share, so that two makes never write one).
-ifneq ($(wildcard /usr/include/slurm/spank.h),)
+ifneq ($(wildcard $(SLURM_INCLUDE)/slurm/spank.h),)
 ALL_TARGETS += $(SPANK_SO)
 install: slurm-install
 $(SLURM_TEST): $(SPANK_SO)

@@ -437,7 +437,12 @@ static int epilog_check(spank_t sp)
             return 0;
         job = (uint32_t)strtoul(env, NULL, 10);
     }
-    snprintf(prefix, sizeof prefix, "%u.", job);
+    /* A task of an array is named <array>_<task>.<step> (step_name). */
+    const char *array = getenv("SLURM_ARRAY_JOB_ID"), *task = getenv("SLURM_ARRAY_TASK_ID");
+    if (array && task && *array && *task)
+        snprintf(prefix, sizeof prefix, "%.16s_%.16s.", array, task);
+    else
+        snprintf(prefix, sizeof prefix, "%u.", job);
     if (access(conf.salus, X_OK) != 0) {
         slurm_error("salus: epilog of job %u: %s cannot be run (%s); the node's tables "
                     "were not checked: install Salus or set salus= in plugstack.conf", job,

@@ -4,9 +4,10 @@
 #   build/tests/test_slurm        (make test runs it; root, Debian's slurmctld,
 #                                  slurmd, munge and libslurm-dev installed)
 #
-# A private cluster of one node, all under a temporary directory: a munge key
-# made here and munged on its own socket; slurmctld and slurmd on free ports
-# of 127.0.0.1 with their own state, spool and logs; a fake GPU device file
+# A private cluster of two nodes, all under a temporary directory: a munge
+# key made here and munged on its own socket; slurmctld and two slurmd on
+# free ports of 127.0.0.1 with their own state, spool and logs (the second
+# with a /dev/shm of its own, as another machine); a fake GPU device file
 # for gres.conf (GresTypes=gpu,shard: one GPU, four shards); the plugin in
 # plugstack.conf with a group made for the test, whose two users, made for
 # the test too, submit the jobs.  The node's GPU is simgpu's device 0 (of 2,
@@ -24,11 +25,14 @@
 #   two_users_one_lease  jobs of two users share the group's table, one of
 #                        them seeing the GPUs as CUDA_VISIBLE_DEVICES=1,0:
 #                        one device, one lease, time-sliced
+#   array_two_nodes      a job array over two nodes (a second slurmd with a
+#                        /dev/shm of its own, in its own mount namespace):
+#                        each task in its own node's table
 # Every wait polls a state with a deadline; nothing sleeps and hopes.
 set -u
 
 B=$(cd "$(dirname "$0")/.." && pwd)
-TESTS="three_shard_jobs bad_value_refused scancel_holder two_users_one_lease"
+TESTS="three_shard_jobs bad_value_refused scancel_holder two_users_one_lease array_two_nodes"
 T0=$(date +%s)
 
 say() { printf 'test_slurm: %s\n' "$*"; }
@@ -36,7 +40,7 @@ skip_all() {
     for t in $TESTS; do
         printf '[ RUN      ] %s\n[  SKIPPED ] %s: %s\n' "$t" "$t" "$1"
     done
-    printf '[==========] %d test(s) run.\n' 4
+    printf '[==========] %d test(s) run.\n' 5
     exit 0
 }
 
@@ -59,6 +63,7 @@ grp=salust$tag
 ua=salusa$tag
 ub=salusb$tag
 node=salusn1
+node2=salusn2
 sim=/salus-slurm-$tag-sim
 table=/salus-group-$grp
 inst=$tmp/inst
@@ -115,17 +120,20 @@ cp "$B/libsalus.so" "$B/slurm/spank_salus.so" "$inst/lib/"
 cp -P "$B/sim/libcuda.so.1" "$inst/sim/" 2>/dev/null || cp "$B/sim/libcuda.so.1" "$inst/sim/"
 chmod -R a+rX "$inst"
 
-groupadd "$grp" || skip_all "groupadd failed"
-useradd -M -N -g "$grp" -s /bin/sh -d "$tmp" "$ua" || skip_all "useradd failed"
-useradd -M -N -g "$grp" -s /bin/sh -d "$tmp" "$ub" || skip_all "useradd failed"
+# (Another run of this test may hold /etc/passwd's lock for a moment.)
+wait_until 20 "groupadd $grp" groupadd "$grp" || skip_all "groupadd cannot make a group"
+for u in "$ua" "$ub"; do
+    wait_until 20 "useradd $u" useradd -M -N -g "$grp" -s /bin/sh -d "$tmp" "$u" ||
+        skip_all "useradd cannot make a user"
+done
 
 mkdir -p "$tmp/etc" "$tmp/state" "$tmp/spool" "$tmp/log" "$tmp/dev" "$tmp/out"
 chmod 1777 "$tmp/out"
 # Slurm sets CUDA_VISIBLE_DEVICES only for character devices: these stand
 # for the GPUs as /dev/null does (simgpu never opens them).
 mknod "$tmp/dev/nvidia0" c 1 3 || skip_all "mknod cannot make the fake GPU device file"
-set -- $(free_ports)
-ctld_port=$1 slurmd_port=$2
+set -- $(free_ports) $(free_ports)
+ctld_port=$1 slurmd_port=$2 slurmd2_port=$3
 
 mkdir -m 700 "$tmp/munge"
 head -c 1024 /dev/urandom > "$tmp/munge/munge.key"
@@ -149,11 +157,11 @@ AuthType=auth/munge
 AuthInfo=socket=$munge_sock
 CredType=cred/munge
 StateSaveLocation=$tmp/state
-SlurmdSpoolDir=$tmp/spool
+SlurmdSpoolDir=$tmp/spool/%n
 SlurmctldPidFile=$tmp/slurmctld.pid
 SlurmdPidFile=$tmp/slurmd.%n.pid
 SlurmctldLogFile=$tmp/log/slurmctld.log
-SlurmdLogFile=$tmp/log/slurmd.log
+SlurmdLogFile=$tmp/log/slurmd.%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -171,14 +179,21 @@ JobCompType=jobcomp/none
 ReturnToService=2
 SlurmdParameters=config_overrides
 MinJobAge=600
+# Job ids apart from those of another run of this test on the machine: the
+# epilog looks for a job's processes by its id in every table root can read.
+FirstJobId=$(( ($$ % 600000) * 100 + 1 ))
 KillWait=2
 InactiveLimit=0
 NodeName=$node NodeHostname=$host NodeAddr=127.0.0.1 CPUs=8 RealMemory=4000 Gres=gpu:1,shard:4 State=UNKNOWN
+NodeName=$node2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$slurmd2_port CPUs=8 RealMemory=4000 Gres=gpu:1,shard:4 State=UNKNOWN
 PartitionName=gpu Nodes=$node Default=YES MaxTime=60 State=UP
+PartitionName=all Nodes=$node,$node2 MaxTime=60 State=UP
 CONF
 cat > "$tmp/etc/gres.conf" <<CONF
 NodeName=$node Name=gpu File=$tmp/dev/nvidia0
 NodeName=$node Name=shard Count=4 File=$tmp/dev/nvidia0
+NodeName=$node2 Name=gpu File=$tmp/dev/nvidia0
+NodeName=$node2 Name=shard Count=4 File=$tmp/dev/nvidia0
 CONF
 cat > "$tmp/etc/plugstack.conf" <<CONF
 required $inst/lib/spank_salus.so default=on libsalus=$inst/lib/libsalus.so salus=$inst/bin/salus group=$grp
@@ -188,17 +203,33 @@ chmod -R a+rX "$tmp/etc"
 wait_until 10 "munged's socket" test -S "$munge_sock" || skip_all "munged does not start: $(tail -3 "$tmp/munge/munged.log" "$tmp/log/munged.out" 2>/dev/null | tr '\n' ' ')"
 slurmctld -D -i -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
 pids="$pids $!"
+mkdir -p "$tmp/spool/$node" "$tmp/spool/$node2"
 slurmd -D -f "$SLURM_CONF" -N "$node" >"$tmp/log/slurmd.out" 2>&1 &
 pids="$pids $!"
-node_idle() { [ "$(sinfo -h -n "$node" -o %T 2>/dev/null)" = idle ]; }
+# The second node: another slurmd with a /dev/shm of its own (its tables and
+# simgpu state), as a second machine has.  Its mount namespace, and the
+# tmpfs, go away with it.
+unshare --mount --propagation private sh -c \
+    'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec slurmd -D -f "$0" -N "$1"' \
+    "$SLURM_CONF" "$node2" >"$tmp/log/slurmd2.out" 2>&1 &
+node2_pid=$!
+pids="$pids $node2_pid"
+node_idle() { [ "$(sinfo -h -n "${1:-$node}" -o %T 2>/dev/null)" = idle ]; }
+slog=$tmp/log/slurmd.$node.log
 # Daemons that run but do not come up fail the tests (the plugin, say, may
 # keep slurmd from starting): only what the machine lacks is a skip.
 if ! wait_until 30 "node $node idle" node_idle; then
-    tail -n 8 "$tmp/log/slurmctld.log" "$tmp/log/slurmd.log" "$tmp/log/slurmd.out" 2>&1 | sed 's/^/    /'
+    tail -n 8 "$tmp/log/slurmctld.log" "$slog" "$tmp/log/slurmd.out" 2>&1 | sed 's/^/    /'
     for t in $TESTS; do
         printf '[ RUN      ] %s\n[  FAILED  ] %s: slurmctld and slurmd did not come up (logs above)\n' "$t" "$t"
     done
     exit 1
+fi
+node2_up=""
+if wait_until 15 "node $node2 idle" node_idle "$node2"; then
+    node2_up=1
+else
+    node2_why="a second slurmd in a mount namespace of its own does not come up here: $(tail -n 2 "$tmp/log/slurmd2.out" | tr '\n' ' ')"
 fi
 say "cluster up in $(( $(date +%s) - T0 ))s"
 
@@ -216,7 +247,11 @@ failed=0
 run_test() {   # <name>: runs test_<name>, prints its lines
     printf '[ RUN      ] %s\n' "$1"
     start=$(date +%s)
-    if "test_$1"; then
+    "test_$1"
+    rc=$?
+    if [ $rc = 77 ]; then
+        printf '[  SKIPPED ] %s: %s\n' "$1" "$skip_why"
+    elif [ $rc = 0 ]; then
         printf '[       OK ] %s (%ss)\n' "$1" "$(( $(date +%s) - start ))"
     else
         printf '[  FAILED  ] %s\n' "$1"
@@ -252,7 +287,7 @@ listed() {
     json=$(top_json)
     for j in "$@"; do case $json in *"\"name\":\"$j.batch"*) ;; *) return 1 ;; esac; done
 }
-epilog_said() { grep -q "salus: job $1 $2" "$tmp/log/slurmd.log"; }
+epilog_said() { grep -q "salus: job $1 $2" "$slog"; }
 
 # analyse <script>: python over the trace, the reports and the jobs' result lines
 analyse() {
@@ -359,7 +394,7 @@ test_scancel_holder() {
     for j in "$victim" "$a" "$b"; do
         wait_until 20 "epilog of $j" epilog_said "$j" "left" || return 1
         epilog_said "$j" "left nothing" ||
-            fail "epilog of $j: $(grep "salus: job $j" "$tmp/log/slurmd.log")" || return 1
+            fail "epilog of $j: $(grep "salus: job $j" "$slog")" || return 1
     done
     "$inst/bin/salus" policy fair -t "$table" >/dev/null
 }
@@ -398,11 +433,46 @@ CUDA_VISIBLE_DEVICES=1,\$CUDA_VISIBLE_DEVICES exec $inst/bin/salus-train --devic
     analyse devices "$a" "$b"
 }
 
+test_array_two_nodes() {
+    [ -n "$node2_up" ] || { skip_why=$node2_why; return 77; }
+    arr=$(submit "$ua" -p all --array=0-1 -J arr --gres=shard:4 -- --iterations 300 $TRAIN) || return 1
+    t0=${arr}_0 t1=${arr}_1
+    wait_until 20 "both tasks running" all_in RUNNING "$t0" "$t1" || return 1
+    n0=$(squeue -h -j "$t0" -o %N) n1=$(squeue -h -j "$t1" -o %N)
+    [ "$n0" != "$n1" ] || fail "both tasks on $n0" || return 1
+    # Each node's table lists its own task, named <array>_<task>.batch.
+    for t in 0 1; do
+        if [ "$(squeue -h -j "${arr}_$t" -o %N)" = "$node" ]; then
+            wait_until 20 "task $t in $node's table" on_node "" "${arr}_$t" "${arr}_$((1 - t))" || return 1
+        else
+            wait_until 20 "task $t in $node2's table" on_node "$node2_pid" "${arr}_$t" "${arr}_$((1 - t))" || return 1
+        fi
+    done
+    wait_until 60 "both tasks done" all_done "$t0" "$t1" || return 1
+    for j in "$t0" "$t1"; do
+        [ "$(state_of "$j")" = COMPLETED ] || fail "task $j: $(state_of "$j")" || return 1
+    done
+    # The epilog of the first node's task looked for it by its array name.
+    t=$([ "$n0" = "$node" ] && echo "$t0" || echo "$t1")
+    id=$(scontrol show job "$t" | sed -n 's/^JobId=\([0-9]*\).*/\1/p')
+    wait_until 20 "epilog of $t" epilog_said "$id" "left nothing" || return 1
+}
+# on_node <slurmd pid, "" for the first node> <task listed> <task not listed>
+on_node() {
+    if [ -n "$1" ]; then
+        json=$(nsenter -t "$1" -m "$inst/bin/salus-top" --once --json -t "$table" 2>/dev/null)
+    else
+        json=$(top_json)
+    fi
+    case $json in *"\"name\":\"$2.batch"*) ;; *) return 1 ;; esac
+    case $json in *"\"name\":\"$3.batch"*) return 1 ;; esac
+}
+
 for t in $TESTS; do run_test "$t"; done
-printf '[==========] %d test(s) run.\n' 4
+printf '[==========] %d test(s) run.\n' 5
 say "took $(( $(date +%s) - T0 ))s"
 if [ "$failed" -gt 0 ]; then
-    for f in slurmctld.log slurmd.log; do
+    for f in slurmctld.log slurmd.$node.log slurmd.$node2.log; do
         echo "---- $f (last lines)"; tail -n 15 "$tmp/log/$f"
     done
     for f in "$tmp"/out/*.err; do [ -s "$f" ] && { echo "---- $f"; tail -n 5 "$f"; }; done
