@@ -39,20 +39,11 @@ static void test_top_in_terminal(void **state)
     (void)state;
     tt_need_build();
     tt_tmux_t tm;
-    if (!tt_which("tmux", tm.bin, sizeof tm.bin)) {
-        print_message("tmux is not installed (mk/deps.sh test installs it)\n");
-        skip();
-    }
-    snprintf(tm.sock, sizeof tm.sock, "salus-tt-%d", (int)getpid());
+    tt_tmux_need(&tm, "salus-tt");
     tt_job_t j;
     tt_job_start(&j, "tmuxjob", "30");
     tt_job_wait_running(&j);
-
-    char top[512], cmd[1200];
-    snprintf(cmd, sizeof cmd, "env SALUS_TABLE=%s %s -d 0.3 -t %s", tt_table,
-             tu_build_path("bin/salus-top", top, sizeof top), tt_table);
-    assert_int_equal(tt_tmux(&tm, NULL, "new-session", "-d", "-x", "120", "-y", "40", "-s", "top",
-                          cmd, NULL), 0);
+    tt_top_start(&tm, "0.3", "120", "40");
     const char *const header[] = { "salus-top", "GPU 0", "policy fair", "quantum 100 ms",
                                    "lease", "PID", "USER", "NAME", "PRIO", "STATE",
                                    "MEM/LIMIT", "ITERS", "ITER ms", "GPU%", "WAIT%",

@@ -218,3 +218,30 @@ int tt_top_gone(void *tm)
     return tt_tmux(tm, NULL, "has-session", "-t", "top", NULL) != 0;
 }
 
+
+void tt_tmux_need(tt_tmux_t *tm, const char *tag)
+{
+    if (!tt_which("tmux", tm->bin, sizeof tm->bin)) {
+        print_message("tmux is not installed (mk/deps.sh test installs it)\n");
+        skip();
+    }
+    snprintf(tm->sock, sizeof tm->sock, "%s-%d", tag, (int)getpid());
+}
+
+void tt_top_start(const tt_tmux_t *tm, const char *delay, const char *width,
+                  const char *height)
+{
+    char top[512], cmd[1200];
+    snprintf(cmd, sizeof cmd, "env SALUS_TABLE=%s %s -d %s -t %s", tt_table,
+             tu_build_path("bin/salus-top", top, sizeof top), delay, tt_table);
+    assert_int_equal(tt_tmux(tm, NULL, "new-session", "-d", "-x", width, "-y", height, "-s",
+                             "top", cmd, NULL), 0);
+}
+
+void tt_top_quit(const tt_tmux_t *tm)
+{
+    tt_tmux(tm, NULL, "send-keys", "-t", "top", "q", NULL);
+    int gone = tu_await(tt_top_gone, (void *)tm, 5000);
+    tt_tmux(tm, NULL, "kill-server", NULL);
+    assert_true(gone);
+}

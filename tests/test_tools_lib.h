@@ -57,5 +57,12 @@ int  tt_tmux(const tt_tmux_t *tm, char **out, ...);
 char *tt_screen_with(const tt_tmux_t *tm, const char *const *needles);
 void tt_assert_shows(const char *screen, const char *const *needles);
 int  tt_top_gone(void *tm);
+/* skip() without tmux; else its binary, and a socket named from tag. */
+void tt_tmux_need(tt_tmux_t *tm, const char *tag);
+/* salus-top -d delay -t tt_table in session "top", width x height. */
+void tt_top_start(const tt_tmux_t *tm, const char *delay, const char *width,
+                  const char *height);
+/* q quits it (5 s at most), and the server goes. */
+void tt_top_quit(const tt_tmux_t *tm);
 
 #endif /* SALUS_TEST_TOOLS_LIB_H */

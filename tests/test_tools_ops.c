@@ -389,28 +389,17 @@ static void test_top_wide(void **state)
     (void)state;
     tt_need_build();
     tt_tmux_t tm;
-    if (!tt_which("tmux", tm.bin, sizeof tm.bin)) {
-        print_message("tmux is not installed (mk/deps.sh test installs it)\n");
-        skip();
-    }
-    snprintf(tm.sock, sizeof tm.sock, "salus-to-%d", (int)getpid());
+    tt_tmux_need(&tm, "salus-to");
     tt_job_t j;
     tt_job_start(&j, "widejob", "30");
     tt_job_wait_running(&j);
-    char top[512], cmd[1200];
-    snprintf(cmd, sizeof cmd, "%s -d 0.2 -t %s",
-             tu_build_path("bin/salus-top", top, sizeof top), tt_table);
-    assert_int_equal(tt_tmux(&tm, NULL, "new-session", "-d", "-x", "160", "-y", "30", "-s",
-                             "top", cmd, NULL), 0);
+    tt_top_start(&tm, "0.2", "160", "30");
     /* after a few samples the job's sparkline has marks ('_' idle ... '@' all) */
     const char *const wide[] = { "GPU 0  GPU-", "GPU% LAST MINUTE", "widejob", NULL };
     char *screen = tt_screen_with(&tm, wide);
     tt_assert_shows(screen, wide);
     free(screen);
-    tt_tmux(&tm, NULL, "send-keys", "-t", "top", "q", NULL);
-    int gone = tu_await(tt_top_gone, &tm, 5000);
-    tt_tmux(&tm, NULL, "kill-server", NULL);
-    assert_true(gone);
+    tt_top_quit(&tm);
     tt_job_stop(&j);
 }
 
@@ -532,21 +521,13 @@ static void test_top_keys(void **state)
     (void)state;
     tt_need_build();
     tt_tmux_t tm;
-    if (!tt_which("tmux", tm.bin, sizeof tm.bin)) {
-        print_message("tmux is not installed (mk/deps.sh test installs it)\n");
-        skip();
-    }
-    snprintf(tm.sock, sizeof tm.sock, "salus-tk-%d", (int)getpid());
+    tt_tmux_need(&tm, "salus-tk");
     tt_job_t a, b;
     tt_job_start_mem(&a, "keysA", "30", "256M");
     tt_job_start(&b, "keysB", "30");
     tt_job_wait_running(&a);
     tt_job_wait_running(&b);
-    char top[512], cmd[1200];
-    snprintf(cmd, sizeof cmd, "%s -d 0.3 -t %s", tu_build_path("bin/salus-top", top, sizeof top),
-             tt_table);
-    assert_int_equal(tt_tmux(&tm, NULL, "new-session", "-d", "-x", "160", "-y", "40", "-s",
-                             "top", cmd, NULL), 0);
+    tt_top_start(&tm, "0.3", "160", "40");
     expect_screen(&tm, (const char *const[]){ "keysA", "keysB", "r renice", NULL });
 
     /* a filter by name leaves keysA alone, selected */
@@ -607,10 +588,7 @@ static void test_top_keys(void **state)
     assert_true(tu_await(exited, &a.p, 15000));
     assert_int_equal(WIFEXITED(a.p.status) ? WEXITSTATUS(a.p.status) : -1, 0);
 
-    keys(&tm, "q");
-    int gone = tu_await(tt_top_gone, &tm, 5000);
-    tt_tmux(&tm, NULL, "kill-server", NULL);
-    assert_true(gone);
+    tt_top_quit(&tm);
     tt_job_stop(&b);
 }
 

@@ -142,6 +142,14 @@ static int apply(const char *cmd, const control_args_t *a, change_fn change, con
 
 /* ---- the two commands ---------------------------------------------------------------------- */
 
+/* `"value" why`, as salus_bad says it. */
+static int bad_value(const char *cmd, const char *value, const char *why)
+{
+    char what[160];
+    snprintf(what, sizeof what, "\"%.100s\"", value);
+    return salus_bad(cmd, what, why);
+}
+
 static int renice_one(const top_target_t *t, const void *value, char *msg, size_t len)
 {
     return top_renice(t, (int)*(const long *)value, msg, len);
@@ -159,12 +167,9 @@ int salus_renice(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? TOP_EXIT_OK : rc;
     long prio;
-    if (top_parse_long(a.value, 0, 100, &prio) != 0) {
-        char what[160];
-        snprintf(what, sizeof what, "\"%.100s\"", a.value);
-        return salus_bad("renice", what, "is not a priority: it takes a whole number from 0 "
-                         "to 100 (higher first)");
-    }
+    if (top_parse_long(a.value, 0, 100, &prio) != 0)
+        return bad_value("renice", a.value, "is not a priority: it takes a whole number from "
+                         "0 to 100 (higher first)");
     return apply("renice", &a, renice_one, &prio);
 }
 
@@ -175,12 +180,9 @@ int salus_limit(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? TOP_EXIT_OK : rc;
     uint64_t v;
-    if (util_parse_size(a.value, 1, &v) != 0 || v == 0) {
-        char what[160];
-        snprintf(what, sizeof what, "\"%.100s\"", a.value);
-        return salus_bad("limit", what, "is not a size: it takes 20G, 512M, 1.5GiB, 25% (of "
-                         "the GPU's budget; 100%% is the whole budget) or exact bytes from 1 MiB "
+    if (util_parse_size(a.value, 1, &v) != 0 || v == 0)
+        return bad_value("limit", a.value, "is not a size: it takes 20G, 512M, 1.5GiB, 25% (of "
+                         "the GPU's budget; 100% is the whole budget) or exact bytes from 1 MiB "
                          "as 2097152B; not 0, which would refuse every allocation");
-    }
     return apply("limit", &a, limit_one, a.value);
 }
