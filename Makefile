@@ -7,6 +7,7 @@
 #                   match F (cmocka's filter: * and ? are wildcards)
 #   make demo       jobs sharing a (simulated) GPU, with and without Salus
 #   make bench      the paper's experiments, reproduced (bench/results/)
+#   make fuzz       the table fuzzer under libFuzzer for FUZZ_SECONDS (300)
 #   make install PREFIX=/usr/local
 #   make DEBUG=1 test
 #                   a debug build (-O1, SALUS_DEBUG: the table's invariants
