@@ -45,14 +45,22 @@ static fk_acct_t self_acct(shm_table_t *t)
 
 /* ---- every path against the limit --------------------------------------- */
 
-static int limit_paths(void *arg)
+/* The module started on this test's table with a 64 MiB limit and no
+ * headroom: the whole device is budget. */
+static shm_table_t *start_64m(void)
 {
-    (void)arg;
     fk_reset();
     setenv("SALUS_MEM_LIMIT", "64M", 1);
     setenv("SALUS_MEM_HEADROOM", "0", 1);
     shm_table_t *t = fk_start(fk_table);
     CHECK(t);
+    return t;
+}
+
+static int limit_paths(void *arg)
+{
+    (void)arg;
+    shm_table_t *t = start_64m();
     uint64_t a, b, c, refusals = 0;
     for (int k = 0; k < MEM_KINDS; k++) {
         CHECK_EQ(fk_alloc(k, 40 * MB, &a), CUDA_SUCCESS);
@@ -635,11 +643,7 @@ static int violates(shm_table_t *t, const char *needle)
 static int check_cases(void *arg)
 {
     (void)arg;
-    fk_reset();
-    setenv("SALUS_MEM_LIMIT", "64M", 1);
-    setenv("SALUS_MEM_HEADROOM", "0", 1);
-    shm_table_t *t = fk_start(fk_table);
-    CHECK(t);
+    shm_table_t *t = start_64m();
     uint64_t a;
     CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 8 * MB, &a), CUDA_SUCCESS);
     fk_check_invariants(t);
