@@ -327,12 +327,18 @@ static void test_exit_and_death_seen_at_once(void **state)
     run_t done, killed;
     mem_device_view_t dv;
     const char *da[] = { "--seconds", "1", "--mem", "3G", NULL };
-    start(&done, NULL, da);
+    const char *const info[] = { "SALUS_LOG=info", NULL };
+    start(&done, info, da);
     shm_table_t *t = watch();
     int slot = await_slot(t, done.p.pid, 3 * GB);
     finish(&done);
     assert_int_equal(done.rc, 0);
     assert_int_equal(shm_slot_gen(t, slot), 0);               /* given back at exit */
+    char *err = tu_read_file(done.p.err_path, NULL);          /* said as an exit, not a death */
+    assert_non_null(err);
+    assert_non_null(strstr(err, "this process exited and gave its slot"));
+    assert_null(strstr(err, "has ended"));
+    free(err);
     assert_int_equal(mem_view_device(t, 0, &dv), 0);
     assert_int_equal(dv.used, 0);
 

@@ -251,6 +251,7 @@ void shm_release_self(shm_table_t *t)
         shm_unlock(t);
     }
     t->self = -1;
+    util_info("table %s: this process exited and gave its slot %d back", t->name, self);
 }
 
 /* ---- reaping and repair ------------------------------------------------- */
