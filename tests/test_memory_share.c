@@ -4,7 +4,8 @@
  * all, spare reclaimed from peers, SALUS_MEM_WAIT_MS waiting then succeeding
  * or failing, a killed process's memory back within 100 ms, the admission
  * queue in arrival order, reservations guaranteed and refused when they can
- * never fit, and a reclaimer killed half-way through.
+ * never fit, a reclaimer killed half-way through, and a 3 s stall inside
+ * the table's lock, counted alone and charged after.
  *
  * Each process is an actor: a forked child that the test drives through a
  * command pipe and that answers on a reply pipe (a byte, or a number).
@@ -27,6 +28,8 @@
 #include "lib/testutil.h"
 #include "memory/mem_layout.h"
 #include "test_memory_lib.h"
+
+#define MS_NS 1000000ull
 
 /* ---- actors ---------------------------------------------------------------- */
 
@@ -522,6 +525,70 @@ static void test_reservations(void **state)
     finish(&other);
 }
 
+/* ---- a stall inside the table's lock ------------------------------------------
+ * The test holds the table's lock past the 3 s deadline.  The actor's
+ * allocation that needs it goes on, counted by the actor alone within its
+ * limit (64M): 40M more pass, 30M beyond the limit are refused, a free pays
+ * back.  Once the lock is free, the actor's next allocations find it again
+ * and charge what it took meanwhile: the table is exact. */
+
+static int staller(actor_t *a)
+{
+    start_100m();
+    setenv("SALUS_MEM_LIMIT", "64M", 1);
+    go();
+    uint64_t first, big, over, one;
+    CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 8 * MB, &first), CUDA_SUCCESS);
+    act_tell(a, 'a');
+    act_wait(a, 'b');                              /* the lock is held now */
+    act_tell_u64(a, fk_alloc(MEM_KIND_DEVICE, 40 * MB, &big));
+    CHECK(__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE));
+    CHECK_EQ(fk_free(MEM_KIND_DEVICE, first), CUDA_SUCCESS);
+    act_tell_u64(a, fk_alloc(MEM_KIND_DEVICE, 30 * MB, &over));
+    act_wait(a, 'c');                              /* the lock is free again */
+    uint64_t deadline = tu_now_ns() + 10000 * MS_NS;
+    while (__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE) && tu_now_ns() < deadline) {
+        CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 1 * MB, &one), CUDA_SUCCESS);
+        CHECK_EQ(fk_free(MEM_KIND_DEVICE, one), CUDA_SUCCESS);
+        tu_sleep_ms(5);
+    }
+    act_tell_u64(a, tu_now_ns());
+    act_wait(a, 'x');
+    return 0;
+}
+
+static void test_lock_stall_recovers(void **state)
+{
+    (void)state;
+    shm_table_t *m = monitor();
+    actor_t a;
+    actor_start(&a, staller, 0);
+    expect(&a, 'a');
+    assert_int_equal(shm_lock(m), 0);              /* a stall: past the 3 s deadline */
+    say(&a, 'b');
+    assert_int_equal(expect_u64(&a), CUDA_SUCCESS);            /* counted alone */
+    assert_int_equal(expect_u64(&a), CUDA_ERROR_OUT_OF_MEMORY); /* over its own limit */
+    shm_unlock(m);
+    uint64_t freed = tu_now_ns();
+    say(&a, 'c');
+    uint64_t back = expect_u64(&a);
+    print_message("      accounted again %.1f ms after the lock was freed\n",
+                  (double)(back - freed) / 1e6);
+    int slot = slot_of(m, a.pid, NULL);
+    mem_slot_view_t v;
+    assert_int_equal(mem_view_slot(m, slot, &v), 0);
+    assert_int_equal(v.used, 40 * MB);             /* 8M + 40M - 8M freed meanwhile */
+    fk_devsum_t s;
+    fk_devsum(m, 0, &s);
+    assert_int_equal(s.used, 40 * MB);
+    fk_acct_t acct;
+    fk_acct(m, slot, 0, &acct);
+    assert_true(acct.granted <= acct.limit);
+    say(&a, 'x');
+    finish(&a);
+    shm_close_table(m);
+}
+
 /* ---- a reclaimer killed half-way ---------------------------------------------
  * A holds 5M live and spare beside it.  R takes the table's lock and starts
  * a reclaim of A's spare by hand, as account.c does, stopping after step
@@ -622,6 +689,7 @@ int main(void)
         T(test_admission_in_arrival_order),
         T(test_reservations),
         T(test_reclaimer_killed_halfway),
+        T(test_lock_stall_recovers),
     };
     return cmocka_run_group_tests_name("memory-share", tests, NULL, NULL);
 }

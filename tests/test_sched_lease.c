@@ -11,7 +11,8 @@
  *   handover; SIGKILL of the holder mid-iteration; an idle holder; a program
  *   that never syncs (kernel-sequence boundaries) and one without any period
  *   (max slice); the explicit hint; fork; corrupted and foreign tables; the
- *   report's fields.
+ *   report's fields; a 3.5 s stall inside the table's lock, after which the
+ *   jobs are scheduled again.
  *
  * Bounds are behavioural with wide margins (a loaded 2-core machine): no
  * overlap under a gated policy, run lengths, orders, shares within 40-60%,
@@ -618,6 +619,69 @@ static void test_kernel_sequence_boundaries(void **state)
     free(e);
 }
 
+/* ---- a stall inside the table's lock -------------------------------------------
+ * The test holds the table's lock for 3.5 s while two jobs share the GPU.
+ * Past the 3 s deadline they run unscheduled (overlapping); once the lock
+ * is free they come back to the lease at their syncs: after the last
+ * overlap, a second passes with both running and none. */
+
+typedef struct overlap_goal {
+    uint64_t freed;        /* the lock was given back */
+    uint64_t last;         /* out: the end of the last overlap seen */
+} overlap_goal_t;
+
+static int scheduled_again(void *arg)
+{
+    overlap_goal_t *g = arg;
+    ev_t *e;
+    int n = sorted_log(&e), after[2] = { 0, 0 };
+    uint64_t end = 0, last = 0;
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && e[i].job != e[i - 1].job && e[i].start < end)
+            last = end > last ? end : last;
+        end = e[i].end > end ? e[i].end : end;
+    }
+    for (int i = 0; i < n; i++)
+        if (e[i].start > last && e[i].job < 2)
+            after[e[i].job]++;
+    free(e);
+    g->last = last;
+    uint64_t from = last > g->freed ? last : g->freed;
+    return n < MAX_EV && tu_now_ns() > from + 1000 * MS && after[0] >= 5 && after[1] >= 5;
+}
+
+static void test_lock_stall_recovers(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 100000, .kernels = 2, .kernel_us = 2000, .sync = 1,
+                .quantum_ms = 20 };
+    job_t b = { .id = 1, .iterations = 100000, .kernels = 2, .kernel_us = 2000, .sync = 1,
+                .quantum_ms = 20, .after = 1 };
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    shm_table_t *t = open_table();
+    assert_true(ts_await_holder(t, 1, 10000) > 0);           /* sharing */
+    shm_open_opts_t o = { .name = tname };
+    shm_table_t *locker;
+    assert_int_equal(shm_open_table(&o, &locker), 0);
+    assert_int_equal(shm_lock(locker), 0);
+    tu_sleep_ms(3500);                                        /* the stall's length */
+    shm_unlock(locker);
+    overlap_goal_t g = { .freed = tu_now_ns() };
+    int ok = tu_await(scheduled_again, &g, 15000);
+    kill(pa, SIGKILL);
+    kill(pb, SIGKILL);
+    wait_job(pa);
+    wait_job(pb);
+    if (!ok)
+        fail_msg("the jobs still run unscheduled %.0f ms after the lock was freed",
+                 (double)(tu_now_ns() - g.freed) / 1e6);
+    assert_true(g.last > g.freed - 3500 * MS);                /* they did run open */
+    print_message("      scheduled again %.1f ms after the lock was freed\n",
+                  g.last > g.freed ? (double)(g.last - g.freed) / 1e6 : 0.0);
+    shm_close_table(locker);
+    shm_close_table(t);
+}
+
 /* No syncs and no period: yields after the max slice, at a launch. */
 static void test_max_slice(void **state)
 {
@@ -779,6 +843,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_foreign_tables_fail_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupted_areas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_fields, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_stall_recovers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -118,6 +118,9 @@ int  shm_unlink_table(const char *name);
  * no holder can have written, it runs the repair functions before returning.
  * Not recursive; a read-only table cannot be locked (-EROFS). */
 int  shm_lock(shm_table_t *t);
+/* The same within wait_ns (at most the 3 s), saying nothing on time-out:
+ * for a process that timed out once and now retries now and then. */
+int  shm_lock_retry(shm_table_t *t, uint64_t wait_ns);
 void shm_unlock(shm_table_t *t);
 
 void shm_set_hooks(shm_table_t *t, shm_area_t area, shm_reap_fn reap,

@@ -223,7 +223,8 @@ static int timed_out(shm_table_t *t)
     return -ETIMEDOUT;
 }
 
-int shm_lock(shm_table_t *t)
+/* Lock within wait_ns; on time-out -ETIMEDOUT, said once unless quiet. */
+static int lock_within(shm_table_t *t, uint64_t wait_ns, int quiet)
 {
     static int said_guests;
     uint32_t mine, *word;
@@ -239,7 +240,7 @@ int shm_lock(shm_table_t *t)
         return -EAGAIN;
     }
     word = &t->map->hdr.lock;
-    uint64_t deadline = util_now_ns() + LOCK_WAIT_NS;
+    uint64_t deadline = util_now_ns() + wait_ns;
     uint32_t sleepers = 0;               /* SHM_LOCK_WAITERS once we have slept */
     for (;;) {
         uint32_t cur = __atomic_load_n(word, __ATOMIC_RELAXED);
@@ -262,7 +263,7 @@ int shm_lock(shm_table_t *t)
         if (now >= deadline) {
             if (guest)
                 guest_return(t);
-            return timed_out(t);
+            return quiet ? -ETIMEDOUT : timed_out(t);
         }
         if (!(cur & SHM_LOCK_WAITERS) &&
             !__atomic_compare_exchange_n(word, &cur, cur | SHM_LOCK_WAITERS, 0,
@@ -272,6 +273,16 @@ int shm_lock(shm_table_t *t)
         shm_futex_wait(word, cur | SHM_LOCK_WAITERS, left < POLL_NS ? left : POLL_NS);
         sleepers = SHM_LOCK_WAITERS;
     }
+}
+
+int shm_lock(shm_table_t *t)
+{
+    return lock_within(t, LOCK_WAIT_NS, 0);
+}
+
+int shm_lock_retry(shm_table_t *t, uint64_t wait_ns)
+{
+    return lock_within(t, wait_ns < LOCK_WAIT_NS ? wait_ns : LOCK_WAIT_NS, 1);
 }
 
 void shm_unlock(shm_table_t *t)

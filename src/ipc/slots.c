@@ -177,6 +177,8 @@ void shm_set_state(shm_table_t *t, int slot, shm_state_t state)
 
 /* ---- claim and release -------------------------------------------------- */
 
+#define RELEASE_WAIT_NS (100ull * 1000000)
+
 static void free_slot_locked(shm_table_t *t, int slot)
 {
     shm_slot_t *s = &t->map->slots[slot];
@@ -246,8 +248,8 @@ void shm_release_self(shm_table_t *t)
     int self = shm_self_peek(t);
     if (self < 0)
         return;
-    if (shm_lock(t) == 0) {
-        free_slot_locked(t, self);
+    if (shm_lock_retry(t, RELEASE_WAIT_NS) == 0) {   /* an exit waits little: else */
+        free_slot_locked(t, self);                     /* peers reap the slot after */
         shm_unlock(t);
     }
     t->self = -1;

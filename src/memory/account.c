@@ -58,18 +58,120 @@ static mem_slot_t *area_of(shm_table_t *t, int slot)
 mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- the lock --------------------------------------------------------------
- * shm_lock waits a few seconds at most for a holder that seems hung; the
- * module then runs uncounted for the rest of the process rather than make
- * every allocation wait that long again. */
+ * shm_lock waits a few seconds at most for a holder that seems hung.  Then
+ * the module is suspended rather than off: allocations that need the lock
+ * are counted by this process alone, against its own limit, as debt (the
+ * device's budget cannot be checked); every MEM_RETRY_* the lock is tried
+ * briefly, and once it is taken the debt is charged to the grant, so that
+ * the table is exact again.  Frees meanwhile pay the debt first. */
+
+#define MEM_RETRY_MIN_NS  (100ull * 1000000)
+#define MEM_RETRY_MAX_NS  (5000ull * 1000000)
+#define MEM_RETRY_WAIT_NS (2ull * 1000000)
+
+uint64_t mem_pay_debt(mem_local_dev_t *ld, uint64_t bytes)
+{
+    uint64_t d = __atomic_load_n(&ld->debt, __ATOMIC_RELAXED), pay;
+    do {
+        pay = umin(d, bytes);
+    } while (pay && !__atomic_compare_exchange_n(&ld->debt, &d, d - pay, 1, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED));
+    return bytes - pay;
+}
+
+/* Under the lock: the debt of every device into its grant (the spare pays
+ * first, so the grant never passes what is used plus the spare left). */
+static void charge_debts_locked(void)
+{
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        mem_local_dev_t *ld = mem_p.by_index[d];
+        if (!ld || !__atomic_load_n(&ld->debt, __ATOMIC_RELAXED))
+            continue;
+        mem_sdev_t *sd = ld->sd;
+        uint64_t debt = __atomic_exchange_n(&ld->debt, 0, __ATOMIC_RELAXED);
+        uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST), pay;
+        do {
+            pay = umin(MEM_SPARE(w), debt);
+        } while (pay && !__atomic_compare_exchange_n(&sd->avail, &w, w - pay, 1,
+                                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+        STORE(&sd->granted, LOAD(&sd->granted) + (debt - pay));
+        mem_publish_locked(mem_p.t, d);
+        util_info("memory: device %d: %s allocated while the table's lock was out of reach "
+                  "is charged", d, util_size(debt).s);
+    }
+}
+
+static int suspend(void)
+{
+    static int said;
+    uint64_t now = util_now_ns();
+    __atomic_store_n(&mem_p.backoff_ns, MEM_RETRY_MIN_NS, __ATOMIC_RELAXED);
+    __atomic_store_n(&mem_p.retry_ns, now + MEM_RETRY_MIN_NS, __ATOMIC_RELAXED);
+    __atomic_store_n(&mem_p.suspended, 1, __ATOMIC_RELEASE);
+    util_log_once(&said, UTIL_LOG_WARN, "memory: a peer has held the table's lock for "
+                  "seconds; this process counts its allocations alone meanwhile (its limit "
+                  "holds, the device's budget cannot be checked) and charges them when the "
+                  "lock is usable again");
+    return -1;
+}
+
+/* A suspended module: one short try when its time has come. */
+static int retry(void)
+{
+    uint64_t now = util_now_ns();
+    if (now < __atomic_load_n(&mem_p.retry_ns, __ATOMIC_RELAXED))
+        return -1;
+    if (shm_lock_retry(mem_p.t, MEM_RETRY_WAIT_NS) != 0) {
+        uint64_t b = __atomic_load_n(&mem_p.backoff_ns, __ATOMIC_RELAXED) * 2;
+        b = b > MEM_RETRY_MAX_NS ? MEM_RETRY_MAX_NS : b;
+        __atomic_store_n(&mem_p.backoff_ns, b, __ATOMIC_RELAXED);
+        __atomic_store_n(&mem_p.retry_ns, util_now_ns() + b, __ATOMIC_RELAXED);
+        return -1;
+    }
+    if (__atomic_exchange_n(&mem_p.suspended, 0, __ATOMIC_ACQ_REL))
+        util_warn("memory: the table's lock is usable again; allocations are shared and "
+                  "limited as before");
+    charge_debts_locked();
+    return 0;
+}
+
 int mem_lock(void)
 {
     static int said;
-    if (shm_lock(mem_p.t) == 0)
+    if (__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE))
+        return retry();
+    int rc = shm_lock(mem_p.t);
+    if (rc == 0)
         return 0;
+    if (rc == -ETIMEDOUT)
+        return suspend();
     __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);
     util_log_once(&said, UTIL_LOG_ERROR, "memory: the table's lock cannot be taken; "
                   "allocations pass through without limits from now on");
     return -1;
+}
+
+void mem_resume_try(void)
+{
+    if (__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE) && retry() == 0)
+        shm_unlock(mem_p.t);
+}
+
+/* While suspended: take `bytes` as debt if the process stays within its own
+ * limit.  CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY. */
+static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
+{
+    mem_sdev_t *sd = ld->sd;
+    uint64_t d = __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+        uint64_t used = g + d > spare ? g + d - spare : 0;
+        if (used + bytes > LOAD(&sd->limit))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (__atomic_compare_exchange_n(&ld->debt, &d, d + bytes, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return CUDA_SUCCESS;
+    }
 }
 
 /* ---- sums over slots ----------------------------------------------------
@@ -384,7 +486,8 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
 {
     static int said;
     mem_sdev_t *sd = ld->sd;
-    uint64_t used = LOAD(&sd->granted) - MEM_SPARE(LOAD(&sd->avail));
+    uint64_t g = LOAD(&sd->granted) + __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
+    uint64_t spare = MEM_SPARE(LOAD(&sd->avail)), used = g > spare ? g - spare : 0;
     if (fit == MEM_OVER_LIMIT)
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on device %d: this "
                       "process uses %s of its limit of %s (%s); the program sees "
@@ -403,8 +506,16 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes)
 {
     shm_table_t *t = mem_p.t;
     int lost = 0;
-    if (mem_lock() != 0)
-        return 1;
+    if (mem_lock() != 0) {
+        if (!__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE))
+            return 1;
+        int rc = take_as_debt(ld, bytes);
+        if (rc != CUDA_SUCCESS) {
+            __atomic_add_fetch(&mem_p.area->oom_refusals, 1, __ATOMIC_RELAXED);
+            say_refusal(ld, bytes, MEM_OVER_LIMIT);
+        }
+        return rc;
+    }
     mem_fix_log(t, ld->d);
     mem_fit_t fit = take_locked(ld, bytes);
     if (fit == MEM_OVER_DEVICE && mem_p.cfg.wait_ns)

@@ -118,6 +118,9 @@ typedef struct mem_local_dev {
     int failed;            /* passes through uncounted (said once) */
     uint64_t chunk;        /* grant extra asked for small allocations */
     uint64_t shrink_at;    /* spare above this goes back to the device */
+    uint64_t debt;         /* taken while the table's lock was out of reach, not
+                              yet in the grant: used = granted + debt - spare
+                              (atomic; charged when the lock comes back) */
 } mem_local_dev_t;
 
 typedef struct mem_config {
@@ -132,6 +135,8 @@ enum { MEM_OFF = 0, MEM_ON = 1, MEM_OPEN = 2 };
 
 typedef struct mem_proc {
     int mode;                      /* MEM_*: acquire load on the fast path */
+    int suspended;                 /* the lock timed out; retried (atomic) */
+    uint64_t retry_ns, backoff_ns; /* when suspended: next try, wait after a failed one */
     shm_table_t *t;
     mem_slot_t *area;              /* own slot's area, NULL until registered */
     int slot;
@@ -152,9 +157,16 @@ mem_local_dev_t *mem_local_dev(int device);
 
 typedef enum { MEM_FIT = 0, MEM_OVER_LIMIT, MEM_OVER_DEVICE } mem_fit_t;
 
-/* The table's lock: 0, or -1 when it cannot be taken (the module then runs
- * uncounted: said once). */
+/* The table's lock: 0, or -1 when it cannot be taken.  A time-out suspends
+ * the module's use of the lock (said once): the process counts alone,
+ * within its own limit, as debt; the lock is tried again now and then
+ * (mem_lock, mem_resume_try) and, once taken, the debt is charged.  Any
+ * other failure lets allocations pass uncounted for good. */
 int mem_lock(void);
+/* A suspended module tries the lock again if its time has come. */
+void mem_resume_try(void);
+/* Pay `bytes` given back towards ld's debt; what is left to give. */
+uint64_t mem_pay_debt(mem_local_dev_t *ld, uint64_t bytes);
 
 /* Take `bytes` from sd's spare with one CAS; 1 on success, with the spare
  * left in *spare_after.  The CAS keeps the tag: bytes <= spare, no borrow. */
@@ -197,6 +209,9 @@ void mem_wake(mem_dev_t *dev);
  * Ordering with waiters: see account.c. */
 static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
 {
+    if (__builtin_expect(__atomic_load_n(&ld->debt, __ATOMIC_RELAXED) != 0, 0) &&
+        (bytes = mem_pay_debt(ld, bytes)) == 0)
+        return;
     uint64_t w = __atomic_add_fetch(&ld->sd->avail, bytes, __ATOMIC_SEQ_CST);
     if (__builtin_expect(MEM_SPARE(w) > ld->shrink_at, 0) ||
         __builtin_expect(__atomic_load_n(&ld->dev->waiters, __ATOMIC_SEQ_CST) != 0, 0))

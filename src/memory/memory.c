@@ -321,6 +321,8 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
     op->dev = -1;
     if (!is_on() || bytes == 0 || (unsigned)kind >= MEM_KINDS)
         return CUDA_SUCCESS;
+    if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
+        mem_resume_try();             /* the lock timed out once: is it back? */
     mem_local_dev_t *ld = local_dev(device);
     if (!ld)
         return CUDA_SUCCESS;
@@ -431,6 +433,8 @@ void mem_free_end(mem_op_t *op, CUresult rc)
 {
     if (op->state != OP_FREE)
         return;
+    if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
+        mem_resume_try();
     op->state = OP_PASS;
     mem_local_dev_t *ld = mem_p.by_index[op->dev];
     if (rc == CUDA_SUCCESS) {

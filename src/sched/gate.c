@@ -157,8 +157,9 @@ static int table_device(sched_proc_t *p, int ordinal)
     }
     if (__atomic_load_n(&p->joined, __ATOMIC_ACQUIRE) & (1ull << ordinal))
         return d;
-    if (shm_lock(p->t) != 0) {
-        sched_fail_open(p, "the table's lock cannot be taken");
+    int rc = shm_lock(p->t);
+    if (rc != 0) {
+        sched_lock_failed(p, rc);
         return -1;
     }
     sched_dev_setup_locked(p->t, d, &p->cfg);
@@ -242,6 +243,48 @@ void sched_sync_begin(sched_thread_t *th)
     __atomic_add_fetch(&p->me->in_sync, 1, __ATOMIC_RELAXED);
 }
 
+/* ---- coming back from a suspension ------------------------------------------------
+ * At a host sync of a SUSPENDED process, once its retry time has come: one
+ * short try of the lock (backoff from 100 ms, doubling to 5 s).  Got it: the
+ * slot must still be the process's own (else scheduling fails open for
+ * good), the gate is recomputed, and the process follows it again; each
+ * thread catches up at its own next sync (its gate pointer goes back to
+ * UNREG, so its next launch takes the slow path and gets the slot's gate). */
+#define SCHED_RETRY_WAIT_NS (2ull * 1000000)
+
+static void resume_try(sched_proc_t *p)
+{
+    uint64_t now = sched_now();
+    if (now < __atomic_load_n(&p->retry_ns, __ATOMIC_RELAXED) ||
+        pthread_mutex_trylock(&p->mu) != 0)
+        return;
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_SUSPENDED ||
+        now < p->retry_ns)
+        goto out_unlock;
+    if (shm_lock_retry(p->t, SCHED_RETRY_WAIT_NS) != 0) {
+        uint64_t b = p->backoff_ns * 2;
+        p->backoff_ns = b > SCHED_RETRY_MAX_NS ? SCHED_RETRY_MAX_NS : b;
+        __atomic_store_n(&p->retry_ns, sched_now() + p->backoff_ns, __ATOMIC_RELAXED);
+        goto out_unlock;
+    }
+    if (shm_slot_gen(p->t, p->slot) != p->gen ||
+        __atomic_load_n(&p->me->magic, __ATOMIC_RELAXED) != SCHED_SLOT_MAGIC) {
+        shm_unlock(p->t);
+        sched_fail_open(p, "this process's slot in the table was overwritten while the "
+                        "table's lock was out of reach");
+        goto out_unlock;
+    }
+    sched_gate_update_locked(p->t, p->slot);
+    shm_unlock(p->t);
+    __atomic_store_n(&p->state, SCHED_P_ACTIVE, __ATOMIC_RELEASE);
+    sched_set_proc_gate(&p->me->gate);
+    util_warn("GPU time slicing resumes for this process: the table's lock is usable again "
+              "(suspended for %llu ms)",
+              (unsigned long long)((sched_now() - p->suspended_ns) / 1000000));
+out_unlock:
+    pthread_mutex_unlock(&p->mu);
+}
+
 void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
                     sched_token_t (*fold)(void))
 {
@@ -251,6 +294,10 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
         th->in_sync = 0;
         __atomic_sub_fetch(&p->me->in_sync, 1, __ATOMIC_RELAXED);
     }
+    if (UTIL_UNLIKELY(__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == SCHED_P_SUSPENDED))
+        resume_try(p);
+    if (th->gate != sched_proc_gate())   /* a suspension began or ended: catch up */
+        th->gate = &sched_gate_unreg;
     if (!ok || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE)
         return;
     uint64_t now = sched_now();

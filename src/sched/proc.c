@@ -12,7 +12,8 @@
  *     sched_gate_unreg          until the process registers,
  *     its slot's gate word      once registered: lease.c keeps it OPEN,
  *                               CONTENDED or CLOSED under the table lock,
- *     word_open (OPEN)          when scheduling failed open, or at exit.
+ *     word_open (OPEN)          when scheduling failed open or is suspended
+ *                               (the table's lock timed out), or at exit.
  * proc_gate is stored with release after the slot is set up and read with
  * acquire in the slow path.  A thread whose pointer lags (still the slot's
  * gate after a fail-open, say) reaches the slow path the next time that gate
@@ -23,6 +24,8 @@
  * that sees the module enabled sees its driver.  No lock here.
  */
 #include "sched/sched_int.h"
+
+#include <errno.h>
 
 const uint32_t sched_gate_unreg = SCHED_GATE_UNREG;
 static const uint32_t word_open = SCHED_GATE_OPEN;
@@ -94,6 +97,27 @@ void sched_fail_open(sched_proc_t *p, const char *why)
                   "its launches go straight to the driver", why);
     __atomic_store_n(&p->state, SCHED_P_OPEN, __ATOMIC_RELEASE);
     sched_set_proc_gate(&word_open);
+}
+
+void sched_lock_failed(sched_proc_t *p, int err)
+{
+    static int said;
+    sched_pstate_t active = SCHED_P_ACTIVE;
+    if (err != -ETIMEDOUT) {
+        sched_fail_open(p, "the table's lock cannot be taken");
+        return;
+    }
+    uint64_t now = sched_now();
+    __atomic_store_n(&p->suspended_ns, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->backoff_ns, SCHED_RETRY_MIN_NS, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->retry_ns, now + SCHED_RETRY_MIN_NS, __ATOMIC_RELAXED);
+    if (!__atomic_compare_exchange_n(&p->state, &active, SCHED_P_SUSPENDED, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;                               /* exiting, open, or suspended already */
+    sched_set_proc_gate(&word_open);
+    util_log_once(&said, UTIL_LOG_WARN, "GPU time slicing is suspended for this process: a "
+                  "peer has held the table's lock for seconds; its launches go straight to "
+                  "the driver until the lock is usable again (it retries at its syncs)");
 }
 
 /* At exit: launches made by exit handlers pass. */

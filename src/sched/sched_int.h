@@ -269,7 +269,12 @@ int  sched_fair_pick(const sched_view_t *v);
 int  sched_fair_yield(const sched_view_t *v, int pick);
 
 /* ---- the process (gate.c) ------------------------------------------------- */
-typedef enum { SCHED_P_UNREG = 0, SCHED_P_ACTIVE, SCHED_P_OPEN, SCHED_P_EXITING } sched_pstate_t;
+/* SUSPENDED: the table's lock timed out (a hung peer inside it); launches
+ * pass and the process retries (gate.c, sched_resume_try).  OPEN is for
+ * good. */
+typedef enum {
+    SCHED_P_UNREG = 0, SCHED_P_ACTIVE, SCHED_P_OPEN, SCHED_P_EXITING, SCHED_P_SUSPENDED
+} sched_pstate_t;
 
 typedef struct sched_proc {
     pthread_mutex_t mu;           /* everything below but the atomics */
@@ -291,6 +296,9 @@ typedef struct sched_proc {
     uint64_t registered_ns;       /* when the process registered */
     uint64_t gaps[SCHED_GAP_SAMPLES];   /* the last host gaps after boundaries */
     uint32_t gap_n;               /* samples taken */
+    uint64_t suspended_ns;        /* SUSPENDED since (atomic) */
+    uint64_t retry_ns;            /* SUSPENDED: next try of the lock (atomic) */
+    uint64_t backoff_ns;          /* SUSPENDED: the wait after a failed try */
     int handlers_made;
 } sched_proc_t;
 
@@ -312,6 +320,12 @@ void sched_set_proc_gate(const uint32_t *gate);
 void sched_proc_gate_open(void);
 /* Fail open for good: said once; launches pass from now on. */
 void sched_fail_open(sched_proc_t *p, const char *why);
+/* The table's lock failed with err: a time-out suspends scheduling (said
+ * once; launches pass until sched_resume_try gets the lock again), any
+ * other error fails open for good. */
+void sched_lock_failed(sched_proc_t *p, int err);
+#define SCHED_RETRY_MIN_NS  (100ull * 1000000)
+#define SCHED_RETRY_MAX_NS  (5000ull * 1000000)
 
 /* ---- the lease (lease.c): under the table lock unless said ---------------- */
 #define SCHED_NO_SLOT (-1)

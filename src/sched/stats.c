@@ -186,7 +186,7 @@ int sched_report_fields(char *buf, size_t cap)
     memset(&v, 0, sizeof v);
     sched_policy_t policy = SCHED_POLICY_FAIR;
     sched_pstate_t st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-    if ((st == SCHED_P_ACTIVE || st == SCHED_P_EXITING) && p->t) {
+    if ((st == SCHED_P_ACTIVE || st == SCHED_P_EXITING || st == SCHED_P_SUSPENDED) && p->t) {
         sched_read_slot(p->t, p->slot, &v);
         policy = p->cfg.policy;
         for (int d = 0; d < SHM_MAX_DEVICES; d++) {

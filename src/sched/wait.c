@@ -63,9 +63,10 @@ enum { W_WAIT, W_GOT, W_PASS };
 
 static int lock_or_fail(sched_proc_t *p)
 {
-    if (shm_lock(p->t) == 0)
+    int rc = shm_lock(p->t);
+    if (rc == 0)
         return 0;
-    sched_fail_open(p, "the table's lock cannot be taken");
+    sched_lock_failed(p, rc);
     return -1;
 }
 
