@@ -12,7 +12,7 @@
  *   that never syncs (kernel-sequence boundaries) and one without any period
  *   (max slice); the explicit hint; fork; corrupted and foreign tables; the
  *   report's fields; a 3.5 s stall inside the table's lock, after which the
- *   jobs are scheduled again.
+ *   jobs are scheduled again; a waiter whose own slot is spoiled goes on.
  *
  * Bounds are behavioural with wide margins (a loaded 2-core machine): no
  * overlap under a gated policy, run lengths, orders, shares within 40-60%,
@@ -682,6 +682,40 @@ static void test_lock_stall_recovers(void **state)
     shm_close_table(t);
 }
 
+/* ---- a corrupted own slot ----------------------------------------------------------
+ * A stray write spoils a waiting job's scheduler area (its magic word): no
+ * holder can hand it the GPU any more.  The waiter finds out at its next
+ * re-examination (every second), says so and runs unscheduled: it finishes
+ * instead of waiting forever. */
+static void test_corrupted_own_slot(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 100, .kernels = 2, .kernel_us = 2000, .sync = 1,
+                .quantum_ms = 60000 };
+    job_t b = { .id = 1, .iterations = 20, .kernels = 2, .kernel_us = 1000, .sync = 1,
+                .after = 1 };
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    shm_table_t *t = open_table();
+    assert_int_equal(ts_await_holder(t, 1, 10000), pa);     /* a holds, b waits */
+    shm_open_opts_t o = { .name = tname };
+    shm_table_t *w;
+    assert_int_equal(shm_open_table(&o, &w), 0);
+    shm_ident_t id;
+    int slot = -1;
+    for (int s = 0; s < SHM_MAX_SLOTS && slot < 0; s++)
+        if (shm_slot_ident(w, s, &id) == 0 && id.pid == pb)
+            slot = s;
+    assert_true(slot >= 0);
+    __atomic_store_n(&sched_slot(w, slot)->magic, 0x0badf00du, __ATOMIC_RELAXED);
+    uint64_t spoiled = tu_now_ns();
+    assert_int_equal(wait_job(pa), 0);
+    assert_int_equal(wait_job(pb), 0);                        /* not a wait forever */
+    print_message("      the waiter went on %.1f ms after its slot was spoiled\n",
+                  (double)(sh->exit_ns[1] - spoiled) / 1e6);
+    shm_close_table(w);
+    shm_close_table(t);
+}
+
 /* No syncs and no period: yields after the max slice, at a launch. */
 static void test_max_slice(void **state)
 {
@@ -844,6 +878,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupted_areas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_stall_recovers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupted_own_slot, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
