@@ -1,9 +1,11 @@
 # The paper's experiments over simgpu (bench/run.py, bench/salusbench/):
 # a training trace under every policy, hyper-parameter tuning, inference
-# services, and a latency-sensitive service beside training (mixed).  Each writes <name>.json under $(BENCH_OUT); after every
-# fragment's targets, the report step gathers them with the micro-
-# benchmarks' JSON into report.md, summary.json and the plots (make bench
-# also copies the report to bench/REPORT.md and bench/report/).
+# services, a latency-sensitive service beside training (mixed), and the
+# GPU time that time slicing wastes (slicing).  Each writes <name>.json
+# under $(BENCH_OUT); after every fragment's targets, the report step
+# gathers them with the micro-benchmarks' JSON into report.md, summary.json
+# and the plots (make bench also copies the report to bench/REPORT.md and
+# bench/report/).
 #
 #   make bench          full size (about 11 minutes on 2 cores)
 #   make bench-quick    the same experiments scaled down (about 1.5 minutes)
@@ -12,9 +14,9 @@ BENCH_RUN := $(BENCH_PYTHON) bench/run.py
 
 .PHONY: bench-paper bench-paper-quick bench-report bench-report-quick
 bench-paper:
-	$(BENCH_RUN) training hyperparam inference mixed --scale full --out $(BENCH_OUT)
+	$(BENCH_RUN) training hyperparam inference mixed slicing --scale full --out $(BENCH_OUT)
 bench-paper-quick:
-	$(BENCH_RUN) training hyperparam inference mixed --scale quick --out $(BENCH_OUT)
+	$(BENCH_RUN) training hyperparam inference mixed slicing --scale quick --out $(BENCH_OUT)
 bench-report:
 	$(BENCH_RUN) micro report --scale full --out $(BENCH_OUT)
 bench-report-quick:

@@ -3,7 +3,7 @@
 
   bench/run.py STEP... [--scale full|quick|tiny] [--out DIR]
 
-STEP: training, hyperparam, inference, mixed (experiments: run, then write
+STEP: training, hyperparam, inference, mixed, slicing (experiments: run, then write
 <step>.json under DIR), micro (gather the scheduler's and memory module's
 microbenchmark JSON), report (report.md, summary.json and the plots from
 what DIR holds), all (every one, in that order), check FILE (exit 0 when a
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from salusbench import config  # noqa: E402
 
-STEPS = ["training", "hyperparam", "inference", "mixed", "micro", "report"]
+STEPS = ["training", "hyperparam", "inference", "mixed", "slicing", "micro", "report"]
 
 
 def main(argv):
@@ -48,7 +48,8 @@ def main(argv):
             print(f"bench: {path} is not built: run make first", file=sys.stderr)
             return 2
     os.makedirs(a.out, exist_ok=True)
-    if any(s in ("training", "hyperparam", "inference", "mixed", "report") for s in steps):
+    if any(s in ("training", "hyperparam", "inference", "mixed", "slicing", "report")
+           for s in steps):
         config.use_snapshot(a.out)
     sc = config.scale(a.scale)
     for s in steps:

@@ -1,7 +1,8 @@
 /*
  * test_bench.c - a smoke test of make bench-quick's pieces: bench/run.py runs
  * every experiment (training trace under each policy, hyper-parameter
- * tuning, inference), gathers the microbenchmarks and writes the report, at
+ * tuning, inference, a service beside training, two jobs with host phases),
+ * gathers the microbenchmarks and writes the report, at
  * the tiny scale (a few jobs, a fraction of a second each), into a
  * directory of its own.  Asserted: every step succeeds, every result file
  * exists, summary.json parses and has every key (bench/run.py check, which
@@ -121,7 +122,7 @@ static void test_tiny_run(void **state)
     assert_int_equal(rc, 0);
 
     static const char *const files[] = { "training.json", "hyperparam.json", "inference.json",
-                                         "mixed.json", "micro.json", "timing.json", "report.md",
+                                         "mixed.json", "slicing.json", "micro.json", "timing.json", "report.md",
                                          "summary.json", NULL };
     for (int i = 0; files[i]; i++)
         assert_true(exists(outdir, files[i]));
@@ -142,6 +143,7 @@ static void test_tiny_run(void **state)
     assert_non_null(strstr(md, "## 2. Hyper-parameter tuning"));
     assert_non_null(strstr(md, "## 3. Inference"));
     assert_non_null(strstr(md, "## A latency-sensitive service beside training"));
+    assert_non_null(strstr(md, "## GPU time that time slicing wastes"));
     assert_non_null(strstr(md, "## 4. Microbenchmarks"));
     free(md);
 
@@ -178,6 +180,8 @@ static void test_check_refuses(void **state)
     assert_non_null(err);
     assert_non_null(strstr(err, "missing key inference"));
     assert_non_null(strstr(err, "training.srtf missing"));
+    assert_non_null(strstr(err, "missing key slicing"));
+    assert_non_null(strstr(err, "slicing is not a non-empty list"));
     free(err);
 
     f = fopen(path, "w");

@@ -7,7 +7,7 @@ Modules, one seam each:
   runner      running jobs over simgpu with or without libsalus
   analysis    what a run's results and kernel trace say (JCT, utilization)
   ideal       the offline preemptive SRTF schedule of a trace
-  training, hyperparam, inference, micro
+  training, hyperparam, inference, mixed, slicing, micro
               the experiments: run, analyse, write <name>.json
   plots       PNG figures (matplotlib; skipped cleanly without it)
   report      report.md and summary.json from the experiments' JSON

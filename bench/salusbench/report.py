@@ -20,7 +20,9 @@ from . import config, plots, presets
 POLICY_KEYS = ["avg_jct_s", "p95_jct_s", "makespan_s", "utilization", "failed_jobs"]
 TRAINING_KEYS = ["fifo", "srtf", "fair", "pack", "none", "ideal_srtf"]
 MIXED_KEYS = ["p50_ms", "p99_ms", "training_avg_jct_s"]
-SUMMARY_KEYS = ["training", "hyperparam", "inference", "mixed", "overhead_ns_per_launch",
+SLICING_KEYS = ["host_share", "salus_makespan_s", "none_makespan_s", "salus_busy", "none_busy"]
+SUMMARY_KEYS = ["training", "hyperparam", "inference", "mixed", "slicing",
+                "overhead_ns_per_launch",
                 "overhead_ns_per_launch_contended", "overhead_ns_per_launch_two_devices",
                 "alloc_ns_per_pair", "handoff_us"]
 PAPER = {"jct": 3.19, "hyper_util": 2.38, "infer_salus": 42, "infer_mps_gpus": 6}
@@ -49,7 +51,7 @@ def infer_figures(inf):
     return out
 
 
-def summary(tr, hp, inf, mi, mx=None):
+def summary(tr, hp, inf, mi, mx=None, sl=None):
     training = {}
     for k in TRAINING_KEYS:
         src = (tr or {}).get("policies", {}).get(k, {})
@@ -75,7 +77,9 @@ def summary(tr, hp, inf, mi, mx=None):
     fig = (mi or {}).get("figures", {})
     mixed = {pol: {k: st.get(k) for k in MIXED_KEYS}
              for pol, st in ((mx or {}).get("policies") or {}).items()}
+    slicing = [{k: row.get(k) for k in SLICING_KEYS} for row in (sl or {}).get("shares") or []]
     return {"training": training, "hyperparam": hyper, "inference": infer, "mixed": mixed,
+            "slicing": slicing,
             "overhead_ns_per_launch": fig.get("overhead_ns_per_launch"),
             "overhead_ns_per_launch_contended": fig.get("overhead_ns_per_launch_contended"),
             "overhead_ns_per_launch_two_devices": fig.get("overhead_ns_per_launch_two_devices"),
@@ -109,6 +113,7 @@ def check_summary(path):
     for pol, o in (s.get("mixed") or {}).items():
         if not isinstance(o, dict) or any(k not in o for k in MIXED_KEYS):
             p.append(f"mixed.{pol} lacks one of {', '.join(MIXED_KEYS)}")
+    p += check_slicing(s.get("slicing"))
     h = s.get("handoff_us")
     if not isinstance(h, dict) or "p50" not in h or "p99" not in h:
         p.append("handoff_us lacks p50/p99")
@@ -116,6 +121,22 @@ def check_summary(path):
               "overhead_ns_per_launch_two_devices", "alloc_ns_per_pair"):
         if k in s and s[k] is not None and not isinstance(s[k], (int, float)):
             p.append(f"{k} is not a number")
+    return p
+
+
+def check_slicing(rows):
+    """Problems with summary.json's slicing list: a non-empty list of rows
+    of SLICING_KEYS, each a number (null where a run failed)."""
+    if not isinstance(rows, list) or not rows:
+        return ["slicing is not a non-empty list"]
+    p = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            p.append(f"slicing[{i}] is not an object")
+            continue
+        p += [f"slicing[{i}].{k} missing" for k in SLICING_KEYS if k not in row]
+        p += [f"slicing[{i}].{k} is not a number" for k in SLICING_KEYS
+              if row.get(k) is not None and not isinstance(row[k], (int, float))]
     return p
 
 
@@ -641,6 +662,9 @@ def render(out_dir, scale, pngs, img_prefix=""):
     mx = config.load_json(out_dir, "mixed.json")
     if mx:
         L.append(section_mixed(mx))
+    sl = config.load_json(out_dir, "slicing.json")
+    if sl:
+        L.append(section_slicing(sl))
     L.append(section_micro(mi, tr))
     L.append(SHORTFALL_TEXT)
     L.append(section_workloads(tr))
@@ -675,11 +699,51 @@ def section_mixed(mx):
     return "\n".join(out)
 
 
+def section_slicing(sl):
+    """Two identical jobs with host phases, Salus fair against none."""
+    rows = []
+    for r in sl.get("shares") or []:
+        rows.append([f"{r['host_share']:.0%}", f(r.get("host_ms"), 1),
+                     f(r.get("salus_makespan_s"), 3), f(r.get("none_makespan_s"), 3),
+                     f(ratio(r.get("salus_makespan_s"), r.get("none_makespan_s")), 3),
+                     f(r.get("salus_busy"), 3), f(r.get("none_busy"), 3)])
+    reps = sl.get("repeats", 1)
+    out = ["## GPU time that time slicing wastes", "",
+           f"Two identical training jobs ({f(sl['gpu_ms'], 0)} ms of GPU per iteration: "
+           f"{sl['kernels']} kernels and an item-like sync; {sl['iterations']} iterations "
+           f"each) arrive together on one GPU, with a host phase of the share of an iteration "
+           f"below, under Salus `fair` and without Salus (`none`: simgpu's engine runs both "
+           f"processes' kernels in submission order, as the hardware's own time slicing "
+           f"does).  GPU busy is the union of kernel intervals over the span from the first "
+           f"kernel's start to the last one's end; "
+           + (f"each figure is the median of {reps} runs" if reps > 1 else "one run each")
+           + f" (host load average {f(sl.get('load'), 1)} at the end).", "",
+           table(["host share", "host ms", "makespan fair, s", "makespan none, s",
+                  "fair / none", "GPU busy fair", "GPU busy none"], rows), "",
+           "The rule (docs/design.md, \"Filling host phases\"): under `fair`, a holder "
+           "whose host phase after a boundary is at least `SALUS_FILL_US` (250 us) yields "
+           "at every boundary to a waiter with no more GPU time, so the waiter's kernels "
+           "fill the holder's host phase while handoffs stay exclusive."]
+    goal = next((r for r in sl.get("shares") or [] if abs(r["host_share"] - 0.2) < 1e-9), None)
+    gap = None
+    if goal and goal.get("salus_busy") is not None and goal.get("none_busy"):
+        gap = 1.0 - goal["salus_busy"] / goal["none_busy"]
+    if gap is not None:
+        out[-1] += (f"  At {f(goal.get('host_ms'), 0)} ms of host work the GPU is busy "
+                    f"{f(goal['salus_busy'], 3)} of the time under `fair` against "
+                    f"{f(goal['none_busy'], 3)} without Salus, {f(100 * gap, 1)}% less: "
+                    + ("within" if gap <= 0.01 else "outside")
+                    + " the goal of 1%.")
+    out.append("")
+    return "\n".join(out)
+
+
 def run(scale, out_dir):
     tr, hp, inf, mi = results(out_dir)
     mx = config.load_json(out_dir, "mixed.json")
+    sl = config.load_json(out_dir, "slicing.json")
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-        json.dump(summary(tr, hp, inf, mi, mx), fh, indent=1)
+        json.dump(summary(tr, hp, inf, mi, mx, sl), fh, indent=1)
     pngs = plots.draw(out_dir)
     with open(os.path.join(out_dir, "report.md"), "w") as fh:
         fh.write(render(out_dir, scale, pngs))
