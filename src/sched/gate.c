@@ -64,6 +64,7 @@ static void note_host_gap(sched_proc_t *p)
 
 static void at_exit(void);
 static void fork_register(void);
+static void resume_try(sched_proc_t *p);
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* Under p->mu: claim the slot and set up its area. */
@@ -181,6 +182,10 @@ const uint32_t *sched_launch_slow(const void *work)
 {
     sched_proc_t *p = &sched_p;
     sched_pstate_t st = ensure_registered(p);
+    if (UTIL_UNLIKELY(st == SCHED_P_SUSPENDED)) {
+        resume_try(p);               /* at most once per backoff; cheap otherwise */
+        st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+    }
     const uint32_t *gate = sched_proc_gate();
     if (st != SCHED_P_ACTIVE)
         return gate;
@@ -194,8 +199,13 @@ const uint32_t *sched_launch_slow(const void *work)
         /* A probe (activity is bumped above: the waiter sees us busy); the
          * gate goes back to fast unless the holder learns its kernels. */
         if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE &&
-            !sched_holder_launch(p, d, (uint64_t)(uintptr_t)work) && shm_lock(p->t) == 0) {
-            sched_gate_settle_locked(p->t, p->slot);   /* under the lock: a waiter may enqueue */
+            !sched_holder_launch(p, d, (uint64_t)(uintptr_t)work)) {
+            int rc = shm_lock(p->t);             /* under the lock: a waiter may enqueue */
+            if (rc != 0) {
+                sched_lock_failed(p, rc);        /* a hung peer: suspended, said once */
+                return sched_proc_gate();
+            }
+            sched_gate_settle_locked(p->t, p->slot);
             shm_unlock(p->t);
         }
         return gate;
@@ -244,7 +254,8 @@ void sched_sync_begin(sched_thread_t *th)
 }
 
 /* ---- coming back from a suspension ------------------------------------------------
- * At a host sync of a SUSPENDED process, once its retry time has come: one
+ * At a host sync or a launch (the suspended gate is not fast) of a
+ * SUSPENDED process, once its retry time has come: one
  * short try of the lock (backoff from 100 ms, doubling to 5 s).  Got it: the
  * slot must still be the process's own (else scheduling fails open for
  * good), the gate is recomputed, and the process follows it again; each

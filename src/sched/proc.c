@@ -12,7 +12,8 @@
  *     sched_gate_unreg          until the process registers,
  *     its slot's gate word      once registered: lease.c keeps it OPEN,
  *                               CONTENDED or CLOSED under the table lock,
- *     word_open (OPEN)          when scheduling failed open or is suspended
+ *     word_open (OPEN)          when scheduling failed open,
+ *     word_suspended (not fast) while suspended (launches retry the lock),
  *                               (the table's lock timed out), or at exit.
  * proc_gate is stored with release after the slot is set up and read with
  * acquire in the slow path.  A thread whose pointer lags (still the slot's
@@ -29,6 +30,10 @@
 
 const uint32_t sched_gate_unreg = SCHED_GATE_UNREG;
 static const uint32_t word_open = SCHED_GATE_OPEN;
+/* Suspended: not fast, so that launches come to the slow path, where the
+ * process retries the lock (at most once per backoff): a program that never
+ * syncs comes back too. */
+static const uint32_t word_suspended = SCHED_GATE_UNREG;
 static const uint32_t *proc_gate = &sched_gate_unreg;
 
 sched_proc_t sched_p = { .mu = PTHREAD_MUTEX_INITIALIZER, .slot = SCHED_NO_SLOT };
@@ -114,10 +119,10 @@ void sched_lock_failed(sched_proc_t *p, int err)
     if (!__atomic_compare_exchange_n(&p->state, &active, SCHED_P_SUSPENDED, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return;                               /* exiting, open, or suspended already */
-    sched_set_proc_gate(&word_open);
+    sched_set_proc_gate(&word_suspended);
     util_log_once(&said, UTIL_LOG_WARN, "GPU time slicing is suspended for this process: a "
                   "peer has held the table's lock for seconds; its launches go straight to "
-                  "the driver until the lock is usable again (it retries at its syncs)");
+                  "the driver until the lock is usable again (it retries at its syncs and launches)");
 }
 
 /* At exit: launches made by exit handlers pass. */
