@@ -127,10 +127,42 @@ static void start_peer(crun_t *r, tu_env_t *env, const char *trace, const char *
     }
 }
 
+/* The client's own variables, over the run's (simgpu, table, trace). */
+static void client_env(tu_env_t *env, const how_t *how, const char *report)
+{
+    char sim[512];
+    tu_env_set(env, "SALUS_REPORT", "%s", report);
+    tu_env_set(env, "SALUS_MEM_LIMIT", "%ldM", LIMIT >> 20);
+    tu_env_set(env, "PYTHONDONTWRITEBYTECODE", "1");
+    tu_env_set(env, "PATH", "%s/bin:/usr/bin:/bin", CUDA_HOME_DIR);    /* PyCUDA's nvcc */
+    tu_env_set(env, "NUMBA_CUDA_DRIVER", "%s", tu_build_path("sim/libcuda.so.1", sim, sizeof sim));
+    for (int i = 0; how->set[i]; i++) {
+        const char *eq = strchr(how->set[i], '=');
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - how->set[i]), how->set[i]);
+        tu_env_set(env, name, "%s", eq + 1);
+    }
+}
+
+/* What the client, its peer, libsalus and simgpu left. */
+static void collect(crun_t *r, const char *report, const char *peer_report, const char *trace)
+{
+    r->out = tu_read_file(r->p.out_path, NULL);
+    r->err = tu_read_file(r->p.err_path, NULL);
+    r->report = tu_read_file(report, NULL);
+    r->peer_report = tu_read_file(peer_report, NULL);
+    r->trace = tu_read_file(trace, NULL);
+    char kernel[64] = "";
+    if (r->out)
+        tu_json_str(r->out, "kernel", kernel, sizeof kernel);
+    r->kernels = kernels_of(trace, r->p.pid, kernel, &r->named);
+    r->peer_kernels = r->peer.pid ? kernels_of(trace, r->peer.pid, NULL, NULL) : 0;
+}
+
 static void run(crun_t *r, const how_t *how)
 {
     static int seq;
-    char state[64], table[64], python[512], script[512], cubin[512], sim[512];
+    char state[64], table[64], python[512], script[512], cubin[512], rel[128];
     char report[600], peer_report[600], trace[600];
     memset(r, 0, sizeof *r);
     seq++;
@@ -152,21 +184,11 @@ static void run(crun_t *r, const how_t *how)
     tu_env_unset(&env, "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM");
     if (how->salus)
         start_peer(r, &env, trace, peer_report);
+    client_env(&env, how, report);
 
-    tu_env_set(&env, "SALUS_REPORT", "%s", report);
-    tu_env_set(&env, "SALUS_MEM_LIMIT", "%ldM", LIMIT >> 20);
-    tu_env_set(&env, "PYTHONDONTWRITEBYTECODE", "1");
-    tu_env_set(&env, "PATH", "%s/bin:/usr/bin:/bin", CUDA_HOME_DIR);
-    tu_env_set(&env, "NUMBA_CUDA_DRIVER", "%s", tu_build_path("sim/libcuda.so.1", sim, sizeof sim));
-    for (int i = 0; how->set[i]; i++) {
-        const char *eq = strchr(how->set[i], '=');
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(eq - how->set[i]), how->set[i]);
-        tu_env_set(&env, name, "%s", eq + 1);
-    }
-    char rel[128];
     snprintf(rel, sizeof rel, "tests/clients/%s.py", how->script);
-    char *argv[] = { how->system_python ? SYSTEM_PYTHON : (char *)tu_build_path("venv/bin/python", python, sizeof python),
+    char *argv[] = { how->system_python ? SYSTEM_PYTHON
+                                        : (char *)tu_build_path("venv/bin/python", python, sizeof python),
                      (char *)tu_source_path(rel, script, sizeof script),
                      (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
                      (char *)how->mode, NULL };
@@ -175,16 +197,7 @@ static void run(crun_t *r, const how_t *how)
         kill(r->peer.pid, SIGTERM);
         r->peer_rc = tu_wait(&r->peer, 30000);
     }
-    r->out = tu_read_file(r->p.out_path, NULL);
-    r->err = tu_read_file(r->p.err_path, NULL);
-    r->report = tu_read_file(report, NULL);
-    r->peer_report = tu_read_file(peer_report, NULL);
-    r->trace = tu_read_file(trace, NULL);
-    char kernel[64] = "";
-    if (r->out)
-        tu_json_str(r->out, "kernel", kernel, sizeof kernel);
-    r->kernels = kernels_of(trace, r->p.pid, kernel, &r->named);
-    r->peer_kernels = how->salus ? kernels_of(trace, r->peer.pid, NULL, NULL) : 0;
+    collect(r, report, peer_report, trace);
     tu_env_free(&env);
 }
 
@@ -255,13 +268,27 @@ static int have_venv(void)
 /* ---- one test per client ---------------------------------------------------------- */
 
 /* cuda.bindings resolves all it calls through cuGetProcAddress: every answer
- * went through libsalus's resolver, some wrapped. */
-static void check_resolver(const crun_t *r)
+ * went through libsalus's resolver, some wrapped; with the per-thread
+ * default stream, cuda.bindings asks with flags 2 for the functions that
+ * have a per-thread variant (SALUS_LOG=debug shows each question). */
+static void check_resolver(const crun_t *r, int per_thread)
 {
     double lookups = num(r->report, "cuGetProcAddress_v2");
     assert_true(lookups >= 100);
     assert_true(num(r->report, "resolver_wrapped") > 0);
     assert_int_equal(num(r->report, "resolver_wrapped") + num(r->report, "resolver_passed"), lookups);
+    assert_non_null(r->err);
+    assert_int_equal(tu_count_lines(r->err, ": debug: resolve "), (int)lookups);
+    int flags2 = tu_count_lines(r->err, " flags=2 -> ");
+    char line[512];
+    assert_int_equal(tu_find_line(r->err, "resolve cuLaunchKernel@", 0, line, sizeof line), 0);
+    if (per_thread) {
+        assert_true(flags2 > 0);
+        assert_non_null(strstr(line, " flags=2 -> cuLaunchKernel_ptsz wrapped"));
+    } else {
+        assert_int_equal(flags2, 0);
+        assert_non_null(strstr(line, " flags=0 -> cuLaunchKernel wrapped"));
+    }
 }
 
 static void test_cuda_bindings(void **state)
@@ -270,9 +297,9 @@ static void test_cuda_bindings(void **state)
     if (!have_venv())
         skip();
     crun_t r;
-    run(&r, &(how_t){ .script = "cubindings", .salus = 1 });
+    run(&r, &(how_t){ .script = "cubindings", .salus = 1, .set = { "SALUS_LOG=debug", NULL } });
     check_run(&r);
-    check_resolver(&r);
+    check_resolver(&r, 0);
     /* The legacy default stream: no per-thread export was reached. */
     double v;
     assert_int_not_equal(tu_json_num(r.report, "cuLaunchKernel_ptsz", &v), 0);
@@ -287,9 +314,10 @@ static void test_cuda_bindings_per_thread(void **state)
         skip();
     crun_t r;
     run(&r, &(how_t){ .script = "cubindings", .salus = 1,
-                      .set = { "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=1", NULL } });
+                      .set = { "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=1", "SALUS_LOG=debug",
+                               NULL } });
     check_run(&r);
-    check_resolver(&r);
+    check_resolver(&r, 1);
     double v;
     assert_int_not_equal(tu_json_num(r.report, "cuLaunchKernel", &v), 0);
     assert_int_equal(num(r.report, "cuLaunchKernel_ptsz"), num(r.out, "launches"));
