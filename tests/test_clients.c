@@ -71,16 +71,6 @@ static void crun_free(crun_t *r)
     free(r->trace);
 }
 
-static int have(const char *rel)
-{
-    char path[512];
-    struct stat st;
-    if (stat(tu_build_path(rel, path, sizeof path), &st) == 0)
-        return 1;
-    fprintf(stderr, "skipping: %s is not built (make %s)\n", path, path);
-    return 0;
-}
-
 /* Kernels of pid in the trace; those named prefix... in *named. */
 static long kernels_of(const char *trace, int pid, const char *prefix, long *named)
 {
@@ -201,14 +191,6 @@ static void run(crun_t *r, const how_t *how)
     tu_env_free(&env);
 }
 
-static double num(const char *obj, const char *key)
-{
-    double v = -1;
-    if (!obj || tu_json_num(obj, key, &v) != 0)
-        fail_msg("no \"%s\" in %s", key, obj ? obj : "(nothing)");
-    return v;
-}
-
 /* ---- what every run must show ----------------------------------------------------- */
 
 /* The client did its work, and libsalus and simgpu saw exactly that work,
@@ -221,51 +203,58 @@ static void check_run(const crun_t *r)
     assert_non_null(did);
     assert_non_null(rep);
     assert_int_equal(tu_count_lines(rep, "\"pid\""), 1);
-    assert_int_equal((int)num(rep, "pid"), (int)r->p.pid);
+    assert_int_equal((int)tu_json_need(rep, "pid"), (int)r->p.pid);
     char policy[32], launch[64], export[64];
     assert_int_equal(tu_json_str(rep, "policy", policy, sizeof policy), 0);
     assert_string_equal(policy, "fair");
 
     /* Launches, through the export the client's library uses. */
-    assert_true(num(did, "launches") > 0);
-    assert_int_equal(num(rep, "launches"), num(did, "launches"));
+    assert_true(tu_json_need(did, "launches") > 0);
+    assert_int_equal(tu_json_need(rep, "launches"), tu_json_need(did, "launches"));
     assert_int_equal(tu_json_str(did, "launch_export", launch, sizeof launch), 0);
-    assert_int_equal(num(rep, launch), num(did, "launches"));
+    assert_int_equal(tu_json_need(rep, launch), tu_json_need(did, "launches"));
     /* Memory: what it allocated and freed, the refusal at the limit. */
-    assert_int_equal(num(rep, "allocs"), num(did, "allocs"));
-    assert_int_equal(num(rep, "frees"), num(did, "frees"));
-    assert_int_equal(num(rep, "bytes_allocated"), num(did, "bytes"));
-    assert_true(num(did, "refused") >= 1);
-    assert_int_equal(num(rep, "oom_refusals"), num(did, "refused"));
-    assert_int_equal(num(rep, "mem_limit_bytes"), LIMIT);
+    assert_int_equal(tu_json_need(rep, "allocs"), tu_json_need(did, "allocs"));
+    assert_int_equal(tu_json_need(rep, "frees"), tu_json_need(did, "frees"));
+    assert_int_equal(tu_json_need(rep, "bytes_allocated"), tu_json_need(did, "bytes"));
+    assert_true(tu_json_need(did, "refused") >= 1);
+    assert_int_equal(tu_json_need(rep, "oom_refusals"), tu_json_need(did, "refused"));
+    assert_int_equal(tu_json_need(rep, "mem_limit_bytes"), LIMIT);
     if (tu_json_str(did, "alloc_export", export, sizeof export) == 0)
-        assert_int_equal(num(rep, export), num(did, "allocs") + num(did, "refused"));
+        assert_int_equal(tu_json_need(rep, export),
+                         tu_json_need(did, "allocs") + tu_json_need(did, "refused"));
     if (tu_json_str(did, "free_export", export, sizeof export) == 0)
-        assert_int_equal(num(rep, export), num(did, "frees"));
+        assert_int_equal(tu_json_need(rep, export), tu_json_need(did, "frees"));
     if (tu_json_str(did, "copy_export", export, sizeof export) == 0)
-        assert_true(num(rep, export) >= 1);
+        assert_true(tu_json_need(rep, export) >= 1);
     /* The own view: the limit, less what it held when it asked. */
-    assert_int_equal(num(did, "view_total"), LIMIT);
-    assert_int_equal(num(did, "view_free"), LIMIT - num(did, "view_held"));
+    assert_int_equal(tu_json_need(did, "view_total"), LIMIT);
+    assert_int_equal(tu_json_need(did, "view_free"), LIMIT - tu_json_need(did, "view_held"));
 
     /* simgpu ran every launch of the client, and the peer's beside them. */
-    assert_int_equal(r->kernels, (long)num(did, "launches"));
+    assert_int_equal(r->kernels, (long)tu_json_need(did, "launches"));
     assert_int_equal(r->named, r->kernels);
     assert_true(r->peer_kernels > 0);
     assert_int_equal(r->peer_rc, 0);
     assert_non_null(r->peer_report);
-    assert_true(num(r->peer_report, "launches") > 0);
+    assert_true(tu_json_need(r->peer_report, "launches") > 0);
     assert_int_equal(tu_json_str(r->peer_report, "policy", policy, sizeof policy), 0);
     assert_string_equal(policy, "fair");
 }
 
 static int have_venv(void)
 {
-    return have("venv/.ready") && have("sim/libcuda.so.1") && have("libsalus.so") &&
-           have("workloads/kernels.cubin") && have("bin/salus-train");
+    return tu_built("venv/.ready") && tu_built("sim/libcuda.so.1") && tu_built("libsalus.so") &&
+           tu_built("workloads/kernels.cubin") && tu_built("bin/salus-train");
 }
 
 /* ---- one test per client ---------------------------------------------------------- */
+
+/* The lookups libsalus's resolver answered, wrapped or passed. */
+static double resolved(const crun_t *r)
+{
+    return tu_json_need(r->report, "resolver_wrapped") + tu_json_need(r->report, "resolver_passed");
+}
 
 /* cuda.bindings resolves all it calls through cuGetProcAddress: every answer
  * went through libsalus's resolver, some wrapped; with the per-thread
@@ -273,10 +262,10 @@ static int have_venv(void)
  * have a per-thread variant (SALUS_LOG=debug shows each question). */
 static void check_resolver(const crun_t *r, int per_thread)
 {
-    double lookups = num(r->report, "cuGetProcAddress_v2");
+    double lookups = tu_json_need(r->report, "cuGetProcAddress_v2");
     assert_true(lookups >= 100);
-    assert_true(num(r->report, "resolver_wrapped") > 0);
-    assert_int_equal(num(r->report, "resolver_wrapped") + num(r->report, "resolver_passed"), lookups);
+    assert_true(tu_json_need(r->report, "resolver_wrapped") > 0);
+    assert_int_equal(resolved(r), lookups);
     assert_non_null(r->err);
     assert_int_equal(tu_count_lines(r->err, ": debug: resolve "), (int)lookups);
     int flags2 = tu_count_lines(r->err, " flags=2 -> ");
@@ -303,7 +292,7 @@ static void test_cuda_bindings(void **state)
     /* The legacy default stream: no per-thread export was reached. */
     double v;
     assert_int_not_equal(tu_json_num(r.report, "cuLaunchKernel_ptsz", &v), 0);
-    assert_int_equal(num(r.report, "cuStreamSynchronize"), 1);
+    assert_int_equal(tu_json_need(r.report, "cuStreamSynchronize"), 1);
     crun_free(&r);
 }
 
@@ -320,8 +309,8 @@ static void test_cuda_bindings_per_thread(void **state)
     check_resolver(&r, 1);
     double v;
     assert_int_not_equal(tu_json_num(r.report, "cuLaunchKernel", &v), 0);
-    assert_int_equal(num(r.report, "cuLaunchKernel_ptsz"), num(r.out, "launches"));
-    assert_int_equal(num(r.report, "cuStreamSynchronize_ptsz"), 1);
+    assert_int_equal(tu_json_need(r.report, "cuLaunchKernel_ptsz"), tu_json_need(r.out, "launches"));
+    assert_int_equal(tu_json_need(r.report, "cuStreamSynchronize_ptsz"), 1);
     crun_free(&r);
 }
 
@@ -366,8 +355,8 @@ static void test_pycuda(void **state)
     crun_t r;
     run(&r, &(how_t){ .script = "pycudaclient", .salus = 1 });
     check_run(&r);
-    assert_int_equal(num(r.report, "resolver_wrapped") + num(r.report, "resolver_passed"), 0);
-    assert_int_equal(num(r.report, "cuCtxCreate_v4"), 1);
+    assert_int_equal(resolved(&r), 0);
+    assert_int_equal(tu_json_need(r.report, "cuCtxCreate_v4"), 1);
     /* Its own kernel, compiled by SourceModule, ran beside the cubin's. */
     assert_non_null(strstr(r.trace, "\"salus_pyscale\""));
     assert_non_null(strstr(r.trace, "\"salus_fill\""));
@@ -384,7 +373,7 @@ static void test_pycuda(void **state)
 static void test_numba056_v2_prototypes(void **state)
 {
     (void)state;
-    if (!have("sim/libcuda.so.1") || !have("libsalus.so") || !have("bin/salus-train"))
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") || !tu_built("bin/salus-train"))
         skip();
     crun_t plain, salus;
     run(&plain, &(how_t){ .script = "numba056", .mode = "highlevel", .system_python = 1 });
@@ -395,15 +384,15 @@ static void test_numba056_v2_prototypes(void **state)
             fail_msg("numba 0.56 exited %d: %s%s", r->rc, r->out ? r->out : "",
                      r->err ? r->err : "");
         assert_string_equal(call, "cuCtxGetDevice");
-        assert_int_equal(num(r->out, "code"), 201);
+        assert_int_equal(tu_json_need(r->out, "code"), 201);
     }
     assert_string_equal(plain.out, salus.out);
     assert_null(plain.report);
     /* libsalus was there: numba's binding reached the driver through it. */
     assert_non_null(salus.report);
-    assert_int_equal((int)num(salus.report, "pid"), (int)salus.p.pid);
-    assert_true(num(salus.report, "cuInit") >= 1);
-    assert_int_equal(num(salus.report, "launches"), 0);
+    assert_int_equal((int)tu_json_need(salus.report, "pid"), (int)salus.p.pid);
+    assert_true(tu_json_need(salus.report, "cuInit") >= 1);
+    assert_int_equal(tu_json_need(salus.report, "launches"), 0);
     assert_true(salus.peer_kernels > 0);
     crun_free(&plain);
     crun_free(&salus);
@@ -414,16 +403,16 @@ static void test_numba056_v2_prototypes(void **state)
 static void test_numba056_binding(void **state)
 {
     (void)state;
-    if (!have("sim/libcuda.so.1") || !have("libsalus.so") || !have("bin/salus-train") ||
-        !have("workloads/kernels.cubin"))
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") || !tu_built("bin/salus-train") ||
+        !tu_built("workloads/kernels.cubin"))
         skip();
     crun_t r;
     run(&r, &(how_t){ .script = "numba056", .mode = "binding", .system_python = 1, .salus = 1 });
     check_run(&r);
     /* Its driver linker made the image the kernels came from. */
-    assert_true(num(r.out, "linked") > 0);
+    assert_true(tu_json_need(r.out, "linked") > 0);
     /* It binds names with dlsym: no cuGetProcAddress. */
-    assert_int_equal(num(r.report, "resolver_wrapped") + num(r.report, "resolver_passed"), 0);
+    assert_int_equal(resolved(&r), 0);
     crun_free(&r);
 }
 

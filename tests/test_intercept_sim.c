@@ -44,16 +44,6 @@ static int is_wrapped(const char *name)
     return 0;
 }
 
-static int have(const char *rel)
-{
-    char path[512];
-    struct stat st;
-    if (stat(tu_build_path(rel, path, sizeof path), &st) == 0)
-        return 1;
-    fprintf(stderr, "skipping: %s is not built (make %s)\n", path, path);
-    return 0;
-}
-
 /* What one run left: the client's line, its report, its kernels. */
 typedef struct run {
     tu_proc_t p;
@@ -108,19 +98,11 @@ static void run_client(run_t *r, const char *client, const char *mode, int cudar
     tu_env_free(&env);
 }
 
-static double num(const char *obj, const char *key)
-{
-    double v = -1;
-    if (!obj || tu_json_num(obj, key, &v) != 0)
-        fail_msg("no \"%s\" in %s", key, obj ? obj : "(nothing)");
-    return v;
-}
-
 /* ---- one path at a time ------------------------------------------------------- */
 
 static void check_path(const char *client, const char *mode, int per_thread)
 {
-    if (!have("sim/libcuda.so.1") || !have("workloads/kernels.cubin"))
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("workloads/kernels.cubin"))
         skip();
     run_t r;
     run_client(&r, client, mode, 0, 0);
@@ -130,22 +112,22 @@ static void check_path(const char *client, const char *mode, int per_thread)
     assert_non_null(did);
     assert_non_null(rep);
     assert_int_equal(tu_count_lines(rep, "\"pid\""), 1);
-    assert_int_equal((int)num(rep, "pid"), (int)r.p.pid);
-    assert_int_equal(num(rep, "launches"), num(did, "launches"));
-    assert_int_equal(num(rep, "syncs"), num(did, "syncs"));
-    assert_int_equal(num(rep, "allocs"), num(did, "allocs"));
-    assert_int_equal(num(rep, "frees"), num(did, "frees"));
-    assert_int_equal(num(rep, "bytes_allocated"), num(did, "bytes"));
-    assert_int_equal(num(rep, "resolver_wrapped"), num(did, "expect_wrapped"));
-    assert_int_equal(num(rep, "resolver_passed"), num(did, "expect_passed"));
+    assert_int_equal((int)tu_json_need(rep, "pid"), (int)r.p.pid);
+    assert_int_equal(tu_json_need(rep, "launches"), tu_json_need(did, "launches"));
+    assert_int_equal(tu_json_need(rep, "syncs"), tu_json_need(did, "syncs"));
+    assert_int_equal(tu_json_need(rep, "allocs"), tu_json_need(did, "allocs"));
+    assert_int_equal(tu_json_need(rep, "frees"), tu_json_need(did, "frees"));
+    assert_int_equal(tu_json_need(rep, "bytes_allocated"), tu_json_need(did, "bytes"));
+    assert_int_equal(tu_json_need(rep, "resolver_wrapped"), tu_json_need(did, "expect_wrapped"));
+    assert_int_equal(tu_json_need(rep, "resolver_passed"), tu_json_need(did, "expect_passed"));
     /* The wrapper of exactly the variant the client asked for ran. */
     char launch[64];
     assert_int_equal(tu_json_str(did, "launch_export", launch, sizeof launch), 0);
-    assert_int_equal(num(rep, launch), num(did, "launches"));
-    assert_int_equal(num(rep, per_thread ? "cuStreamSynchronize_ptsz" : "cuStreamSynchronize"), 1);
-    assert_int_equal(num(rep, per_thread ? "cuMemcpyDtoH_v2_ptds" : "cuMemcpyDtoH_v2"), 1);
+    assert_int_equal(tu_json_need(rep, launch), tu_json_need(did, "launches"));
+    assert_int_equal(tu_json_need(rep, per_thread ? "cuStreamSynchronize_ptsz" : "cuStreamSynchronize"), 1);
+    assert_int_equal(tu_json_need(rep, per_thread ? "cuMemcpyDtoH_v2_ptds" : "cuMemcpyDtoH_v2"), 1);
     /* And simgpu ran the kernels. */
-    assert_int_equal(r.kernels, (long)num(did, "launches"));
+    assert_int_equal(r.kernels, (long)tu_json_need(did, "launches"));
     run_free(&r);
 }
 
@@ -181,7 +163,7 @@ static void test_cudart(void **state)
 {
     (void)state;
     char sim[512];
-    if (!have("sim/libcuda.so.1") || !have("tests/clients/cudart_probe"))
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("tests/clients/cudart_probe"))
         skip();
     run_t r;
     run_client(&r, "cudart_probe", "", 1, 1);
@@ -226,8 +208,8 @@ static void test_cudart(void **state)
     assert_true(wraps > 0);
     /* The report agrees with the log. */
     assert_non_null(r.report);
-    assert_int_equal(num(r.report, "resolver_wrapped"), wraps);
-    assert_int_equal(num(r.report, "resolver_passed"), lookups - wraps);
+    assert_int_equal(tu_json_need(r.report, "resolver_wrapped"), wraps);
+    assert_int_equal(tu_json_need(r.report, "resolver_passed"), lookups - wraps);
     run_free(&r);
 }
 

@@ -53,6 +53,16 @@ const char *tu_build_path(const char *rel, char *buf, size_t len)
     return buf;
 }
 
+int tu_built(const char *rel)
+{
+    char path[512];
+    struct stat st;
+    if (stat(tu_build_path(rel, path, sizeof path), &st) == 0)
+        return 1;
+    fprintf(stderr, "skipping: %s is not built (make %s)\n", path, path);
+    return 0;
+}
+
 const char *tu_source_path(const char *rel, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/../%s", build_dir(), rel);
@@ -350,6 +360,14 @@ int tu_json_num(const char *obj, const char *key, double *out)
         return -1;
     *out = d;
     return 0;
+}
+
+double tu_json_need(const char *obj, const char *key)
+{
+    double v = -1;
+    if (!obj || tu_json_num(obj, key, &v) != 0)
+        fail_msg("no \"%s\" in %s", key, obj ? obj : "(nothing)");
+    return v;
 }
 
 int tu_json_str(const char *obj, const char *key, char *buf, size_t len)

@@ -17,6 +17,9 @@
 
 /* Absolute path of <build>/<rel> in buf (e.g. "sim/libcuda.so.1"). */
 const char *tu_build_path(const char *rel, char *buf, size_t len);
+/* 1 if <build>/<rel> exists; else 0, with a line on stderr naming the make
+ * target, for a test that then calls skip(). */
+int tu_built(const char *rel);
 /* Absolute path of <source root>/<rel> in buf. */
 const char *tu_source_path(const char *rel, char *buf, size_t len);
 /* A fresh directory for this test binary's files, made on first use. */
@@ -71,6 +74,8 @@ int tu_count_lines(const char *text, const char *needle);
 /* Flat JSON objects (one per line): the value of "key". Return 0 if found. */
 int tu_json_num(const char *obj, const char *key, double *out);
 int tu_json_str(const char *obj, const char *key, char *buf, size_t len);
+/* The number of "key" in obj; the test fails, saying so, when there is none. */
+double tu_json_need(const char *obj, const char *key);
 
 /* One kernel of a SIMGPU_TRACE file. */
 typedef struct tu_kernel {
