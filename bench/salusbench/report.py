@@ -706,7 +706,8 @@ def section_slicing(sl):
         rows.append([f"{r['host_share']:.0%}", f(r.get("host_ms"), 1),
                      f(r.get("salus_makespan_s"), 3), f(r.get("none_makespan_s"), 3),
                      f(ratio(r.get("salus_makespan_s"), r.get("none_makespan_s")), 3),
-                     f(r.get("salus_busy"), 3), f(r.get("none_busy"), 3)])
+                     f(r.get("salus_busy"), 3), f(r.get("none_busy"), 3),
+                     f(r.get("salus_switches"), 0)])
     reps = sl.get("repeats", 1)
     out = ["## GPU time that time slicing wastes", "",
            f"Two identical training jobs ({f(sl['gpu_ms'], 0)} ms of GPU per iteration: "
@@ -719,7 +720,12 @@ def section_slicing(sl):
            + (f"each figure is the median of {reps} runs" if reps > 1 else "one run each")
            + f" (host load average {f(sl.get('load'), 1)} at the end).", "",
            table(["host share", "host ms", "makespan fair, s", "makespan none, s",
-                  "fair / none", "GPU busy fair", "GPU busy none"], rows), "",
+                  "fair / none", "GPU busy fair", "GPU busy none", "handoffs, fair"],
+                 rows), "",
+           "A handoff is exclusive: the next holder launches only once the last one's "
+           "kernels are done and it has been woken, so each one leaves the GPU idle for a "
+           "wake-up or two; simgpu without Salus queues both processes' kernels and never "
+           "loses only the engine's context-switch penalty between them.", "",
            "The rule (docs/design.md, \"Filling host phases\"): under `fair`, a holder "
            "whose host phase after a boundary is at least `SALUS_FILL_US` (250 us) yields "
            "at every boundary to a waiter with no more GPU time, so the waiter's kernels "

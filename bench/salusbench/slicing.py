@@ -15,7 +15,7 @@ end, so that process start-up, the same with or without Salus, is not
 counted as waste).  A loaded host makes runs noisy: the full scale repeats
 each one and keeps the median.  Writes slicing.json:
 {"shares": [{"host_share", "host_ms", "salus_makespan_s", "none_makespan_s",
-"salus_busy", "none_busy", "runs": {...}}], ...}.
+"salus_busy", "none_busy", "salus_switches", "runs": {...}}], ...}.
 """
 import json
 import os
@@ -97,6 +97,7 @@ def run(scale, out_dir):
             key = "salus" if p != "none" else "none"
             row[f"{key}_makespan_s"] = median(x["makespan_s"] for x in runs[p])
             row[f"{key}_busy"] = median(x["busy"] for x in runs[p])
+        row["salus_switches"] = median(x.get("switches") for x in runs["fair"])
         row["runs"] = runs
         shares.append(row)
         print(f"bench: slicing host {share:.0%}: makespan fair {row['salus_makespan_s'] or 0:.3f}"
