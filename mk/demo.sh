@@ -106,8 +106,8 @@ run() {   # <mode: salus|none>
     done
     pids=""
     echo $(( $(now_ms) - t0 )) >"$tmp/$mode.wall"
-    # The kernels as "start end pid", in order of start.
-    sed -n 's/.*"pid":\([0-9]*\).*"start_ns":\([0-9]*\),"end_ns":\([0-9]*\).*/\2 \3 \1/p' \
+    # The kernels (not copies or memsets) as "start end pid", in order of start.
+    sed -n '/"kind":"kernel"/s/.*"pid":\([0-9]*\).*"start_ns":\([0-9]*\),"end_ns":\([0-9]*\).*/\2 \3 \1/p' \
         "$SIMGPU_TRACE" | sort -n >"$tmp/$mode.kernels"
 }
 

@@ -25,9 +25,16 @@ enum { D_HTOD, D_DTOH, D_DTOD, D_ANY };
 
 /* ---- timing ---------------------------------------------------------------------- */
 
-static void transfer(sim_stream_t *s, size_t bytes, uint64_t bw, int sync)
+const char *sim_copy_name(int dst_device, int src_device)
 {
-    uint64_t end = sim_stream_transfer(s, sim_transfer_ns(bytes, bw));
+    static const char *const names[2][2] = { { "HtoH", "DtoH" }, { "HtoD", "DtoD" } };
+    return names[!!dst_device][!!src_device];
+}
+
+static void transfer(sim_stream_t *s, size_t bytes, uint64_t bw, int sync, int kind,
+                     const char *name)
+{
+    uint64_t end = sim_stream_transfer(s, sim_transfer_ns(bytes, bw), kind, name);
     if (sync && end > sim_now()) {
         SIM_UNLOCK();
         sim_sleep_until(end);
@@ -63,15 +70,15 @@ static CUresult copy_1d(void *dst, const void *src, size_t n, int dir, CUstream 
     if ((dd && sim_range_check((uintptr_t)dst, n, PROT_WRITE)) ||
         (sd && sim_range_check((uintptr_t)src, n, PROT_READ)))
         goto out_unlock;
-    uint64_t bw = is_device((uintptr_t)dst) && is_device((uintptr_t)src) ? SIM_BW_DEVICE
-                                                                          : SIM_BW_HOST;
+    int ddev = is_device((uintptr_t)dst), sdev = is_device((uintptr_t)src);
+    uint64_t bw = ddev && sdev ? SIM_BW_DEVICE : SIM_BW_HOST;
     if (s->capture) {
         rc = sync ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
                   : sim_capture_memcpy(s, dst, src, n, bw);
         goto out_unlock;
     }
     memmove(dst, src, n);
-    transfer(s, n, bw, sync);
+    transfer(s, n, bw, sync, SIM_W_COPY, sim_copy_name(ddev, sdev));
     rc = CUDA_SUCCESS;
 out_unlock:
     SIM_UNLOCK();
@@ -275,7 +282,7 @@ static CUresult memset_op(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
     }
     rc = sim_memset_do(dst, pitch, value, elem, width, height);
     if (rc == CUDA_SUCCESS)
-        transfer(s, width * elem * height, SIM_BW_DEVICE, sync);
+        transfer(s, width * elem * height, SIM_BW_DEVICE, sync, SIM_W_MEMSET, "memset");
 out_unlock:
     SIM_UNLOCK();
     return rc;
@@ -403,8 +410,9 @@ static CUresult copy_box(const box_t *b, CUstream hs, int ptds, int sync)
         for (size_t y = 0; y < b->h; y++)
             memmove(to + z * b->dst.pitch * b->dst.height + y * b->dst.pitch,
                     from + z * b->src.pitch * b->src.height + y * b->src.pitch, b->w);
-    int dev = (b->src.device || b->src.array) && (b->dst.device || b->dst.array);
-    transfer(s, b->w * b->h * b->d, dev ? SIM_BW_DEVICE : SIM_BW_HOST, sync);
+    int ddev = b->dst.device || b->dst.array, sdev = b->src.device || b->src.array;
+    transfer(s, b->w * b->h * b->d, ddev && sdev ? SIM_BW_DEVICE : SIM_BW_HOST, sync,
+             SIM_W_COPY, sim_copy_name(ddev, sdev));
 out_unlock:
     SIM_UNLOCK();
     return rc;

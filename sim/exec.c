@@ -143,11 +143,12 @@ void sim_stream_done(sim_stream_t *s, uint64_t end)
     s->ctx->tail = sim_max(s->ctx->tail, end);
 }
 
-uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns)
+uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns, int kind, const char *name)
 {
-    uint64_t end = sim_max(sim_now(), sim_stream_ready(s)) + ns;
-    sim_stream_done(s, end);
-    return end;
+    uint64_t submit = sim_now(), start = sim_max(submit, sim_stream_ready(s));
+    sim_stream_done(s, start + ns);
+    sim_trace(s, kind, name, submit, start, start + ns);
+    return start + ns;
 }
 
 static void stream_free(sim_stream_t *s)

@@ -573,7 +573,7 @@ static CUresult run_node(const sim_node_t *nd, sim_stream_t *s)
                                     nd->value, nd->elem, nd->width, nd->height);
         if (rc == CUDA_SUCCESS)
             sim_stream_transfer(s, sim_transfer_ns(nd->width * nd->elem * nd->height,
-                                                   SIM_BW_DEVICE));
+                                                   SIM_BW_DEVICE), SIM_W_MEMSET, "memset");
         return rc;
     }
     case N_MEMCPY:
@@ -584,7 +584,9 @@ static CUresult run_node(const sim_node_t *nd, sim_stream_t *s)
             sim_range_check((uintptr_t)nd->csrc, nd->bytes, PROT_READ))
             return CUDA_ERROR_INVALID_VALUE;
         memmove(nd->cdst, nd->csrc, nd->bytes);
-        sim_stream_transfer(s, sim_transfer_ns(nd->bytes, nd->bw));
+        sim_stream_transfer(s, sim_transfer_ns(nd->bytes, nd->bw), SIM_W_COPY,
+                            sim_copy_name(sim_range_find((uintptr_t)nd->cdst) != NULL,
+                                          sim_range_find((uintptr_t)nd->csrc) != NULL));
         return CUDA_SUCCESS;
     case N_HOST:
         return sim_hostfn_enqueue(s, nd->fn, nd->user, NULL, NULL);

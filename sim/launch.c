@@ -10,7 +10,8 @@
  * sizes from the module), runs the emulation of salus_fill / salus_axpy on
  * the host-backed memory at call time, takes its duration (salus_spin: its
  * first parameter in ns; any other kernel: SIMGPU_KERNEL_NS), asks the
- * device's engine for its slot (state.c) and writes one trace line.
+ * device's engine for its slot (state.c) and writes one trace line
+ * (sim_trace, which copies and memsets write through too, from exec.c).
  *
  * Lock: sim_p.lock is held from resolving the stream to the trace write;
  * the path makes no syscall but that write (and clock_gettime, a vDSO call).
@@ -152,17 +153,24 @@ static void json_escape(const char *in, char *out, size_t len)
 }
 
 /* One line, one write() to an O_APPEND fd: lines of several processes
- * appending to the same file never interleave. */
-static void trace_kernel(const sim_stream_t *s, const sim_func_t *f, uint64_t start,
-                         uint64_t end)
+ * appending to the same file never interleave.  submit_ns is when the host
+ * enqueued the work: a reader sees how long it waited behind its stream
+ * and the engine, and what one process submitted while another's work ran. */
+void sim_trace(const sim_stream_t *s, int kind, const char *what, uint64_t submit,
+               uint64_t start, uint64_t end)
 {
-    char name[1024], line[1400];
-    json_escape(f->name, name, sizeof name);
+    static const char *const kinds[] = { "kernel", "copy", "memset" };
+    if (sim_p.trace_fd < 0)
+        return;
+    char name[1024], line[1500];
+    json_escape(what, name, sizeof name);
     int n = snprintf(line, sizeof line,
                      "{\"pid\":%d,\"device\":%d,\"context\":%llu,\"stream\":%llu,"
-                     "\"name\":\"%s\",\"start_ns\":%llu,\"end_ns\":%llu}\n",
+                     "\"kind\":\"%s\",\"name\":\"%s\",\"submit_ns\":%llu,"
+                     "\"start_ns\":%llu,\"end_ns\":%llu}\n",
                      sim_p.pid, s->ctx->device, (unsigned long long)s->ctx->id,
-                     (unsigned long long)s->id, name, (unsigned long long)start,
+                     (unsigned long long)s->id, kinds[kind], name,
+                     (unsigned long long)submit, (unsigned long long)start,
                      (unsigned long long)end);
     if (n > 0 && n < (int)sizeof line) {
         ssize_t w = write(sim_p.trace_fd, line, (size_t)n);
@@ -180,11 +188,10 @@ CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t dur = f->emu == SIM_EMU_SPIN ? param_u64(f, params, 0) : sim_p.kernel_ns;
-    uint64_t ready = sim_max(sim_now(), sim_stream_ready(s)), start, end;
+    uint64_t submit = sim_now(), ready = sim_max(submit, sim_stream_ready(s)), start, end;
     sim_engine_run(s->ctx->device, s->ctx->id, ready, dur, &start, &end);
     sim_stream_done(s, end);
-    if (sim_p.trace_fd >= 0)
-        trace_kernel(s, f, start, end);
+    sim_trace(s, SIM_W_KERNEL, f->name, submit, start, end);
     return CUDA_SUCCESS;
 }
 

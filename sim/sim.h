@@ -369,8 +369,9 @@ CUresult sim_stream_resolve(CUstream h, int ptds, sim_stream_t **out);
 uint64_t sim_stream_ready(sim_stream_t *s);
 /* Record that work on s ends at end. */
 void sim_stream_done(sim_stream_t *s, uint64_t end);
-/* Enqueue a transfer of ns on s; returns its end. */
-uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns);
+/* Enqueue a transfer of ns on s (a copy or memset: SIM_W_*, named for the
+ * trace); returns its end. */
+uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns, int kind, const char *name);
 /* Wait (lock released) until the work of s (or of ctx) and its host
  * callbacks are done.  Called with lock held; returns with it held. */
 void sim_stream_wait(sim_stream_t *s);
@@ -383,6 +384,12 @@ void sim_exec_reset_after_fork(void);
 uint64_t sim_transfer_ns(size_t bytes, uint64_t bw);
 
 /* ---- launch.c ---------------------------------------------------------- */
+/* What a trace line describes: its "kind" field. */
+enum { SIM_W_KERNEL, SIM_W_COPY, SIM_W_MEMSET };
+/* One SIMGPU_TRACE line for work on s submitted by the host at submit and
+ * run in [start, end); nothing when the trace is off.  Under lock. */
+void sim_trace(const sim_stream_t *s, int kind, const char *name, uint64_t submit,
+               uint64_t start, uint64_t end);
 /* Launch f with a packed parameter buffer on s (under lock). */
 CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3],
                            const unsigned block[3], unsigned shmem,
@@ -436,6 +443,8 @@ void sim_jit_log(sim_jit_t *j, int error, const char *fmt, ...)
 void sim_jit_done(sim_jit_t *j, float ms);
 
 /* ---- copy.c ------------------------------------------------------------ */
+/* A copy's trace name from its sides: "HtoD", "DtoH", "DtoD" or "HtoH". */
+const char *sim_copy_name(int dst_device, int src_device);
 /* Memset of width elements of elem bytes in height rows (under lock). */
 CUresult sim_memset_do(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem,
                        size_t width, size_t height);

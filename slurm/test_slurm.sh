@@ -303,7 +303,7 @@ pid_job = {r["pid"]: j for j, r in res.items()}
 ks = []
 for line in open(os.path.join(tmp, "trace.jsonl")):
     k = json.loads(line)
-    if k["pid"] in pid_job:
+    if k["pid"] in pid_job and k.get("kind", "kernel") == "kernel":
         ks.append(k)
 ks.sort(key=lambda k: k["start_ns"])
 switches = sum(1 for a, b in zip(ks, ks[1:]) if a["pid"] != b["pid"])

@@ -3,7 +3,8 @@
  * synchronize and query, back-to-back kernels, the context-switch penalty,
  * events, legacy / blocking / non-blocking / per-thread streams, host
  * callbacks, graphs and stream capture, threads sharing a context, and the
- * trace format.
+ * trace (its format; kernels, copies and memsets with when they were
+ * submitted).
  *
  * Times are CLOCK_MONOTONIC ns, the clock simgpu uses.  Lower bounds come
  * from the model and are exact; where a bound depends on how fast the test
@@ -553,27 +554,118 @@ static void test_threads(void **state)
 
 /* ---- the trace ------------------------------------------------------------------------- */
 
+/* The window [before, after] of the host call that submitted k. */
+static void assert_submitted(const tu_kernel_t *k, const char *kind, uint64_t before,
+                             uint64_t after)
+{
+    assert_string_equal(k->kind, kind);
+    assert_true(k->submit_ns >= before && k->submit_ns <= after);
+    assert_true(k->submit_ns <= k->start_ns && k->start_ns <= k->end_ns);
+}
+
+/* Kernels, async copies and memsets each get a line with when the host
+ * submitted them; work queued behind a kernel on its stream was submitted
+ * long before it started; a blocking device-to-host copy is a copy line that
+ * ended before the call returned. */
+static void test_trace_submit_and_kinds(void **state)
+{
+    (void)state;
+    enum { N = 1 << 16 };
+    static float host[N];
+    CUdeviceptr p;
+    CUstream s;
+    CK(cuMemAlloc(&p, sizeof host));
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    uint64_t t[7];
+    t[0] = tu_now_ns();
+    CK(simt_spin_on(s, 50 * MS));
+    t[1] = tu_now_ns();
+    CK(simt_fill_on(s, p, 1, N));
+    t[2] = tu_now_ns();
+    CK(cuMemsetD32Async(p, 7, N, s));
+    t[3] = tu_now_ns();
+    CK(cuMemcpyHtoDAsync(p, host, sizeof host, s));
+    t[4] = tu_now_ns();
+    CK(cuMemcpyDtoHAsync(host, p, sizeof host, s));
+    t[5] = tu_now_ns();
+    CK(cuMemcpyDtoH(host, p, sizeof host));     /* legacy stream; s is non-blocking */
+    t[6] = tu_now_ns();
+    CK(cuStreamSynchronize(s));
+
+    tu_kernel_t *all;
+    long n = tu_trace_load_all(simt_trace, &all), m = 0;
+    assert_true(n >= 6);
+    tu_kernel_t w[6];
+    for (long i = 0; i < n; i++)
+        if (all[i].pid == getpid() && all[i].submit_ns >= t[0]) {
+            assert_true(m < 6);
+            w[m++] = all[i];
+        }
+    free(all);
+    assert_int_equal(m, 6);
+    /* By submission: sorted by start, the legacy copy may come first. */
+    for (int i = 0; i < 6; i++)
+        for (int j = i + 1; j < 6; j++)
+            if (w[j].submit_ns < w[i].submit_ns) {
+                tu_kernel_t x = w[i];
+                w[i] = w[j];
+                w[j] = x;
+            }
+    static const char *const kinds[] = { "kernel", "kernel", "memset", "copy", "copy", "copy" };
+    static const char *const names[] = { "salus_spin", "salus_fill", "memset", "HtoD", "DtoH",
+                                         "DtoH" };
+    for (int i = 0; i < 6; i++) {
+        assert_submitted(&w[i], kinds[i], t[i], t[i + 1]);
+        assert_string_equal(w[i].name, names[i]);
+    }
+    for (int i = 1; i < 5; i++) {               /* one stream: in order */
+        assert_int_equal(w[i].stream, w[0].stream);
+        assert_true(w[i].start_ns >= w[i - 1].end_ns);
+    }
+    assert_int_equal(w[0].end_ns - w[0].start_ns, 50 * MS);
+    /* The fill was submitted while the spin ran: it waited for it on the
+     * stream, from its submission to the spin's end. */
+    if (t[2] < w[0].end_ns) {
+        assert_int_equal(w[1].start_ns, w[0].end_ns);
+        assert_true(w[1].start_ns - w[1].submit_ns >= w[0].end_ns - t[2]);
+    }
+    assert_int_equal(w[5].stream, 0);
+    assert_true(w[5].end_ns <= t[6]);            /* it blocked the host */
+    CK(cuStreamDestroy(s));
+    CK(cuMemFree(p));
+}
+
 /* Every line is exactly the documented object, in one piece. */
 static void test_trace_format(void **state)
 {
     (void)state;
     char *text = tu_read_file(simt_trace, NULL);
     assert_non_null(text);
-    int lines = 0;
+    int lines = 0, kinds[3] = { 0 };
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
         int pid, dev, end = 0;
-        unsigned long long ctx, stream, start, stop;
-        char name[128];
+        unsigned long long ctx, stream, submit, start, stop;
+        char kind[16], name[128];
         int got = sscanf(line, "{\"pid\":%d,\"device\":%d,\"context\":%llu,\"stream\":%llu,"
-                               "\"name\":\"%127[^\"]\",\"start_ns\":%llu,\"end_ns\":%llu}%n",
-                         &pid, &dev, &ctx, &stream, name, &start, &stop, &end);
-        if (got != 7 || line[end] != '\0')
+                               "\"kind\":\"%15[^\"]\",\"name\":\"%127[^\"]\","
+                               "\"submit_ns\":%llu,\"start_ns\":%llu,\"end_ns\":%llu}%n",
+                         &pid, &dev, &ctx, &stream, kind, name, &submit, &start, &stop, &end);
+        if (got != 9 || line[end] != '\0')
             fail_msg("bad trace line: %s", line);
         assert_int_equal(pid, getpid());
         assert_int_equal(dev, 0);
-        assert_true(ctx > 0 && stop >= start);
+        assert_true(ctx > 0 && submit <= start && stop >= start);
+        if (!strcmp(kind, "kernel"))
+            kinds[0]++;
+        else if (!strcmp(kind, "copy"))
+            kinds[1]++;
+        else if (!strcmp(kind, "memset"))
+            kinds[2]++;
+        else
+            fail_msg("bad kind: %s", line);
     }
     assert_true(lines > 20);
+    assert_true(kinds[0] > 0 && kinds[1] > 0 && kinds[2] > 0);
     free(text);
 }
 
@@ -597,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_graph_explicit),
         cmocka_unit_test(test_stream_capture),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_trace_submit_and_kinds),
         cmocka_unit_test(test_trace_format),
     };
     return cmocka_run_group_tests_name("simgpu time model", tests, NULL, NULL);

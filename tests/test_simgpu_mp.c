@@ -432,15 +432,17 @@ static void test_fork_child(void **state)
 static int strict_line(const char *line, tu_kernel_t *k)
 {
     int end = 0;
-    unsigned long long ctx, stream, start, stop;
-    char name[64];
+    unsigned long long ctx, stream, submit, start, stop;
     int got = sscanf(line, "{\"pid\":%d,\"device\":%d,\"context\":%llu,\"stream\":%llu,"
-                           "\"name\":\"%63[^\"]\",\"start_ns\":%llu,\"end_ns\":%llu}%n",
-                     &k->pid, &k->device, &ctx, &stream, name, &start, &stop, &end);
+                           "\"kind\":\"%7[^\"]\",\"name\":\"%63[^\"]\",\"submit_ns\":%llu,"
+                           "\"start_ns\":%llu,\"end_ns\":%llu}%n",
+                     &k->pid, &k->device, &ctx, &stream, k->kind, k->name, &submit, &start,
+                     &stop, &end);
     k->context = ctx;
+    k->submit_ns = submit;
     k->start_ns = start;
     k->end_ns = stop;
-    return got == 7 && line[end] == '\0' ? 0 : -1;
+    return got == 9 && line[end] == '\0' && submit <= start && start <= stop ? 0 : -1;
 }
 
 /* Run n children "spin iters ns" together on one trace; returns its kernels. */

@@ -38,9 +38,12 @@ def iter_jsonl(path):
 
 
 def load_trace(path):
-    """[(start_ns, end_ns, pid)] sorted by start; [] if there is none."""
+    """[(start_ns, end_ns, pid)] of the kernels (not copies or memsets),
+    sorted by start; [] if there is none."""
     k = []
     for d in iter_jsonl(path):
+        if d.get("kind", "kernel") != "kernel":
+            continue
         try:
             k.append((int(d["start_ns"]), int(d["end_ns"]), int(d["pid"])))
         except (ValueError, KeyError):

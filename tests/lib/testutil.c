@@ -394,7 +394,7 @@ static int by_start(const void *a, const void *b)
     return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
 }
 
-long tu_trace_load(const char *path, tu_kernel_t **out)
+static long trace_load(const char *path, int kernels_only, tu_kernel_t **out)
 {
     char *text = tu_read_file(path, NULL);
     if (!text)
@@ -410,7 +410,12 @@ long tu_trace_load(const char *path, tu_kernel_t **out)
         if (!tu_json_num(line, "device", &v)) e.device = (int)v;
         if (!tu_json_num(line, "context", &v)) e.context = (uint64_t)v;
         if (!tu_json_num(line, "stream", &v)) e.stream = (uint64_t)v;
+        if (tu_json_str(line, "kind", e.kind, sizeof e.kind))
+            strcpy(e.kind, "kernel");
+        if (kernels_only && strcmp(e.kind, "kernel") != 0)
+            continue;
         tu_json_str(line, "name", e.name, sizeof e.name);
+        if (!tu_json_num(line, "submit_ns", &v)) e.submit_ns = (uint64_t)v;
         if (tu_json_num(line, "start_ns", &v)) continue;
         e.start_ns = (uint64_t)v;
         if (tu_json_num(line, "end_ns", &v)) continue;
@@ -425,6 +430,16 @@ long tu_trace_load(const char *path, tu_kernel_t **out)
     qsort(k, n, sizeof *k, by_start);
     *out = k;
     return n;
+}
+
+long tu_trace_load(const char *path, tu_kernel_t **out)
+{
+    return trace_load(path, 1, out);
+}
+
+long tu_trace_load_all(const char *path, tu_kernel_t **out)
+{
+    return trace_load(path, 0, out);
 }
 
 uint64_t tu_trace_busy(const tu_kernel_t *k, long n, int pid, uint64_t from, uint64_t to)

@@ -77,15 +77,21 @@ int tu_json_str(const char *obj, const char *key, char *buf, size_t len);
 /* The number of "key" in obj; the test fails, saying so, when there is none. */
 double tu_json_need(const char *obj, const char *key);
 
-/* One kernel of a SIMGPU_TRACE file. */
+/* One line of a SIMGPU_TRACE file: a kernel, copy or memset (kind; a line
+ * without one is a kernel), submitted by the host at submit_ns (0 when the
+ * line has none) and run in [start_ns, end_ns). */
 typedef struct tu_kernel {
     int pid, device;
     uint64_t context, stream;
+    char kind[8];
     char name[64];
-    uint64_t start_ns, end_ns;
+    uint64_t submit_ns, start_ns, end_ns;
 } tu_kernel_t;
-/* Load a trace, sorted by start_ns. Returns the count, -1 if unreadable. */
+/* Load a trace's kernels, sorted by start_ns. Returns the count, -1 if
+ * unreadable. */
 long tu_trace_load(const char *path, tu_kernel_t **out);
+/* Load every line of a trace (kernels, copies, memsets), sorted by start_ns. */
+long tu_trace_load_all(const char *path, tu_kernel_t **out);
 /* GPU time of pid in [from, to) in ns (from = to = 0: the whole trace). */
 uint64_t tu_trace_busy(const tu_kernel_t *k, long n, int pid, uint64_t from, uint64_t to);
 /* Number of times consecutive kernels (by start) belong to different pids. */
