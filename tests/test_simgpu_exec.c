@@ -635,6 +635,57 @@ static void test_trace_submit_and_kinds(void **state)
     CK(cuMemFree(p));
 }
 
+/* tu_trace_cross_submits on a written trace of two processes: a handoff
+ * after the last work ended is clean, even with a copy ending last; work
+ * submitted before the other's copy ended is found, on that device only. */
+static void test_trace_cross_submits(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        /* pid 1: a kernel, then a copy that ends last, both on device 0 */
+        "{\"pid\":1,\"device\":0,\"kind\":\"kernel\",\"submit_ns\":0,\"start_ns\":0,\"end_ns\":100}",
+        "{\"pid\":1,\"device\":0,\"kind\":\"copy\",\"submit_ns\":10,\"start_ns\":100,\"end_ns\":150}",
+        /* pid 2 on device 1 meanwhile: another device, not a crossing */
+        "{\"pid\":2,\"device\":1,\"kind\":\"kernel\",\"submit_ns\":20,\"start_ns\":20,\"end_ns\":60}",
+        /* pid 2 on device 0 once pid 1's copy ended */
+        "{\"pid\":2,\"device\":0,\"kind\":\"memset\",\"submit_ns\":150,\"start_ns\":150,\"end_ns\":160}",
+        /* pid 1 again, while pid 2's memset runs */
+        "{\"pid\":1,\"device\":0,\"kind\":\"kernel\",\"submit_ns\":155,\"start_ns\":160,\"end_ns\":170}",
+    };
+    char path[512];
+    snprintf(path, sizeof path, "%s/cross-trace.jsonl", tu_tmpdir());
+    tu_kernel_t *k;
+    long first = -1;
+    for (int n = 4; n <= 5; n++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (int i = 0; i < n; i++)
+            fprintf(f, "%s\n", lines[i]);
+        fclose(f);
+        assert_int_equal(tu_trace_load_all(path, &k), n);
+        assert_int_equal(tu_trace_cross_submits(k, n, &first), n - 4);
+        if (n == 5) {
+            assert_int_equal(k[first].pid, 1);
+            assert_int_equal(k[first].submit_ns, 155);
+        }
+        free(k);
+    }
+    /* pid 2's memset submitted at 149, before pid 1's copy ended. */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "%s\n", lines[i]);
+    fprintf(f, "{\"pid\":2,\"device\":0,\"kind\":\"memset\",\"submit_ns\":149,"
+               "\"start_ns\":150,\"end_ns\":160}\n");
+    fclose(f);
+    assert_int_equal(tu_trace_load_all(path, &k), 4);
+    assert_int_equal(tu_trace_cross_submits(k, 4, &first), 1);
+    assert_int_equal(k[first].pid, 2);
+    assert_string_equal(k[first].kind, "memset");
+    free(k);
+    unlink(path);
+}
+
 /* Every line is exactly the documented object, in one piece. */
 static void test_trace_format(void **state)
 {
@@ -690,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_stream_capture),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_trace_submit_and_kinds),
+        cmocka_unit_test(test_trace_cross_submits),
         cmocka_unit_test(test_trace_format),
     };
     return cmocka_run_group_tests_name("simgpu time model", tests, NULL, NULL);

@@ -468,6 +468,59 @@ long tu_trace_switches(const tu_kernel_t *k, long n)
     return switches;
 }
 
+static const tu_kernel_t *by_submit_base;
+static int by_submit(const void *a, const void *b)
+{
+    uint64_t x = by_submit_base[*(const long *)a].submit_ns;
+    uint64_t y = by_submit_base[*(const long *)b].submit_ns;
+    return x < y ? -1 : x > y;
+}
+
+/* A sweep in submission order keeping, per (device, pid), the latest end of
+ * the work submitted so far: work is submitted into another's unfinished
+ * work when another pid's latest end on its device is past its submission. */
+long tu_trace_cross_submits(const tu_kernel_t *k, long n, long *first)
+{
+    size_t cap = (size_t)(n ? n : 1);
+    long *order = malloc(cap * sizeof *order);
+    struct { int device, pid; uint64_t end; } *tails = malloc(cap * sizeof *tails);
+    if (!order || !tails) {
+        free(order);
+        free(tails);
+        return -1;
+    }
+    for (long i = 0; i < n; i++)
+        order[i] = i;
+    by_submit_base = k;
+    qsort(order, (size_t)n, sizeof *order, by_submit);
+    long ntails = 0, count = 0;
+    for (long o = 0; o < n; o++) {
+        const tu_kernel_t *w = &k[order[o]];
+        long mine = -1, crossed = 0;
+        for (long t = 0; t < ntails; t++) {
+            if (tails[t].device != w->device)
+                continue;
+            if (tails[t].pid == w->pid)
+                mine = t;
+            else if (tails[t].end > w->submit_ns)
+                crossed = 1;
+        }
+        if (crossed && count++ == 0 && first)
+            *first = order[o];
+        if (mine < 0) {
+            mine = ntails++;
+            tails[mine].device = w->device;
+            tails[mine].pid = w->pid;
+            tails[mine].end = 0;
+        }
+        if (w->end_ns > tails[mine].end)
+            tails[mine].end = w->end_ns;
+    }
+    free(order);
+    free(tails);
+    return count;
+}
+
 /* ---- time --------------------------------------------------------------- */
 
 uint64_t tu_now_ns(void)

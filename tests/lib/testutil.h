@@ -96,6 +96,11 @@ long tu_trace_load_all(const char *path, tu_kernel_t **out);
 uint64_t tu_trace_busy(const tu_kernel_t *k, long n, int pid, uint64_t from, uint64_t to);
 /* Number of times consecutive kernels (by start) belong to different pids. */
 long tu_trace_switches(const tu_kernel_t *k, long n);
+/* Work (any kind) submitted while another process had work on the same
+ * device submitted before it and not yet ended: the count, and in *first (if
+ * not NULL and the count is not 0) the index in k of the earliest submitted.
+ * An exclusive handoff makes it 0.  Returns -1 if out of memory. */
+long tu_trace_cross_submits(const tu_kernel_t *k, long n, long *first);
 
 /* Monotonic clock in ns. */
 uint64_t tu_now_ns(void);
