@@ -322,7 +322,10 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx) { return ctx_ge
 static CUresult ctx_synchronize(CUcontext h)
 {
     SIM_CHECK_INIT();
-    WITH_CTX(h, sim_ctx_wait(c); sim_pools_trim_sync());
+    WITH_CTX(h, if ((rc = sim_capture_unsafe()) == CUDA_SUCCESS) {
+                    sim_ctx_wait(c);
+                    sim_pools_trim_sync();
+                });
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void) { return ctx_synchronize(NULL); }

@@ -153,6 +153,7 @@ uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns, int kind, const char 
 
 static void stream_free(sim_stream_t *s)
 {
+    sim_capture_drop(s);
     sim_obj_free(s->handle);
     if (s->host_pending)
         s->dead = 1;                    /* the callback worker frees it */
@@ -258,12 +259,10 @@ static CUresult stream_query(CUstream h, int ptds)
     SIM_LOCK();
     sim_stream_t *s;
     CUresult rc = sim_stream_resolve(h, ptds, &s);
-    if (rc == CUDA_SUCCESS) {
-        if (s->capture)
-            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        else if (s->tail > sim_now() || s->host_pending)
-            rc = CUDA_ERROR_NOT_READY;
-    }
+    if (rc == CUDA_SUCCESS)
+        rc = sim_capture_conflict(s, 0);
+    if (rc == CUDA_SUCCESS && (s->tail > sim_now() || s->host_pending))
+        rc = CUDA_ERROR_NOT_READY;
     SIM_UNLOCK();
     return rc;
 }
@@ -278,9 +277,7 @@ static CUresult stream_sync(CUstream h, int ptds)
     sim_stream_t *s;
     CUresult rc = sim_stream_resolve(h, ptds, &s);
     if (rc == CUDA_SUCCESS) {
-        if (s->capture) {
-            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        } else {
+        if ((rc = sim_capture_conflict(s, 0)) == CUDA_SUCCESS) {
             sim_stream_wait(s);
             sim_pools_trim_sync();
         }

@@ -13,7 +13,27 @@
  * Dependencies are validated, not otherwise used.  An executable graph is a
  * deep copy: changing or destroying the graph afterwards does not change it.
  *
- * Lock: sim_p.lock guards graphs and nodes.
+ * Capture follows the driver's rules.  A capture has the mode it began with
+ * (CU_STREAM_CAPTURE_MODE_*) and each thread an interaction mode
+ * (cuThreadExchangeStreamCaptureMode, GLOBAL by default).  A thread in
+ * GLOBAL mode may not make a potentially unsafe call (sim_capture_unsafe's
+ * callers: cuCtxSynchronize, cuMemAlloc, cuMemFree, synchronous copies and
+ * memsets, the legacy stream) while it has a capture of its own that did not
+ * begin RELAXED, or another thread has one that began GLOBAL; in
+ * THREAD_LOCAL mode only its own count; in RELAXED mode none.  Waiting for
+ * or querying a capturing stream is refused in every mode.  A refused call
+ * answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures
+ * it conflicts with: they report CU_STREAM_CAPTURE_STATUS_INVALIDATED, take
+ * no more work (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) and end with that
+ * error.  Stream-ordered allocations in a capture are made at once and
+ * recorded as memory nodes; the graph keeps what it allocated (the driver's
+ * graph memory stays reserved to the graph between launches: here, until
+ * its context goes), and a captured free of memory from outside the graph
+ * frees it when the graph runs.  A graph launched into a capture is
+ * recorded node by node.
+ *
+ * Lock: sim_p.lock guards graphs, nodes and the captures in progress; a
+ * thread's interaction mode is its own (thread-local).
  */
 #include "sim.h"
 
@@ -21,7 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-enum { N_KERNEL = 1, N_MEMSET, N_MEMCPY, N_HOST, N_EMPTY };
+enum { N_KERNEL = 1, N_MEMSET, N_MEMCPY, N_HOST, N_EMPTY, N_MEMALLOC, N_MEMFREE };
 
 struct sim_node {
     uint64_t handle;                    /* 0 in an executable graph */
@@ -31,7 +51,8 @@ struct sim_node {
     unsigned grid[3], block[3], shmem;
     void *params;
     size_t psize;
-    CUdeviceptr dst;                    /* N_MEMSET */
+    CUdeviceptr dst;                    /* N_MEMSET, N_MEMALLOC, N_MEMFREE */
+    int own;                            /* N_MEMFREE: of the graph's own allocation */
     size_t pitch, width, height;
     unsigned value, elem;
     void *cdst;                         /* N_MEMCPY */
@@ -50,6 +71,12 @@ struct sim_graph {
 };
 
 static uint64_t next_capture_id = 1;
+
+/* The captures in progress, every stream whose capture is set. */
+#define SIM_MAX_CAPTURES 64
+static sim_stream_t *captures[SIM_MAX_CAPTURES];
+static int ncaptures;
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 /* ---- nodes ------------------------------------------------------------------------- */
 
@@ -172,7 +199,8 @@ CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hn, CUgraphNodeType *type)
     static const CUgraphNodeType types[] = {
         [N_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL, [N_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
         [N_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY, [N_HOST] = CU_GRAPH_NODE_TYPE_HOST,
-        [N_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY,
+        [N_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY, [N_MEMALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+        [N_MEMFREE] = CU_GRAPH_NODE_TYPE_MEM_FREE,
     };
     SIM_CHECK_INIT();
     if (!type)
@@ -317,6 +345,86 @@ CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphN
 
 /* ---- stream capture --------------------------------------------------------------- */
 
+static uint64_t self_id(void)
+{
+    return (uint64_t)pthread_self();
+}
+
+/* Record a node into s's capture: refused once the capture is invalidated. */
+static CUresult capture_add(sim_stream_t *s, const sim_node_t *proto)
+{
+    if (s->capture_invalid)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    return node_add(s->capture, proto, NULL);
+}
+
+CUresult sim_capture_unsafe(void)
+{
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_SUCCESS;
+    uint64_t me = self_id();
+    int hit = 0;
+    for (int i = 0; i < ncaptures; i++) {
+        sim_stream_t *s = captures[i];
+        int mine = s->capture_thread == me;
+        if ((mine && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+            (!mine && thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+             s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            s->capture_invalid = 1;
+            hit = 1;
+        }
+    }
+    return hit ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+CUresult sim_capture_conflict(sim_stream_t *s, int blocking)
+{
+    if (s->capture) {
+        s->capture_invalid = 1;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (blocking || s->kind == SIM_S_LEGACY)
+        return sim_capture_unsafe();
+    return CUDA_SUCCESS;
+}
+
+/* Under lock: s's capture is over (ended, or its stream destroyed). */
+static void capture_finish(sim_stream_t *s)
+{
+    for (int i = 0; i < ncaptures; i++)
+        if (captures[i] == s) {
+            captures[i] = captures[--ncaptures];
+            break;
+        }
+    s->capture = NULL;
+    s->capture_invalid = 0;
+    s->capture_to_graph = 0;
+}
+
+void sim_capture_drop(sim_stream_t *s)
+{
+    if (!s->capture)
+        return;
+    if (!s->capture_to_graph)
+        graph_free(s->capture);
+    capture_finish(s);
+}
+
+CUresult sim_capture_alloc(sim_stream_t *s, CUdeviceptr d)
+{
+    sim_node_t proto = { .type = N_MEMALLOC, .dst = d };
+    return capture_add(s, &proto);
+}
+
+CUresult sim_capture_free(sim_stream_t *s, CUdeviceptr d)
+{
+    sim_node_t proto = { .type = N_MEMFREE, .dst = d };
+    for (size_t i = 0; i < s->capture->n; i++)
+        if (s->capture->nodes[i]->type == N_MEMALLOC && s->capture->nodes[i]->dst == d)
+            proto.own = 1;
+    return capture_add(s, &proto);
+}
+
 CUresult sim_capture_kernel(sim_stream_t *s, sim_func_t *f, const unsigned grid[3],
                             const unsigned block[3], unsigned shmem, const void *params,
                             size_t size)
@@ -325,7 +433,7 @@ CUresult sim_capture_kernel(sim_stream_t *s, sim_func_t *f, const unsigned grid[
                          .params = (void *)params, .psize = size };
     memcpy(proto.grid, grid, sizeof proto.grid);
     memcpy(proto.block, block, sizeof proto.block);
-    return node_add(s->capture, &proto, NULL);
+    return capture_add(s, &proto);
 }
 
 CUresult sim_capture_memset(sim_stream_t *s, CUdeviceptr dst, size_t pitch, unsigned value,
@@ -333,23 +441,25 @@ CUresult sim_capture_memset(sim_stream_t *s, CUdeviceptr dst, size_t pitch, unsi
 {
     sim_node_t proto = { .type = N_MEMSET, .dst = dst, .pitch = pitch, .value = value,
                          .elem = elem, .width = width, .height = height };
-    return node_add(s->capture, &proto, NULL);
+    return capture_add(s, &proto);
 }
 
 CUresult sim_capture_memcpy(sim_stream_t *s, void *dst, const void *src, size_t bytes,
                             uint64_t bw)
 {
     sim_node_t proto = { .type = N_MEMCPY, .cdst = dst, .csrc = src, .bytes = bytes, .bw = bw };
-    return node_add(s->capture, &proto, NULL);
+    return capture_add(s, &proto);
 }
 
 CUresult sim_capture_host(sim_stream_t *s, void (*fn)(void *), void *user)
 {
     sim_node_t proto = { .type = N_HOST, .fn = fn, .user = user };
-    return node_add(s->capture, &proto, NULL);
+    return capture_add(s, &proto);
 }
 
-static CUresult begin_capture(CUstream hs, int mode, int ptsz)
+/* Begin capturing on hs, into a new graph, or into the caller's graph `into`
+ * (cuStreamBeginCaptureToGraph; its dependencies are validated only). */
+static CUresult begin_capture(CUstream hs, int mode, int ptsz, CUgraph into)
 {
     SIM_CHECK_INIT();
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
@@ -357,18 +467,26 @@ static CUresult begin_capture(CUstream hs, int mode, int ptsz)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_LOCK();
     sim_stream_t *s;
+    sim_graph_t *g = NULL;
     CUresult rc = sim_stream_resolve(hs, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         goto out_unlock;
-    if (s->kind == SIM_S_LEGACY) {
+    if (into && !(g = sim_obj_get((uint64_t)(uintptr_t)into, SIM_K_GRAPH))) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (s->kind == SIM_S_LEGACY) {
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     } else if (s->capture) {
         rc = CUDA_ERROR_ILLEGAL_STATE;
-    } else if (!(s->capture = graph_new(0))) {
+    } else if (ncaptures == SIM_MAX_CAPTURES || (!g && !(g = graph_new(0)))) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
+        s->capture = g;
+        s->capture_to_graph = into != NULL;
+        s->capture_invalid = 0;
         s->capture_mode = mode;
         s->capture_id = next_capture_id++;
+        s->capture_thread = self_id();
+        captures[ncaptures++] = s;
     }
 out_unlock:
     SIM_UNLOCK();
@@ -377,21 +495,60 @@ out_unlock:
 
 CUresult CUDAAPI cuStreamBeginCapture(CUstream s)
 {
-    return begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL, 0);
+    return begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL, 0, NULL);
 }
 CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream s)
 {
-    return begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL, 1);
+    return begin_capture(s, CU_STREAM_CAPTURE_MODE_GLOBAL, 1, NULL);
 }
 CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
-    return begin_capture(s, mode, 0);
+    return begin_capture(s, mode, 0, NULL);
 }
 CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
 {
-    return begin_capture(s, mode, 1);
+    return begin_capture(s, mode, 1, NULL);
 }
 
+#ifdef CU_PARAMS_cuStreamBeginCaptureToGraph
+static CUresult begin_to_graph(CUstream hs, CUgraph g, const CUgraphNode *deps, size_t n,
+                               CUstreamCaptureMode mode, int ptsz)
+{
+    SIM_CHECK_INIT();
+    if (!g || (n && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    for (size_t i = 0; i < n; i++) {
+        sim_node_t *d = sim_obj_get((uint64_t)(uintptr_t)deps[i], SIM_K_GNODE);
+        if (!d || d->graph != sim_obj_get((uint64_t)(uintptr_t)g, SIM_K_GRAPH)) {
+            SIM_UNLOCK();
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    SIM_UNLOCK();
+    return begin_capture(hs, mode, ptsz, g);
+}
+
+CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                             const CUgraphEdgeData *edges, size_t n,
+                                             CUstreamCaptureMode mode)
+{
+    (void)edges;
+    return begin_to_graph(s, g, deps, n, mode, 0);
+}
+CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g,
+                                                  const CUgraphNode *deps,
+                                                  const CUgraphEdgeData *edges, size_t n,
+                                                  CUstreamCaptureMode mode)
+{
+    (void)edges;
+    return begin_to_graph(s, g, deps, n, mode, 1);
+}
+#endif
+
+/* A capture not begun RELAXED ends on the thread that began it; an
+ * invalidated one ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no
+ * graph (what it recorded is dropped). */
 static CUresult end_capture(CUstream hs, CUgraph *out, int ptsz)
 {
     SIM_CHECK_INIT();
@@ -402,10 +559,20 @@ static CUresult end_capture(CUstream hs, CUgraph *out, int ptsz)
     CUresult rc = sim_stream_resolve(hs, ptsz, &s);
     if (rc == CUDA_SUCCESS && !s->capture)
         rc = CUDA_ERROR_ILLEGAL_STATE;
-    if (rc == CUDA_SUCCESS) {
+    else if (rc == CUDA_SUCCESS && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+             s->capture_thread != self_id())
+        rc = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    if (rc != CUDA_SUCCESS)
+        goto out_unlock;
+    if (s->capture_invalid) {
+        sim_capture_drop(s);
+        *out = NULL;
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
         *out = (CUgraph)(uintptr_t)s->capture->handle;
-        s->capture = NULL;
+        capture_finish(s);
     }
+out_unlock:
     SIM_UNLOCK();
     return rc;
 }
@@ -423,7 +590,9 @@ static CUresult capture_info(CUstream hs, int ptsz, CUstreamCaptureStatus *statu
     sim_stream_t *s;
     CUresult rc = sim_stream_resolve(hs, ptsz, &s);
     if (rc == CUDA_SUCCESS) {
-        *status = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+        *status = !s->capture ? CU_STREAM_CAPTURE_STATUS_NONE
+                : s->capture_invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                : CU_STREAM_CAPTURE_STATUS_ACTIVE;
         if (id && s->capture)
             *id = s->capture_id;
         if (graph)
@@ -481,12 +650,13 @@ CAPTURE_INFO_V3(cuStreamGetCaptureInfo_v3_ptsz, 1)
 
 CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
-    static __thread CUstreamCaptureMode current = CU_STREAM_CAPTURE_MODE_GLOBAL;
     SIM_CHECK_INIT();
-    if (!mode)
+    if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                  *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                  *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
         return CUDA_ERROR_INVALID_VALUE;
-    CUstreamCaptureMode old = current;
-    current = *mode;
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
     *mode = old;
     return CUDA_SUCCESS;
 }
@@ -590,6 +760,15 @@ static CUresult run_node(const sim_node_t *nd, sim_stream_t *s)
         return CUDA_SUCCESS;
     case N_HOST:
         return sim_hostfn_enqueue(s, nd->fn, nd->user, NULL, NULL);
+    case N_MEMFREE: {
+        if (nd->own)                    /* the graph keeps its own memory */
+            return CUDA_SUCCESS;
+        sim_range_t *r = sim_range_find((uintptr_t)nd->dst);
+        if (!r || r->base != (uintptr_t)nd->dst || r->kind != SIM_R_POOL)
+            return CUDA_ERROR_INVALID_VALUE;
+        sim_pool_release_block(r);
+        return CUDA_SUCCESS;
+    }
     default:
         return CUDA_SUCCESS;
     }
@@ -602,10 +781,9 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, int ptsz)
     sim_graph_t *x = sim_obj_get((uint64_t)(uintptr_t)hx, SIM_K_GEXEC);
     sim_stream_t *s;
     CUresult rc = x ? sim_stream_resolve(hs, ptsz, &s) : CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS && s->capture)
-        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    int into = rc == CUDA_SUCCESS && s->capture;     /* recorded, node by node */
     for (size_t i = 0; rc == CUDA_SUCCESS && i < x->n; i++)
-        rc = run_node(x->nodes[i], s);
+        rc = into ? capture_add(s, x->nodes[i]) : run_node(x->nodes[i], s);
     SIM_UNLOCK();
     return rc;
 }

@@ -179,6 +179,8 @@ static CUresult alloc_device(CUdeviceptr *dptr, size_t size, int kind)
     sim_ctx_t *ctx;
     sim_range_t *r;
     CUresult rc = sim_ctx_require(&ctx);
+    if (rc == CUDA_SUCCESS)
+        rc = sim_capture_unsafe();      /* not stream-ordered: unsafe in a capture */
     if (rc == CUDA_SUCCESS && (rc = sim_mem_alloc(ctx, ctx->device, size, kind, &r)) == 0)
         *dptr = (CUdeviceptr)r->base;
     SIM_UNLOCK();
@@ -222,7 +224,9 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     SIM_CHECK_INIT();
     SIM_LOCK();
     sim_range_t *r = dptr ? sim_range_find((uintptr_t)dptr) : NULL;
-    CUresult rc = CUDA_SUCCESS;
+    CUresult rc = sim_capture_unsafe();
+    if (rc != CUDA_SUCCESS)
+        goto out_unlock;
     if (!r || r->base != (uintptr_t)dptr ||
         (r->kind != SIM_R_DEVICE && r->kind != SIM_R_MANAGED && r->kind != SIM_R_POOL)) {
         rc = CUDA_ERROR_INVALID_VALUE;

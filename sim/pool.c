@@ -169,8 +169,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool hp, CUs
     CUresult rc = sim_stream_resolve(hs, ptsz, &s);
     if (rc != CUDA_SUCCESS)
         goto out_unlock;
-    if (s->capture) {
-        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (s->capture && s->capture_invalid) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         goto out_unlock;
     }
     p = from_pool ? pool_get(hp) : current_pool(s->ctx->device);
@@ -178,6 +178,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool hp, CUs
         rc = from_pool ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
     else
         rc = block_alloc(p, size, dptr);
+    if (rc == CUDA_SUCCESS && s->capture &&          /* a memory node (graph.c) */
+        (rc = sim_capture_alloc(s, *dptr)) != CUDA_SUCCESS)
+        sim_pool_release_block(sim_range_find((uintptr_t)*dptr));
 out_unlock:
     SIM_UNLOCK();
     return rc;
@@ -210,7 +213,9 @@ static CUresult free_async(CUdeviceptr d, CUstream hs, int ptsz)
     sim_range_t *r = rc == CUDA_SUCCESS ? sim_range_find((uintptr_t)d) : NULL;
     if (rc == CUDA_SUCCESS && (!r || r->base != (uintptr_t)d || r->kind != SIM_R_POOL))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && s->capture)
+        rc = sim_capture_free(s, d);    /* freed when the graph runs (graph.c) */
+    else if (rc == CUDA_SUCCESS)
         sim_pool_release_block(r);
     SIM_UNLOCK();
     return rc;

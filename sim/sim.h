@@ -187,8 +187,11 @@ struct sim_stream {
     CUaccessPolicyWindow window;        /* stream attributes, stored */
     int sync_policy;
     sim_graph_t *capture;               /* non-NULL while capturing */
-    int capture_mode;
+    int capture_mode;                   /* CU_STREAM_CAPTURE_MODE_* of the begin */
+    int capture_invalid;                /* an illegal call invalidated the capture */
+    int capture_to_graph;               /* the graph is the caller's (BeginCaptureToGraph) */
     uint64_t capture_id;
+    uint64_t capture_thread;            /* the thread that began it (pthread_self) */
 };
 
 typedef struct sim_event {
@@ -411,6 +414,24 @@ CUresult sim_capture_memset(sim_stream_t *s, CUdeviceptr dst, size_t pitch,
 CUresult sim_capture_memcpy(sim_stream_t *s, void *dst, const void *src, size_t bytes,
                             uint64_t bw);
 CUresult sim_capture_host(sim_stream_t *s, void (*fn)(void *), void *user);
+/* A stream-ordered allocation (made now, by the caller) or free recorded
+ * into the capture of s as a memory node (graph.c says what a launch does
+ * with them). */
+CUresult sim_capture_alloc(sim_stream_t *s, CUdeviceptr d);
+CUresult sim_capture_free(sim_stream_t *s, CUdeviceptr d);
+/* The driver's capture rules (graph.c), under lock.  A potentially unsafe
+ * call by the calling thread (cuCtxSynchronize, cuMemAlloc, cuMemFree, a
+ * synchronous copy or memset, use of the legacy stream): CUDA_SUCCESS, or
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED after invalidating every capture the
+ * thread's interaction mode makes it conflict with. */
+CUresult sim_capture_unsafe(void);
+/* A call that waits for or queries stream s (blocking: it also blocks the
+ * host, as a synchronous copy): fails with UNSUPPORTED and invalidates s's
+ * capture when s captures, else as sim_capture_unsafe when blocking or s is
+ * the legacy stream. */
+CUresult sim_capture_conflict(sim_stream_t *s, int blocking);
+/* A stream going away leaves the captures in progress. */
+void sim_capture_drop(sim_stream_t *s);
 
 /* ---- image.c / module.c ------------------------------------------------ */
 /* Read a cubin, fatbin or PTX image (len 0: unknown, found from the image)

@@ -3,6 +3,8 @@
 #                    errors, contexts, memory, copies, modules, launches)
 #   test_simgpu_exec the time model (durations, sync, switch penalty, events,
 #                    streams, host callbacks), graphs, capture, trace format
+#   test_simgpu_capture the driver's capture rules: modes, unsafe calls and
+#                    the invalidation they cause, what a capture may record
 #   test_simgpu_mem  pools, arrays, texture and surface objects and the VMM
 #                    API, with exact accounting
 #   test_simgpu_image the JIT linker, image architectures, compressed fatbins,
@@ -16,11 +18,13 @@ SIM_TEST_OBJS := $(B)/obj/tests/test_simgpu_util.o $(SIM_LIB)
 $(B)/obj/tests/test_simgpu_util.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_simgpu,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_exec,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_capture,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mem,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mp,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 
 # The tests load the workloads' cubin and PTX.
-$(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_mem \
+$(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_capture \
+    $(B)/tests/test_simgpu_mem \
     $(B)/tests/test_simgpu_mp: | $(WL_CUBIN) $(WL_PTX)
 
 # A library exporting driver names, for the -Bsymbolic check of test_simgpu_mp.
