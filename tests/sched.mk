@@ -6,6 +6,8 @@
 #   test_sched_sim    salus-train jobs over simgpu with libsalus preloaded,
 #                     judged from simgpu's trace; and test_sched_forker, the
 #                     driver-API client it runs for fork()
+#   test_sched_capture a graph captured while a peer waits (the client
+#                     tests/clients/capclient), judged from the trace
 SCHED_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c)) \
                    $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c))
 $(eval $(call salus_test,test_sched,$(SCHED_TEST_OBJS),))
@@ -23,3 +25,11 @@ $(SCHED_FORKER): tests/test_sched_forker.c | $(B)/.deps-test
 	    -L$(CUDA_HOME)/lib64/stubs -lcuda
 
 $(B)/tests/test_sched_sim: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_FORKER)
+
+$(eval $(call salus_test,test_sched_capture,$(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o,))
+SCHED_CAPCLIENT := $(B)/tests/clients/capclient
+$(SCHED_CAPCLIENT): tests/clients/capclient.c | $(B)/.deps-test
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda
+$(B)/tests/test_sched_capture: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_CAPCLIENT)

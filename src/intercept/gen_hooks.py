@@ -18,6 +18,7 @@ can be binary-searched, and each category's arguments in a fixed order:
   FREE     kind (MEM_KIND_*), handle
   INFO     -
   LIFE     kind (HOOK_LIFE_*, intercept.h's), dev
+  CAPTURE  kind (HOOK_CAPTURE_*, intercept.h's)
   RESOLVE  -
 
 An export this toolkit's header does not declare is dropped with a comment, so
@@ -37,6 +38,7 @@ CATEGORIES = {
     "FREE": ["kind", "handle"],
     "INFO": [],
     "LIFE": ["kind", "dev"],
+    "CAPTURE": ["kind"],
     "RESOLVE": [],
 }
 # A kind names a constant of the module that handles the call, pasted with
@@ -47,6 +49,7 @@ KINDS = {
     "ALLOC": "MEM_KIND_",
     "FREE": "MEM_KIND_",
     "LIFE": "HOOK_LIFE_",
+    "CAPTURE": "HOOK_CAPTURE_",
 }
 
 

@@ -62,17 +62,21 @@ typedef enum hook_category {
     HOOK_CAT_FREE,
     HOOK_CAT_INFO,     /* memory queries: answered with the process's view */
     HOOK_CAT_LIFE,     /* driver and context lifecycle */
+    HOOK_CAT_CAPTURE,  /* stream capture: begin, end, the thread's mode, queries */
     HOOK_CAT_RESOLVE,  /* cuGetProcAddress */
     HOOK_CAT_COUNT
 } hook_category_t;
 
 /* The kinds a category row names (hooks.list kind=...): a SYNC row names a
  * sched_sync_kind_t (SCHED_SYNC_*), an ALLOC or FREE row a mem_kind_t
- * (MEM_KIND_*), a LIFE row one of these. */
+ * (MEM_KIND_*), a LIFE or CAPTURE row one of these. */
 typedef enum {
     HOOK_LIFE_INIT, HOOK_LIFE_RETAIN, HOOK_LIFE_RELEASE, HOOK_LIFE_RESET, HOOK_LIFE_CREATE,
     HOOK_LIFE_DESTROY
 } hook_life_kind_t;
+typedef enum {
+    HOOK_CAPTURE_BEGIN, HOOK_CAPTURE_END, HOOK_CAPTURE_MODE, HOOK_CAPTURE_QUERY
+} hook_capture_kind_t;
 
 /* Per id, from the list: the export's name (sorted), its category, its base
  * name, version and per-thread flag, and our wrapper of it. */
@@ -93,6 +97,7 @@ int hook_find(const char *export_name);
 #define HOOK_IS_LAUNCH_FREE 0
 #define HOOK_IS_LAUNCH_INFO 0
 #define HOOK_IS_LAUNCH_LIFE 0
+#define HOOK_IS_LAUNCH_CAPTURE 0
 #define HOOK_IS_LAUNCH_RESOLVE 0
 #define HOOK_LAUNCHES (0 HOOK_LIST(HOOK_IS_LAUNCH_))
 extern const hook_id_t hook_launch_ids[HOOK_LAUNCHES];

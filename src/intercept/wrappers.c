@@ -152,6 +152,35 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
         mem_context_gone(dev);
 }
 
+/* Stream capture.  A capture that began counts until one ends (with its
+ * graph, or invalidated: either way the stream no longer captures); other
+ * errors change nothing.  The thread's interaction mode needs no action:
+ * Salus makes no potentially unsafe call while any capture is in progress,
+ * whatever the mode (the scheduler's rule, sched.h). */
+static inline void hook_on_capture(hook_capture_kind_t kind, CUresult rc)
+{
+    if (kind == HOOK_CAPTURE_BEGIN && rc == CUDA_SUCCESS)
+        sched_capture_begin();
+    else if (kind == HOOK_CAPTURE_END &&
+             (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED))
+        sched_capture_end();
+}
+
+/* Whether a launch on `stream` (a per-thread export's when pt) is recorded
+ * into a capture rather than submitted: asked of the driver only while the
+ * process has a capture in progress, on the gated path.  The legacy stream
+ * never captures, and is not asked (the driver refuses that question while
+ * a blocking stream captures). */
+static int hook_recorded(CUstream stream, int pt)
+{
+    if (sched_captures() == 0 || (!pt && (stream == NULL || stream == CU_STREAM_LEGACY)))
+        return 0;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult rc = pt ? HOOK_REAL(cuStreamIsCapturing_ptsz)(stream, &st)
+                     : HOOK_REAL(cuStreamIsCapturing)(stream, &st);
+    return rc == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* ---- the wrappers -------------------------------------------------------- */
 
 /* Where a launch goes when the thread's gate is not OPEN (SCHED_SELECT in
@@ -159,7 +188,11 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
  * and counts the call in its new block (the fast path counted it in
  * hook_unregistered's, which is discarded); then the scheduler's slow path
  * (register the process, wait for the lease, bookkeeping, rejoin the active
- * list), then the driver. */
+ * list), then the driver.  A launch recorded into a capture submits no work:
+ * it goes to the driver without the slow path (no wait for the lease, no
+ * max-slice handoff, whose context synchronize would invalidate the
+ * capture), and the thread's gate stays as it was, so that its next launch
+ * is looked at again. */
 #define GATED_(cat, export, ...) GATED_##cat(export, __VA_ARGS__)
 #define GATED_LAUNCH(export, base, version, pt, work, stream)                   \
     static __attribute__((noinline, cold)) CUresult CUDAAPI                     \
@@ -170,7 +203,8 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
             b = hook_thread_register();                                         \
             hook_on_launch(b, HOOK_##export, (const void *)(work), NULL);       \
         }                                                                       \
-        hook_thread_gated(b, (const void *)(work));                             \
+        if (!hook_recorded((CUstream)(stream), pt))                             \
+            hook_thread_gated(b, (const void *)(work));                         \
         return HOOK_REAL(export) CU_ARGS_##export;                              \
     }
 #define GATED_SYNC(...)
@@ -178,6 +212,7 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
 #define GATED_FREE(...)
 #define GATED_INFO(...)
 #define GATED_LIFE(...)
+#define GATED_CAPTURE(...)
 #define GATED_RESOLVE(...)
 HOOK_LIST(GATED_)
 
@@ -252,6 +287,15 @@ HOOK_LIST(GATED_)
         int dev_ = (int)(dev);                                                  \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         hook_mem_after_life(kind, dev_, rc);                                    \
+        return rc;                                                              \
+    }
+
+#define HOOK_WRAP_CAPTURE(export, base, version, pt, kind)                       \
+    SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
+    {                                                                           \
+        hook_enter(HOOK_##export);                                              \
+        CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
+        hook_on_capture(kind, rc);                                              \
         return rc;                                                              \
     }
 

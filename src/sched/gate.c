@@ -386,6 +386,7 @@ static void postfork_child(void)
     p->iter_sum_ns = p->iter_count = 0;
     p->last_sync_ns = p->registered_ns = 0;
     sched_set_proc_gate(&sched_gate_unreg);
+    sched_captures_reset();
 }
 
 static void fork_register(void)

@@ -22,7 +22,11 @@
  *
  * The driver pointer and the clock are stored with release and loaded with
  * acquire; the enabled flag is stored after the driver pointer, so a thread
- * that sees the module enabled sees its driver.  No lock here.
+ * that sees the module enabled sees its driver.  The count of captures in
+ * progress is an atomic counter (relaxed: it orders nothing, a sync that
+ * reads it races only with a capture the same process begins on another
+ * thread, which the driver would refuse the sync for anyway).  No lock
+ * here.
  */
 #include "sched/sched_int.h"
 
@@ -123,6 +127,34 @@ void sched_lock_failed(sched_proc_t *p, int err)
     util_log_once(&said, UTIL_LOG_WARN, "GPU time slicing is suspended for this process: a "
                   "peer has held the table's lock for seconds; its launches go straight to "
                   "the driver until the lock is usable again (it retries at its syncs and launches)");
+}
+
+/* ---- stream captures ------------------------------------------------------- */
+
+static int captures;
+
+void sched_capture_begin(void)
+{
+    __atomic_add_fetch(&captures, 1, __ATOMIC_RELAXED);
+}
+
+/* Never below zero: an end without a begin seen (libsalus loaded late). */
+void sched_capture_end(void)
+{
+    int c = __atomic_load_n(&captures, __ATOMIC_RELAXED);
+    while (c > 0 && !__atomic_compare_exchange_n(&captures, &c, c - 1, 1, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED))
+        ;
+}
+
+int sched_captures(void)
+{
+    return __atomic_load_n(&captures, __ATOMIC_RELAXED);
+}
+
+void sched_captures_reset(void)
+{
+    __atomic_store_n(&captures, 0, __ATOMIC_RELAXED);
 }
 
 /* At exit: launches made by exit handlers pass. */

@@ -170,6 +170,25 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
  * first call on, only these calls are boundaries. */
 SALUS_EXPORT void salus_iteration_end(void);
 
+/* ---- stream capture -------------------------------------------------------
+ * A process with a capture in progress records work; it does not submit it.
+ * Its launches into the capture pass ungated (intercept asks the driver
+ * which stream captures, on the gated path only: the fast path is
+ * untouched), and the scheduler makes no call a capture forbids: while any
+ * capture is in progress it synchronizes no context of the process, so the
+ * process hands no device over at its own syncs, boundaries or max slice;
+ * a handoff that falls due waits for the capture's end (the next sync or
+ * probed launch after it).  Waiters may still take the lease from a holder
+ * that stays idle or at rest (that needs nothing of the holder); its
+ * capture goes on, and its next real launch waits its turn.
+ * intercept calls begin after a capture began and end after one ended
+ * (with a graph or invalidated).  Process-wide, atomic; a fork child
+ * starts with none. */
+void sched_capture_begin(void);
+void sched_capture_end(void);
+/* Captures in progress (a relaxed load). */
+int sched_captures(void);
+
 /* ---- policies ---------------------------------------------------------------- */
 /* The list of policies is policies.h; SCHED_POLICY_FAIR is the default. */
 typedef enum sched_policy {

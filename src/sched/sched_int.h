@@ -326,6 +326,8 @@ void sched_fail_open(sched_proc_t *p, const char *why);
 void sched_lock_failed(sched_proc_t *p, int err);
 #define SCHED_RETRY_MIN_NS  (100ull * 1000000)
 #define SCHED_RETRY_MAX_NS  (5000ull * 1000000)
+/* A fork child has no capture in progress. */
+void sched_captures_reset(void);
 
 /* ---- the lease (lease.c): under the table lock unless said ---------------- */
 #define SCHED_NO_SLOT (-1)

@@ -110,6 +110,8 @@ static void nudge_watcher(sched_proc_t *p, int d)
  * when the GPU work is not known to be done.  1 if handed over. */
 static int yield_device(sched_proc_t *p, int d, int boundary, int synced)
 {
+    if (sched_captures() > 0)        /* the sync would break it: wait for its end */
+        return 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         if (lock_or_fail(p))
             return 0;

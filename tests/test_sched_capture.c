@@ -1,0 +1,165 @@
+/*
+ * test_sched_capture.c - stream capture is never broken by Salus: a process
+ * (tests/clients/capclient, as torch.cuda.graph does: global mode, a side
+ * stream) captures a graph of 50 launches while a peer (salus-train) waits
+ * for the GPU, under fair with SALUS_QUANTUM_MS=1 and SALUS_MAX_SLICE_MS=5,
+ * over simgpu, whose context synchronize invalidates a global capture as the
+ * driver's does.  The capture ends successfully (libsalus neither gated the
+ * recorded launches nor synchronized the context to hand the GPU over: the
+ * handoff, due long before, waited for the capture's end), the graph
+ * launches, both processes finish, and in the trace no kernel of the peer
+ * runs among the graph's: they ran inside one tenure of the holder.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "lib/testutil.h"
+#include "test_sched_lib.h"
+
+#define CHILD_MS 60000
+#define LAUNCHES 50
+
+static char state_name[64], table_name[64], trace[600], go[600];
+
+static int have(const char *rel)
+{
+    char path[512];
+    return access(tu_build_path(rel, path, sizeof path), R_OK) == 0;
+}
+
+static void env_for(tu_env_t *env)
+{
+    tu_env_init(env);
+    tu_env_salus(env, state_name, table_name);
+    tu_env_set(env, "SIMGPU_TRACE", "%s", trace);
+    tu_env_set(env, "SALUS_POLICY", "fair");
+    tu_env_set(env, "SALUS_QUANTUM_MS", "1");
+    tu_env_set(env, "SALUS_MAX_SLICE_MS", "5");
+    tu_env_unset(env, "SALUS_LOG");
+}
+
+/* The capturing process says it has begun its capture. */
+static int capturing(void *arg)
+{
+    const tu_proc_t *p = arg;
+    char *out = tu_read_file(p->out_path, NULL);
+    int yes = out && strstr(out, "\"capturing\":1") != NULL;
+    free(out);
+    return yes;
+}
+
+/* The last JSON line of the capturing process: a number. */
+static double step(const char *out, const char *key)
+{
+    double v = -1;
+    const char *last = out ? strrchr(out, '{') : NULL;
+    if (!last || tu_json_num(last, key, &v) != 0)
+        fail_msg("no \"%s\" in the capturing process's result: %s", key, out ? out : "");
+    return v;
+}
+
+static void test_capture_while_peer_waits(void **state)
+{
+    (void)state;
+    if (!have("sim/libcuda.so.1") || !have("bin/salus-train") || !have("libsalus.so") ||
+        !have("workloads/kernels.cubin") || !have("tests/clients/capclient"))
+        skip();   /* built by make test; a partial build lacks them */
+    tu_unique_name("scap", state_name, sizeof state_name);
+    tu_unique_name("stcap", table_name, sizeof table_name);
+    snprintf(trace, sizeof trace, "%s/trace-%s.json", tu_tmpdir(), state_name + 1);
+    snprintf(go, sizeof go, "%s/go-%s", tu_tmpdir(), state_name + 1);
+    unlink(trace);
+    unlink(go);
+
+    char client[512], cubin[512], train[512], launches[16];
+    snprintf(launches, sizeof launches, "%d", LAUNCHES);
+    char *cap_argv[] = { (char *)tu_build_path("tests/clients/capclient", client, sizeof client),
+                         (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                         go, launches, NULL };
+    char *peer_argv[] = { (char *)tu_build_path("bin/salus-train", train, sizeof train),
+                          "--iterations", "20", "--kernels", "4", "--kernel-us", "1000",
+                          NULL };
+    tu_env_t env;
+    env_for(&env);
+    tu_proc_t cap, peer;
+    assert_int_equal(tu_spawn(&cap, cap_argv, &env), 0);
+    if (!tu_await(capturing, &cap, CHILD_MS))
+        fail_msg("the capturing process never began its capture");
+    assert_int_equal(tu_spawn(&peer, peer_argv, &env), 0);
+    tu_env_free(&env);
+
+    /* The capturing process holds the GPU and the peer waits for it. */
+    shm_table_t *t = ts_open_table(table_name, CHILD_MS);
+    assert_non_null(t);
+    pid_t holder = ts_await_holder(t, 1, CHILD_MS);
+    shm_close_table(t);
+    int fd = open(go, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    if (holder != cap.pid)
+        fail_msg("holder %d while the peer waited, not the capturing process %d", (int)holder,
+                 (int)cap.pid);
+
+    int rc = tu_wait(&cap, CHILD_MS);
+    char *out = tu_read_file(cap.out_path, NULL), *err = tu_read_file(cap.err_path, NULL);
+    if (rc != 0)
+        fail_msg("the capturing process exited %d: %s / %s", rc, out ? out : "",
+                 err ? err : "");
+    assert_int_equal(step(out, "recorded"), LAUNCHES);
+    assert_int_equal(step(out, "end"), 0);          /* CUDA_SUCCESS: not invalidated */
+    assert_int_equal(step(out, "launch"), 0);
+    assert_int_equal(step(out, "sync"), 0);
+    free(out);
+    free(err);
+    rc = tu_wait(&peer, CHILD_MS);
+    if (rc != 0)
+        fail_msg("the peer exited %d", rc);
+
+    /* The graph's kernels (the capturing process's only salus_fill) ran
+     * with none of the peer's among them. */
+    tu_kernel_t *k;
+    long n = tu_trace_load(trace, &k), first = -1, last = -1, fills = 0, peers = 0;
+    assert_true(n > 0);
+    for (long i = 0; i < n; i++) {
+        if (k[i].pid == cap.pid && !strcmp(k[i].name, "salus_fill")) {
+            fills++;
+            last = i;
+            if (first < 0)
+                first = i;
+        }
+        peers += k[i].pid == peer.pid;
+    }
+    assert_int_equal(fills, LAUNCHES);
+    assert_int_equal(peers, 20 * 4);
+    for (long i = first; i <= last; i++)
+        if (k[i].pid != cap.pid)
+            fail_msg("a kernel of pid %d ran among the graph's", k[i].pid);
+    for (long i = 0; i < n; i++)
+        if (k[i].pid == peer.pid && k[i].start_ns < k[last].end_ns &&
+            k[i].end_ns > k[first].start_ns)
+            fail_msg("a kernel of the peer overlaps the graph's");
+    free(k);
+    unlink(go);
+    unlink(trace);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capture_while_peer_waits),
+    };
+    return cmocka_run_group_tests_name("stream capture under the scheduler", tests, NULL, NULL);
+}
