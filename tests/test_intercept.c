@@ -166,6 +166,10 @@ static void test_table_covers_the_categories(void **state)
         { "cuInit", HOOK_CAT_LIFE }, { "cuDevicePrimaryCtxRetain", HOOK_CAT_LIFE },
         { "cuDevicePrimaryCtxRelease_v2", HOOK_CAT_LIFE }, { "cuCtxCreate_v2", HOOK_CAT_LIFE },
         { "cuCtxCreate_v3", HOOK_CAT_LIFE }, { "cuCtxDestroy_v2", HOOK_CAT_LIFE },
+        { "cuStreamBeginCapture_v2", HOOK_CAT_CAPTURE },
+        { "cuStreamBeginCapture_v2_ptsz", HOOK_CAT_CAPTURE },
+        { "cuStreamEndCapture", HOOK_CAT_CAPTURE }, { "cuStreamEndCapture_ptsz", HOOK_CAT_CAPTURE },
+        { "cuThreadExchangeStreamCaptureMode", HOOK_CAT_CAPTURE },
         { "cuGetProcAddress", HOOK_CAT_RESOLVE }, { "cuGetProcAddress_v2", HOOK_CAT_RESOLVE },
     };
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
@@ -388,6 +392,66 @@ static void test_sync_counts(void **state)
     after = counts();
     assert_int_equal(after.syncs - before.syncs, 7);
     assert_int_equal(after.launches, before.launches);
+}
+
+/* Stream capture: a capture counts from a BEGIN that succeeded to an END
+ * that ended it (with a graph or invalidated); other answers change
+ * nothing, and the count never goes below zero.  While one is in progress,
+ * a launch on the gated path (every launch here: the scheduler is dormant
+ * over fakes) asks the driver whether its stream captures, never for the
+ * legacy stream; with none in progress it asks nothing. */
+static CUresult end_rc;
+static CUresult CUDAAPI end_fake(CUstream s, CUgraph *g)
+{
+    (void)s;
+    *g = NULL;
+    return end_rc;
+}
+
+static void test_capture_counts(void **state)
+{
+    (void)state;
+    hook_real_t t = fakes;
+    t.fn.f_cuStreamEndCapture = end_fake;
+    hook_real_install(&t);
+    CUstream s = (CUstream)(uintptr_t)0x5000;
+    CUgraph g;
+    int base = sched_captures();
+    assert_int_equal(base, 0);                      /* nothing else here captures */
+    assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     FAKE_RC + HOOK_cuStreamBeginCapture_v2);
+    assert_int_equal(sched_captures(), base);
+    fake_succeed = 1;
+    assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamBeginCapture_ptsz(s), CUDA_SUCCESS);
+    assert_int_equal(sched_captures(), base + 2);
+    end_rc = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    assert_int_equal(cuStreamEndCapture(s, &g), end_rc);
+    assert_int_equal(sched_captures(), base + 2);
+    end_rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    assert_int_equal(cuStreamEndCapture(s, &g), end_rc);
+    assert_int_equal(sched_captures(), base + 1);
+
+    memset(fake_called, 0, sizeof fake_called);
+    assert_int_equal(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(fake_called[HOOK_cuStreamIsCapturing], 1);
+    assert_int_equal(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(NULL, CU_STREAM_LEGACY), CUDA_SUCCESS);
+    assert_int_equal(fake_called[HOOK_cuStreamIsCapturing], 1);
+    assert_int_equal(cuLaunchKernel_ptsz(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+                     CUDA_SUCCESS);
+    assert_int_equal(fake_called[HOOK_cuStreamIsCapturing_ptsz], 1);
+    assert_int_equal(fake_called[HOOK_cuLaunchKernel] + fake_called[HOOK_cuLaunchKernel_ptsz] +
+                     fake_called[HOOK_cuGraphLaunch], 4);
+
+    end_rc = CUDA_SUCCESS;
+    assert_int_equal(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    assert_int_equal(sched_captures(), base);
+    assert_int_equal(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(fake_called[HOOK_cuStreamIsCapturing], 1);
+    assert_int_equal(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    assert_int_equal(sched_captures(), 0);
+    fake_succeed = 0;
 }
 
 /* A driver without the export: the wrapper answers CUDA_ERROR_NOT_FOUND. */
@@ -686,6 +750,7 @@ int main(void)
         cmocka_unit_test_setup(test_memory_counts, setup_fakes),
         cmocka_unit_test_setup(test_sync_counts, setup_fakes),
         cmocka_unit_test_setup(test_missing_export, setup_fakes),
+        cmocka_unit_test_setup(test_capture_counts, setup_fakes),
         cmocka_unit_test_setup(test_thread_counts, setup_fakes),
         cmocka_unit_test_setup(test_sync_folds_active_threads, setup_fakes),
         RESOLVER_TESTS
