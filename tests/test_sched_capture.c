@@ -4,11 +4,15 @@
  * stream) captures a graph of 50 launches while a peer (salus-train) waits
  * for the GPU, under fair with SALUS_QUANTUM_MS=1 and SALUS_MAX_SLICE_MS=5,
  * over simgpu, whose context synchronize invalidates a global capture as the
- * driver's does.  The capture ends successfully (libsalus neither gated the
- * recorded launches nor synchronized the context to hand the GPU over: the
- * handoff, due long before, waited for the capture's end), the graph
- * launches, both processes finish, and in the trace no kernel of the peer
- * runs among the graph's: they ran inside one tenure of the holder.
+ * driver's does.  The peer runs first; the capturing process's first launch
+ * waits for it, takes the GPU at its boundary, and the capture begins at
+ * once, so that the peer, which still has iterations to run, waits and looks
+ * at the holder (probing it) while the capture goes on, long past the max
+ * slice.  The capture ends successfully (libsalus neither gated the recorded
+ * launches nor synchronized the context to hand the GPU over: the handoff
+ * waited for the capture's end), the graph launches, both processes finish,
+ * and in the trace no kernel of the peer runs among the graph's: they ran
+ * inside one tenure of the holder.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +20,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +32,9 @@
 
 #define CHILD_MS 60000
 #define LAUNCHES 50
+#define PEER_ITERS "300"      /* 1.2 s of GPU work: it outlasts the capturing process */
 
-static char state_name[64], table_name[64], trace[600], go[600];
+static char state_name[64], table_name[64], trace[600], report[600];
 
 static int have(const char *rel)
 {
@@ -43,20 +47,36 @@ static void env_for(tu_env_t *env)
     tu_env_init(env);
     tu_env_salus(env, state_name, table_name);
     tu_env_set(env, "SIMGPU_TRACE", "%s", trace);
+    tu_env_set(env, "SALUS_REPORT", "%s", report);
     tu_env_set(env, "SALUS_POLICY", "fair");
     tu_env_set(env, "SALUS_QUANTUM_MS", "1");
     tu_env_set(env, "SALUS_MAX_SLICE_MS", "5");
     tu_env_unset(env, "SALUS_LOG");
 }
 
-/* The capturing process says it has begun its capture. */
-static int capturing(void *arg)
+typedef struct watch {
+    shm_table_t *t;
+    pid_t pid;
+} watch_t;
+
+/* The peer is registered (it launched: it runs on the GPU). */
+static int registered(void *arg)
 {
-    const tu_proc_t *p = arg;
-    char *out = tu_read_file(p->out_path, NULL);
-    int yes = out && strstr(out, "\"capturing\":1") != NULL;
-    free(out);
-    return yes;
+    const watch_t *w = arg;
+    return ts_state(w->t, w->pid) >= 0;
+}
+
+/* The report line of pid: a number. */
+static double reported(int pid, const char *key)
+{
+    char *text = tu_read_file(report, NULL), line[4096], needle[32];
+    double v = -1;
+    snprintf(needle, sizeof needle, "\"pid\":%d,", pid);
+    if (!text || tu_find_line(text, needle, 0, line, sizeof line) != 0 ||
+        tu_json_num(line, key, &v) != 0)
+        fail_msg("no \"%s\" for pid %d in the report", key, pid);
+    free(text);
+    return v;
 }
 
 /* The last JSON line of the capturing process: a number. */
@@ -78,38 +98,30 @@ static void test_capture_while_peer_waits(void **state)
     tu_unique_name("scap", state_name, sizeof state_name);
     tu_unique_name("stcap", table_name, sizeof table_name);
     snprintf(trace, sizeof trace, "%s/trace-%s.json", tu_tmpdir(), state_name + 1);
-    snprintf(go, sizeof go, "%s/go-%s", tu_tmpdir(), state_name + 1);
+    snprintf(report, sizeof report, "%s/report-%s.json", tu_tmpdir(), state_name + 1);
     unlink(trace);
-    unlink(go);
+    unlink(report);
 
     char client[512], cubin[512], train[512], launches[16];
     snprintf(launches, sizeof launches, "%d", LAUNCHES);
     char *cap_argv[] = { (char *)tu_build_path("tests/clients/capclient", client, sizeof client),
                          (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
-                         go, launches, NULL };
+                         launches, NULL };
     char *peer_argv[] = { (char *)tu_build_path("bin/salus-train", train, sizeof train),
-                          "--iterations", "20", "--kernels", "4", "--kernel-us", "1000",
+                          "--iterations", PEER_ITERS, "--kernels", "4", "--kernel-us", "1000",
                           NULL };
     tu_env_t env;
     env_for(&env);
     tu_proc_t cap, peer;
-    assert_int_equal(tu_spawn(&cap, cap_argv, &env), 0);
-    if (!tu_await(capturing, &cap, CHILD_MS))
-        fail_msg("the capturing process never began its capture");
     assert_int_equal(tu_spawn(&peer, peer_argv, &env), 0);
-    tu_env_free(&env);
-
-    /* The capturing process holds the GPU and the peer waits for it. */
     shm_table_t *t = ts_open_table(table_name, CHILD_MS);
     assert_non_null(t);
-    pid_t holder = ts_await_holder(t, 1, CHILD_MS);
+    watch_t w = { t, peer.pid };
+    if (!tu_await(registered, &w, CHILD_MS))
+        fail_msg("the peer never registered");
     shm_close_table(t);
-    int fd = open(go, O_WRONLY | O_CREAT, 0644);
-    assert_true(fd >= 0);
-    close(fd);
-    if (holder != cap.pid)
-        fail_msg("holder %d while the peer waited, not the capturing process %d", (int)holder,
-                 (int)cap.pid);
+    assert_int_equal(tu_spawn(&cap, cap_argv, &env), 0);
+    tu_env_free(&env);
 
     int rc = tu_wait(&cap, CHILD_MS);
     char *out = tu_read_file(cap.out_path, NULL), *err = tu_read_file(cap.err_path, NULL);
@@ -125,11 +137,12 @@ static void test_capture_while_peer_waits(void **state)
     rc = tu_wait(&peer, CHILD_MS);
     if (rc != 0)
         fail_msg("the peer exited %d", rc);
+    assert_true(reported(peer.pid, "waited_ms") > 0);
 
     /* The graph's kernels (the capturing process's only salus_fill) ran
      * with none of the peer's among them. */
     tu_kernel_t *k;
-    long n = tu_trace_load(trace, &k), first = -1, last = -1, fills = 0, peers = 0;
+    long n = tu_trace_load(trace, &k), first = -1, last = -1, fills = 0, peers = 0, after = 0;
     assert_true(n > 0);
     for (long i = 0; i < n; i++) {
         if (k[i].pid == cap.pid && !strcmp(k[i].name, "salus_fill")) {
@@ -141,7 +154,11 @@ static void test_capture_while_peer_waits(void **state)
         peers += k[i].pid == peer.pid;
     }
     assert_int_equal(fills, LAUNCHES);
-    assert_int_equal(peers, 20 * 4);
+    assert_int_equal(peers, atoi(PEER_ITERS) * 4);
+    for (long i = last + 1; i < n; i++)
+        after += k[i].pid == peer.pid;
+    if (after == 0)
+        fail_msg("the peer had finished before the graph ran: it never waited for it");
     for (long i = first; i <= last; i++)
         if (k[i].pid != cap.pid)
             fail_msg("a kernel of pid %d ran among the graph's", k[i].pid);
@@ -150,7 +167,7 @@ static void test_capture_while_peer_waits(void **state)
             k[i].end_ns > k[first].start_ns)
             fail_msg("a kernel of the peer overlaps the graph's");
     free(k);
-    unlink(go);
+    unlink(report);
     unlink(trace);
     shm_unlink(state_name);
     shm_unlink(table_name);
