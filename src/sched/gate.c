@@ -60,6 +60,51 @@ static void note_host_gap(sched_proc_t *p)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Whether anyone waits on a device the process uses (seq_cst: see below). */
+static int waited_for(const sched_proc_t *p)
+{
+    uint32_t devset = __atomic_load_n(&p->devset, __ATOMIC_RELAXED);
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        if (!(devset & (1u << d)))
+            continue;
+        const sched_dev_t *dev = sched_dev(p->t, d);
+        for (int w = 0; w < SCHED_WAIT_WORDS; w++)
+            if (__atomic_load_n(&dev->waiters[w], __ATOMIC_SEQ_CST))
+                return 1;
+    }
+    return 0;
+}
+
+/* The holder's launch looked (a PROBEd gate): the gate goes back to what the
+ * leases make it.  Once per iteration, so the common case takes no lock:
+ * nobody waits, and a compare-and-swap takes PROBE back to OPEN.
+ * Ordering: a waiter sets its bit, then a full fence, then reads the gate
+ * (sched_enqueue_locked); we swap the gate (a full barrier), then read the
+ * bits.  Either we see its bit, and settle under the lock (CONTENDED), or it
+ * reads the gate after our swap, sees OPEN and makes it CONTENDED.  A swap
+ * that fails found the gate changed under the lock (CLOSED by a takeover,
+ * or by a policy): nothing to settle.  0, or -1 when the lock timed out
+ * (the process is then suspended). */
+static int settle_probe(sched_proc_t *p)
+{
+    uint32_t probe = SCHED_GATE_PROBE;
+    if (!waited_for(p)) {
+        if (!__atomic_compare_exchange_n(&p->me->gate, &probe, SCHED_GATE_OPEN, 0,
+                                         __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+            return 0;
+        if (!waited_for(p))
+            return 0;
+    }
+    int rc = shm_lock(p->t);
+    if (rc != 0) {
+        sched_lock_failed(p, rc);        /* a hung peer: suspended, said once */
+        return -1;
+    }
+    sched_gate_settle_locked(p->t, p->slot);
+    shm_unlock(p->t);
+    return 0;
+}
+
 /* ---- registration ------------------------------------------ */
 
 static void at_exit(void);
@@ -199,15 +244,8 @@ const uint32_t *sched_launch_slow(const void *work)
         /* A probe (activity is bumped above: the waiter sees us busy); the
          * gate goes back to fast unless the holder learns its kernels. */
         if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE &&
-            !sched_holder_launch(p, d, (uint64_t)(uintptr_t)work)) {
-            int rc = shm_lock(p->t);             /* under the lock: a waiter may enqueue */
-            if (rc != 0) {
-                sched_lock_failed(p, rc);        /* a hung peer: suspended, said once */
-                return sched_proc_gate();
-            }
-            sched_gate_settle_locked(p->t, p->slot);
-            shm_unlock(p->t);
-        }
+            !sched_holder_launch(p, d, (uint64_t)(uintptr_t)work) && settle_probe(p) != 0)
+            return sched_proc_gate();            /* suspended: the lock timed out */
         return gate;
     }
     sched_acquire(p, d);

@@ -324,6 +324,11 @@ void sched_enqueue_locked(shm_table_t *t, int d, int slot, uint64_t now)
     dev->wait[slot].gen = gen;
     dev->wait[slot].ticket = dev->ticket_next++;
     dev->waiters[slot >> 6] |= 1ull << (slot & 63);
+    /* The bit before the holder's gate is read: a holder settling a probe
+     * without the lock (gate.c, settle_probe) reads the bits after its own
+     * compare-and-swap of the gate; with a full fence on each side, one of
+     * the two sees the other's store (the gate ends CONTENDED either way). */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     int holder = sched_lease_holder(t, dev->lease);
     if (holder >= 0)
         sched_gate_update_locked(t, holder);     /* CONTENDED: it will look */
