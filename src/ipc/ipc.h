@@ -76,8 +76,8 @@ typedef void (*shm_repair_fn)(shm_table_t *t, void *ctx);
 /* Called with the table locked, after each lock and before each unlock, in a
  * debug build only (SALUS_DEBUG): NULL when the module's invariants hold,
  * else a description of the first violation.  Broken at the lock: said once
- * (someone else broke it).  Whole at the lock and broken at the unlock: said,
- * and the debug build aborts (the holder broke it).  A release build never
+ * (someone else broke it).  Whole at the lock and broken at the unlock: said
+ * at error level at each such unlock (the holder broke it; never an abort).  A release build never
  * calls a check. */
 typedef const char *(*shm_check_fn)(shm_table_t *t, void *ctx);
 
