@@ -1,6 +1,8 @@
 # The scheduler's tests:
-#   test_sched        the detector, the policies, fake-clock schedules over a
-#                     table, SALUS_* parsing, histograms (one process)
+#   test_sched        the detector, the policies on hand-built views, SALUS_*
+#                     parsing, histograms (one process)
+#   test_sched_table  fake-clock schedules over a real table, probes, the
+#                     invariant checker (one process, idle children as slots)
 #   test_sched_lease  the lease protocol between processes, through the sched
 #                     API with a fake driver (kernels emulated by spinning)
 #   test_sched_sim    salus-train jobs over simgpu with libsalus preloaded,
@@ -11,6 +13,7 @@
 SCHED_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c)) \
                    $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c))
 $(eval $(call salus_test,test_sched,$(SCHED_TEST_OBJS),))
+$(eval $(call salus_test,test_sched_table,$(SCHED_TEST_OBJS),))
 #   test_sched_latency  SALUS_LATENCY_MS in fair and priority (views by hand)
 $(eval $(call salus_test,test_sched_latency,$(SCHED_TEST_OBJS),))
 # The multi-process tests share tests/test_sched_lib.c (table watchers).

@@ -1,0 +1,553 @@
+/*
+ * test_sched_table.c - whole schedules simulated over a real table (lease.c's
+ * transitions and the policies together), in one process with a fake clock:
+ * slots held by idle child processes and time advanced by the test: fair,
+ * weighted fair, priority, srtf (declared lengths and end times), fifo,
+ * pack, a dead holder, repair of a corrupted device, probes of the gate,
+ * and the invariant checker finding each invariant broken by hand.
+ * The pure parts (detector, policies on hand-built views, SALUS_* parsing)
+ * are test_sched.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/sched_int.h"
+#include "lib/testutil.h"
+
+/* ---- schedules over a table, with a fake clock --------------------------------- */
+
+static char tname[64];
+static shm_table_t *T;
+static uint64_t fake_now;
+static pid_t dummies[8];
+static int ndummies;
+
+static uint64_t fake_clock(void)
+{
+    return fake_now;
+}
+
+static int claim_slot(void *arg)
+{
+    (void)arg;
+    shm_open_opts_t o = { .name = tname, .create = 1 };
+    shm_table_t *t;
+    return shm_open_table(&o, &t) == 0 ? shm_self(t) : -1;
+}
+
+/* A child that claims a slot and sleeps: the slot's process is alive. */
+static int dummy_slot(void)
+{
+    int slot = -1;
+    pid_t pid = tu_fork_teller(claim_slot, NULL, &slot);
+    assert_true(pid > 0);
+    assert_true(slot >= 0);
+    dummies[ndummies++] = pid;
+    return slot;
+}
+
+static int sim_setup(void **state)
+{
+    (void)state;
+    tu_unique_name("salus-sched", tname, sizeof tname);
+    shm_unlink(tname);
+    shm_open_opts_t o = { .name = tname, .create = 1 };
+    assert_int_equal(shm_open_table(&o, &T), 0);
+    fake_now = 1000;
+    sched_set_clock(fake_clock);
+    ndummies = 0;
+    return 0;
+}
+
+static int sim_teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < ndummies; i++) {
+        kill(dummies[i], SIGKILL);
+        tu_proc_t p = { .pid = dummies[i] };
+        tu_wait(&p, 5000);
+    }
+    sched_set_clock(NULL);
+    shm_close_table(T);
+    shm_unlink(tname);
+    return 0;
+}
+
+typedef struct job {
+    uint64_t arrive_ns, iter_ns, iterations;   /* iterations 0: forever */
+    uint64_t deadline_ns;                      /* SALUS_END_TIME on the clock, 0: none */
+    int priority, declare;
+    int slot, arrived, finished;
+    uint64_t done, gpu_ns, finished_ns, first_run_ns;
+} job_t;
+
+static sched_dev_t *dev0(void)
+{
+    return sched_dev(T, 0);
+}
+
+static void sim_device(sched_policy_t policy, uint32_t quantum_ms)
+{
+    sched_config_t cfg = { .policy = policy, .quantum_ms = quantum_ms,
+                           .max_slice_ms = 60000, .priority = 50 };
+    uint8_t uuid[16] = "ordinal:0";
+    assert_int_equal(shm_lock(T), 0);
+    assert_int_equal(shm_device_index_locked(T, uuid), 0);
+    sched_dev_setup_locked(T, 0, &cfg);
+    shm_unlock(T);
+}
+
+/* The invariants of sched_int.h (gates, leases, waiters), as a debug build
+ * checks them at every unlock. */
+static void check_table(void)
+{
+    assert_int_equal(shm_lock(T), 0);
+    const char *bad = sched_check_locked(T);
+    shm_unlock(T);
+    if (bad)
+        fail_msg("%s", bad);
+}
+
+/* As wait.c does when a launch finds no lease: enqueue, and take a free one. */
+static void sim_want(job_t *j)
+{
+    assert_int_equal(shm_lock(T), 0);
+    sched_enqueue_locked(T, 0, j->slot, fake_now);
+    if (sched_lease_holder(T, dev0()->lease) < 0)
+        sched_grant_pick_locked(T, 0, fake_now, 0);
+    sched_gate_update_locked(T, j->slot);
+    shm_unlock(T);
+}
+
+static void sim_arrive(job_t *j)
+{
+    sched_slot_t *s = sched_slot(T, j->slot);
+    assert_int_equal(shm_lock(T), 0);
+    s->priority = j->priority;
+    s->declared = j->declare ? j->iterations : 0;
+    s->deadline_ns = j->deadline_ns;
+    s->iterations = 0;
+    s->iter_ns = 0;
+    s->devset = 1;
+    s->magic = SCHED_SLOT_MAGIC;
+    sched_vtime_lift_locked(T, 0, j->slot, fake_now);
+    shm_unlock(T);
+    j->arrived = 1;
+    sim_want(j);
+}
+
+static void sim_leave(job_t *j)
+{
+    assert_int_equal(shm_lock(T), 0);
+    sched_dequeue_locked(T, 0, j->slot);
+    if (sched_lease_holder(T, dev0()->lease) == j->slot)
+        sched_grant_pick_locked(T, 0, fake_now, 0);
+    sched_slot(T, j->slot)->devset = 0;
+    sched_gate_update_locked(T, j->slot);
+    shm_unlock(T);
+    j->finished = 1;
+    j->finished_ns = fake_now;
+}
+
+static job_t *job_of(job_t *jobs, int n, int slot)
+{
+    for (int i = 0; i < n; i++)
+        if (jobs[i].slot == slot && jobs[i].arrived && !jobs[i].finished)
+            return &jobs[i];
+    return NULL;
+}
+
+/* Run GPU-bound jobs until `end_ns`: the holder runs one iteration, then its
+ * boundary asks the policy; a job that loses the GPU wants it back at once.
+ * runs[] gets the job index of each iteration, in order; returns their count. */
+static int sim_run(job_t *jobs, int n, uint64_t end_ns, int *runs, int max_runs)
+{
+    int nruns = 0;
+    for (int i = 0; i < n; i++)
+        jobs[i].slot = dummy_slot();
+    while (fake_now < end_ns) {
+        uint64_t next_arrival = UINT64_MAX;
+        for (int i = 0; i < n; i++) {
+            if (!jobs[i].arrived && jobs[i].arrive_ns <= fake_now)
+                sim_arrive(&jobs[i]);
+            else if (!jobs[i].arrived && jobs[i].arrive_ns < next_arrival)
+                next_arrival = jobs[i].arrive_ns;
+        }
+        check_table();
+        job_t *j = job_of(jobs, n, sched_lease_holder(T, dev0()->lease));
+        if (!j) {
+            if (next_arrival == UINT64_MAX)
+                break;
+            fake_now = next_arrival;
+            continue;
+        }
+        if (!j->first_run_ns)
+            j->first_run_ns = fake_now;
+        fake_now += j->iter_ns;
+        j->done++;
+        j->gpu_ns += j->iter_ns;
+        if (nruns < max_runs)
+            runs[nruns++] = (int)(j - jobs);
+        sched_slot_t *s = sched_slot(T, j->slot);
+        s->iterations = j->done;
+        s->iter_ns = j->iter_ns;
+        if (j->iterations && j->done == j->iterations) {
+            sim_leave(j);
+            continue;
+        }
+        for (int i = 0; i < n; i++)
+            if (!jobs[i].arrived && jobs[i].arrive_ns <= fake_now)
+                sim_arrive(&jobs[i]);
+        assert_int_equal(shm_lock(T), 0);
+        int to = sched_decide_locked(T, 0, j->slot, 1, fake_now);
+        if (to >= 0) {
+            sched_grant_locked(T, 0, to, fake_now, 0);
+            sched_enqueue_locked(T, 0, j->slot, fake_now);
+        }
+        shm_unlock(T);
+    }
+    return nruns;
+}
+
+static int switches(const int *runs, int n)
+{
+    int s = 0;
+    for (int i = 1; i < n; i++)
+        s += runs[i] != runs[i - 1];
+    return s;
+}
+
+#define MS 1000000ull
+static int runs[4096];
+
+static void test_sim_fair_equal(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    job_t jobs[2] = { { .iter_ns = 10 * MS, .priority = 50 },
+                      { .arrive_ns = 5 * MS, .iter_ns = 10 * MS, .priority = 50 } };
+    int n = sim_run(jobs, 2, 2000 * MS, runs, 4096);
+    double share = (double)jobs[0].gpu_ns / (double)(jobs[0].gpu_ns + jobs[1].gpu_ns);
+    assert_true(share > 0.45 && share < 0.55);
+    int sw = switches(runs, n);
+    assert_true(sw >= 15 && sw <= 22);               /* a quantum (10 iterations) each */
+    for (int i = 1, len = 1; i < n; i++, len++)       /* no run shorter than a quantum */
+        if (runs[i] != runs[i - 1]) {
+            assert_true(len >= 10);
+            len = 0;
+        }
+}
+
+/* Iterations of 5 ms against 40 ms: whole iterations only, and virtual time
+ * evens out the GPU time. */
+static void test_sim_fair_uneven_iterations(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    job_t jobs[2] = { { .iter_ns = 5 * MS, .priority = 50 },
+                      { .iter_ns = 40 * MS, .priority = 50 } };
+    sim_run(jobs, 2, 4000 * MS, runs, 4096);
+    double share = (double)jobs[0].gpu_ns / (double)(jobs[0].gpu_ns + jobs[1].gpu_ns);
+    assert_true(share > 0.45 && share < 0.55);
+}
+
+static void test_sim_fair_weighted(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    job_t jobs[2] = { { .iter_ns = 10 * MS, .priority = 100 },
+                      { .iter_ns = 10 * MS, .priority = 50 } };
+    sim_run(jobs, 2, 6000 * MS, runs, 4096);
+    double share = (double)jobs[0].gpu_ns / (double)(jobs[0].gpu_ns + jobs[1].gpu_ns);
+    assert_true(share > 0.62 && share < 0.71);       /* 101 : 51 */
+}
+
+static void test_sim_priority(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_PRIORITY, 100);
+    job_t jobs[2] = { { .iter_ns = 20 * MS, .priority = 10 },
+                      { .arrive_ns = 505 * MS, .iter_ns = 10 * MS, .iterations = 30,
+                        .priority = 90 } };
+    int n = sim_run(jobs, 2, 2000 * MS, runs, 4096);
+    /* The high job starts at the low one's next boundary and runs alone. */
+    assert_true(jobs[1].first_run_ns <= 505 * MS + 20 * MS);
+    assert_true(jobs[1].finished_ns - jobs[1].arrive_ns <= 300 * MS + 20 * MS);
+    int i = 0;
+    while (runs[i] != 1)
+        i++;
+    for (int k = 0; k < 30; k++)
+        assert_int_equal(runs[i + k], 1);
+    assert_int_equal(runs[i + 30], 0);               /* then the low one resumes */
+    assert_true(n > i + 40);
+}
+
+static void test_sim_srtf(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_SRTF, 100);
+    job_t jobs[4] = {
+        { .iter_ns = 10 * MS, .iterations = 30, .declare = 1, .priority = 50 },
+        { .arrive_ns = 1 * MS, .iter_ns = 10 * MS, .iterations = 10, .declare = 1 },
+        { .arrive_ns = 2 * MS, .iter_ns = 10 * MS, .iterations = 20, .declare = 1 },
+        { .arrive_ns = 3 * MS, .iter_ns = 10 * MS, .iterations = 5, .declare = 0 },
+    };
+    sim_run(jobs, 4, 10000 * MS, runs, 4096);
+    for (int i = 0; i < 4; i++)
+        assert_true(jobs[i].finished);
+    /* 10 before 20 before 30; unknown length last although shortest. */
+    assert_true(jobs[1].finished_ns < jobs[2].finished_ns);
+    assert_true(jobs[2].finished_ns < jobs[0].finished_ns);
+    assert_true(jobs[0].finished_ns < jobs[3].finished_ns);
+}
+
+/* A job that declares no length but an end (a batch system's time limit)
+ * ranks by the time left to it, at once: before jobs of unknown length, and
+ * against declared ones by remaining time. */
+static void test_sim_srtf_end_time(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_SRTF, 100);
+    job_t jobs[4] = {
+        { .iter_ns = 10 * MS, .iterations = 30, .deadline_ns = 10000 * MS },
+        { .arrive_ns = 1 * MS, .iter_ns = 10 * MS, .iterations = 10, .deadline_ns = 2000 * MS },
+        { .arrive_ns = 2 * MS, .iter_ns = 10 * MS, .iterations = 20, .declare = 1 },
+        { .arrive_ns = 3 * MS, .iter_ns = 10 * MS, .iterations = 5 },
+    };
+    sim_run(jobs, 4, 10000 * MS, runs, 4096);
+    for (int i = 0; i < 4; i++)
+        assert_true(jobs[i].finished);
+    /* 200 ms declared, then ends 2 s and 10 s away; unknown last. */
+    assert_true(jobs[2].finished_ns < jobs[1].finished_ns);
+    assert_true(jobs[1].finished_ns < jobs[0].finished_ns);
+    assert_true(jobs[0].finished_ns < jobs[3].finished_ns);
+    /* Whole runs: the far end yields at its first boundary, the declared job
+     * is measured and, shorter, keeps the GPU; the near end runs before the
+     * far one resumes. */
+    assert_int_equal(runs[0], 0);
+    for (int k = 1; k <= 20; k++)
+        assert_int_equal(runs[k], 2);
+    for (int k = 21; k <= 30; k++)
+        assert_int_equal(runs[k], 1);
+    assert_int_equal(runs[31], 0);
+}
+
+static void test_sim_fifo(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FIFO, 100);
+    job_t jobs[3] = {
+        { .iter_ns = 10 * MS, .iterations = 50 },
+        { .arrive_ns = 15 * MS, .iter_ns = 10 * MS, .iterations = 10 },
+        { .arrive_ns = 5 * MS, .iter_ns = 10 * MS, .iterations = 10 },
+    };
+    int n = sim_run(jobs, 3, 10000 * MS, runs, 4096);
+    assert_int_equal(n, 70);
+    assert_int_equal(switches(runs, n), 2);          /* one after another */
+    assert_int_equal(runs[0], 0);
+    assert_int_equal(runs[50], 2);                   /* arrival order */
+    assert_int_equal(runs[60], 1);
+}
+
+/* A device under `policy` and two jobs of 10 ms iterations on it, arrived
+ * in order (the first holds the lease unless the policy gates nothing). */
+static void sim_two_jobs(sched_policy_t policy, job_t jobs[2])
+{
+    sim_device(policy, 100);
+    for (int i = 0; i < 2; i++) {
+        jobs[i] = (job_t){ .iter_ns = 10 * MS, .slot = dummy_slot() };
+        sim_arrive(&jobs[i]);
+    }
+}
+
+static void test_sim_pack(void **state)
+{
+    (void)state;
+    job_t jobs[2];
+    sim_two_jobs(SCHED_POLICY_PACK, jobs);
+    check_table();
+    assert_int_equal(dev0()->lease, 0);
+    assert_int_equal(dev0()->waiters[0] | dev0()->waiters[1], 0);
+
+    /* Switching a running table to fair closes their gates; back to pack
+     * opens them and wakes every waiter. */
+    assert_int_equal(sched_set_policy_table(T, 0, SCHED_POLICY_FAIR, 50), 0);
+    assert_int_equal(dev0()->quantum_ms, 50);
+    sim_want(&jobs[0]);
+    sim_want(&jobs[1]);
+    check_table();
+    assert_int_equal(sched_lease_holder(T, dev0()->lease), jobs[0].slot);
+    uint32_t grant = sched_slot(T, jobs[1].slot)->grant;
+    assert_int_equal(sched_set_policy_table(T, 0, SCHED_POLICY_PACK, -1), 0);
+    check_table();
+    assert_int_equal(sched_slot(T, jobs[1].slot)->grant, grant + 1);
+    assert_int_equal(sched_set_policy_table(T, 0, SCHED_POLICY_COUNT, -1), -EINVAL);
+}
+
+/* The holder dies: the reaper hands its lease to the waiter. */
+static void test_sim_dead_holder(void **state)
+{
+    (void)state;
+    job_t jobs[2];
+    sim_two_jobs(SCHED_POLICY_FAIR, jobs);
+    assert_int_equal(sched_lease_holder(T, dev0()->lease), jobs[0].slot);
+    kill(dummies[0], SIGKILL);
+    tu_proc_t p = { .pid = dummies[0] };
+    tu_wait(&p, 5000);
+    shm_set_hooks(T, SHM_AREA_SCHED, sched_reap_hook, sched_repair_hook, NULL);
+    assert_int_equal(shm_reap_dead(T, 0), 1);
+    assert_int_equal(sched_lease_holder(T, dev0()->lease), jobs[1].slot);
+    assert_int_equal(sched_slot(T, jobs[1].slot)->gate, SCHED_GATE_OPEN);
+}
+
+/* sched_check_locked's verdict with the table locked; NULL when it holds. */
+static const char *checked(void)
+{
+    assert_int_equal(shm_lock(T), 0);
+    const char *bad = sched_check_locked(T);
+    shm_unlock(T);
+    return bad;
+}
+
+static void assert_violation(const char *needle)
+{
+    const char *bad = checked();
+    if (!bad || !strstr(bad, needle))
+        fail_msg("expected a violation with \"%s\", got %s", needle, bad ? bad : "none");
+}
+
+/* Each invariant of sched_int.h, broken by hand, is found and named; put
+ * back, the table checks clean again. */
+static void test_check_finds_violations(void **state)
+{
+    (void)state;
+    job_t jobs[2];
+    sim_two_jobs(SCHED_POLICY_FAIR, jobs);
+    sched_dev_t *dev = dev0();
+    sched_slot_t *holder = sched_slot(T, jobs[0].slot), *waiter = sched_slot(T, jobs[1].slot);
+    assert_int_equal(sched_lease_holder(T, dev->lease), jobs[0].slot);
+    assert_null(checked());
+
+    waiter->gate = SCHED_GATE_OPEN;                  /* runs without the lease */
+    assert_violation("is held by");
+    waiter->gate = 7;
+    assert_violation("is not a gate");
+    waiter->gate = SCHED_GATE_CLOSED;
+    holder->gate = SCHED_GATE_OPEN;                  /* ignores its waiter */
+    assert_violation("others wait");
+    holder->gate = SCHED_GATE_CLOSED;                /* waits for what it holds */
+    assert_violation("gate closed");
+    holder->gate = SCHED_GATE_CONTENDED;
+    assert_null(checked());
+
+    dev->policy = 99;
+    assert_violation("none of the");
+    dev->policy = SCHED_POLICY_PACK;                 /* gates nothing, lease kept */
+    assert_violation("gates nothing");
+    dev->policy = SCHED_POLICY_FAIR;
+    dev->waiters[jobs[0].slot >> 6] |= 1ull << (jobs[0].slot & 63);
+    dev->wait[jobs[0].slot].gen = shm_slot_gen(T, jobs[0].slot);
+    assert_violation("both holds");
+    sched_dequeue_locked(T, 0, jobs[0].slot);
+    assert_null(checked());
+}
+
+/* While a peer waits the holder's gate is CONTENDED, which launches pass on
+ * the fast path; a waiter's probe makes it PROBE (slow once), which a gate
+ * update keeps while the holder holds its leases, and only the holder's
+ * launch settles; a waiter's probe of a gate that is not CONTENDED does
+ * nothing, a boundary's probes an OPEN one too. */
+static void test_sim_probe(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    job_t jobs[2] = { { .iter_ns = 10 * MS }, { .iter_ns = 10 * MS } };
+    jobs[0].slot = dummy_slot();
+    sim_arrive(&jobs[0]);
+    sched_slot_t *h = sched_slot(T, jobs[0].slot);
+    assert_int_equal(h->gate, SCHED_GATE_OPEN);
+    sched_probe(h);                                   /* nobody waits: nothing to look at */
+    assert_int_equal(h->gate, SCHED_GATE_OPEN);
+    jobs[1].slot = dummy_slot();
+    sim_arrive(&jobs[1]);
+    assert_int_equal(h->gate, SCHED_GATE_CONTENDED);
+    assert_true(SCHED_GATE_FAST(h->gate));
+    assert_false(SCHED_GATE_FAST(sched_slot(T, jobs[1].slot)->gate));   /* CLOSED */
+    sched_probe(h);
+    assert_int_equal(h->gate, SCHED_GATE_PROBE);
+    assert_false(SCHED_GATE_FAST(h->gate));
+    assert_int_equal(shm_lock(T), 0);
+    assert_null(sched_check_locked(T));               /* PROBE is a contended holder's */
+    sched_gate_update_locked(T, jobs[0].slot);        /* still contended: the probe stands */
+    assert_int_equal(h->gate, SCHED_GATE_PROBE);
+    sched_dequeue_locked(T, 0, jobs[1].slot);         /* the waiter leaves */
+    sched_gate_update_locked(T, jobs[0].slot);
+    assert_int_equal(h->gate, SCHED_GATE_PROBE);      /* only the holder clears it */
+    sched_gate_settle_locked(T, jobs[0].slot);
+    shm_unlock(T);
+    assert_int_equal(h->gate, SCHED_GATE_OPEN);
+    sched_probe_boundary(h);                          /* a boundary probes an open gate too */
+    assert_int_equal(h->gate, SCHED_GATE_PROBE);
+    assert_false(SCHED_GATE_FAST(SCHED_GATE_UNREG));
+}
+
+/* Garbage in the device: stale lease, bad policy, stale waiter bits. */
+static void test_sim_repair(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    job_t j = { .iter_ns = 10 * MS };
+    j.slot = dummy_slot();
+    sim_arrive(&j);
+    sched_dev_t *dev = dev0();
+    dev->lease = sched_lease_of(77, 12345);
+    dev->policy = 99;
+    dev->waiters[0] = dev->waiters[1] = ~0ull;
+    assert_int_equal(sched_dev_policy(dev), SCHED_POLICY_FAIR);
+    assert_int_equal(sched_lease_holder(T, dev->lease), SCHED_NO_SLOT);
+    assert_int_equal(shm_lock(T), 0);
+    sched_repair_hook(T, NULL);
+    shm_unlock(T);
+    assert_int_equal(dev->policy, SCHED_POLICY_FAIR);
+    assert_int_equal(sched_lease_holder(T, dev->lease), j.slot);   /* the valid waiter */
+    assert_int_equal(dev->waiters[0] | dev->waiters[1], 0);
+    assert_int_equal(sched_slot(T, j.slot)->gate, SCHED_GATE_OPEN);
+
+    dev->magic = 0xdeadbeef;                          /* unrecognizable: set up afresh */
+    sim_device(SCHED_POLICY_SRTF, 10);
+    assert_int_equal(dev->policy, SCHED_POLICY_SRTF);
+    assert_int_equal(dev->lease, 0);
+}
+
+int main(void)
+{
+#define S(f) cmocka_unit_test_setup_teardown(f, sim_setup, sim_teardown)
+    const struct CMUnitTest tests[] = {
+        S(test_sim_fair_equal),
+        S(test_sim_fair_uneven_iterations),
+        S(test_sim_fair_weighted),
+        S(test_sim_priority),
+        S(test_sim_srtf),
+        S(test_sim_srtf_end_time),
+        S(test_sim_fifo),
+        S(test_sim_pack),
+        S(test_sim_dead_holder),
+        S(test_sim_repair),
+        S(test_sim_probe),
+        S(test_check_finds_violations),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
