@@ -3,6 +3,8 @@
 #                     parsing, histograms (one process)
 #   test_sched_table  fake-clock schedules over a real table, probes, the
 #                     invariant checker (one process, idle children as slots)
+#   test_sched_faults the same harness (test_sched_lease_lib.c) when the
+#                     table goes wrong: a stall in its lock, a spoiled slot
 #   test_sched_lease  the lease protocol between processes, through the sched
 #                     API with a fake driver (kernels emulated by spinning)
 #   test_sched_sim    salus-train jobs over simgpu with libsalus preloaded,
@@ -18,7 +20,11 @@ $(eval $(call salus_test,test_sched_table,$(SCHED_TEST_OBJS),))
 $(eval $(call salus_test,test_sched_latency,$(SCHED_TEST_OBJS),))
 # The multi-process tests share tests/test_sched_lib.c (table watchers).
 $(B)/obj/tests/test_sched_lib.o: | $(B)/.deps-test
-$(eval $(call salus_test,test_sched_lease,$(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o,))
+$(B)/obj/tests/test_sched_lease_lib.o: | $(B)/.deps-test
+SCHED_LEASE_OBJS := $(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o \
+                    $(B)/obj/tests/test_sched_lease_lib.o
+$(eval $(call salus_test,test_sched_lease,$(SCHED_LEASE_OBJS),))
+$(eval $(call salus_test,test_sched_faults,$(SCHED_LEASE_OBJS),))
 $(eval $(call salus_test,test_sched_sim,$(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o,))
 
 SCHED_FORKER := $(B)/tests/test_sched_forker
