@@ -13,6 +13,7 @@ simgpu's trace and of the jobs' result lines.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -152,7 +153,7 @@ def _spawn(job, policy, env, workdir, tag, procs, reserve=True):
         if job.iterations:
             jenv["SALUS_ITERATIONS"] = str(job.iterations)
         if job.peak and reserve:
-            jenv["SALUS_MEM_RESERVE"] = str(job.peak)
+            jenv["SALUS_MEM_RESERVE"] = size_arg(job.peak)
     jenv.update(job.env)
     out = os.path.join(workdir, f"{tag}.{job.name}.out")
     err = os.path.join(workdir, f"{tag}.{job.name}.err")
@@ -163,6 +164,18 @@ def _spawn(job, policy, env, workdir, tag, procs, reserve=True):
     r = Result(job=job, arrival_ns=arrival)
     procs[p.pid] = (p, r, out, err)
     return r
+
+
+def size_arg(nbytes):
+    """A byte count as libsalus's size grammar takes it: exact bytes
+    ("<n>B") from 1 MiB up, whole KiB (rounded up) below."""
+    n = int(nbytes)
+    return f"{n}B" if n >= config.MiB else f"{(n + 1023) // 1024}K"
+
+
+# libsalus refuses a malformed variable, says so once and goes on without
+# it: a run that did is not the experiment it claims to be.
+_REFUSED = re.compile(r"salus\[\d+\]: error: (SALUS_\w+)=.* is not accepted")
 
 
 def _reap(procs, block=False):
@@ -176,10 +189,16 @@ def _reap(procs, block=False):
         r.line = _last_json(out)
         try:
             with open(err) as f:
+                head = f.read(4096)
+                f.seek(0)
                 r.stderr = f.read()[-2000:]
         except OSError:
-            pass
+            head = ""
         del procs[pid]
+        m = _REFUSED.search(head)
+        if m:
+            raise RuntimeError(f"bench: job {r.job.name} was given a {m.group(1)} libsalus "
+                               f"refuses: {m.group(0)[:200]}")
 
 
 def _last_json(path):
