@@ -1,6 +1,7 @@
 # Tests of the interception layer (src/intercept):
 #   test_procmap        the driver map against cudaTypedefs.h and the stub libcuda
-#   test_intercept      the hook table, the wrappers and the resolver against fakes
+#   test_intercept      the hook table and the wrappers against fakes
+#   test_intercept_resolver  cuGetProcAddress against a fake driver, and its guard
 #   test_intercept_load the loader, the dlsym override (RTLD_NEXT), the report,
 #                       fork(), processes with libsalus preloaded over a fake driver
 #   test_intercept_sim  every path into the driver over simgpu, and libcudart
@@ -19,12 +20,14 @@ CUDA_STUBS := -L$(CUDA_HOME)/lib64/stubs -lcuda
 $(B)/obj/tests/test_procmap.o $(B)/obj/tests/test_intercept_sim.o: \
     MOD_CFLAGS := -DCUDA_HOME_DIR='"$(CUDA_HOME)"' -DSIMGPU_LIB='"$(abspath $(SIM_LIB))"'
 $(B)/obj/tests/test_procmap.o $(B)/obj/tests/test_intercept.o \
-    $(B)/obj/tests/test_intercept_load.o $(B)/obj/tests/test_intercept_sim.o: $(HOOK_LIST_H)
+    $(B)/obj/tests/test_intercept_load.o $(B)/obj/tests/test_intercept_sim.o \
+    $(B)/obj/tests/test_intercept_resolver.o: $(HOOK_LIST_H)
 
 $(eval $(call salus_test,test_procmap,$(B)/obj/src/intercept/procmap.o,))
 $(B)/tests/test_procmap: | $(SIM_LIB)
 $(eval $(call salus_test,test_intercept,$(INTERCEPT_OBJS),))
 $(eval $(call salus_test,test_intercept_load,$(INTERCEPT_OBJS),))
+$(eval $(call salus_test,test_intercept_resolver,$(INTERCEPT_OBJS),))
 $(eval $(call salus_test,test_intercept_sim,,))
 
 # ---- what test_intercept and test_intercept_load run ----------------------------------------------

@@ -1,14 +1,12 @@
 /*
- * test_intercept.c - the hook table, the wrappers and the resolver, against
- * fake drivers.
+ * test_intercept.c - the hook table and the wrappers, against fake drivers.
  *
  * The test binary links the intercept objects themselves, so its wrappers,
  * resolver and dlsym are libsalus's, and the real-function table can be
  * swapped for fakes (the seam).  Divided into: the hook table and the
  * exported symbols of libsalus.so; the wrappers against fakes (every one
- * reaches exactly its own slot; the counts of each category; threads); the
- * resolver against a fake cuGetProcAddress (variants, flags, self-lookup,
- * the driver's own answers, version skew).  The loader, the dlsym override,
+ * reaches exactly its own slot; the counts of each category; threads).  The
+ * resolver is test_intercept_resolver.c's; the loader, the dlsym override,
  * the report and child processes are in test_intercept_load.c.
  *
  * Like the wrappers it tests, it includes cuda.h with
@@ -229,7 +227,7 @@ static void test_every_wrapper_reaches_its_own_slot(void **state)
     (void)state;
     for (int i = 0; i < HOOK_COUNT; i++) {
         if (hook_categories[i] == HOOK_CAT_RESOLVE)
-            continue;   /* the resolver has its own tests */
+            continue;   /* the resolver has its own (test_intercept_resolver.c) */
         memset(fake_called, 0, sizeof fake_called);
         hook_counts_t before = counts();
         CUresult rc = calls[i]();
@@ -568,177 +566,6 @@ static void test_sync_folds_active_threads(void **state)
     pthread_barrier_destroy(&fold_done);
 }
 
-/* ---- the resolver ------------------------------------------------------------
- * A fake cuGetProcAddress that answers a distinct address per symbol (and,
- * when asked to, another at the header's version), and records its calls. */
-static char answers[4];   /* addresses the fake driver hands out */
-static struct {
-    int calls, versions[4];
-    const char *symbol;
-    cuuint64_t flags;
-    CUdriverProcAddressQueryResult *status;
-    CUresult rc;          /* what the fake returns */
-    int differs_at_header;
-} gpa;
-
-static CUresult CUDAAPI fake_gpa5(const char *symbol, void **pfn, int version, cuuint64_t flags,
-                                  CUdriverProcAddressQueryResult *status)
-{
-    if (gpa.calls < 4)
-        gpa.versions[gpa.calls] = version;
-    if (gpa.calls++ == 0) {      /* the caller's question, not a second one */
-        gpa.symbol = symbol;
-        gpa.flags = flags;
-        gpa.status = status;
-    }
-    if (gpa.rc != CUDA_SUCCESS || !symbol || !pfn)
-        return gpa.rc != CUDA_SUCCESS ? gpa.rc : CUDA_ERROR_INVALID_VALUE;
-    int known = strncmp(symbol, "cuNoSuch", 8) != 0;
-    *pfn = !known ? NULL
-         : gpa.differs_at_header && version == CU_PROCMAP_HEADER_VERSION ? (void *)&answers[1]
-         : (void *)&answers[0];
-    if (status)
-        *status = known ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fake_gpa4(const char *symbol, void **pfn, int version, cuuint64_t flags)
-{
-    return fake_gpa5(symbol, pfn, version, flags, NULL);
-}
-
-static int setup_resolver(void **state)
-{
-    (void)state;
-    memset(&gpa, 0, sizeof gpa);
-    hook_real_t t = fakes;
-    t.fn.f_cuGetProcAddress_v2 = fake_gpa5;
-    t.fn.f_cuGetProcAddress = fake_gpa4;
-    hook_real_install(&t);
-    return 0;
-}
-
-/* Resolve with the 5-argument form; the answer, or "untouched". */
-static void *resolve(const char *symbol, int version, cuuint64_t flags)
-{
-    void *fn = (void *)&answers[3];
-    CUdriverProcAddressQueryResult status = 77;
-    gpa.calls = 0;
-    CUresult rc = cuGetProcAddress_v2(symbol, &fn, version, flags, &status);
-    assert_int_equal(rc, CUDA_SUCCESS);
-    assert_ptr_equal(gpa.status, &status);      /* the driver got our caller's status */
-    return fn;
-}
-
-#define WRAPPER(export) hook_wrappers[HOOK_##export]
-#define DRIVER ((void *)&answers[0])
-
-static void test_resolver_variants(void **state)
-{
-    (void)state;
-    hook_counts_t before = counts();
-    assert_ptr_equal(resolve("cuLaunchKernel", 12000, 0), WRAPPER(cuLaunchKernel));
-    assert_string_equal(gpa.symbol, "cuLaunchKernel");
-    assert_int_equal(gpa.versions[0], 12000);
-    assert_int_equal(gpa.flags, 0);
-    assert_ptr_equal(resolve("cuLaunchKernel", 12000, 1), WRAPPER(cuLaunchKernel));
-    assert_ptr_equal(resolve("cuLaunchKernel", 12000, 2), WRAPPER(cuLaunchKernel_ptsz));
-    assert_int_equal(gpa.flags, 2);
-    assert_ptr_equal(resolve("cuLaunchKernel", 4000, 2), WRAPPER(cuLaunchKernel));
-    assert_ptr_equal(resolve("cuMemcpyDtoH", 12000, 2), WRAPPER(cuMemcpyDtoH_v2_ptds));
-    assert_ptr_equal(resolve("cuMemcpyDtoH", 12000, 0), WRAPPER(cuMemcpyDtoH_v2));
-    assert_ptr_equal(resolve("cuMemAlloc", 3020, 0), WRAPPER(cuMemAlloc_v2));
-    assert_ptr_equal(resolve("cuMemAlloc", 3020, 2), WRAPPER(cuMemAlloc_v2));
-    assert_ptr_equal(resolve("cuMemAlloc", 2000, 0), DRIVER);    /* cuMemAlloc: not wrapped */
-    assert_ptr_equal(resolve("cuCtxSynchronize", 12000, 0), WRAPPER(cuCtxSynchronize));
-#if CU_PROCMAP_HEADER_VERSION >= 13000
-    assert_ptr_equal(resolve("cuCtxSynchronize", 13000, 0), WRAPPER(cuCtxSynchronize_v2));
-#endif
-    assert_ptr_equal(resolve("cuModuleLoad", 12000, 0), DRIVER);
-    assert_ptr_equal(resolve("cuGetExportTable", 12000, 0), DRIVER);
-    assert_ptr_equal(resolve("cuMemAlloc", 12000, 3), DRIVER);   /* unknown flags */
-    hook_counts_t after = counts();
-    assert_int_equal(after.resolver_wrapped - before.resolver_wrapped,
-                     CU_PROCMAP_HEADER_VERSION >= 13000 ? 10 : 9);
-    assert_int_equal(after.resolver_passed - before.resolver_passed, 4);
-    assert_int_equal(after.calls[HOOK_cuGetProcAddress_v2] - before.calls[HOOK_cuGetProcAddress_v2],
-                     CU_PROCMAP_HEADER_VERSION >= 13000 ? 14 : 13);
-}
-
-/* cudart asks for the resolver itself: 4 arguments at 11030, 5 at 12000. */
-static void test_resolver_self_lookup(void **state)
-{
-    (void)state;
-    assert_ptr_equal(resolve("cuGetProcAddress", 12000, 0), WRAPPER(cuGetProcAddress_v2));
-    assert_ptr_equal(resolve("cuGetProcAddress", 11030, 0), WRAPPER(cuGetProcAddress));
-    assert_ptr_equal(WRAPPER(cuGetProcAddress_v2), (void *)cuGetProcAddress_v2);
-    void *fn = NULL;
-    gpa.calls = 0;
-    assert_int_equal(cuGetProcAddress("cuGetProcAddress", &fn, 11030, 0), CUDA_SUCCESS);
-    assert_ptr_equal(fn, (void *)cuGetProcAddress);
-    assert_int_equal(gpa.calls, 1);
-    assert_null(gpa.status);                    /* through the 4-argument real one */
-    assert_int_equal(cuGetProcAddress("cuLaunchKernel", &fn, 12000, 2), CUDA_SUCCESS);
-    assert_ptr_equal(fn, WRAPPER(cuLaunchKernel_ptsz));
-}
-
-/* The driver's answer stands when it has no function or fails. */
-static void test_resolver_driver_answers(void **state)
-{
-    (void)state;
-    hook_counts_t before = counts();
-    void *fn = (void *)&answers[3];
-    CUdriverProcAddressQueryResult status = 77;
-    assert_int_equal(cuGetProcAddress_v2("cuNoSuchFunction", &fn, 12000, 0, &status), CUDA_SUCCESS);
-    assert_null(fn);
-    assert_int_equal(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-
-    gpa.rc = CUDA_ERROR_INVALID_VALUE;
-    fn = (void *)&answers[3];
-    status = 77;
-    assert_int_equal(cuGetProcAddress_v2("cuLaunchKernel", &fn, 99000, 0, &status),
-                     CUDA_ERROR_INVALID_VALUE);
-    assert_ptr_equal(fn, &answers[3]);          /* untouched */
-    assert_int_equal(status, 77);
-    gpa.rc = CUDA_SUCCESS;
-
-    /* NULL arguments go to the driver, which judges them. */
-    assert_int_equal(cuGetProcAddress_v2(NULL, &fn, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(cuGetProcAddress_v2("cuInit", NULL, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(cuGetProcAddress(NULL, NULL, 12000, 0), CUDA_ERROR_INVALID_VALUE);
-    /* The status is optional. */
-    fn = NULL;
-    assert_int_equal(cuGetProcAddress_v2("cuInit", &fn, 12000, 0, NULL), CUDA_SUCCESS);
-    assert_ptr_equal(fn, WRAPPER(cuInit));
-    hook_counts_t after = counts();
-    assert_int_equal(after.resolver_passed - before.resolver_passed, 5);
-    assert_int_equal(after.resolver_wrapped - before.resolver_wrapped, 1);
-}
-
-/* Above the header's version the driver may know a newer variant: wrap only
- * if it gives the same function at the header's version. */
-static void test_resolver_version_skew(void **state)
-{
-    (void)state;
-    int newer = CU_PROCMAP_HEADER_VERSION + 1000;
-    assert_ptr_equal(resolve("cuLaunchKernel", newer, 2), WRAPPER(cuLaunchKernel_ptsz));
-    assert_int_equal(gpa.calls, 2);
-    assert_int_equal(gpa.versions[0], newer);
-    assert_int_equal(gpa.versions[1], CU_PROCMAP_HEADER_VERSION);
-    gpa.differs_at_header = 1;
-    assert_ptr_equal(resolve("cuLaunchKernel", newer, 2), DRIVER);
-    assert_ptr_equal(resolve("cuMemAlloc", newer, 0), DRIVER);
-    /* At or below the header's version there is no second question. */
-    assert_ptr_equal(resolve("cuMemAlloc", CU_PROCMAP_HEADER_VERSION, 0), WRAPPER(cuMemAlloc_v2));
-    assert_int_equal(gpa.calls, 1);
-}
-
-#define RESOLVER_TESTS                                                        \
-    cmocka_unit_test_setup(test_resolver_variants, setup_resolver),           \
-    cmocka_unit_test_setup(test_resolver_self_lookup, setup_resolver),        \
-    cmocka_unit_test_setup(test_resolver_driver_answers, setup_resolver),     \
-    cmocka_unit_test_setup(test_resolver_version_skew, setup_resolver),
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -753,7 +580,6 @@ int main(void)
         cmocka_unit_test_setup(test_capture_counts, setup_fakes),
         cmocka_unit_test_setup(test_thread_counts, setup_fakes),
         cmocka_unit_test_setup(test_sync_folds_active_threads, setup_fakes),
-        RESOLVER_TESTS
     };
     return cmocka_run_group_tests_name("intercept", tests, NULL, NULL);
 }

@@ -9,12 +9,19 @@
  *   2. name the export it chose with the driver map (procmap.c): the newest
  *      variant at or below version, per-thread only when flags ask for it;
  *   3. if that export is wrapped, answer our wrapper of exactly that export -
- *      provided our map can know it: version <= the header's version, or the
- *      driver gives the same function at the header's version (else a newer
- *      driver may have a variant we do not know: pass it through).
+ *      provided the driver's answer is the very function that wrapper calls
+ *      (the export's address in the driver, real.c's slot).  When it is
+ *      not, the map named the wrong export for this driver: a newer ABI
+ *      version than this toolkit's map knows, a per-thread (_ptsz/_ptds)
+ *      variant the map did not expect, or a driver whose exports are not
+ *      what its resolver hands out.  Our wrapper would then take arguments
+ *      of one ABI and forward them to a function of another, so the
+ *      driver's answer is handed through (said once per export at debug
+ *      level; bench/gpu/check.sh's procaddr step reads those lines).
  * The self-lookup ("cuGetProcAddress" at 11030 or 12000) falls out of the
  * rule: both forms are in the list.  Unlike resolvers that ignore version and
- * flags and return the newest variant, a program gets the ABI it asked for.
+ * flags and return the newest variant, a program gets the ABI it asked for,
+ * and never a wrapper of another ABI than the driver's answer.
  *
  * Also the table of every wrapper's address (hook_wrappers).
  *
@@ -32,18 +39,17 @@
 #define WRAPPER_(cat, export, ...) (void *)export,
 void *const hook_wrappers[HOOK_COUNT] = { HOOK_LIST(WRAPPER_) };
 
-/* Does the driver give fn for symbol at the header's version too? */
-static int same_at_header(const char *symbol, void *fn, cuuint64_t flags, int five)
+/* Step 3's guard: is the driver's answer fn the function wrapper id calls?
+ * The slot is read after the real cuGetProcAddress, which loaded the driver
+ * (a slot still holding its lazy stub is an export the driver lacks: not
+ * equal, passed). */
+static int answer_is_ours(int id, void *fn)
 {
-    void *at_header = NULL;
-    CUresult rc = five
-        ? HOOK_REAL(cuGetProcAddress_v2)(symbol, &at_header, CU_PROCMAP_HEADER_VERSION, flags, NULL)
-        : HOOK_REAL(cuGetProcAddress)(symbol, &at_header, CU_PROCMAP_HEADER_VERSION, flags);
-    return rc == CUDA_SUCCESS && at_header == fn;
+    return fn == __atomic_load_n(&hook_real.slot[id], __ATOMIC_ACQUIRE);
 }
 
 /* Steps 2 and 3: the id of the wrapper to answer, or -1 with *why set. */
-static int resolve_choose(const char *symbol, void *fn, int version, cuuint64_t flags, int five,
+static int resolve_choose(const char *symbol, void *fn, int version, cuuint64_t flags,
                           const char **export_name, const char **why)
 {
     if (hook_procmap_lookup(symbol, version, flags, export_name) != 0) {
@@ -55,8 +61,14 @@ static int resolve_choose(const char *symbol, void *fn, int version, cuuint64_t 
         *why = "passed (not wrapped)";
         return -1;
     }
-    if (version > CU_PROCMAP_HEADER_VERSION && !same_at_header(symbol, fn, flags, five)) {
-        *why = "passed (the driver has a variant newer than this toolkit's map)";
+    if (!answer_is_ours(id, fn)) {
+        static int said[HOOK_COUNT];
+        util_log_once(&said[id], UTIL_LOG_DEBUG,
+                      "resolve %s@%d flags=%llu: the driver's answer %p is not its export %s "
+                      "(%p), which our wrapper calls: passed through, not intercepted",
+                      symbol, version, (unsigned long long)flags, fn, *export_name,
+                      __atomic_load_n(&hook_real.slot[id], __ATOMIC_RELAXED));
+        *why = "passed (the driver's answer is not the export our wrapper calls)";
         return -1;
     }
     *why = "wrapped";
@@ -74,7 +86,7 @@ static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t 
     if (rc != CUDA_SUCCESS)
         why = "passed (driver: error)";
     else if (symbol && pfn && *pfn)
-        id = resolve_choose(symbol, *pfn, version, flags, five, &export_name, &why);
+        id = resolve_choose(symbol, *pfn, version, flags, &export_name, &why);
     if (id >= 0) {
         *pfn = hook_wrappers[id];
         hook_add(&b->c.resolver_wrapped, 1);
