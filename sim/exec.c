@@ -34,11 +34,50 @@ uint64_t sim_now(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* How long before the work ends a waiter stops sleeping and spins.  The
+ * driver's default (CU_CTX_SCHED_AUTO with fewer contexts than CPUs) spins
+ * while it waits, so a synchronize returns within a microsecond or two of
+ * the work's end; a sleep alone returns tens of microseconds late (timer
+ * slack, wake-up latency), which would make every host reaction to the
+ * GPU look slower than on the hardware.  Sleeping until just before the
+ * end keeps the CPU free for the rest of the wait.  SIMGPU_SYNC_SPIN_US, 0
+ * to only sleep (as CU_CTX_SCHED_BLOCKING_SYNC does). */
+static uint64_t spin_window_ns(void)
+{
+    static uint64_t ns = UINT64_MAX;
+    uint64_t v = __atomic_load_n(&ns, __ATOMIC_RELAXED);
+    if (v == UINT64_MAX) {
+        const char *e = getenv("SIMGPU_SYNC_SPIN_US");
+        char *end = NULL;
+        unsigned long long us = e && *e ? strtoull(e, &end, 10) : SIM_DEFAULT_SYNC_SPIN_US;
+        if (e && *e && (*end || us > 100000))
+            us = SIM_DEFAULT_SYNC_SPIN_US;
+        v = (uint64_t)us * 1000;
+        __atomic_store_n(&ns, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 void sim_sleep_until(uint64_t t)
 {
-    struct timespec ts = { (time_t)(t / 1000000000ull), (long)(t % 1000000000ull) };
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
+    uint64_t spin = spin_window_ns();
+    uint64_t wake = t > spin ? t - spin : 0;
+    if (wake > sim_now()) {
+        struct timespec ts = { (time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull) };
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+    }
+    while (sim_now() < t)
+        spin_pause();
 }
 
 uint64_t sim_transfer_ns(size_t bytes, uint64_t bw)

@@ -44,6 +44,7 @@
 #define SIM_DEFAULT_MEMORY   (16ull << 30)
 #define SIM_DEFAULT_KERNEL_NS 10000ull
 #define SIM_DEFAULT_SWITCH_US 100ull
+#define SIM_DEFAULT_SYNC_SPIN_US 200ull   /* a synchronize spins this long before the end */
 /* Copy bandwidths in bytes per ns (= GB/s). */
 #define SIM_BW_HOST          25ull     /* host <-> device, PCIe 5 x16 */
 #define SIM_BW_DEVICE        1500ull   /* device <-> device (HBM3) */

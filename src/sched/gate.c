@@ -40,8 +40,12 @@ static void mark_rest(sched_slot_t *me)
 /* The first launch since a boundary (every boundary PROBEs the gate, so it
  * comes here): the host time since the boundary is a sample of the
  * process's host phase, which fair fills with a waiter's work.  The slot
- * shows the least of the last SCHED_GAP_SAMPLES, once it has that many.
- * Under p->mu (samples are the process's). */
+ * shows the least of the last SCHED_GAP_SAMPLES (of those there are, from
+ * the first: waiting for a full window left a newcomer's host phases
+ * unfilled for its first iterations, about 1% of a minute-long pair of
+ * jobs; an early sample too long only hands over at a boundary more, which
+ * costs a handoff, never a stall).  Under p->mu (samples are the
+ * process's). */
 static void note_host_gap(sched_proc_t *p)
 {
     sched_slot_t *me = p->me;
@@ -53,10 +57,10 @@ static void note_host_gap(sched_proc_t *p)
     pthread_mutex_lock(&p->mu);
     p->gaps[p->gap_n++ % SCHED_GAP_SAMPLES] = now - b;
     uint64_t least = UINT64_MAX;
-    for (int i = 0; i < SCHED_GAP_SAMPLES; i++)
+    int have = p->gap_n < SCHED_GAP_SAMPLES ? (int)p->gap_n : SCHED_GAP_SAMPLES;
+    for (int i = 0; i < have; i++)
         least = p->gaps[i] < least ? p->gaps[i] : least;
-    if (p->gap_n >= SCHED_GAP_SAMPLES)
-        __atomic_store_n(&me->host_gap_ns, least, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->host_gap_ns, least, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&p->mu);
 }
 
