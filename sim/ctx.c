@@ -9,6 +9,10 @@
  * handles, validated at each use, so a context destroyed by another thread
  * is refused (CUDA_ERROR_INVALID_CONTEXT) rather than dereferenced.
  *
+ * A context takes device memory (SIMGPU_CTX_MEMORY, charged to its device
+ * in the shared state) while it lives: a created one until destroyed, a
+ * primary one while active; the process's death gives it back with the rest.
+ *
  * A primary context is one object per device and process, with a stable
  * handle: retain makes it active (refcount > 0), the last release or a reset
  * frees its resources and makes it inactive; an inactive primary context is
@@ -93,19 +97,30 @@ static CUresult check_flags(unsigned flags)
     return CUDA_SUCCESS;
 }
 
-/* Make the context's own resources: its id and legacy stream. */
+/* Make the context's own resources: the device memory it takes
+ * (SIMGPU_CTX_MEMORY; a device too full to hold it refuses the context, as
+ * the driver does) and its legacy stream. */
 static CUresult ctx_start(sim_ctx_t *c)
 {
+    CUresult rc = sim_charge(c->device, sim_p.ctx_memory);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    c->charged = sim_p.ctx_memory;
     c->legacy = sim_stream_new(c, SIM_S_LEGACY, 0, 0);
-    if (!c->legacy)
+    if (!c->legacy) {
+        sim_uncharge(c->device, c->charged);
+        c->charged = 0;
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     c->btail = c->tail = 0;
     memcpy(c->limit, default_limit, sizeof c->limit);
     return CUDA_SUCCESS;
 }
 
-static sim_ctx_t *ctx_new(int dev, unsigned flags, int primary)
+/* A new context, or NULL with *rc saying why. */
+static sim_ctx_t *ctx_new(int dev, unsigned flags, int primary, CUresult *rc)
 {
+    *rc = CUDA_ERROR_OUT_OF_MEMORY;
     sim_ctx_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -116,8 +131,9 @@ static sim_ctx_t *ctx_new(int dev, unsigned flags, int primary)
     c->device = dev;
     c->flags = flags;
     c->primary = primary;
-    if (!primary && ctx_start(c) != CUDA_SUCCESS)
+    if (!primary && (*rc = ctx_start(c)) != CUDA_SUCCESS)
         goto out_handle;
+    *rc = CUDA_SUCCESS;
     return c;
 out_handle:
     sim_obj_free(c->handle);
@@ -135,6 +151,8 @@ static void ctx_teardown(sim_ctx_t *c)
     sim_mem_release_ctx(c);
     sim_arrays_destroy_ctx(c);
     c->legacy = NULL;
+    sim_uncharge(c->device, c->charged);
+    c->charged = 0;
 }
 
 static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
@@ -152,8 +170,8 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
     sim_ctx_t *c = NULL;
     if (tls.depth == SIM_CTX_STACK) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
-    } else if (!(c = ctx_new(dev, flags, 0))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (!(c = ctx_new(dev, flags, 0, &rc))) {
+        /* rc says why */
     } else {
         tls.stack[tls.depth++] = (CUcontext)(uintptr_t)c->handle;
         *pctx = (CUcontext)(uintptr_t)c->handle;
@@ -467,10 +485,8 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     CUresult rc = CUDA_SUCCESS;
     SIM_LOCK();
     sim_ctx_t *c = sim_p.primary[dev];
-    if (!c && !(c = sim_p.primary[dev] = ctx_new(dev, 0, 1))) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!c && !(c = sim_p.primary[dev] = ctx_new(dev, 0, 1, &rc)))
         goto out_unlock;
-    }
     if (!c->active) {
         rc = ctx_start(c);
         if (rc != CUDA_SUCCESS)
@@ -540,9 +556,9 @@ static CUresult primary_set_flags(CUdevice dev, unsigned flags)
         return rc;
     SIM_LOCK();
     sim_ctx_t *c = sim_p.primary[dev];
-    if (!c && !(c = sim_p.primary[dev] = ctx_new(dev, 0, 1)))
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    else
+    if (!c)
+        c = sim_p.primary[dev] = ctx_new(dev, 0, 1, &rc);   /* NULL: rc says why */
+    if (c)
         c->flags = flags;
     SIM_UNLOCK();
     return rc;

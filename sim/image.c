@@ -333,6 +333,7 @@ CUresult sim_cubin_load(const unsigned char *img, size_t len, sim_module_t *m)
     if (!copy)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(copy, img, extent);
+    m->image_bytes = extent;
     CUresult rc = CUDA_ERROR_INVALID_IMAGE;
     size_t *symidx = NULL, shstrndx;
     elf_version(EV_CURRENT);
@@ -575,6 +576,7 @@ CUresult sim_ptx_load(const char *text, sim_module_t *m)
     char *t = strdup(text);
     if (!t)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    m->image_bytes = strlen(text) + 1;  /* the code it stands for, as near as known */
     strip_comments(t);
     CUresult rc = CUDA_SUCCESS;
     if (!strstr(t, ".version") && !strstr(t, ".target")) {

@@ -5,9 +5,13 @@
  * Divided into: loading and unloading; lookups (functions, variables);
  * function attributes; libraries and kernels.
  *
- * A module's variables (__device__ / __constant__) get host-backed memory
- * in the module's context when it is loaded, with their initial bytes from
- * the cubin (PTX variables start as zeros), and go with the module.
+ * A module loaded into a context charges its device the size of its image
+ * (the device code chosen: the cubin, or the PTX text), until it is
+ * unloaded or its context goes; a library, tied to no context, is not
+ * charged.  A module's variables (__device__ / __constant__) get
+ * host-backed memory in the module's context when it is loaded, with their
+ * initial bytes from the cubin (PTX variables start as zeros), and go with
+ * the module.
  *
  * A library is a module not tied to a context; a CUkernel is the handle of
  * the library's function, so it may be launched as a CUfunction, as the
@@ -39,6 +43,8 @@ void sim_module_free(sim_module_t *m)
         free(m->globals[i].init);
     }
     free(m->globals);
+    if (m->charged && m->ctx)
+        sim_uncharge(m->ctx->device, m->charged);
     if (m->handle)
         sim_obj_free(m->handle);
     free(m);
@@ -60,6 +66,12 @@ static CUresult module_load(const void *image, size_t len, int library, uint64_t
     SIM_LOCK();
     if (!library && (rc = sim_ctx_require(&m->ctx)) != CUDA_SUCCESS)
         goto out_unlock;
+    if (m->ctx) {                       /* its code takes device memory */
+        uint64_t bytes = sim_round_up(m->image_bytes, SIM_GRANULE);
+        if ((rc = sim_charge(m->ctx->device, bytes)) != CUDA_SUCCESS)
+            goto out_unlock;
+        m->charged = bytes;
+    }
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (!(m->handle = sim_obj_new(SIM_K_MODULE, m)))
         goto out_unlock;

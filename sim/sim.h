@@ -42,6 +42,9 @@
 #define SIM_GRANULE          512u
 #define SIM_VMM_GRANULE      (2ull << 20)
 #define SIM_DEFAULT_MEMORY   (16ull << 30)
+/* Device memory a context takes (SIMGPU_CTX_MEMORY): a real one takes a few
+ * hundred MiB (its local memory, printf FIFO, malloc heap, code). */
+#define SIM_DEFAULT_CTX_MEMORY (512ull << 20)
 #define SIM_DEFAULT_KERNEL_NS 10000ull
 #define SIM_DEFAULT_SWITCH_US 100ull
 #define SIM_DEFAULT_SYNC_SPIN_US 200ull   /* a synchronize spins this long before the end */
@@ -171,6 +174,7 @@ struct sim_ctx {
     int host_pending;                   /* host callbacks not yet run */
     size_t limit[16];
     int cache_config, shmem_config;
+    uint64_t charged;                   /* device memory the context itself takes */
 };
 
 enum { SIM_S_USER = 0, SIM_S_LEGACY, SIM_S_PER_THREAD };
@@ -239,6 +243,8 @@ struct sim_module {
     sim_func_t **funcs;
     int nglobals;
     sim_global_t *globals;
+    uint64_t image_bytes;               /* the device code loaded (image.c) */
+    uint64_t charged;                   /* charged to ctx's device while loaded */
 };
 
 /* ---- the range registry (object.c) -------------------------------------
@@ -290,6 +296,7 @@ typedef struct sim_process {
     int visible[SIM_MAX_DEVICES];       /* ordinal -> device (the CUdevice) */
     uint64_t capacity;
     uint64_t kernel_ns;                 /* SIMGPU_KERNEL_NS */
+    uint64_t ctx_memory;                /* SIMGPU_CTX_MEMORY: per context */
     int trace_fd;                       /* SIMGPU_TRACE, -1 if off */
     uint64_t next_stream_id;
     sim_ctx_t *primary[SIM_MAX_DEVICES];

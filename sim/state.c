@@ -79,8 +79,9 @@ int sim_log_enabled(void)
     return cached;
 }
 
-/* "16G", "512M", "1024": K/M/G/T are powers of 1024; "B"/"iB" may follow. */
-static int parse_size(const char *s, uint64_t *out)
+/* "16G", "512M", "1024": K/M/G/T are powers of 1024; "B"/"iB" may follow;
+ * 0 only where zero_ok. */
+static int parse_size_z(const char *s, int zero_ok, uint64_t *out)
 {
     char *end;
     errno = 0;
@@ -98,10 +99,28 @@ static int parse_size(const char *s, uint64_t *out)
         end++;
     if (*end == 'B' || *end == 'b')
         end++;
-    if (*end || v == 0 || (shift && v > (UINT64_MAX >> shift)))
+    if (*end || (v == 0 && !zero_ok) || (shift && v > (UINT64_MAX >> shift)))
         return -1;
     *out = (uint64_t)v << shift;
     return 0;
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    return parse_size_z(s, 0, out);
+}
+
+/* SIMGPU_CTX_MEMORY: what each context of this process takes (a process's
+ * own setting, so that a test can make one process's contexts free). */
+static uint64_t read_ctx_memory(void)
+{
+    uint64_t v = SIM_DEFAULT_CTX_MEMORY;
+    const char *s = getenv("SIMGPU_CTX_MEMORY");
+    if (s && *s && parse_size_z(s, 1, &v) != 0) {
+        sim_note("SIMGPU_CTX_MEMORY=%s is not a size (like 512M): using 512M", s);
+        v = SIM_DEFAULT_CTX_MEMORY;
+    }
+    return sim_round_up(sim_min(v, 1ull << 50), SIM_GRANULE);   /* more never fits */
 }
 
 static uint64_t env_u64(const char *name, uint64_t def, uint64_t max, int *set)
@@ -518,6 +537,7 @@ CUresult sim_init(unsigned flags)
     sim_read_visible();
     sim_p.kernel_ns = env_u64("SIMGPU_KERNEL_NS", SIM_DEFAULT_KERNEL_NS,
                               3600ull * 1000000000ull, NULL);
+    sim_p.ctx_memory = read_ctx_memory();
     open_trace();
     sim_p.pid = (int)getpid();
     rc = claim_slot();

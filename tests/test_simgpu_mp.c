@@ -39,6 +39,8 @@ uint64_t simt_free(void);
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
 #define MS 1000000ull
+/* What each context takes by default (SIMGPU_CTX_MEMORY). */
+#define CTX_MEM (512 * MiB)
 
 /* ---- children ------------------------------------------------------------------------------ */
 
@@ -232,6 +234,49 @@ static int child_stub(void)
     return 0;
 }
 
+/* ctxmem: the device's free memory after each step of a context's and a
+ * module's life (SIMGPU_CTX_MEMORY as the parent set it). */
+static const char ctxmem_ptx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry salus_noop()\n{\n\tret;\n}\n";
+
+static long long free_now(void)
+{
+    size_t free, total;
+    return cuMemGetInfo(&free, &total) == CUDA_SUCCESS ? (long long)free : -1;
+}
+
+/* cuCtxCreate_v2, whatever cuda.h maps cuCtxCreate to. */
+static CUresult ctx_create(CUcontext *c)
+{
+    PFN_cuCtxCreate_v3020 fn = NULL;
+    if (cuGetProcAddress_v2("cuCtxCreate", (void **)&fn, 3020, 0, NULL) || !fn)
+        return CUDA_ERROR_UNKNOWN;
+    return fn(c, 0, 0);
+}
+
+static int child_ctxmem(void)
+{
+    CUcontext c1, c2;
+    CUmodule m;
+    CUresult rc = cuInit(0);
+    if (!rc)
+        rc = ctx_create(&c1);
+    say("create", rc);
+    if (rc)
+        return 0;
+    say("free1", free_now());
+    say("create2", ctx_create(&c2));
+    say("free2", free_now());
+    say("load", cuModuleLoadData(&m, ctxmem_ptx));
+    say("free3", free_now());
+    say("unload", cuModuleUnload(m));
+    say("free4", free_now());
+    say("destroy", cuCtxDestroy(c2));
+    say("free5", free_now());
+    return 0;
+}
+
 static int child_main(int argc, char **argv)
 {
     if (argc < 1)
@@ -245,6 +290,7 @@ static int child_main(int argc, char **argv)
     if (!strcmp(argv[0], "preinit")) return child_preinit();
     if (!strcmp(argv[0], "symbolic")) return child_symbolic();
     if (!strcmp(argv[0], "stub")) return child_stub();
+    if (!strcmp(argv[0], "ctxmem")) return child_ctxmem();
     return 100;
 }
 
@@ -301,7 +347,7 @@ static void test_capacity_shared_and_reclaim(void **state)
     uint64_t f0 = simt_free();
     spawn(&a, &env, "alloc", "10737418240", NULL, NULL);         /* 10 GiB */
     assert_int_equal(reported(&a, "allocated", 10000), CUDA_SUCCESS);
-    assert_int_equal(f0 - simt_free(), 10 * GiB);               /* the parent sees it */
+    assert_int_equal(f0 - simt_free(), 10 * GiB + CTX_MEM);     /* the parent sees it */
     CUdeviceptr p;
     CKE(cuMemAlloc(&p, 8 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
     spawn(&b, &env, "alloc", "7516192768", NULL, NULL);         /* 7 GiB: no room either */
@@ -329,8 +375,50 @@ static void test_reclaim_every_kind(void **state)
     uint64_t f0 = simt_free();
     spawn(&a, &env, "hold-all", NULL, NULL, NULL);
     assert_int_equal(reported(&a, "held", 10000), 0);
-    assert_int_equal(f0 - simt_free(), 4 * 64 * MiB);           /* the array is 64 MiB too */
+    assert_int_equal(f0 - simt_free(), 4 * 64 * MiB + CTX_MEM); /* the array is 64 MiB too */
     kill_and_wait(&a);
+    assert_int_equal(simt_free(), f0);
+    tu_env_free(&env);
+}
+
+/* A context takes SIMGPU_CTX_MEMORY (the child's own setting) until it is
+ * destroyed, a module its image until unloaded, and a process's share goes
+ * with it; a context that does not fit is refused. */
+static void test_context_memory(void **state)
+{
+    (void)state;
+    static const struct { const char *ctx; uint64_t bytes; } cases[] = {
+        { "96M", 96 * MiB }, { "0", 0 }, { NULL, CTX_MEM },
+    };
+    uint64_t f0 = simt_free();
+    for (int i = 0; i < 3; i++) {
+        tu_env_t env;
+        tu_proc_t p;
+        env_for(&env, simt_state);
+        if (cases[i].ctx)
+            tu_env_set(&env, "SIMGPU_CTX_MEMORY", "%s", cases[i].ctx);
+        char *argv[] = { self_path, "--child", "ctxmem", NULL };
+        assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
+        uint64_t b = cases[i].bytes;
+        long long f1 = reported(&p, "free1", 100), f2 = reported(&p, "free2", 100);
+        assert_int_equal(reported(&p, "create", 100), CUDA_SUCCESS);
+        assert_int_equal(reported(&p, "create2", 100), CUDA_SUCCESS);
+        assert_int_equal(reported(&p, "load", 100), CUDA_SUCCESS);
+        assert_int_equal(f0 - f1, b);
+        assert_int_equal(f1 - f2, b);
+        assert_int_equal(f2 - reported(&p, "free3", 100), 512);   /* the PTX text, rounded */
+        assert_int_equal(reported(&p, "free4", 100), f2);
+        assert_int_equal(reported(&p, "free5", 100), f1);
+        assert_int_equal(simt_free(), f0);                        /* gone with the process */
+        tu_env_free(&env);
+    }
+    tu_env_t env;
+    tu_proc_t p;
+    env_for(&env, simt_state);
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "32G");
+    char *argv[] = { self_path, "--child", "ctxmem", NULL };
+    assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
+    assert_int_equal(reported(&p, "create", 100), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(simt_free(), f0);
     tu_env_free(&env);
 }
@@ -350,6 +438,8 @@ static void test_allocation_race(void **state)
         spawn(&c[i], &env, "race", "6442450944", start, NULL);
     for (int i = 0; i < 3; i++)
         assert_int_equal(reported(&c[i], "setup", 10000), 0);
+    uint64_t f1 = simt_free();                  /* less their contexts */
+    assert_int_equal(f0 - f1, 3 * CTX_MEM);
     close(open(start, O_CREAT | O_WRONLY, 0644));
     int ok = 0, oom = 0;
     for (int i = 0; i < 3; i++) {
@@ -357,7 +447,7 @@ static void test_allocation_race(void **state)
         ok += rc == CUDA_SUCCESS;
         oom += rc == CUDA_ERROR_OUT_OF_MEMORY;
     }
-    assert_int_equal(ok, f0 >= 12 * GiB ? 2 : 1);
+    assert_int_equal(ok, f1 >= 12 * GiB ? 2 : 1);
     assert_int_equal(ok + oom, 3);
     for (int i = 0; i < 3; i++)
         kill_and_wait(&c[i]);
@@ -400,8 +490,8 @@ static int fork_child(CUdeviceptr parents, uint64_t parent_free)
         return 4;
     if (cuMemFree(parents) != CUDA_ERROR_INVALID_VALUE)
         return 5;                       /* never the parent's memory */
-    if (cuMemGetInfo(&free, &total) || free != parent_free)
-        return 6;
+    if (cuMemGetInfo(&free, &total) || free != parent_free - CTX_MEM)
+        return 6;                       /* the parent's, less its own context */
     if (cuMemAlloc(&p, MiB))
         return 7;                       /* and exits holding it */
     return 0;
@@ -422,7 +512,7 @@ static void test_fork_child(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    assert_int_equal(simt_free(), f1);          /* the child's MiB went with it */
+    assert_int_equal(simt_free(), f1);          /* its context and MiB went with it */
     CK(cuMemFree(p));
     assert_int_equal(simt_free(), f0);
 }
@@ -645,6 +735,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_capacity_shared_and_reclaim),
         cmocka_unit_test(test_reclaim_every_kind),
         cmocka_unit_test(test_allocation_race),
+        cmocka_unit_test(test_context_memory),
         cmocka_unit_test(test_concurrent_churn),
         cmocka_unit_test(test_fork_child),
         cmocka_unit_test(test_engine_serialized_across_processes),

@@ -504,7 +504,8 @@ static void test_oom_fail(void **state)
     NEED_SIMGPU();
     wl_run_t r;
     env_setup(&r, 0);
-    tu_env_set(&r.env, "SIMGPU_MEMORY", "1G");
+    /* 1 GiB once its context (512 MiB) is made. */
+    tu_env_set(&r.env, "SIMGPU_MEMORY", "1536M");
     assert_int_equal(run(&r, "salus-train --iterations 2 --mem 2G"), 2);
     assert_non_null(strstr(r.json, "\"ok\":false"));
     assert_non_null(strstr(r.json, "CUDA_ERROR_OUT_OF_MEMORY"));
@@ -524,12 +525,13 @@ static void test_oom_retry(void **state)
     NEED_SIMGPU();
     wl_run_t hog, late;
     env_setup(&hog, 0);
-    tu_env_set(&hog.env, "SIMGPU_MEMORY", "1G");
+    /* 1 GiB once both contexts (512 MiB each) are made. */
+    tu_env_set(&hog.env, "SIMGPU_MEMORY", "2G");
     env_setup(&late, 0);
     tu_env_free(&late.env);
     tu_env_init(&late.env);
     tu_env_simgpu(&late.env, hog.state);
-    tu_env_set(&late.env, "SIMGPU_MEMORY", "1G");
+    tu_env_set(&late.env, "SIMGPU_MEMORY", "2G");
     spawn(&hog, "salus-train --iterations 100 --kernels 1 --kernel-us 10000 --mem 768M --verbose");
     assert_true(wait_for_text(hog.proc.err_path, "iteration 1/", 10000));
     run(&late, "salus-train --iterations 2 --kernels 1 --kernel-us 1000 --mem 512M --oom retry");
