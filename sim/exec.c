@@ -167,6 +167,8 @@ static int blocking(const sim_stream_t *s)
 
 uint64_t sim_stream_ready(sim_stream_t *s)
 {
+    if (s->mw_on)                       /* work behind a wait: the host waits (memop.c) */
+        sim_memop_settle(s);
     if (s->kind == SIM_S_LEGACY)
         return sim_max(s->tail, s->ctx->btail);
     if (blocking(s))
@@ -193,6 +195,7 @@ uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns, int kind, const char 
 static void stream_free(sim_stream_t *s)
 {
     sim_capture_drop(s);
+    sim_memop_drop(s);
     sim_obj_free(s->handle);
     if (s->host_pending)
         s->dead = 1;                    /* the callback worker frees it */
@@ -215,6 +218,9 @@ static void sleep_unlocked(uint64_t t)
 void sim_stream_wait(sim_stream_t *s)
 {
     uint64_t h = s->handle;
+    sim_memop_settle(s);
+    if (!(s = sim_obj_get(h, SIM_K_STREAM)))
+        return;
     sleep_unlocked(s->tail);
     while ((s = sim_obj_get(h, SIM_K_STREAM)) && s->host_pending)
         pthread_cond_wait(&sim_p.cond, &sim_p.lock);
@@ -223,6 +229,9 @@ void sim_stream_wait(sim_stream_t *s)
 void sim_ctx_wait(sim_ctx_t *c)
 {
     uint64_t h = c->handle;
+    sim_memop_settle_ctx(c);
+    if (!(c = sim_obj_get(h, SIM_K_CTX)))
+        return;
     sleep_unlocked(c->tail);
     while ((c = sim_obj_get(h, SIM_K_CTX)) && c->host_pending)
         pthread_cond_wait(&sim_p.cond, &sim_p.lock);
@@ -300,7 +309,8 @@ static CUresult stream_query(CUstream h, int ptds)
     CUresult rc = sim_stream_resolve(h, ptds, &s);
     if (rc == CUDA_SUCCESS)
         rc = sim_capture_conflict(s, 0);
-    if (rc == CUDA_SUCCESS && (s->tail > sim_now() || s->host_pending))
+    if (rc == CUDA_SUCCESS && (!sim_memop_settled(s) || s->tail > sim_now() ||
+                               s->host_pending))
         rc = CUDA_ERROR_NOT_READY;
     SIM_UNLOCK();
     return rc;

@@ -172,6 +172,7 @@ struct sim_ctx {
     sim_stream_t *legacy;               /* the legacy default stream */
     uint64_t btail, tail;
     int host_pending;                   /* host callbacks not yet run */
+    int memwaits;                       /* streams with an unsettled wait (memop.c) */
     size_t limit[16];
     int cache_config, shmem_config;
     uint64_t charged;                   /* device memory the context itself takes */
@@ -197,6 +198,12 @@ struct sim_stream {
     int capture_to_graph;               /* the graph is the caller's (BeginCaptureToGraph) */
     uint64_t capture_id;
     uint64_t capture_thread;            /* the thread that began it (pthread_self) */
+    /* An unsettled cuStreamWaitValue (memop.c): from mw_at on, until the
+     * word at mw_addr meets mw_flags' condition against mw_value. */
+    int mw_on, mw_64;
+    unsigned mw_flags;
+    uint64_t mw_at, mw_value;
+    CUdeviceptr mw_addr;
 };
 
 typedef struct sim_event {
@@ -393,6 +400,17 @@ void sim_hostfn_reset_after_fork(void);
 sim_stream_t *sim_stream_new(sim_ctx_t *ctx, int kind, unsigned flags, int prio);
 void sim_exec_reset_after_fork(void);
 uint64_t sim_transfer_ns(size_t bytes, uint64_t bw);
+
+/* ---- memop.c: stream memory operations ----------------------------------- */
+/* 1 when s has no unsettled wait (one look; under the lock). */
+int sim_memop_settled(sim_stream_t *s);
+/* Wait until s's wait (or every wait of ctx's streams) is settled, the lock
+ * released between looks (called and returns with it held; s or ctx may
+ * be gone after: look them up again by handle). */
+void sim_memop_settle(sim_stream_t *s);
+void sim_memop_settle_ctx(sim_ctx_t *ctx);
+/* A stream destroyed with its wait unsettled: the wait goes with it. */
+void sim_memop_drop(sim_stream_t *s);
 
 /* ---- launch.c ---------------------------------------------------------- */
 /* What a trace line describes: its "kind" field. */

@@ -9,6 +9,9 @@
 #                    API, with exact accounting
 #   test_simgpu_image the JIT linker, image architectures, compressed fatbins,
 #                    managed variables (images built from tests/simgpu_images.cu)
+#   test_simgpu_memop stream memory operations (cuStreamWaitValue/WriteValue,
+#                    batches): conditions, time model, a wait on another
+#                    process's write, a wait that never comes
 #   test_simgpu_mp   several processes on one state (capacity, reclaim after
 #                    SIGKILL, fork, engine serialization, shared trace,
 #                    state validation)
@@ -21,10 +24,11 @@ $(eval $(call salus_test,test_simgpu_exec,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_capture,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mem,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mp,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_memop,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 
 # The tests load the workloads' cubin and PTX.
 $(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_capture \
-    $(B)/tests/test_simgpu_mem \
+    $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_memop \
     $(B)/tests/test_simgpu_mp: | $(WL_CUBIN) $(WL_PTX)
 
 # A library exporting driver names, for the -Bsymbolic check of test_simgpu_mp.
