@@ -316,6 +316,70 @@ static void test_admission_over_simgpu(void **state)
     shm_close_table(t);
 }
 
+/* ---- a running job keeps its iteration's memory ------------------------------
+ * A priority-80 job frees its 8 GiB of per-iteration memory at each
+ * iteration's end; a job reserving 8 GiB arrives meanwhile.  The running
+ * job's last iteration peaked at 10 GiB, so the reservation does not fit
+ * beside it: the newcomer waits for admission until the running job is
+ * done, instead of being admitted between two iterations and leaving the
+ * running job without its next iteration's memory.  The running job does
+ * not wait for memory at all (SALUS_MEM_WAIT_MS=0 would make any shortage
+ * fatal to it), and nothing fails. */
+
+typedef struct peak_goal {
+    shm_table_t *t;
+    pid_t pid;
+    uint64_t run_peak;
+} peak_goal_t;
+
+static int run_peak_seen(void *arg)
+{
+    peak_goal_t *g = arg;
+    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+        shm_ident_t id;
+        mem_slot_view_t v;
+        if (shm_slot_ident(g->t, s, &id) == 0 && id.pid == g->pid &&
+            mem_view_slot(g->t, s, &v) == 0 && v.run_peak >= g->run_peak)
+            return 1;
+    }
+    return 0;
+}
+
+static void test_running_job_keeps_iteration_memory(void **state)
+{
+    (void)state;
+    run_t running, late;
+    const char *const hi[] = { "SALUS_PRIORITY=80", "SALUS_POLICY=priority",
+                               "SALUS_ITER_SYNC=every", "SALUS_MEM_WAIT_MS=0", NULL };
+    const char *ra[] = { "--seconds", "3", "--mem", "2G", "--iter-mem", "8G", "--host-ms", "2",
+                         NULL };
+    start(&running, hi, ra);
+    shm_table_t *t = watch();
+    peak_goal_t g = { t, 0, 10 * GB };
+    g.pid = running.p.pid;
+    assert_true(tu_await(run_peak_seen, &g, 10000));   /* an iteration has peaked */
+    const char *const reserve[] = { "SALUS_MEM_RESERVE=8G", NULL };
+    const char *la[] = { "--iterations", "3", "--mem", "7G", NULL };
+    start(&late, reserve, la);
+    int slot = await_slot(t, late.p.pid, 0);
+    mem_slot_view_t v;
+    assert_int_equal(mem_view_slot(t, slot, &v), 0);
+    assert_int_equal(v.waiting_admission, 1);
+    finish(&running);
+    finish(&late);
+    assert_int_equal(running.rc, 0);
+    assert_int_equal(late.rc, 0);
+    assert_int_equal(report_num(running.p.pid, "oom_refusals"), 0);
+    assert_int_equal(report_num(running.p.pid, "mem_waited_ms"), 0);
+    assert_int_equal(report_num(late.p.pid, "oom_refusals"), 0);
+    double end1, end2;                               /* admitted once the first was done */
+    assert_int_equal(tu_json_num(running.json, "end_ns", &end1), 0);
+    assert_int_equal(tu_json_num(late.json, "end_ns", &end2), 0);
+    assert_true(end2 > end1);
+    assert_true(report_num(late.p.pid, "mem_waited_ms") >= 100);
+    shm_close_table(t);
+}
+
 /* ---- exit and death --------------------------------------------------------- */
 
 /* A job that exits normally frees its slot itself (no peer is left to reap
@@ -423,6 +487,7 @@ int main(void)
         T(test_memgetinfo_view),
         T(test_wait_for_peer),
         T(test_admission_over_simgpu),
+        T(test_running_job_keeps_iteration_memory),
         T(test_enrolled_where_it_works),
     };
     return cmocka_run_group_tests_name("memory-e2e", tests, NULL, NULL);

@@ -188,8 +188,7 @@ static int process(int index, int ops, int cmd)
     fk.capacity = CAPACITY;
     setenv("SALUS_MEM_HEADROOM", "0", 1);
     setenv("SALUS_MEM_LIMIT", "96M", 1);
-    if (index % 2)
-        setenv("SALUS_MEM_WAIT_MS", "3", 1);
+    setenv("SALUS_MEM_WAIT_MS", index % 2 ? "3" : "0", 1);   /* half wait, half do not */
     if (index == 1)
         setenv("SALUS_MEM_RESERVE", "32M", 1);
     tab = fk_start(fk_table);

@@ -133,9 +133,10 @@ static void hook_modules_start(void)
     drv_t drv;
     if (hook_real_drv(&drv) != 0)
         return;
+    static const sched_hooks_t hooks = { .boundary = mem_iteration_end };
     sched_init(&drv);
-    if (drv.device_total_mem)
-        mem_init(&drv, NULL);
+    if (drv.device_total_mem && mem_init(&drv, NULL) == 0)
+        sched_set_hooks(&hooks);
 }
 
 /* A context made or retained enrolls the process nowhere: it joins a

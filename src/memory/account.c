@@ -176,6 +176,23 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
 
 /* ---- sums over slots ----------------------------------------------------
  * Each value clamped so that a scribbling peer cannot overflow a sum. */
+
+/* What slot j keeps for its next iteration: its last iteration's peak while
+ * it runs.  A peer waiting for the GPU is not running: whoever runs instead
+ * hands the GPU back at an iteration boundary, with its own iteration's
+ * memory freed.  A peer waiting for memory keeps nothing either, so that
+ * two processes whose peaks together pass the budget never wait for each
+ * other: one of them goes on. */
+static uint64_t run_peak(shm_table_t *t, int j, const mem_sdev_t *sd, uint64_t floor)
+{
+    shm_ident_t id;
+    uint64_t p = clampb(LOAD(&sd->run_peak));
+    if (p <= floor || shm_slot_ident(t, j, &id) != 0 || id.state == SHM_WAIT_GPU ||
+        id.state == SHM_WAIT_MEM)
+        return floor;
+    return p;
+}
+
 static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -192,6 +209,8 @@ static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
         s->reserved += r;
         s->committed += umax(g, r);
         s->held += umax(u, r);
+        s->committed_run += run_peak(t, j, sd, umax(g, r));
+        s->held_run += run_peak(t, j, sd, umax(u, r));
         if (LOAD(&a->wait_dev) == (uint32_t)d + 1) {
             s->waiters++;
             s->queued += LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
@@ -329,14 +348,14 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     for (int attempt = 0; attempt < 4; attempt++) {
         mem_sums_t o;
         mem_sums(t, ld->d, mem_p.slot, &o);
-        uint64_t room = budget > o.committed ? budget - o.committed : 0;
+        uint64_t room = budget > o.committed_run ? budget - o.committed_run : 0;
         if (umax(g0 + need, r) <= room) {
             uint64_t x = need + umin(extra, room - umax(g0 + need, r));
             STORE(&sd->granted, g0 + x);
             *grant = x;
             return MEM_FIT;
         }
-        if (!reclaimed && budget > o.held && umax(g0 + need, r) <= budget - o.held) {
+        if (!reclaimed && budget > o.held_run && umax(g0 + need, r) <= budget - o.held_run) {
             reclaim_locked(t, dev, ld->d, mem_p.slot);      /* enough spare out there */
             reclaimed = 1;
             continue;
@@ -353,13 +372,13 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes)
     mem_sdev_t *sd = ld->sd;
     uint64_t spare, grant;
     if (mem_take_fast(sd, bytes, &spare)) {
-        mem_note_peak(sd, spare);
+        mem_note_peak(ld, spare);
         return MEM_FIT;
     }
     uint64_t a = take_all(sd);
     if (a >= bytes) {                       /* freed meanwhile */
         add_spare(sd, a - bytes);
-        mem_note_peak(sd, MEM_SPARE(LOAD(&sd->avail)));
+        mem_note_peak(ld, MEM_SPARE(LOAD(&sd->avail)));
         return MEM_FIT;
     }
     mem_fit_t fit = grant_locked(ld, bytes - a, &grant);
@@ -368,7 +387,7 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes)
         return fit;
     }
     add_spare(sd, grant - (bytes - a));
-    mem_note_peak(sd, MEM_SPARE(LOAD(&sd->avail)));
+    mem_note_peak(ld, MEM_SPARE(LOAD(&sd->avail)));
     return MEM_FIT;
 }
 
@@ -466,6 +485,11 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
     mem_slot_t *a = mem_p.area;
     uint64_t start = util_now_ns(), deadline = start + mem_p.cfg.wait_ns;
     mem_fit_t fit;
+    static int said;
+    util_log_once(&said, UTIL_LOG_WARN, "memory: an allocation of %s on device %d waits for "
+                  "the processes sharing the device to free memory (up to %llu ms, "
+                  "SALUS_MEM_WAIT_MS); salus-top shows it waiting-mem", util_size(bytes).s,
+                  ld->d, (unsigned long long)(mem_p.cfg.wait_ns / 1000000));
     enter_wait(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
     for (;;) {
         uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
@@ -555,13 +579,13 @@ static int admit_fits_locked(mem_local_dev_t *ld, uint64_t reserve)
     uint64_t mine = umax(LOAD(&ld->sd->granted), reserve), budget = LOAD(&ld->dev->budget);
     mem_sums_t o;
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
-    if (o.committed + mine <= budget)
+    if (o.committed_run + mine <= budget)
         return 1;
-    if (o.held + mine > budget)
+    if (o.held_run + mine > budget)
         return 0;
     reclaim_locked(mem_p.t, ld->dev, ld->d, mem_p.slot);
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
-    return o.committed + mine <= budget;
+    return o.committed_run + mine <= budget;
 }
 
 CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
@@ -614,7 +638,7 @@ uint64_t mem_room_locked(mem_local_dev_t *ld)
     uint64_t used = g > spare ? g - spare : 0;
     uint64_t limit = LOAD(&sd->limit), budget = LOAD(&ld->dev->budget);
     uint64_t lim_room = limit > used ? limit - used : 0;
-    uint64_t dev_room = budget > o.held + used ? budget - o.held - used : 0;
+    uint64_t dev_room = budget > o.held_run + used ? budget - o.held_run - used : 0;
     return umin(lim_room, dev_room);
 }
 

@@ -22,6 +22,10 @@
  *   sum over live slots of max(sd.granted, sd.reserved)  <= dev.budget
  *   dev.budget   <= dev.capacity < 2^48
  *   sd.reserved  >  0  only once the job is admitted on d
+ * Not an invariant but a rule of every grant and admission: a peer that
+ * runs (not waiting for the GPU or for memory) keeps max(sd.run_peak,
+ * sd.used, sd.reserved) of the budget out of the others' reach, so that
+ * what it freed at its iteration's end is there for its next iteration.
  *   dev.log.valid == 0 (at every unlock: a live reclaimer clears it)
  * Device-wide sums are never kept as the truth: they are recomputed from the
  * live slots under the lock, so a slot freed by any process (with or without
@@ -61,6 +65,8 @@ typedef struct mem_sdev {
     uint64_t reserved;     /* admitted reservation; under lock */
     uint64_t limit;        /* written at registration */
     uint64_t peak;         /* highest used seen; owner, atomic max */
+    uint64_t run_peak;     /* highest used in its last whole iteration; owner, at
+                              each iteration boundary (mem_iteration_end) */
     uint32_t granted_tag;  /* tag of the last reclaim applied to granted */
     uint32_t flags;        /* MEM_SDEV_* */
 } mem_sdev_t;
@@ -118,6 +124,7 @@ typedef struct mem_local_dev {
     int failed;            /* passes through uncounted (said once) */
     uint64_t chunk;        /* grant extra asked for small allocations */
     uint64_t shrink_at;    /* spare above this goes back to the device */
+    uint64_t iter_peak;    /* highest used since the last iteration boundary (atomic) */
     uint64_t debt;         /* taken while the table's lock was out of reach, not
                               yet in the grant: used = granted + debt - spare
                               (atomic; charged when the lock comes back) */
@@ -182,17 +189,23 @@ static inline int mem_take_fast(mem_sdev_t *sd, uint64_t bytes, uint64_t *spare_
     return 0;
 }
 
-/* Record a new high of sd's use, from the spare left after a take (the
- * owner's threads race only to raise it). */
-static inline void mem_note_peak(mem_sdev_t *sd, uint64_t spare_after)
+/* Raise *w to v (the owner's threads race only to raise it). */
+static inline void mem_raise(uint64_t *w, uint64_t v)
 {
-    uint64_t g = __atomic_load_n(&sd->granted, __ATOMIC_RELAXED);
-    uint64_t used = g > spare_after ? g - spare_after : 0;
-    uint64_t p = __atomic_load_n(&sd->peak, __ATOMIC_RELAXED);
-    while (__builtin_expect(used > p, 0) &&
-           !__atomic_compare_exchange_n(&sd->peak, &p, used, 1, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED))
+    uint64_t p = __atomic_load_n(w, __ATOMIC_RELAXED);
+    while (__builtin_expect(v > p, 0) &&
+           !__atomic_compare_exchange_n(w, &p, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
+}
+
+/* Record a new high of ld's use, for ever and in this iteration, from the
+ * spare left after a take. */
+static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t spare_after)
+{
+    uint64_t g = __atomic_load_n(&ld->sd->granted, __ATOMIC_RELAXED);
+    uint64_t used = g > spare_after ? g - spare_after : 0;
+    mem_raise(&ld->sd->peak, used);
+    mem_raise(&ld->iter_peak, used);
 }
 
 /* The slow path of an allocation: grant more under the lock (waiting up to
@@ -227,6 +240,9 @@ typedef struct mem_sums {
     uint64_t granted, used, reserved;
     uint64_t committed;    /* sum of max(granted, reserved) */
     uint64_t held;         /* sum of max(used, reserved): what reclaim cannot take */
+    /* The same sums with each running peer's last iteration's peak kept
+     * (max with its run_peak): what grants and admissions must leave. */
+    uint64_t committed_run, held_run;
     uint32_t waiters, queued;
 } mem_sums_t;
 void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s);

@@ -37,13 +37,13 @@ static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 static void read_config(mem_config_t *c)
 {
-    long ms;
+    long ms = util_vars[UTIL_VAR_MEM_WAIT_MS].def;
     memset(c, 0, sizeof *c);
     c->limit = util_var_text(UTIL_VAR_MEM_LIMIT);
     c->reserve = util_var_text(UTIL_VAR_MEM_RESERVE);
     c->headroom_text = util_var_text(UTIL_VAR_MEM_HEADROOM);
-    if (util_var_long(UTIL_VAR_MEM_WAIT_MS, &ms) == 0)
-        c->wait_ns = (uint64_t)ms * 1000000ull;
+    util_var_long(UTIL_VAR_MEM_WAIT_MS, &ms);          /* unset or invalid: the default */
+    c->wait_ns = (uint64_t)ms * 1000000ull;
 }
 
 /* The default headroom: 5% of the capacity, within 256 MiB .. 4 GiB, and
@@ -335,7 +335,7 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
             return rc;
     }
     if (__builtin_expect(mem_take_fast(ld->sd, bytes, &spare), 1)) {
-        mem_note_peak(ld->sd, spare);
+        mem_note_peak(ld, spare);
     } else {
         int rc = mem_take_slow(ld, bytes);
         if (rc == 1)
@@ -469,6 +469,27 @@ static int entry_gone(const mem_entry_t *e)
                CUDA_ERROR_INVALID_HANDLE;
     }
     return 0;                         /* VMM handles outlive contexts */
+}
+
+/* The iteration's peak is published, and the next one starts from what is
+ * used now: a relaxed exchange per device (a take racing with it lands in
+ * one iteration or the other, both of which count it). */
+void mem_iteration_end(void)
+{
+    if (!is_on())
+        return;
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
+        if (!ld || !ld->sd)
+            continue;
+        mem_sdev_t *sd = ld->sd;
+        uint64_t g = __atomic_load_n(&sd->granted, __ATOMIC_RELAXED) +
+                     __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
+        uint64_t spare = MEM_SPARE(__atomic_load_n(&sd->avail, __ATOMIC_RELAXED));
+        uint64_t used = g > spare ? g - spare : 0;
+        uint64_t peak = __atomic_exchange_n(&ld->iter_peak, used, __ATOMIC_RELAXED);
+        __atomic_store_n(&sd->run_peak, peak > used ? peak : used, __ATOMIC_RELAXED);
+    }
 }
 
 void mem_context_gone(CUdevice device)

@@ -105,6 +105,14 @@ void mem_free_end(mem_op_t *op, CUresult rc);
  * which the allocation then answers. */
 CUresult mem_admit(CUdevice device);
 
+/* At each iteration boundary of the process (the scheduler finds them; the
+ * interception layer passes them on): the peak of the iteration that ended
+ * becomes what the process keeps, while it runs, out of the grants and
+ * admissions of its peers (mem_layout.h), so that memory it frees at its
+ * iteration's end is still there for its next one.  Lock-free: a few
+ * atomics per device the process uses. */
+void mem_iteration_end(void);
+
 /* After cuCtxDestroy, cuDevicePrimaryCtxRelease or ...Reset on `device`
  * (-1: any): the driver freed the allocations of the context that went
  * away, without a call this module sees.  Those the driver no longer knows
@@ -124,6 +132,7 @@ int mem_report_fields(char *buf, size_t cap);
 /* ---- monitors (salus-top): validated copies, read without the lock ------ */
 typedef struct mem_slot_view {
     uint64_t used, peak, limit, reserved, granted;   /* over the slot's devices */
+    uint64_t run_peak;       /* its last whole iteration's peak (mem_iteration_end) */
     uint64_t oom_refusals, waited_ms;
     uint32_t devices;        /* bit d: uses table device d */
     int32_t  waiting_device; /* table device index, or -1 */

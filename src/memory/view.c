@@ -108,6 +108,7 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
         v.granted += umin(LOAD(&sd->granted), cap);
         v.used += umin(used_of(sd), cap);
         v.peak += umin(LOAD(&sd->peak), cap);
+        v.run_peak += umin(LOAD(&sd->run_peak), cap);
         v.reserved += umin(LOAD(&sd->reserved), cap);
         uint64_t limit = umin(LOAD(&sd->limit), cap);
         v.limit = limit > v.limit ? limit : v.limit;

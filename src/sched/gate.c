@@ -368,8 +368,10 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
     p->last_sync_ns = now;
     pthread_mutex_unlock(&p->mu);
     bump_activity(p->me);
-    if (boundary)
+    if (boundary) {
+        sched_hook_boundary();
         mark_rest(p->me);
+    }
     if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
         sched_yield_point(p, boundary, 1);
 }
@@ -386,6 +388,7 @@ SALUS_EXPORT void salus_iteration_end(void)
     pthread_mutex_unlock(&p->mu);
     if (!active)
         return;
+    sched_hook_boundary();
     bump_activity(p->me);
     mark_rest(p->me);
     if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)

@@ -157,6 +157,23 @@ void sched_captures_reset(void)
     __atomic_store_n(&captures, 0, __ATOMIC_RELAXED);
 }
 
+/* ---- the hooks of the modules beside this one (sched.h) -------------------
+ * Each pointer is stored with release and loaded with acquire on its own:
+ * a hook is a plain function of intercept's, with no state of ours. */
+static void (*hook_boundary)(void);
+
+void sched_set_hooks(const sched_hooks_t *h)
+{
+    __atomic_store_n(&hook_boundary, h ? h->boundary : NULL, __ATOMIC_RELEASE);
+}
+
+void sched_hook_boundary(void)
+{
+    void (*fn)(void) = __atomic_load_n(&hook_boundary, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn();
+}
+
 /* At exit: launches made by exit handlers pass. */
 void sched_proc_gate_open(void)
 {

@@ -152,6 +152,18 @@ void sched_init(const drv_t *drv);
 typedef uint64_t (*sched_clock_fn)(void);
 void sched_set_clock(sched_clock_fn fn);
 
+/* ---- what the modules beside this one do at its moments ---------------------
+ * sched and memory never call each other (data flows intercept -> sched /
+ * memory); intercept registers here what memory must do when the scheduler
+ * sees one of these moments in this process.  Any may be NULL.
+ *   boundary  an iteration of this process ended (a boundary found at a
+ *             sync, or salus_iteration_end), before the process yields;
+ *             on the syncing thread, outside the scheduler's locks. */
+typedef struct sched_hooks {
+    void (*boundary)(void);
+} sched_hooks_t;
+void sched_set_hooks(const sched_hooks_t *hooks);
+
 /* ---- boundaries ------------------------------------------------------------ */
 typedef enum sched_sync_kind {
     SCHED_SYNC_STREAM, SCHED_SYNC_CTX, SCHED_SYNC_EVENT, SCHED_SYNC_COPY

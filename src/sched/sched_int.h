@@ -328,6 +328,8 @@ void sched_lock_failed(sched_proc_t *p, int err);
 #define SCHED_RETRY_MAX_NS  (5000ull * 1000000)
 /* A fork child has no capture in progress. */
 void sched_captures_reset(void);
+/* The registered hooks (sched_set_hooks), each run if set. */
+void sched_hook_boundary(void);
 
 /* ---- the lease (lease.c): under the table lock unless said ---------------- */
 #define SCHED_NO_SLOT (-1)

@@ -58,8 +58,9 @@
       "memory limit per device: 8G, 512M, ... or a percentage of the budget (50%)")     \
     X(MEM_RESERVE, "SALUS_MEM_RESERVE", SIZE, 0, 0, 0, NULL, "reserve", "SIZE",         \
       "memory guaranteed to the job; it waits for admission until it fits")             \
-    X(MEM_WAIT_MS, "SALUS_MEM_WAIT_MS", LONG, 0, 86400000, 0, NULL, "mem-wait", "MS",   \
-      "when the device is full, wait this long for peers to free memory")               \
+    X(MEM_WAIT_MS, "SALUS_MEM_WAIT_MS", LONG, 0, 86400000, 10000, NULL, "mem-wait", "MS", \
+      "when the device is full, wait this long for peers to free memory (0: refuse at " \
+      "once)")                                                                          \
     X(MEM_HEADROOM, "SALUS_MEM_HEADROOM", SIZE, 0, 0, 0, NULL, "headroom", "SIZE",      \
       "memory left to contexts, if this job is the first on its GPU (5%)")              \
     X(NAME, "SALUS_NAME", NAME, 0, 0, 0, NULL, "name", "NAME",                          \
