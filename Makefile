@@ -19,6 +19,9 @@
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= sm_90
+# PTX beside each cubin, for a driver that cannot load the cubin: the oldest
+# architecture targeted, so that any newer GPU's driver can compile it.
+CUDA_PTX_ARCH ?= compute_90
 PYTHON    ?= python3
 PREFIX    ?= /usr/local
 CC        ?= cc

@@ -41,6 +41,7 @@ test|demo|bench)
     need -p:numba python3-numba         # Numba 0.56, one of the third-party clients
     need -c:curl curl               # scrapes salus-top --listen in test_tools_ops
     need -c:promtool prometheus     # promtool check metrics on the exporter's text
+    need -c:shellcheck shellcheck   # test_gpucheck lints bench/gpu/check.sh
     ;;
 esac
 case "$what" in

@@ -9,7 +9,7 @@ $(WL_CUBIN): workloads/kernels.cu | $(B)/.deps-build
 	$(NVCC) -cubin -arch=$(CUDA_ARCH) -o $@ $<
 $(WL_PTX): workloads/kernels.cu | $(B)/.deps-build
 	@mkdir -p $(@D)
-	$(NVCC) -ptx -arch=$(subst sm_,compute_,$(CUDA_ARCH)) -o $@ $<
+	$(NVCC) -ptx -arch=$(CUDA_PTX_ARCH) -o $@ $<
 
 ALL_TARGETS += $(WL_CUBIN) $(WL_PTX)
 

@@ -4,10 +4,11 @@
 #   bench/gpu/check.sh [--simgpu] OUTDIR
 #
 # Run from anywhere on a machine with an NVIDIA GPU, its driver and the CUDA
-# toolkit (PyTorch and JAX are used when python3 has them).  Builds Salus
-# with nvcc, then checks, each step printing PASS, FAIL or SKIP with its
-# figures, never stopping the script:
-#   1. build       make CUDA_ARCH=<the GPU's> with the toolkit found
+# toolkit (PyTorch, JAX and CuPy are used when python3 has them).  Builds
+# Salus with nvcc, then checks, each step printing PASS, FAIL or SKIP with
+# its figures, never stopping the script:
+#   1. build       make CUDA_ARCH=<the GPU's> CUDA_PTX_ARCH=compute_90 (or the
+#                  GPU's, if older) with the toolkit found from cuda.h
 #   2. overhead    salus-train and salus-infer with and without libsalus:
 #                  iteration time, ns per launch, request latency
 #   3. fair        two salus-train jobs under fair: both progress, handoffs
@@ -19,19 +20,33 @@
 #                  torch.cuda.OutOfMemoryError and the process goes on
 #      torch-account-*  libsalus's count matches memory_reserved() within 5%
 #                  with expandable_segments and with cudaMallocAsync
-#   5. jax         with SALUS_MEM_LIMIT=8G JAX preallocates ~75% of 8G
-#   6. client-*    the third-party clients of make test (cuda-bindings with
+#   5. overlap-*   issue 11: two processes of a fixed-work kernel under fair
+#                  and pack in the patterns of its section 1: how much their
+#                  kernels overlapped (bench/gpu/sharing.sh says each step)
+#      procaddr-*  the driver's cuGetProcAddress answers against its exports
+#      torch-graph, torch-retain, torch-six, torch-compile, torch-loader
+#                  capture beside a waiting peer, cudaMallocAsync retention,
+#                  six processes taking their free memory, torch.compile's
+#                  hooks, a SIGKILLed DataLoader job
+#   6. jax         with SALUS_MEM_LIMIT=8G JAX preallocates ~75% of 8G
+#   7. client-*    the third-party clients of make test (cuda-bindings with
 #                  and without the per-thread default stream, cuda-core,
 #                  numba-cuda, PyCUDA, Debian's Numba 0.56), each beside a
 #                  peer under fair and SALUS_MEM_LIMIT=64M: SALUS_REPORT
 #                  against what the client did, the limit refusing, the view
 # Everything goes to OUTDIR: one log per step, the jobs' JSON, the
-# SALUS_REPORTs, summary.txt and summary.json.  Exit 0 when nothing failed,
+# SALUS_REPORTs, summary.txt, summary.json and summary.md (the results as
+# one Markdown table, also printed at the end).  Exit 0 when nothing failed,
 # 1 otherwise, 2 on bad arguments.  Each external command has a timeout;
-# the whole run stays under 8 minutes (later steps SKIP when time is short).
+# the whole run stays under 10 minutes (later steps SKIP when time is
+# short).  CHECK_STEPS=build,overlap,... runs only those steps (of build
+# overhead sched overlap procaddr torch torch-sharing jax clients, or one of
+# torch-sharing's: torch-graph, torch-retain, torch-six, torch-compile,
+# torch-loader).
 #
-# --simgpu runs steps 2, 3 and 6 over simgpu (build/sim) instead of a GPU: a
-# test of this script on a machine without one; its figures mean nothing.
+# --simgpu runs steps 2, 3, 5 (overlap, procaddr) and 7 over simgpu
+# (build/sim) instead of a GPU: a test of this script on a machine without
+# one (tests/test_gpucheck.c runs it so); its figures mean nothing.
 set -u
 
 usage() {
@@ -52,7 +67,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 2
 PY=${PYTHON:-python3}
 START=$(date +%s)
-BUDGET_S=${CHECK_BUDGET_S:-450}     # stop starting steps after this (the run < 8 min)
+BUDGET_S=${CHECK_BUDGET_S:-540}     # stop starting steps after this (the run < 10 min)
 TAG="salus-check-$$"
 : > "$OUT/summary.txt"
 NPASS=0; NFAIL=0; NSKIP=0
@@ -77,8 +92,8 @@ out_of_time() {
 }
 
 # tmo N: a command's timeout, N seconds or what is left of the whole run's
-# 470 s (at least 5), so that the run stays under 8 minutes.
-HARD_S=${CHECK_HARD_S:-470}
+# 580 s (at least 5), so that the run stays under 10 minutes.
+HARD_S=${CHECK_HARD_S:-580}
 tmo() {
     local left=$(( HARD_S - ($(date +%s) - START) ))
     [ "$left" -lt 5 ] && left=5
@@ -111,22 +126,31 @@ trap cleanup EXIT
 
 # ---- environment -------------------------------------------------------------
 
-# The CUDA toolkit: $CUDA_HOME, nvcc on PATH, /usr/local/cuda, the newest
-# /usr/local/cuda-*.
+# The CUDA toolkit: the directory whose include/cuda.h (and
+# include/cudaTypedefs.h, which the build's driver map is made from) is
+# there: $CUDA_HOME, nvcc's on PATH, /usr/local/cuda, the newest
+# /usr/local/cuda-*, /usr (Debian's nvidia-cuda-toolkit), or the headers
+# of the NVIDIA wheels python3 has (nvidia/cuda_runtime, no nvcc).
 find_cuda() {
     local c
-    if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
-        echo "$CUDA_HOME"; return 0
-    fi
-    if c=$(command -v nvcc 2>/dev/null); then
-        c=$(cd "$(dirname "$c")/.." && pwd)
-        [ -f "$c/include/cuda.h" ] && { echo "$c"; return 0; }
-    fi
-    [ -x /usr/local/cuda/bin/nvcc ] && { echo /usr/local/cuda; return 0; }
-    for c in $(printf '%s\n' /usr/local/cuda-* | sort -V -r); do
-        [ -x "$c/bin/nvcc" ] && { echo "$c"; return 0; }
+    for c in ${CUDA_HOME:+"$CUDA_HOME"} \
+             "$(command -v nvcc >/dev/null 2>&1 && cd "$(dirname "$(command -v nvcc)")/.." && pwd)" \
+             /usr/local/cuda $(printf '%s\n' /usr/local/cuda-* | sort -V -r) /usr \
+             "$("$PY" -c 'import nvidia.cuda_runtime as m, os; print(os.path.dirname(m.__file__) if m.__file__ else list(m.__path__)[0])' 2>/dev/null)"; do
+        [ -n "$c" ] && [ -f "$c/include/cuda.h" ] && [ -f "$c/include/cudaTypedefs.h" ] &&
+            { echo "$c"; return 0; }
     done
     return 1
+}
+
+# nvcc: the toolkit's, else the one on PATH, else none (the GPU kernels and
+# the runtime probe are then not built; their steps SKIP).
+find_nvcc() {
+    if [ -x "$1/bin/nvcc" ]; then
+        echo "$1/bin/nvcc"
+    else
+        command -v nvcc 2>/dev/null
+    fi
 }
 
 HAVE_GPU=0
@@ -134,31 +158,38 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     HAVE_GPU=1
 fi
 ARCH=sm_90
+PTX_ARCH=compute_90       # the oldest we target: any newer GPU's driver JITs it
 if [ "$HAVE_GPU" = 1 ]; then
     cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-    case "$cap" in [0-9][0-9]|[0-9][0-9][0-9]) ARCH="sm_$cap" ;; esac
+    case "$cap" in [0-9][0-9]|[0-9][0-9][0-9]) ARCH="sm_$cap"
+        [ "$cap" -lt 90 ] && PTX_ARCH="compute_$cap" ;; esac
 fi
 CUDA=$(find_cuda) || CUDA=""
+NVCC=""
+[ -n "$CUDA" ] && NVCC=$(find_nvcc "$CUDA")
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "host: $(uname -a)"
     echo "cuda_home: ${CUDA:-none}"
-    echo "arch: $ARCH"
-    [ -n "$CUDA" ] && "$CUDA/bin/nvcc" --version | tail -2
+    echo "arch: $ARCH (PTX: $PTX_ARCH)"
+    echo "nvcc: ${NVCC:-none}"
+    [ -n "$NVCC" ] && "$NVCC" --version | tail -2
     [ "$HAVE_GPU" = 1 ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1
     "$PY" -c 'import jax; print("jax", jax.__version__)' 2>&1 | tail -1
 } > "$OUT/env.txt" 2>&1
 echo "check: results in $OUT (GPU: $([ "$HAVE_GPU" = 1 ] && echo yes || echo no), toolkit: ${CUDA:-none}, $ARCH)"
 
-TRAIN=$ROOT/build/bin/salus-train
-INFER=$ROOT/build/bin/salus-infer
-LIB=$ROOT/build/libsalus.so
+# The build tree: build/, or CHECK_BUILD (a test's own, make B=...).
+BUILD=${CHECK_BUILD:-$ROOT/build}
+TRAIN=$BUILD/bin/salus-train
+INFER=$BUILD/bin/salus-infer
+LIB=$BUILD/libsalus.so
 
 # Where the driver comes from: the system's, or simgpu under --simgpu.
 RUNENV=()
 if [ "$SIMGPU" = 1 ]; then
-    RUNENV=(env "LD_LIBRARY_PATH=$ROOT/build/sim" "SIMGPU_STATE=/$TAG-sim" "SIMGPU_MEMORY=16G")
+    RUNENV=(env "LD_LIBRARY_PATH=$BUILD/sim" "SIMGPU_STATE=/$TAG-sim" "SIMGPU_MEMORY=16G")
 else
     RUNENV=(env)
 fi
@@ -169,25 +200,33 @@ can_run_native() { [ "$HAVE_GPU" = 1 ] || [ "$SIMGPU" = 1 ]; }
 step_build() {
     local log=$OUT/build.log
     if [ -z "$CUDA" ]; then
-        result SKIP build "no CUDA toolkit (set CUDA_HOME)"
+        result SKIP build "no CUDA toolkit: no cuda.h found (set CUDA_HOME)"
         return
     fi
     # deps.sh wants every package of the tree (libelf for simgpu, ncurses
-    # for salus-top); a GPU machine without a network may lack them: the
-    # targets checked here need only the toolkit and a C compiler.
-    if ! make --no-print-directory CUDA_HOME="$CUDA" deps >"$log" 2>&1; then
-        echo "check: deps.sh failed (offline?): building the GPU targets without it" >>"$log"
-        mkdir -p build && touch build/.deps-build
+    # for salus-top); a GPU machine without a network may lack them, and
+    # apt-get may hang on an unreachable mirror: bounded, and the targets
+    # checked here need only the toolkit and a C compiler.
+    # make's own name for the tree (build/, relative, unless CHECK_BUILD).
+    local bt=build mk=(make --no-print-directory CUDA_HOME="$CUDA")
+    [ -n "${CHECK_BUILD:-}" ] && { bt=$CHECK_BUILD; mk+=(B="$bt"); }
+    if ! timeout "$(tmo 120)" "${mk[@]}" deps >"$log" 2>&1; then
+        echo "check: deps.sh failed or timed out (offline?): building the GPU targets without it" >>"$log"
+        mkdir -p "$bt" && touch "$bt/.deps-build"
     fi
-    local targets=(build/libsalus.so build/bin/salus-train build/bin/salus-infer)
-    [ "$SIMGPU" = 1 ] && targets+=(build/sim/libcuda.so.1)
+    local targets=("$bt/libsalus.so" "$bt/bin/salus")
+    [ -n "$NVCC" ] && targets+=("$bt/bin/salus-train" "$bt/bin/salus-infer" gpucheck
+                                "$bt/tests/clients/cudart_probe")
+    [ "$SIMGPU" = 1 ] && targets+=("$bt/sim/libcuda.so.1")
     local t0 rc
     t0=$(date +%s)
-    timeout "$(tmo 240)" make --no-print-directory -j"$(nproc)" CUDA_HOME="$CUDA" CUDA_ARCH="$ARCH" \
-        "${targets[@]}" >>"$log" 2>&1
+    timeout "$(tmo 240)" "${mk[@]}" -j"$(nproc)" NVCC="${NVCC:-false}" \
+        CUDA_ARCH="$ARCH" CUDA_PTX_ARCH="$PTX_ARCH" "${targets[@]}" >>"$log" 2>&1
     rc=$?
-    if [ "$rc" = 0 ] && [ -x "$TRAIN" ] && [ -e "$LIB" ]; then
-        result PASS build "make CUDA_ARCH=$ARCH with $CUDA in $(( $(date +%s) - t0 ))s"
+    if [ "$rc" = 0 ] && [ -e "$LIB" ] && [ -z "$NVCC" ]; then
+        result FAIL build "libsalus built with $CUDA, but no nvcc: no kernels, workloads or probes; set CUDA_HOME to a toolkit with bin/nvcc"
+    elif [ "$rc" = 0 ] && [ -x "$TRAIN" ] && [ -e "$LIB" ]; then
+        result PASS build "make CUDA_ARCH=$ARCH CUDA_PTX_ARCH=$PTX_ARCH with $CUDA in $(( $(date +%s) - t0 ))s"
     else
         result FAIL build "make exited $rc; see build.log"
     fi
@@ -412,10 +451,12 @@ step_jax() {
         result SKIP jax "no GPU"
         return
     fi
-    local line rc verdict
-    line=$(timeout "$(tmo 120)" env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-jax" "SALUS_MEM_LIMIT=8G" \
-        "$PY" "$FW" jax 2>"$OUT/jax.err" | tail -1)
-    rc=${PIPESTATUS[0]}
+    local line rc=0 verdict
+    # The exit status of the run itself (a PIPESTATUS read after $(... | tail)
+    # would be the assignment's, always 0).
+    timeout "$(tmo 120)" env "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-jax" "SALUS_MEM_LIMIT=8G" \
+        "$PY" "$FW" jax >"$OUT/jax.out" 2>"$OUT/jax.err" || rc=$?
+    line=$(tail -1 "$OUT/jax.out")
     echo "$line" > "$OUT/jax.json"
     if [ "$rc" = 3 ] || case "$line" in *'"skip"'*) true ;; *) false ;; esac; then
         result SKIP jax "$(py 'import json,sys; print(json.loads(sys.argv[1]).get("skip"))' "$line")"
@@ -441,8 +482,8 @@ print("PASS" if 0.70<=f<=0.80 else "FAIL","preallocated %.2f GiB = %.0f%% of 8 G
 # (mk/venv.sh, where PyPI is reachable) or else from python3; a client whose
 # package is in neither is SKIPped, saying which.
 CLIENTS=$ROOT/tests/clients
-VENV_PY=$ROOT/build/venv/bin/python
-[ -e "$ROOT/build/venv/.ready" ] || VENV_PY=$PY
+VENV_PY=$BUILD/venv/bin/python
+[ -e "$BUILD/venv/.ready" ] || VENV_PY=$PY
 DEB_PY=${CHECK_NUMBA056_PYTHON:-/usr/bin/python3}
 CLIENT_LIMIT=$((64 << 20))
 
@@ -459,7 +500,7 @@ client_run() {
     local peer=$! rc=0
     timeout "$(tmo 120)" "${RUNENV[@]}" "${common[@]}" "SALUS_REPORT=$OUT/$name.report.jsonl" \
         "SALUS_MEM_LIMIT=64M" "PATH=$CUDA/bin:$PATH" "PYTHONDONTWRITEBYTECODE=1" "PYTHONWARNINGS=ignore" "$@" \
-        "$python" "$CLIENTS/$script.py" "$ROOT/build/workloads/kernels.cubin" $mode \
+        "$python" "$CLIENTS/$script.py" "$BUILD/workloads/kernels.cubin" $mode \
         >"$OUT/$name.json" 2>"$OUT/$name.err" || rc=$?
     kill -TERM "$peer" 2>/dev/null
     wait "$peer" 2>/dev/null
@@ -503,7 +544,7 @@ client_step() {
 }
 
 step_clients() {
-    if ! can_run_native || [ ! -x "$TRAIN" ] || [ ! -e "$ROOT/build/workloads/kernels.cubin" ]; then
+    if ! can_run_native || [ ! -x "$TRAIN" ] || [ ! -e "$BUILD/workloads/kernels.cubin" ]; then
         result SKIP clients "$([ -x "$TRAIN" ] && echo "no GPU" || echo "not built")"
         return
     fi
@@ -514,7 +555,7 @@ step_clients() {
     client_step client-numba-cuda "$VENV_PY" numba.cuda numbacuda ""
     client_step client-pycuda "$VENV_PY" pycuda.driver pycudaclient ""
     local drv=()
-    [ "$SIMGPU" = 1 ] && drv=("NUMBA_CUDA_DRIVER=$ROOT/build/sim/libcuda.so.1")
+    [ "$SIMGPU" = 1 ] && drv=("NUMBA_CUDA_DRIVER=$BUILD/sim/libcuda.so.1")
     client_step client-numba056 "$DEB_PY" numba.cuda numba056 binding "${drv[@]}"
     # Its high-level API: CUDA 12's prototype of cuCtxGetDevice_v2 fails on a
     # CUDA 13 driver (CUDA_ERROR_INVALID_CONTEXT), with libsalus as without.
@@ -536,16 +577,44 @@ step_clients() {
 
 # ---- run -----------------------------------------------------------------------------
 
-step_build
-step_overhead
-step_sched
-step_torch
-step_jax
-step_clients
+# ---- 5. issue 11: sharing on a real GPU ----------------------------------------------
+
+. "$ROOT/bench/gpu/sharing.sh"
+
+# want STEP: whether CHECK_STEPS (a comma list; all when unset) names STEP.
+want() {
+    [ -z "${CHECK_STEPS:-}" ] && return 0
+    case ",$CHECK_STEPS," in *",$1,"*) return 0 ;; esac
+    return 1
+}
+
+want build && step_build
+want overhead && step_overhead
+want sched && step_sched
+want overlap && step_overlap
+want procaddr && step_procaddr
+want torch && step_torch
+{ want torch-sharing || [[ ",${CHECK_STEPS:-}," == *,torch-[grscl]* ]]; } && step_torch_sharing
+want jax && step_jax
+want clients && step_clients
 
 ELAPSED=$(( $(date +%s) - START ))
 printf '{"pass":%d,"fail":%d,"skip":%d,"seconds":%d,"gpu":%d,"simgpu":%d,"arch":"%s","cuda_home":"%s"}\n' \
     "$NPASS" "$NFAIL" "$NSKIP" "$ELAPSED" "$HAVE_GPU" "$SIMGPU" "$ARCH" "${CUDA:-}" > "$OUT/summary.json"
-echo "check: $NPASS passed, $NFAIL failed, $NSKIP skipped in ${ELAPSED}s (summary.txt, summary.json in $OUT)" |
+# The table the closing note quotes: what ran, on what, and every step.
+GPU_DESC="no GPU"
+[ "$HAVE_GPU" = 1 ] && GPU_DESC=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null |
+                                  head -1 | sed 's/, */, driver /')
+[ "$SIMGPU" = 1 ] && GPU_DESC="simgpu (figures mean nothing)"
+{
+    echo "bench/gpu/check.sh on ${GPU_DESC:-an unnamed GPU}, $(date -u +%F), Salus $(cat "$ROOT/VERSION" 2>/dev/null)" \
+         "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null): $NPASS passed, $NFAIL failed, $NSKIP skipped in ${ELAPSED}s"
+    echo
+    "$PY" "$ROOT/bench/gpu/judge.py" table "$OUT/summary.txt" 2>>"$OUT/judge.log"
+} > "$OUT/summary.md"
+echo
+cat "$OUT/summary.md"
+echo
+echo "check: $NPASS passed, $NFAIL failed, $NSKIP skipped in ${ELAPSED}s (summary.txt, summary.json, summary.md in $OUT)" |
     tee -a "$OUT/summary.txt"
 [ "$NFAIL" = 0 ]
