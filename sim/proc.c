@@ -17,10 +17,17 @@
  * at or below the requested version when there is one, else the legacy one;
  * the answer is the newest variant whose version <= the requested one.
  *
+ * A fault for the resolvers that use this one (libsalus's guard):
+ * SIMGPU_PROCADDR_PT=<symbol>@<version> answers that one legacy question
+ * (flags 0 or 1, exactly that version) as if flags were 2, with the
+ * per-thread variant when there is one: a driver whose answer is not the
+ * export a map of its headers would name.
+ *
  * No lock: the table is constant.
  */
 #include "sim.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- the table ------------------------------------------------------------------ */
@@ -88,6 +95,16 @@ static const proc_row_t *newest(const proc_row_t *lo, const proc_row_t *hi, int 
     return best;
 }
 
+/* Whether SIMGPU_PROCADDR_PT names (sym, ver).  Read at each lookup:
+ * lookups are not a hot path, and a test sets it per process. */
+static int skewed(const char *sym, int ver)
+{
+    const char *v = getenv("SIMGPU_PROCADDR_PT");
+    const char *at = v ? strchr(v, '@') : NULL;
+    return at && (size_t)(at - v) == strlen(sym) && strncmp(v, sym, (size_t)(at - v)) == 0 &&
+           atoi(at + 1) == ver;
+}
+
 static CUresult lookup(const char *sym, void **pfn, int ver, cuuint64_t flags,
                        CUdriverProcAddressQueryResult *status)
 {
@@ -108,7 +125,7 @@ static CUresult lookup(const char *sym, void **pfn, int ver, cuuint64_t flags,
             *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_ERROR_NOT_FOUND;
     }
-    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+    if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) || skewed(sym, ver))
         r = newest(lo, hi, 1, ver);
     if (!r)
         r = newest(lo, hi, 0, ver);

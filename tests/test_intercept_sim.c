@@ -2,7 +2,8 @@
  * test_intercept_sim.c - every path into the driver, over simgpu, with
  * libsalus preloaded: a program linked to libcuda (legacy and per-thread
  * builds), cuLaunchKernelEx, dlopen + dlsym of versioned names,
- * cuGetProcAddress (5 arguments with flags 0 and 2, 4 arguments), and the
+ * cuGetProcAddress (5 arguments with flags 0 and 2, 4 arguments; a driver
+ * whose answer is not its export, which libsalus passes through), and the
  * CUDA runtime itself (libcudart resolving its whole driver table).
  *
  * Each run is a child process (tests/clients) with its own SIMGPU_STATE,
@@ -59,7 +60,9 @@ static void run_free(run_t *r)
     free(r->report);
 }
 
-static void run_client(run_t *r, const char *client, const char *mode, int cudart, int debug)
+/* extra: one more "NAME=value" for the client's environment, or NULL. */
+static void run_client(run_t *r, const char *client, const char *mode, int cudart, int debug,
+                       const char *extra)
 {
     char prog[512], cubin[512], report[600], trace[600], state[64], table[64], sim[512];
     memset(r, 0, sizeof *r);
@@ -80,6 +83,13 @@ static void run_client(run_t *r, const char *client, const char *mode, int cudar
         tu_env_set(&env, "SALUS_LOG", "debug");
     else
         tu_env_unset(&env, "SALUS_LOG");
+    if (extra) {
+        const char *eq = strchr(extra, '=');
+        char name[64];
+        assert_non_null(eq);
+        snprintf(name, sizeof name, "%.*s", (int)(eq - extra), extra);
+        tu_env_set(&env, name, "%s", eq + 1);
+    }
     char rel[128];
     snprintf(rel, sizeof rel, "tests/clients/%s", client);
     tu_build_path(rel, prog, sizeof prog);
@@ -105,7 +115,7 @@ static void check_path(const char *client, const char *mode, int per_thread)
     if (!tu_built("sim/libcuda.so.1") || !tu_built("workloads/kernels.cubin"))
         skip();
     run_t r;
-    run_client(&r, client, mode, 0, 0);
+    run_client(&r, client, mode, 0, 0, NULL);
     if (r.rc != 0)
         fail_msg("%s %s exited %d: %s", client, mode, r.rc, r.err ? r.err : "");
     const char *did = r.out, *rep = r.report;
@@ -139,6 +149,38 @@ static void test_getproc(void **state)     { (void)state; check_path("drvclient"
 static void test_getproc_pt(void **state)  { (void)state; check_path("drvclient", "getproc-pt", 1); }
 static void test_getproc11(void **state)   { (void)state; check_path("drvclient", "getproc11", 0); }
 
+/* A driver whose answer is not the export its headers name (simgpu's fault
+ * SIMGPU_PROCADDR_PT: cuLaunchKernel at 12000 with flags 0 answered with
+ * cuLaunchKernel_ptsz): libsalus hands that answer through instead of its
+ * wrapper of the legacy export, says so once at debug level, and wraps
+ * every other lookup as before.  The client's launches then reach simgpu
+ * without libsalus: none counted, all run. */
+static void test_getproc_guard(void **state)
+{
+    (void)state;
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("workloads/kernels.cubin"))
+        skip();
+    run_t r;
+    run_client(&r, "drvclient", "getproc", 0, 1, "SIMGPU_PROCADDR_PT=cuLaunchKernel@12000");
+    if (r.rc != 0)
+        fail_msg("drvclient getproc exited %d: %s", r.rc, r.err ? r.err : "");
+    const char *did = r.out, *rep = r.report;
+    assert_non_null(did);
+    assert_non_null(rep);
+    assert_int_equal(tu_json_need(rep, "resolver_wrapped"), tu_json_need(did, "expect_wrapped") - 1);
+    assert_int_equal(tu_json_need(rep, "resolver_passed"), tu_json_need(did, "expect_passed") + 1);
+    double launches = -1, legacy = 0;
+    assert_int_equal(tu_json_num(rep, "launches", &launches), 0);
+    assert_true(launches == 0);
+    tu_json_num(rep, "cuLaunchKernel", &legacy);        /* absent or 0 */
+    assert_true(legacy == 0);
+    assert_int_equal(r.kernels, (long)tu_json_need(did, "launches"));
+    assert_int_equal(tu_count_lines(r.err, "is not its export cuLaunchKernel ("), 1);
+    assert_int_equal(tu_count_lines(r.err, "-> cuLaunchKernel passed (the driver's answer is not"), 1);
+    assert_int_equal(tu_count_lines(r.err, "-> cuMemAlloc_v2 wrapped"), 1);
+    run_free(&r);
+}
+
 /* ---- the CUDA runtime ----------------------------------------------------------- */
 
 typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
@@ -166,7 +208,7 @@ static void test_cudart(void **state)
     if (!tu_built("sim/libcuda.so.1") || !tu_built("tests/clients/cudart_probe"))
         skip();
     run_t r;
-    run_client(&r, "cudart_probe", "", 1, 1);
+    run_client(&r, "cudart_probe", "", 1, 1, NULL);
     assert_false(r.p.timed_out);
     assert_true(WIFEXITED(r.p.status));          /* the runtime's error, not a signal */
     if (r.rc != 0 && r.rc != 2)
@@ -223,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_getproc),
         cmocka_unit_test(test_getproc_pt),
         cmocka_unit_test(test_getproc11),
+        cmocka_unit_test(test_getproc_guard),
         cmocka_unit_test(test_cudart),
     };
     return cmocka_run_group_tests_name("intercept_sim", tests, NULL, NULL);
