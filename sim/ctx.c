@@ -500,12 +500,27 @@ out_unlock:
     return rc;
 }
 
+/* The latest tail of the process's other live contexts on the device. */
+struct others { const sim_ctx_t *c; uint64_t tail; };
+static void latest_other(void *obj, void *arg)
+{
+    const sim_ctx_t *o = obj;
+    struct others *w = arg;
+    if (o != w->c && o->device == w->c->device && !o->destroyed &&
+        (!o->primary || o->active))
+        w->tail = sim_max(w->tail, o->tail);
+}
+
 /* Free what the primary context owns and make it inactive.  No wait for
- * its work, and the lock is held throughout, so that a retain from another
+ * its work, which is gone with it, as on the driver (the engine cuts it);
+ * the lock is held throughout, so that a retain from another
  * thread finds it either active or torn down, never half-way: the object
  * itself lives on (callbacks still queued on its streams may touch it). */
 static void primary_deactivate(sim_ctx_t *c)
 {
+    struct others w = { c, 0 };
+    sim_obj_foreach(SIM_K_CTX, latest_other, &w);
+    sim_engine_cut_own(c->device, c->id, w.tail);
     c->active = 0;
     ctx_teardown(c);
     c->refcount = 0;

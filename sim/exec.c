@@ -186,6 +186,7 @@ void sim_stream_done(sim_stream_t *s, uint64_t end)
 
 uint64_t sim_stream_transfer(sim_stream_t *s, uint64_t ns, int kind, const char *name)
 {
+    sim_engine_reap(s->ctx->device);    /* a dead peer's work is gone before ours */
     uint64_t submit = sim_now(), start = sim_max(submit, sim_stream_ready(s));
     sim_stream_done(s, start + ns);
     sim_trace(s, kind, name, submit, start, start + ns);

@@ -178,6 +178,22 @@ void sim_trace(const sim_stream_t *s, int kind, const char *what, uint64_t submi
     }
 }
 
+void sim_trace_cut(int pid, int dev, uint64_t ctx_id, uint64_t t)
+{
+    if (sim_p.trace_fd < 0)
+        return;
+    char line[256];
+    int n = snprintf(line, sizeof line,
+                     "{\"pid\":%d,\"device\":%d,\"context\":%llu,\"kind\":\"cut\","
+                     "\"submit_ns\":%llu,\"start_ns\":%llu,\"end_ns\":%llu}\n",
+                     pid, dev, (unsigned long long)ctx_id, (unsigned long long)t,
+                     (unsigned long long)t, (unsigned long long)t);
+    if (n > 0 && n < (int)sizeof line) {
+        ssize_t w = write(sim_p.trace_fd, line, (size_t)n);
+        (void)w;
+    }
+}
+
 CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3],
                            const unsigned block[3], unsigned shmem, const void *params,
                            size_t param_size)
@@ -189,7 +205,7 @@ CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3
         return rc;
     uint64_t dur = f->emu == SIM_EMU_SPIN ? param_u64(f, params, 0) : sim_p.kernel_ns;
     uint64_t submit = sim_now(), ready = sim_max(submit, sim_stream_ready(s)), start, end;
-    sim_engine_run(s->ctx->device, s->ctx->id, ready, dur, &start, &end);
+    sim_engine_run(s->ctx->device, s->ctx->id, submit, ready, dur, &start, &end);
     sim_stream_done(s, end);
     sim_trace(s, SIM_W_KERNEL, f->name, submit, start, end);
     return CUDA_SUCCESS;

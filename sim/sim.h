@@ -77,7 +77,7 @@
 #define SIM_FATBIN_WRAPPER_MAGIC 0x466243b1u
 
 #define SIM_STATE_MAGIC      0x3147504d49535953ull   /* "SYSIMPG1" */
-#define SIM_STATE_VERSION    1u
+#define SIM_STATE_VERSION    2u
 
 /* Helpers of entry points that an older cuda.h may not declare. */
 #define SIM_MAYBE_UNUSED __attribute__((unused))
@@ -111,12 +111,18 @@ typedef struct sim_slot {
     uint64_t used[SIM_MAX_DEVICES];     /* bytes charged by the process */
 } sim_slot_t;
 
-/* The compute engine of one device, serialized across processes. */
+/* The compute engine of one device, serialized across processes.
+ * Invariant (under lock): free_ns == max over slots of tail[slot], except
+ * that a cut (below) lowers both together.  A dead process's queued work is
+ * gone with its contexts, as on a real GPU: the first submission that would
+ * wait behind a dead slot's tail cuts it (tail[slot] = 0, free_ns the
+ * latest live tail) and writes a "cut" trace line for the dead pid. */
 typedef struct sim_engine {
     pthread_mutex_t lock;               /* robust, process-shared */
     uint64_t free_ns;                   /* end of the last kernel submitted */
     uint64_t last_ctx;                  /* context id of that kernel, 0: none */
     uint64_t kernels;                   /* kernels run, for information */
+    uint64_t tail[SIM_MAX_PROCS];       /* end of each slot's last kernel here */
 } sim_engine_t;
 
 typedef struct sim_shared {
@@ -329,10 +335,18 @@ CUresult sim_charge(int dev, uint64_t bytes);
 void sim_uncharge(int dev, uint64_t bytes);
 /* Free bytes of device dev (capacity - used), after reclaiming the dead. */
 uint64_t sim_free_bytes(int dev);
-/* The engine: run a kernel of dur ns on dev for context ctx_id, not before
- * ready; returns its start (after any context-switch penalty) and end. */
-void sim_engine_run(int dev, uint64_t ctx_id, uint64_t ready, uint64_t dur,
+/* The engine: run a kernel of dur ns on dev for context ctx_id, submitted at
+ * submit, not before ready; returns its start (after any context-switch
+ * penalty) and end. */
+void sim_engine_run(int dev, uint64_t ctx_id, uint64_t submit, uint64_t ready, uint64_t dur,
                     uint64_t *start, uint64_t *end);
+/* Cut the unfinished work of dead processes on dev (the copy path, which
+ * does not go through sim_engine_run). */
+void sim_engine_reap(int dev);
+/* This process's context ctx_id on dev is gone (a primary context reset or
+ * its last release): its work ends now; rest is when the process's other
+ * work on dev ends (0: none). */
+void sim_engine_cut_own(int dev, uint64_t ctx_id, uint64_t rest);
 uint64_t sim_new_ctx_id(void);
 void sim_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int sim_log_enabled(void);
@@ -419,6 +433,9 @@ enum { SIM_W_KERNEL, SIM_W_COPY, SIM_W_MEMSET };
  * run in [start, end); nothing when the trace is off.  Under lock. */
 void sim_trace(const sim_stream_t *s, int kind, const char *name, uint64_t submit,
                uint64_t start, uint64_t end);
+/* A "cut" line: the work of pid on dev (of context ctx_id only, unless 0)
+ * submitted up to t and not finished by t ended at t (its context is gone). */
+void sim_trace_cut(int pid, int dev, uint64_t ctx_id, uint64_t t);
 /* Launch f with a packed parameter buffer on s (under lock). */
 CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3],
                            const unsigned block[3], unsigned shmem,

@@ -8,7 +8,8 @@
  * initialization and fork.
  *
  * Locks: sim_shared_t.lock (robust, process-shared) guards the slots and
- * used[]; sim_engine_t.lock guards one engine.  sim_p.lock is taken around
+ * used[]; sim_engine_t.lock guards one engine (its free time, last context
+ * and each slot's queued tail, by which a dead process's work is cut).  sim_p.lock is taken around
  * initialization and by the fork handlers.
  *
  * Liveness: each process claims a slot and holds a POSIX record lock (write
@@ -174,6 +175,7 @@ static void read_config(sim_config_t *c)
 /* ---- the state's lock --------------------------------------------------- */
 
 static void reclaim_locked(void);
+static void engines_forget_slot(int i);
 
 static void robust_init(pthread_mutex_t *m)
 {
@@ -261,6 +263,7 @@ static CUresult claim_slot(void)
         };
         if (fcntl(sim_p.shm_fd, F_SETLK, &fl) < 0)
             continue;                   /* someone holds it: not ours */
+        engines_forget_slot(i);
         s->slot[i].live = 1;
         s->slot[i].pid = (int32_t)getpid();
         memset(s->slot[i].used, 0, sizeof s->slot[i].used);
@@ -324,21 +327,94 @@ uint64_t sim_new_ctx_id(void)
 /* ---- engines ------------------------------------------------------------
  * A kernel starts when its stream lets it (ready) and the engine is free,
  * plus the switch penalty when the engine last ran another context: the
- * engine's (free_ns, last_ctx) pair changes under its lock only. */
-void sim_engine_run(int dev, uint64_t ctx_id, uint64_t ready, uint64_t dur,
+ * engine's (free_ns, last_ctx, tail[]) change under its lock only.
+ *
+ * Death: a real driver tears a process's contexts down when it dies, and
+ * their queued work with them.  Here nobody runs at a death; the first
+ * process that would wait behind a slot's queued work checks that slot's
+ * liveness (a record-lock test, only then, so a launch behind live work
+ * costs one test per slot ahead of it) and cuts a dead one's work at that
+ * moment: no later submission waits for it, and the trace says so. */
+
+/* Under e's lock: cut the queued work of every dead slot whose tail is past
+ * t, at t; then free_ns is the latest tail left. */
+static void refree_locked(sim_engine_t *e)
+{
+    uint64_t latest = 0;
+    for (int i = 0; i < SIM_MAX_PROCS; i++)
+        latest = sim_max(latest, e->tail[i]);
+    e->free_ns = latest;
+}
+
+static void cut_dead_locked(sim_engine_t *e, int dev, uint64_t t)
+{
+    int cut = 0;
+    for (int i = 0; i < SIM_MAX_PROCS; i++) {
+        if (i == sim_p.slot || e->tail[i] <= t || slot_alive(i))
+            continue;
+        sim_trace_cut(sim_p.shared->slot[i].pid, dev, 0, t);
+        e->tail[i] = 0;
+        cut = 1;
+    }
+    if (cut)
+        refree_locked(e);
+}
+
+/* Slot i is being claimed (its owner, if any, is dead): cut what it left. */
+static void engines_forget_slot(int i)
+{
+    for (int d = 0; d < SIM_MAX_DEVICES; d++) {
+        sim_engine_t *e = &sim_p.shared->engine[d];
+        robust_lock(&e->lock);
+        uint64_t now = sim_now();
+        if (e->tail[i] > now)
+            sim_trace_cut(sim_p.shared->slot[i].pid, d, 0, now);
+        e->tail[i] = 0;
+        refree_locked(e);
+        pthread_mutex_unlock(&e->lock);
+    }
+}
+
+void sim_engine_run(int dev, uint64_t ctx_id, uint64_t submit, uint64_t ready, uint64_t dur,
                     uint64_t *start, uint64_t *end)
 {
     sim_engine_t *e = &sim_p.shared->engine[dev];
     robust_lock(&e->lock);             /* a dead holder leaves a usable pair */
+    if (e->free_ns > ready)
+        cut_dead_locked(e, dev, submit);        /* it died before we submitted */
     uint64_t t = sim_max(ready, e->free_ns);
     if (e->last_ctx && e->last_ctx != ctx_id)
         t += sim_p.shared->switch_ns;
     e->free_ns = t + dur;
     e->last_ctx = ctx_id;
     e->kernels++;
+    e->tail[sim_p.slot] = t + dur;
     pthread_mutex_unlock(&e->lock);
     *start = t;
     *end = t + dur;
+}
+
+void sim_engine_reap(int dev)
+{
+    sim_engine_t *e = &sim_p.shared->engine[dev];
+    robust_lock(&e->lock);
+    uint64_t now = sim_now();
+    if (e->free_ns > now)
+        cut_dead_locked(e, dev, now);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void sim_engine_cut_own(int dev, uint64_t ctx_id, uint64_t rest)
+{
+    sim_engine_t *e = &sim_p.shared->engine[dev];
+    uint64_t now = sim_now();
+    robust_lock(&e->lock);
+    if (e->tail[sim_p.slot] > now) {
+        sim_trace_cut(sim_p.pid, dev, ctx_id, now);
+        e->tail[sim_p.slot] = sim_min(e->tail[sim_p.slot], sim_max(rest, now));
+        refree_locked(e);
+    }
+    pthread_mutex_unlock(&e->lock);
 }
 
 /* ---- opening the state -------------------------------------------------- */

@@ -42,6 +42,8 @@ uint64_t simt_free(void);
 /* What each context takes by default (SIMGPU_CTX_MEMORY). */
 #define CTX_MEM (512 * MiB)
 
+static uint64_t sim_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
 /* ---- children ------------------------------------------------------------------------------ */
 
 static void say(const char *key, long long v)
@@ -160,6 +162,28 @@ static int child_spin(char **argv)
             (ns && cuStreamSynchronize(NULL)))
             return 3;
     return cuCtxSynchronize() ? 4 : 0;
+}
+
+/* queue <n> <ns>: n spins of ns queued without a sync, then wait to be killed. */
+static int child_queue(char **argv)
+{
+    if (child_setup())
+        return 1;
+    char path[512];
+    CUmodule m;
+    CUfunction f;
+    if (cuModuleLoad(&m, tu_build_path("workloads/kernels.cubin", path, sizeof path)) ||
+        cuModuleGetFunction(&f, m, "salus_spin"))
+        return 2;
+    unsigned long long ns = strtoull(argv[1], NULL, 0);
+    void *args[] = { &ns };
+    int bad = 0;
+    for (int i = 0; i < atoi(argv[0]); i++)
+        bad |= cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != CUDA_SUCCESS;
+    say("queued", bad);
+    for (int i = 0; i < 30000; i++)
+        usleep(1000);
+    return 0;
 }
 
 /* info: what this process sees of the state. */
@@ -286,6 +310,7 @@ static int child_main(int argc, char **argv)
     if (!strcmp(argv[0], "race") && argc >= 3) return child_race(argv + 1);
     if (!strcmp(argv[0], "churn") && argc >= 2) return child_churn(argv + 1);
     if (!strcmp(argv[0], "spin") && argc >= 4) return child_spin(argv + 1);
+    if (!strcmp(argv[0], "queue") && argc >= 3) return child_queue(argv + 1);
     if (!strcmp(argv[0], "info")) return child_info();
     if (!strcmp(argv[0], "preinit")) return child_preinit();
     if (!strcmp(argv[0], "symbolic")) return child_symbolic();
@@ -605,6 +630,59 @@ static void test_trace_appends(void **state)
     free(k);
 }
 
+/* A process killed with 1 s of kernels queued: its work goes with it, as
+ * its contexts do on a real GPU.  The next kernel starts at once instead of
+ * after the dead queue, and the trace says where the dead work was cut. */
+static void test_dead_process_work_cut(void **state)
+{
+    (void)state;
+    extern CUfunction simt_spin;
+    tu_env_t env;
+    tu_proc_t a;
+    env_for(&env, simt_state);
+    tu_env_set(&env, "SIMGPU_TRACE", "%s", simt_trace);     /* ours: we write the cut */
+    spawn(&a, &env, "queue", "20", "50000000", NULL);
+    assert_int_equal(reported(&a, "queued", 10000), 0);
+    kill_and_wait(&a);
+    unsigned long long ns = MS;
+    void *args[] = { &ns };
+    CK(cuLaunchKernel(simt_spin, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CK(cuCtxSynchronize());
+    tu_kernel_t *k;
+    long n = tu_trace_load_all(simt_trace, &k);
+    uint64_t first = 0, mine = 0, last_end = 0;
+    int dead = 0;
+    for (long i = 0; i < n; i++) {
+        if (k[i].pid == a.pid) {
+            dead++;
+            if (!first)
+                first = k[i].start_ns;
+            last_end = sim_max_u64(last_end, k[i].end_ns);
+        } else if (k[i].pid == getpid()) {
+            mine = k[i].start_ns;       /* the last: ours just now */
+        }
+    }
+    assert_int_equal(dead, 20);
+    assert_true(first && mine);
+    assert_true(mine < first + 20 * 50 * MS);   /* not behind the dead queue */
+    assert_true(last_end <= mine);              /* the cut is applied */
+    long first_cross = -1;
+    assert_int_equal(tu_trace_cross_submits(k, n, &first_cross), 0);
+    char *text = tu_read_file(simt_trace, NULL);
+    char needle[64];
+    snprintf(needle, sizeof needle, "{\"pid\":%d,", (int)a.pid);
+    int cuts = 0;
+    for (int i = 0; text && tu_count_lines(text, needle) > i; i++) {
+        char line[512];
+        if (!tu_find_line(text, needle, i, line, sizeof line) && strstr(line, "\"kind\":\"cut\""))
+            cuts++;
+    }
+    assert_int_equal(cuts, 1);
+    free(text);
+    free(k);
+    tu_env_free(&env);
+}
+
 /* ---- the state itself ----------------------------------------------------------------------- */
 
 static void run_info(const char *state, const char *memory, const char *devices, tu_proc_t *p)
@@ -740,6 +818,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fork_child),
         cmocka_unit_test(test_engine_serialized_across_processes),
         cmocka_unit_test(test_trace_appends),
+        cmocka_unit_test(test_dead_process_work_cut),
         cmocka_unit_test(test_bad_state_refused),
         cmocka_unit_test(test_first_process_fixes_config),
         cmocka_unit_test(test_before_cuinit),

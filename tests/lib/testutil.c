@@ -394,13 +394,37 @@ static int by_start(const void *a, const void *b)
     return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
 }
 
+/* A "cut" line: the work of pid on device (of one context, unless 0) that
+ * was submitted by t and not finished at t ended at t: simgpu writes one
+ * when a context goes with work queued (its process died, a reset). */
+typedef struct trace_cut {
+    int pid, device;
+    uint64_t context, t;
+} trace_cut_t;
+
+static void apply_cuts(tu_kernel_t *k, long n, const trace_cut_t *c, long nc)
+{
+    for (long j = 0; j < nc; j++)
+        for (long i = 0; i < n; i++) {
+            tu_kernel_t *e = &k[i];
+            if (e->pid != c[j].pid || e->device != c[j].device ||
+                (c[j].context && e->context != c[j].context) ||
+                e->submit_ns > c[j].t || e->end_ns <= c[j].t)
+                continue;
+            if (e->start_ns > c[j].t)
+                e->start_ns = c[j].t;   /* never ran */
+            e->end_ns = c[j].t;
+        }
+}
+
 static long trace_load(const char *path, int kernels_only, tu_kernel_t **out)
 {
     char *text = tu_read_file(path, NULL);
     if (!text)
         return -1;
-    long n = 0, cap = 1024;
+    long n = 0, cap = 1024, nc = 0;
     tu_kernel_t *k = malloc(cap * sizeof *k);
+    trace_cut_t *cuts = NULL;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         double v;
         tu_kernel_t e;
@@ -412,6 +436,14 @@ static long trace_load(const char *path, int kernels_only, tu_kernel_t **out)
         if (!tu_json_num(line, "stream", &v)) e.stream = (uint64_t)v;
         if (tu_json_str(line, "kind", e.kind, sizeof e.kind))
             strcpy(e.kind, "kernel");
+        if (!strcmp(e.kind, "cut") && !tu_json_num(line, "end_ns", &v)) {
+            trace_cut_t *c = realloc(cuts, (size_t)(nc + 1) * sizeof *cuts);
+            if (c) {
+                cuts = c;
+                cuts[nc++] = (trace_cut_t){ e.pid, e.device, e.context, (uint64_t)v };
+            }
+            continue;
+        }
         if (kernels_only && strcmp(e.kind, "kernel") != 0)
             continue;
         tu_json_str(line, "name", e.name, sizeof e.name);
@@ -427,6 +459,8 @@ static long trace_load(const char *path, int kernels_only, tu_kernel_t **out)
         k[n++] = e;
     }
     free(text);
+    apply_cuts(k, n, cuts, nc);
+    free(cuts);
     qsort(k, n, sizeof *k, by_start);
     *out = k;
     return n;

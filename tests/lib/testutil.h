@@ -88,7 +88,8 @@ typedef struct tu_kernel {
     uint64_t submit_ns, start_ns, end_ns;
 } tu_kernel_t;
 /* Load a trace's kernels, sorted by start_ns. Returns the count, -1 if
- * unreadable. */
+ * unreadable.  The trace's "cut" lines (a context gone with work queued:
+ * its process died) are applied: that work ends at the cut. */
 long tu_trace_load(const char *path, tu_kernel_t **out);
 /* Load every line of a trace (kernels, copies, memsets), sorted by start_ns. */
 long tu_trace_load_all(const char *path, tu_kernel_t **out);
