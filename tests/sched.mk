@@ -42,3 +42,16 @@ $(SCHED_CAPCLIENT): tests/clients/capclient.c | $(B)/.deps-test
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
 	    -L$(CUDA_HOME)/lib64/stubs -lcuda
 $(B)/tests/test_sched_capture: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_CAPCLIENT)
+
+#   test_sched_drain  exclusive handoffs: a job with work queued or running at
+#                     what looks like a boundary (side stream, polling, 32
+#                     iterations ahead, two threads, SIGKILLed) and a peer,
+#                     under fifo, fair, priority, srtf (and pack), judged by
+#                     the trace's cross submissions
+$(eval $(call salus_test,test_sched_drain,$(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o,))
+SCHED_DRAINCLIENT := $(B)/tests/clients/drainclient
+$(SCHED_DRAINCLIENT): tests/clients/drainclient.c | $(B)/.deps-test
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -pthread -o $@ $< \
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda
+$(B)/tests/test_sched_drain: $(LIBSALUS) $(SIM_LIB) $(WL_CUBIN) $(SCHED_DRAINCLIENT)

@@ -29,6 +29,9 @@
 #define DRV_CALLS(X)                                                                    \
     X(ctx_get_device,        (CUdevice *dev),                     "cuCtxGetDevice", NULL) \
     X(ctx_synchronize,       (void),                              "cuCtxSynchronize", NULL) \
+    X(ctx_get_current,       (CUcontext *ctx),                    "cuCtxGetCurrent", NULL) \
+    X(ctx_push_current,      (CUcontext ctx),                     "cuCtxPushCurrent_v2", NULL) \
+    X(ctx_pop_current,       (CUcontext *ctx),                    "cuCtxPopCurrent_v2", NULL) \
     X(device_get_uuid,       (CUuuid *uuid, CUdevice dev),        "cuDeviceGetUuid_v2",   \
                                                                   "cuDeviceGetUuid")      \
     X(device_total_mem,      (size_t *bytes, CUdevice dev),       "cuDeviceTotalMem_v2", NULL) \

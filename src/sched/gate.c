@@ -162,6 +162,7 @@ static void register_locked(sched_proc_t *p)
             util_warn("cannot register an exit handler: peers take this process's "
                       "lease back only when they see it dead");
     }
+    sched_drain_start(p);
     __atomic_store_n(&p->state, SCHED_P_ACTIVE, __ATOMIC_RELEASE);
     sched_set_proc_gate(&me->gate);
     util_info("scheduler: table %s, slot %d, priority %d, policy %s (the first process "
@@ -242,6 +243,7 @@ const uint32_t *sched_launch_slow(const void *work)
     if (d < 0)
         return sched_proc_gate();    /* no context (the driver will refuse it), or open */
     note_host_gap(p);
+    sched_drain_note_context();
     bump_activity(p->me);
     sched_dev_t *dev = sched_dev(p->t, d);
     if (__atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == sched_lease_of(p->slot, p->gen)) {
@@ -373,7 +375,7 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
         mark_rest(p->me);
     }
     if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
-        sched_yield_point(p, boundary, 1);
+        sched_yield_point(p, boundary);
 }
 
 SALUS_EXPORT void salus_iteration_end(void)
@@ -392,7 +394,7 @@ SALUS_EXPORT void salus_iteration_end(void)
     bump_activity(p->me);
     mark_rest(p->me);
     if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
-        sched_yield_point(p, 1, 0);
+        sched_yield_point(p, 1);
 }
 
 /* ---- fork and exit ---------------------------------------------------------------
@@ -432,6 +434,7 @@ static void postfork_child(void)
     p->last_sync_ns = p->registered_ns = 0;
     sched_set_proc_gate(&sched_gate_unreg);
     sched_captures_reset();
+    sched_drain_reset();
 }
 
 static void fork_register(void)

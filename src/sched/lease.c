@@ -364,10 +364,49 @@ static void mark_idle_locked(shm_table_t *t, int slot)
         shm_set_state(t, slot, SHM_IDLE);
 }
 
+/* A grant takes d from `from`, which may have work queued there: ask it to
+ * drain (drain.c) and make the new holder wait for the answer.  A drain
+ * still pending from an earlier holder (the lease passed on before its
+ * successor submitted anything) stays the one to wait for: that successor
+ * queued no work.  The device's mark is stored before the lease word's
+ * release store, so that a new holder that sees its lease sees the mark;
+ * the request itself (drain_ask) after the gates, so that the drain starts
+ * after `from`'s gate is CLOSED, and its wake-up (a syscall) outside the
+ * window between a waiter's idle check and the lease store, which a
+ * holder's launch races. */
+void sched_drain_mark_locked(shm_table_t *t, int d, int from)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    sched_slot_t *f = sched_slot(t, from);
+    if (!dev || !f)
+        return;
+    uint32_t prev = dev->drain_from;
+    if (prev >= 1 && prev <= SHM_MAX_SLOTS && (int)prev - 1 != from &&
+        shm_slot_gen(t, (int)prev - 1) == dev->drain_gen &&
+        (int32_t)(__atomic_load_n(&sched_slot(t, (int)prev - 1)->drain_done, __ATOMIC_ACQUIRE) -
+                  dev->drain_seq) < 0)
+        return;
+    dev->drain_gen = shm_slot_gen(t, from);
+    dev->drain_seq = __atomic_load_n(&f->drain_req, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&dev->drain_from, (uint32_t)from + 1, __ATOMIC_RELEASE);
+}
+
+static void drain_ask(shm_table_t *t, int d, int from)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    sched_slot_t *f = sched_slot(t, from);
+    if (!f || dev->drain_from != (uint32_t)from + 1)
+        return;
+    __atomic_store_n(&f->drain_req, dev->drain_seq, __ATOMIC_RELEASE);
+    shm_futex_wake(&f->drain_req, INT_MAX);
+}
+
 void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
 {
     sched_dev_t *dev = sched_dev(t, d);
     int from = sched_lease_holder(t, dev->lease);
+    if (from >= 0 && from != to)
+        sched_drain_mark_locked(t, d, from);
     if (from >= 0) {
         sched_slot_t *f = sched_slot(t, from);
         uint64_t held = now > dev->since_ns ? now - dev->since_ns : 0;
@@ -376,8 +415,10 @@ void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
     }
     if (to < 0 || !slot_ready(t, to)) {
         __atomic_store_n(&dev->lease, 0, __ATOMIC_RELEASE);
-        if (from >= 0)
+        if (from >= 0) {
             sched_gate_update_locked(t, from);
+            drain_ask(t, d, from);
+        }
         return;
     }
     sched_slot_t *s = sched_slot(t, to);
@@ -393,6 +434,8 @@ void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
     if (from >= 0)
         sched_gate_update_locked(t, from);
     sched_gate_update_locked(t, to);
+    if (from >= 0 && from != to)
+        drain_ask(t, d, from);
     __atomic_add_fetch(&s->grant, 1, __ATOMIC_RELEASE);
     if (wake)
         sched_wake(t, to);

@@ -6,7 +6,9 @@
  *
  * Files, each depending only on those after it (mk/circles.py checks it):
  * gate.c (the process side: registration, the launch slow path, syncs,
- * hints, fork and exit), wait.c (acquiring, waiting, yielding), stats.c
+ * hints, fork and exit), wait.c (acquiring, waiting, yielding), drain.c
+ * (exclusive handoffs: the contexts a process launched into, its drain
+ * thread, a new holder's wait for the last one's work), stats.c
  * (histograms, report, monitors), check.c (the invariants), lease.c (the
  * table side: state transitions under the lock, reap and repair), policy.c
  * (the table of policies), policy_<name>.c (each policy), policy_util.c
@@ -72,6 +74,13 @@ typedef struct sched_slot {
                                  its last samples), 0: unknown (owner, relaxed) */
     uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
     uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (atomic add) */
+    /* the drain (drain.c): a grantor that takes a lease from this slot asks
+     * (drain_req, bumped under the lock, futex word of the owner's drain
+     * thread); the owner answers with the request it served (drain_done,
+     * release store, futex word of the new holder) once every context it
+     * launched into is synchronized */
+    uint32_t drain_req __attribute__((aligned(64)));
+    uint32_t drain_done;
 } sched_slot_t;
 
 /* ---- the device area (SHM_AREA_SCHED of every device) --------------------
@@ -115,6 +124,12 @@ typedef struct sched_dev {
     uint32_t fill_us;         /* fair: a host phase worth filling (SALUS_FILL_US), 0: off */
     uint8_t pad[64 - 8 * SCHED_WAIT_WORDS];
     sched_wait_t wait[SHM_MAX_SLOTS];
+    /* A drain pending (drain.c): the previous holder (slot + 1, 0: none, and
+     * its generation) must answer request drain_seq before the new holder
+     * submits; under the lock, read by the new holder with acquire. */
+    uint32_t drain_from;
+    uint32_t drain_gen;
+    uint32_t drain_seq;
 } sched_dev_t;
 
 _Static_assert(sizeof(sched_slot_t) <= SHM_SLOT_AREA_BYTES, "sched slot area");
@@ -398,10 +413,9 @@ const char *sched_check_hook(shm_table_t *t, void *ctx);
 /* The lease of device d for the calling process: returns when it holds it,
  * the device is under pack, or scheduling failed open. */
 void sched_acquire(sched_proc_t *p, int d);
-/* At a sync or boundary of the process: hand over what policy says to.
- * boundary: this sync ends an iteration; synced: the GPU work is done (no
- * context sync needed before the handover). */
-void sched_yield_point(sched_proc_t *p, int boundary, int synced);
+/* At a sync or boundary of the process: hand over what policy says to
+ * (and drain).  boundary: this sync ends an iteration. */
+void sched_yield_point(sched_proc_t *p, int boundary);
 /* Launch slow path of a holder with waiters, PROBEd (kernel boundaries, max
  * slice).  1 when it should stay PROBEd: a program that does not sync, whose
  * kernel sequence is being learnt. */
@@ -416,6 +430,32 @@ void sched_probe_boundary(sched_slot_t *s);
 void sched_gate_settle_locked(shm_table_t *t, int slot);
 /* Give up every lease (exit). */
 void sched_release_all(sched_proc_t *p);
+
+/* ---- the drain (drain.c) ----------------------------------------------------
+ * No work of a new holder reaches a device before the previous holder's
+ * work there has finished (drain.c carries the ordering argument). */
+/* The slow path of a launch: remember the calling thread's current context
+ * (the contexts a drain synchronizes). */
+void sched_drain_note_context(void);
+/* Synchronize every context the process launched into (none while a
+ * capture is in progress: returns -1 then, else 0). */
+int  sched_drain_self(void);
+/* Start the process's drain thread (at registration; again in a fork child). */
+void sched_drain_start(sched_proc_t *p);
+/* A fork child has no drain thread and no contexts yet. */
+void sched_drain_reset(void);
+/* The new holder of d, before its first submission: wait until the drain
+ * pending on d is done, its process dead, or SCHED_DRAIN_MAX_NS passed
+ * (said once); the tenure then starts, and the previous holder is charged
+ * up to it. */
+void sched_drain_await(sched_proc_t *p, int d);
+/* Serve the drain requests made of the process (its slot `me`) so far:
+ * drain, then answer (by a holder that has just yielded, and by the drain
+ * thread). */
+void sched_drain_serve(sched_slot_t *me);
+/* (lease.c) Under the lock, at a grant of d away from `from`: ask it to
+ * drain, unless an earlier holder's drain is still pending on d. */
+void sched_drain_mark_locked(shm_table_t *t, int d, int from);
 
 /* ---- counters (stats.c) ----------------------------------------------------- */
 int  sched_hist_bucket(uint64_t ns);

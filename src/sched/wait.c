@@ -33,6 +33,10 @@
  * under the lock: its slot still its own, its place among the waiters (put
  * back if a repair dropped it); so no wait depends on a wake-up alone.
  *
+ * A new holder submits nothing before the last holder's work is done: a
+ * holder yielding at its sync drains itself first, and the new holder waits
+ * for a drain the grant asked for (drain.c).
+ *
  * Locks: the table lock around every decision, never held while sleeping,
  * while synchronizing a context, or across a call into the driver; p->mu
  * only for the process's own bookkeeping, never held while taking the table
@@ -106,39 +110,32 @@ static void nudge_watcher(sched_proc_t *p, int d)
     }
 }
 
-/* Hand device d over if the policy says so; synchronize the context first
- * when the GPU work is not known to be done.  1 if handed over. */
-static int yield_device(sched_proc_t *p, int d, int boundary, int synced)
+/* Hand device d over if the policy says so, then drain: the grant closed
+ * this process's gate and asked it to drain (the mark the new holder waits
+ * for), and this thread serves that request at once (drain.c: every context
+ * the process launched into synchronized; a stream or event sync leaves its
+ * other streams running).  1 if handed over. */
+static int yield_device(sched_proc_t *p, int d, int boundary)
 {
-    if (sched_captures() > 0)        /* the sync would break it: wait for its end */
+    if (sched_captures() > 0)        /* the drain would break it: wait for its end */
         return 0;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (lock_or_fail(p))
-            return 0;
-        int to = sched_decide_locked(p->t, d, p->slot, boundary, sched_now());
-        if (to < 0) {
-            shm_unlock(p->t);
-            if (boundary)
-                nudge_watcher(p, d);
-            return 0;
-        }
-        if (!synced) {
-            shm_unlock(p->t);
-            const drv_t *drv = sched_drv();
-            if (drv && drv->ctx_synchronize)
-                drv->ctx_synchronize();
-            synced = 1;
-            continue;                        /* decide again: time has passed */
-        }
-        sched_grant_locked(p->t, d, to, sched_now(), 0);
+    if (lock_or_fail(p))
+        return 0;
+    int to = sched_decide_locked(p->t, d, p->slot, boundary, sched_now());
+    if (to < 0) {
         shm_unlock(p->t);
-        sched_wake(p->t, to);
-        shm_set_state(p->t, p->slot, SHM_IDLE);
-        util_debug("device %d: the GPU goes to slot %d at a %s", d, to,
-                   boundary ? "boundary" : "sync past the max slice");
-        return 1;
+        if (boundary)
+            nudge_watcher(p, d);
+        return 0;
     }
-    return 0;
+    sched_grant_locked(p->t, d, to, sched_now(), 0);
+    shm_unlock(p->t);
+    sched_wake(p->t, to);
+    shm_set_state(p->t, p->slot, SHM_IDLE);
+    sched_drain_serve(p->me);
+    util_debug("device %d: the GPU goes to slot %d at a %s", d, to,
+               boundary ? "boundary" : "sync past the max slice");
+    return 1;
 }
 
 /* ---- watching the holder --------------------------------------------------- */
@@ -522,6 +519,7 @@ void sched_acquire(sched_proc_t *p, int d)
     sched_gate_update_locked(t, p->slot);
     shm_unlock(t);
     if (to == p->slot) {
+        sched_drain_await(p, d);             /* a holder that left work queued */
         tenure_begins(p);
         return;
     }
@@ -541,15 +539,17 @@ void sched_acquire(sched_proc_t *p, int d)
         shm_set_state(t, p->slot, SHM_RUNNING);
         return;
     }
+    sched_drain_await(p, d);                 /* the last holder's work first */
+    now = sched_now();
     uint64_t rel = __atomic_load_n(&dev->release_ns, __ATOMIC_RELAXED);
     if (by_other && rel >= t0 && rel <= now)
-        sched_hist_add(me, now - rel);
+        sched_hist_add(me, now - rel);       /* the handoff includes the drain */
     tenure_begins(p);
 }
 
 /* ---- yielding ---------------------------------------------------------------- */
 
-void sched_yield_point(sched_proc_t *p, int boundary, int synced)
+void sched_yield_point(sched_proc_t *p, int boundary)
 {
     uint32_t devset = __atomic_load_n(&p->devset, __ATOMIC_RELAXED);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
@@ -559,8 +559,7 @@ void sched_yield_point(sched_proc_t *p, int boundary, int synced)
         if (__atomic_load_n(&dev->lease, __ATOMIC_RELAXED) != my_lease(p) ||
             !sched_any_waiter(dev))
             continue;
-        if (yield_device(p, d, boundary, synced))
-            synced = 1;                      /* one context sync is enough */
+        yield_device(p, d, boundary);
     }
 }
 
@@ -600,7 +599,7 @@ int sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
     if (at)                                  /* a boundary, whatever the policy says */
         __atomic_store_n(&p->me->boundary_ns, now, __ATOMIC_RELAXED);
 
-    if ((at || over) && yield_device(p, d, at, 0))
+    if ((at || over) && yield_device(p, d, at))
         sched_acquire(p, d);                 /* this launch waits its turn */
     return no_sync;
 }

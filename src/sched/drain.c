@@ -1,0 +1,296 @@
+/*
+ * drain.c - exclusive handoffs: under every gated policy, no work of a new
+ * holder reaches a device before the work the previous holder queued there
+ * has finished, on all its streams, contexts and threads.  A sync of one
+ * stream or event (a boundary) says nothing of the process's other streams,
+ * and a holder that polls, or has work queued ahead (JAX dispatches up to
+ * 32 executions), is not done when its lease is taken.
+ *
+ * Divided into: the contexts the process launched into; draining oneself;
+ * the drain thread; the new holder's wait.
+ *
+ * How.  Every grant away from a holder (it yields at its own sync or max
+ * slice; a waiter takes the GPU at its rest, idleness, stop or max slice;
+ * it exits) marks the device "drain pending from slot S, request n" and
+ * bumps S's drain_req (lease.c, sched_drain_mark_locked).  A holder that
+ * yields serves the request itself at once, after its grant (wait.c,
+ * yield_device); otherwise S's drain thread, asleep on that word, does: it
+ * synchronizes every context the process launched into and publishes
+ * drain_done = n.  Draining after the grant, not before it, matters: until
+ * the grant closes the gate, the holder's other threads keep launching on
+ * the fast path.  The
+ * new holder, before its first submission (the end of sched_acquire), waits
+ * for drain_done >= n, or S's death (its contexts, and their work, are gone
+ * with it), or SCHED_DRAIN_MAX_NS: a stopped holder's drain thread is
+ * stopped too, and a wedged one never answers; the new holder then goes on
+ * and says so once.  Its tenure (since_ns, what fair and srtf charge) starts
+ * when the wait ends; the previous holder is charged up to then.
+ *
+ * Ordering argument.  The mark is written under the table lock together
+ * with the grant (lease word, gates: the old holder's gate is CLOSED from
+ * then on), and the request word is stored with release after the mark.
+ * The drain thread loads drain_req with acquire, so its synchronizes start
+ * after the gate was CLOSED; a launch of the old holder that loads its gate
+ * after that takes the slow path and waits for the lease again.  Its answer
+ * (drain_done, release) follows the synchronizes, and the new holder loads
+ * it with acquire before it submits.  What remains is a launch that loaded
+ * its gate OPEN or CONTENDED before the grant and reaches the driver after
+ * the drain's synchronize began: the drain synchronizes twice, so that such
+ * a launch, in flight during the first pass, is waited for by the second;
+ * only a thread descheduled between its gate load and the driver's enqueue
+ * for longer than both passes can still overlap (the fast path has no room
+ * for a count after the driver call).  A capture in progress is never
+ * synchronized (it would be invalidated): the drain thread waits for its
+ * end, which the new holder's bounded wait covers.
+ *
+ * Locks: ctxs.mu (a leaf: nothing is taken or called while holding it)
+ * guards the set of contexts; the table lock is taken only to clear a mark
+ * and charge the tenure.  No driver call under any lock.
+ */
+#include "sched/sched_int.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#define SCHED_DRAIN_CTXS     16                     /* contexts remembered */
+#define SCHED_DRAIN_MAX_NS   (1000ull * 1000000)    /* a new holder's longest wait */
+#define SCHED_DRAIN_LOOK_NS  (2ull * 1000000)       /* its look at the old holder's life */
+#define SCHED_DRAIN_IDLE_NS  (1000ull * 1000000)    /* the drain thread's re-look */
+#define SCHED_DRAIN_CAPTURE_NS (2ull * 1000000)     /* its look at a capture's end */
+
+/* ---- the contexts the process launched into --------------------------------- */
+
+static struct {
+    pthread_mutex_t mu;
+    int n;
+    CUcontext ctx[SCHED_DRAIN_CTXS];
+    unsigned epoch;              /* bumped in a fork child: threads' caches are void */
+    int thread_started;
+} ctxs = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread struct { unsigned epoch; CUcontext last; } seen;
+
+void sched_drain_note_context(void)
+{
+    const drv_t *drv = sched_drv();
+    CUcontext c = NULL;
+    if (!drv || !drv->ctx_get_current || drv->ctx_get_current(&c) != CUDA_SUCCESS || !c)
+        return;
+    unsigned epoch = __atomic_load_n(&ctxs.epoch, __ATOMIC_RELAXED);
+    if (seen.epoch == epoch && seen.last == c)
+        return;
+    pthread_mutex_lock(&ctxs.mu);
+    int i = 0;
+    while (i < ctxs.n && ctxs.ctx[i] != c)
+        i++;
+    if (i == ctxs.n) {
+        if (ctxs.n == SCHED_DRAIN_CTXS) {    /* the oldest goes: contexts are few */
+            memmove(ctxs.ctx, ctxs.ctx + 1, (SCHED_DRAIN_CTXS - 1) * sizeof ctxs.ctx[0]);
+            ctxs.n--;
+        }
+        ctxs.ctx[ctxs.n++] = c;
+    }
+    pthread_mutex_unlock(&ctxs.mu);
+    seen.epoch = epoch;
+    seen.last = c;
+}
+
+/* A context the driver refuses (destroyed since): not synchronized again. */
+static void forget_context(CUcontext c)
+{
+    pthread_mutex_lock(&ctxs.mu);
+    for (int i = 0; i < ctxs.n; i++)
+        if (ctxs.ctx[i] == c) {
+            ctxs.ctx[i] = ctxs.ctx[--ctxs.n];
+            break;
+        }
+    pthread_mutex_unlock(&ctxs.mu);
+    __atomic_add_fetch(&ctxs.epoch, 1, __ATOMIC_RELAXED);   /* re-noted if alive */
+}
+
+/* ---- draining oneself ---------------------------------------------------------- */
+
+/* One pass: push each context on the calling thread, synchronize it, pop it
+ * (the thread's own stack is as it was).  Without push and pop in the
+ * driver, the current context alone. */
+static void sync_pass(const drv_t *drv)
+{
+    CUcontext set[SCHED_DRAIN_CTXS];
+    pthread_mutex_lock(&ctxs.mu);
+    int n = ctxs.n;
+    memcpy(set, ctxs.ctx, (size_t)n * sizeof set[0]);
+    pthread_mutex_unlock(&ctxs.mu);
+    if (!drv->ctx_push_current || !drv->ctx_pop_current || n == 0) {
+        if (drv->ctx_synchronize)
+            drv->ctx_synchronize();
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        CUcontext popped;
+        if (drv->ctx_push_current(set[i]) != CUDA_SUCCESS) {
+            forget_context(set[i]);
+            continue;
+        }
+        if (drv->ctx_synchronize)
+            drv->ctx_synchronize();
+        drv->ctx_pop_current(&popped);
+    }
+}
+
+int sched_drain_self(void)
+{
+    const drv_t *drv = sched_drv();
+    if (sched_captures() > 0)
+        return -1;
+    if (!drv)
+        return 0;
+    sync_pass(drv);
+    sync_pass(drv);                  /* a launch in flight during the first (above) */
+    return 0;
+}
+
+/* ---- the drain thread ------------------------------------------------------------
+ * Asleep on its slot's drain_req; at a request it drains the process and
+ * answers.  Detached, with every signal blocked (the program's handlers run
+ * on its own threads); it never exits the process or keeps it from exiting. */
+
+/* 0 when served, -1 when a capture is in progress (its end serves).  Two
+ * servers (the yielding thread, the drain thread) may answer out of order:
+ * drain_done may go back to an older request, which only makes a waiter
+ * wait for the drain thread's next pass, which sees req != done. */
+static int serve(sched_slot_t *me)
+{
+    uint32_t req = __atomic_load_n(&me->drain_req, __ATOMIC_ACQUIRE);
+    if (req == __atomic_load_n(&me->drain_done, __ATOMIC_RELAXED))
+        return 0;
+    if (sched_drain_self() != 0)
+        return -1;
+    __atomic_store_n(&me->drain_done, req, __ATOMIC_RELEASE);
+    shm_futex_wake(&me->drain_done, INT_MAX);
+    return 0;
+}
+
+void sched_drain_serve(sched_slot_t *me)
+{
+    serve(me);
+}
+
+static void *drain_main(void *arg)
+{
+    sched_slot_t *me = arg;
+    for (;;) {
+        uint32_t req = __atomic_load_n(&me->drain_req, __ATOMIC_ACQUIRE);
+        if (req != __atomic_load_n(&me->drain_done, __ATOMIC_RELAXED)) {
+            if (serve(me) != 0)                     /* a capture: its end serves */
+                shm_futex_wait(&me->drain_req, req, SCHED_DRAIN_CAPTURE_NS);
+            continue;
+        }
+        shm_futex_wait(&me->drain_req, req, SCHED_DRAIN_IDLE_NS);
+    }
+    return NULL;
+}
+
+void sched_drain_start(sched_proc_t *p)
+{
+    static int said;
+    if (ctxs.thread_started)
+        return;
+    pthread_attr_t a;
+    sigset_t all, old;
+    pthread_t th;
+    if (pthread_attr_init(&a) != 0)
+        return;
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&a, 64 * 1024);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&th, &a, drain_main, p->me);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (rc == 0)
+        ctxs.thread_started = 1;
+    else
+        util_log_once(&said, UTIL_LOG_WARN, "cannot start the drain thread (error %d): a "
+                      "waiter that takes this process's GPU waits up to %llu ms for its "
+                      "work instead", rc, (unsigned long long)(SCHED_DRAIN_MAX_NS / 1000000));
+}
+
+void sched_drain_reset(void)
+{
+    pthread_mutex_init(&ctxs.mu, NULL);
+    ctxs.n = 0;
+    ctxs.thread_started = 0;
+    __atomic_add_fetch(&ctxs.epoch, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- the new holder's wait ----------------------------------------------------- */
+
+/* Under the lock: the wait for (from1, seq) is over at now; if the mark is
+ * still that one, clear it, charge the old holder the drain, and start the
+ * new holder's tenure if it is p's. */
+static void drained_locked(sched_proc_t *p, int d, uint32_t from1, uint32_t seq, uint64_t now)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (dev->drain_from != from1 || dev->drain_seq != seq)
+        return;
+    __atomic_store_n(&dev->drain_from, 0, __ATOMIC_RELEASE);
+    if (dev->lease != sched_lease_of(p->slot, p->gen) || now <= dev->since_ns)
+        return;
+    int from = (int)from1 - 1;
+    uint64_t extra = now - dev->since_ns;
+    if (from != p->slot && from < SHM_MAX_SLOTS && shm_slot_gen(p->t, from) == dev->drain_gen) {
+        sched_slot_t *f = sched_slot(p->t, from);
+        __atomic_add_fetch(&f->held_ns, extra, __ATOMIC_RELAXED);
+        f->vtime[d] += sched_vtime_charge(f->priority, extra);
+    }
+    dev->since_ns = now;
+}
+
+/* Whether the drain (from, gen, seq) needs no more waiting. */
+static int drain_over(shm_table_t *t, int from, uint32_t gen, uint32_t seq, uint32_t *done)
+{
+    sched_slot_t *f = sched_slot(t, from);
+    *done = __atomic_load_n(&f->drain_done, __ATOMIC_ACQUIRE);
+    return (int32_t)(*done - seq) >= 0 || shm_slot_gen(t, from) != gen ||
+           !shm_slot_alive(t, from);
+}
+
+void sched_drain_await(sched_proc_t *p, int d)
+{
+    static int said_late;
+    sched_dev_t *dev = sched_dev(p->t, d);
+    uint64_t deadline = sched_now() + SCHED_DRAIN_MAX_NS;
+    for (;;) {
+        uint32_t from1 = __atomic_load_n(&dev->drain_from, __ATOMIC_ACQUIRE);
+        if (from1 == 0)
+            return;
+        uint32_t gen = __atomic_load_n(&dev->drain_gen, __ATOMIC_RELAXED);
+        uint32_t seq = __atomic_load_n(&dev->drain_seq, __ATOMIC_RELAXED), done = 0;
+        int from = (int)from1 - 1;
+        int over = from >= SHM_MAX_SLOTS || from == p->slot ||
+                   drain_over(p->t, from, gen, seq, &done);
+        uint64_t now = sched_now();
+        if (!over && now >= deadline) {
+            util_log_once(&said_late, UTIL_LOG_WARN,
+                          "device %d: the previous holder (slot %d) did not finish its GPU "
+                          "work within %llu ms (stopped, wedged, or inside a capture); this "
+                          "process goes on, and its first kernels may share the GPU with "
+                          "that work", d, from,
+                          (unsigned long long)(SCHED_DRAIN_MAX_NS / 1000000));
+            over = 1;
+        }
+        if (over) {
+            int rc = shm_lock(p->t);
+            if (rc != 0) {
+                sched_lock_failed(p, rc);
+                return;
+            }
+            drained_locked(p, d, from1, seq, now);
+            shm_unlock(p->t);
+            return;
+        }
+        shm_futex_wait(&sched_slot(p->t, from)->drain_done, done, SCHED_DRAIN_LOOK_NS);
+    }
+}
