@@ -21,9 +21,10 @@
  * the fast path.  The
  * new holder, before its first submission (the end of sched_acquire), waits
  * for drain_done >= n, or S's death (its contexts, and their work, are gone
- * with it), or SCHED_DRAIN_MAX_NS: a stopped holder's drain thread is
- * stopped too, and a wedged one never answers; the new holder then goes on
- * and says so once.  Its tenure (since_ns, what fair and srtf charge) starts
+ * with it), or S's stop (its drain thread is stopped too: the work it
+ * queued runs out beside the new holder's first kernels), or
+ * SCHED_DRAIN_MAX_NS (a wedged holder, or one inside a long capture); the
+ * new holder then goes on and says so once.  Its tenure (since_ns, what fair and srtf charge) starts
  * when the wait ends; the previous holder is charged up to then.
  *
  * Ordering argument.  The mark is written under the table lock together
@@ -248,12 +249,16 @@ static void drained_locked(sched_proc_t *p, int d, uint32_t from1, uint32_t seq,
     dev->since_ns = now;
 }
 
-/* Whether the drain (from, gen, seq) needs no more waiting. */
+/* Whether the drain (from, gen, seq) needs no more waiting: answered, its
+ * process gone, or stopped (marked so by the waiter that took the GPU from
+ * it: its drain thread is stopped with it, and what it queued runs out on
+ * the GPU by itself, so waiting would only idle the GPU longer). */
 static int drain_over(shm_table_t *t, int from, uint32_t gen, uint32_t seq, uint32_t *done)
 {
     sched_slot_t *f = sched_slot(t, from);
     *done = __atomic_load_n(&f->drain_done, __ATOMIC_ACQUIRE);
     return (int32_t)(*done - seq) >= 0 || shm_slot_gen(t, from) != gen ||
+           __atomic_load_n(&f->stopped_ns, __ATOMIC_RELAXED) != 0 ||
            !shm_slot_alive(t, from);
 }
 
