@@ -11,7 +11,7 @@
  *            non-blocking side stream; only the legacy stream is synced
  *            (a prefetch or NCCL stream the loop never waits for);
  *   poll     three kernels on a stream, then cuEventQuery / cuStreamQuery
- *            until done: it never blocks in the driver;
+ *            every 100 us until done: it never blocks in the driver;
  *   queue    two kernels and an event per iteration; it waits only for the
  *            event of 31 iterations before (JAX's 32 dispatched executions);
  *   threads  two threads, each with its own stream: two kernels, a sync of
@@ -77,7 +77,7 @@ static CUresult poll_loop(void)
         TRY(cuEventRecord(e, s));
         CUresult r;
         while ((r = (i & 1) ? cuStreamQuery(s) : cuEventQuery(e)) == CUDA_ERROR_NOT_READY)
-            ;
+            usleep(100);                /* polls; spares the CPU the tests share */
         TRY(r);
     }
     return CUDA_SUCCESS;
