@@ -154,8 +154,9 @@ int sched_drain_self(void)
 
 /* ---- the drain thread ------------------------------------------------------------
  * Asleep on its slot's drain_req; at a request it drains the process and
- * answers.  Detached, with every signal blocked (the program's handlers run
- * on its own threads); it never exits the process or keeps it from exiting. */
+ * answers.  Detached, with every asynchronous signal blocked (the program's
+ * handlers run on its own threads; a SIGBUS from a truncated table must
+ * reach ipc's guard); it never exits the process or keeps it from exiting. */
 
 /* 0 when served, -1 when a capture is in progress (its end serves).  Two
  * servers (the yielding thread, the drain thread) may answer out of order:
@@ -206,6 +207,10 @@ void sched_drain_start(sched_proc_t *p)
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&a, 64 * 1024);
     sigfillset(&all);
+    sigdelset(&all, SIGBUS);         /* synchronous: ipc's guard handles a table */
+    sigdelset(&all, SIGSEGV);        /* truncated under us; blocked, they would kill */
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&th, &a, drain_main, p->me);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
