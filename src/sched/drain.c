@@ -267,7 +267,7 @@ static int drain_over(shm_table_t *t, int from, uint32_t gen, uint32_t seq, uint
            !shm_slot_alive(t, from);
 }
 
-void sched_drain_await(sched_proc_t *p, int d)
+int sched_drain_await(sched_proc_t *p, int d)
 {
     static int said_late;
     sched_dev_t *dev = sched_dev(p->t, d);
@@ -275,7 +275,7 @@ void sched_drain_await(sched_proc_t *p, int d)
     for (;;) {
         uint32_t from1 = __atomic_load_n(&dev->drain_from, __ATOMIC_ACQUIRE);
         if (from1 == 0)
-            return;
+            return 0;
         uint32_t gen = __atomic_load_n(&dev->drain_gen, __ATOMIC_RELAXED);
         uint32_t seq = __atomic_load_n(&dev->drain_seq, __ATOMIC_RELAXED), done = 0;
         int from = (int)from1 - 1;
@@ -295,11 +295,11 @@ void sched_drain_await(sched_proc_t *p, int d)
             int rc = shm_lock(p->t);
             if (rc != 0) {
                 sched_lock_failed(p, rc);
-                return;
+                return 1;
             }
             drained_locked(p, d, from1, seq, now);
             shm_unlock(p->t);
-            return;
+            return 1;
         }
         shm_futex_wait(&sched_slot(p->t, from)->drain_done, done, SCHED_DRAIN_LOOK_NS);
     }

@@ -519,7 +519,8 @@ void sched_acquire(sched_proc_t *p, int d)
     sched_gate_update_locked(t, p->slot);
     shm_unlock(t);
     if (to == p->slot) {
-        sched_drain_await(p, d);             /* a holder that left work queued */
+        if (sched_drain_await(p, d))        /* a holder that left work queued */
+            __atomic_add_fetch(&p->me->waited_ns, sched_now() - t0, __ATOMIC_RELAXED);
         tenure_begins(p);
         return;
     }
@@ -532,6 +533,8 @@ void sched_acquire(sched_proc_t *p, int d)
     __atomic_store_n(&me->wait_since_ns, t0, __ATOMIC_RELAXED);    /* monitors see it grow */
     int by_other = 0;
     int r = wait_loop(p, d, &by_other);
+    if (r == W_GOT)
+        sched_drain_await(p, d);             /* the last holder's work first: waited */
     uint64_t now = sched_now();
     __atomic_add_fetch(&me->waited_ns, now - t0, __ATOMIC_RELAXED);   /* threads may wait at once */
     __atomic_store_n(&me->wait_since_ns, 0, __ATOMIC_RELAXED);
@@ -539,8 +542,6 @@ void sched_acquire(sched_proc_t *p, int d)
         shm_set_state(t, p->slot, SHM_RUNNING);
         return;
     }
-    sched_drain_await(p, d);                 /* the last holder's work first */
-    now = sched_now();
     uint64_t rel = __atomic_load_n(&dev->release_ns, __ATOMIC_RELAXED);
     if (by_other && rel >= t0 && rel <= now)
         sched_hist_add(me, now - rel);       /* the handoff includes the drain */
