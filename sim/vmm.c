@@ -8,7 +8,8 @@
  *
  * A handle is a memfd of its size, charged exactly (sizes are multiples of
  * the 2 MiB granularity) to its device when created, given back when the
- * last reference goes.  A reservation is an mmap(PROT_NONE) of address
+ * last reference goes.  A handle located in host memory (the location types
+ * HOST, HOST_NUMA, HOST_NUMA_CURRENT) is charged to no device.  A reservation is an mmap(PROT_NONE) of address
  * space; mapping puts the memfd there with MAP_FIXED | MAP_SHARED, so two
  * mappings of one handle share bytes, and registers the mapping as a range
  * that grants no access until cuMemSetAccess (mprotect) does.  Unmapping
@@ -47,12 +48,22 @@ static reservation_t *reservations;
 
 /* ---- properties ---------------------------------------------------------------------- */
 
+static int prop_on_host(const CUmemAllocationProp *p)
+{
+    return p->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+           p->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+           p->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
 static CUresult check_prop(const CUmemAllocationProp *p)
 {
     if (!p || p->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
+    if (prop_on_host(p))
+        return p->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && p->location.id != 0
+                   ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;   /* one NUMA node, 0 */
     if (p->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return CUDA_ERROR_NOT_SUPPORTED;   /* host-located VMM is not modelled */
+        return CUDA_ERROR_INVALID_VALUE;
     if (!sim_device_valid(p->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
@@ -116,12 +127,14 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->size = size;
-    m->device = prop->location.id;
+    m->device = prop_on_host(prop) ? CU_DEVICE_CPU : prop->location.id;
     m->prop = *prop;
     SIM_LOCK();
-    if ((rc = sim_charge(m->device, size)) != CUDA_SUCCESS)
-        goto out_free;
-    m->charged = size;
+    if (m->device != CU_DEVICE_CPU) {
+        if ((rc = sim_charge(m->device, size)) != CUDA_SUCCESS)
+            goto out_free;
+        m->charged = size;
+    }
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     if ((m->fd = memfd_create("simgpu-vmm", MFD_CLOEXEC)) < 0)
         goto out_uncharge;
@@ -132,7 +145,8 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
 out_close:
     close(m->fd);
 out_uncharge:
-    sim_uncharge(m->device, size);
+    if (m->charged)
+        sim_uncharge(m->device, size);
 out_free:
     SIM_UNLOCK();
     free(m);

@@ -12,3 +12,12 @@ $(eval $(call salus_test,test_memory_hammer,$(MEM_TEST_OBJS),))
 # End to end: salus-train over simgpu with libsalus preloaded.
 $(eval $(call salus_test,test_memory_e2e,$(MEM_TEST_OBJS),))
 $(B)/tests/test_memory_e2e: $(WL_PROGS) $(SIM_LIB) $(B)/libsalus.so
+# The driver's other ways of holding memory (VMM, pools, another device):
+# tests/clients/memclient over simgpu with libsalus preloaded.
+MEM_CLIENT := $(B)/tests/clients/memclient
+$(MEM_CLIENT): tests/clients/memclient.c | $(B)/.deps-test
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda
+$(eval $(call salus_test,test_memory_drv,$(MEM_TEST_OBJS),))
+$(B)/tests/test_memory_drv: $(SIM_LIB) $(B)/libsalus.so $(MEM_CLIENT)

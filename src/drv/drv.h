@@ -43,7 +43,8 @@
     X(pointer_get_attribute, (void *data, CUpointer_attribute attr, CUdeviceptr ptr),     \
                                                                   "cuPointerGetAttribute", NULL) \
     X(array_get_descriptor,  (CUDA_ARRAY_DESCRIPTOR *desc, CUarray array),                \
-                                                                  "cuArrayGetDescriptor_v2", NULL)
+                                                                  "cuArrayGetDescriptor_v2", NULL) \
+    X(stream_get_device,     (CUstream stream, CUdevice *dev),    "cuStreamGetDevice", NULL)
 
 #define DRV_FIELD_(field, params, name, fallback) CUresult (CUDAAPI *field) params;
 typedef struct drv {

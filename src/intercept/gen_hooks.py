@@ -14,7 +14,7 @@ can be binary-searched, and each category's arguments in a fixed order:
 
   LAUNCH   work, stream
   SYNC     kind (SCHED_SYNC_*, sched.h's), object, when
-  ALLOC    kind (MEM_KIND_*, memory.h's), out, size
+  ALLOC    kind (MEM_KIND_*, memory.h's), out, size, dev
   FREE     kind (MEM_KIND_*), handle
   INFO     -
   LIFE     kind (HOOK_LIFE_*, intercept.h's), dev
@@ -34,7 +34,7 @@ import sys
 CATEGORIES = {
     "LAUNCH": ["work", "stream"],
     "SYNC": ["kind", "object", "when"],
-    "ALLOC": ["kind", "out", "size"],
+    "ALLOC": ["kind", "out", "size", "dev"],
     "FREE": ["kind", "handle"],
     "INFO": [],
     "LIFE": ["kind", "dev"],

@@ -58,6 +58,26 @@ static uint64_t hook_array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
     return d ? hook_array_bytes_of(d->Width, d->Height, d->Depth, d->NumChannels, d->Format) : 0;
 }
 
+/* The device a cuMemCreate takes memory from: the location its properties
+ * name, not the current context's.  Host memory (CU_MEM_LOCATION_TYPE_HOST,
+ * _HOST_NUMA, _HOST_NUMA_CURRENT) is no device's; an invalid location is
+ * left to the driver to refuse. */
+static int hook_prop_device(const CUmemAllocationProp *prop)
+{
+    if (!prop)
+        return MEM_DEV_CURRENT;
+    switch ((int)prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        return prop->location.id >= 0 ? prop->location.id : MEM_DEV_CURRENT;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        return MEM_DEV_NONE;
+    default:
+        return MEM_DEV_CURRENT;
+    }
+}
+
 /* ---- category events -----------------------------------------------------
  * Each wrapper calls its category's events; these are the places the next
  * modules plug in: the scheduler (launch, sync, life) and memory admission
@@ -87,10 +107,11 @@ static inline void hook_on_sync(hook_block_t *b, sched_sync_kind_t kind, const v
 }
 
 /* Before an allocation reaches the driver: memory admission reserves `size`
- * here (or refuses it: the driver is not called) ... */
-static inline CUresult hook_before_alloc(mem_kind_t kind, uint64_t size, mem_op_t *op)
+ * on `dev` (hooks.list's dev=) here (or refuses it: the driver is not
+ * called) ... */
+static inline CUresult hook_before_alloc(mem_kind_t kind, int dev, uint64_t size, mem_op_t *op)
 {
-    return mem_alloc_begin(kind, -1, size, op);
+    return mem_alloc_begin(kind, dev, size, op);
 }
 
 /* ... and accounts it after the call, or gives it back if the driver failed. */
@@ -244,13 +265,13 @@ HOOK_LIST(GATED_)
         return rc;                                                              \
     }
 
-#define HOOK_WRAP_ALLOC(export, base, version, pt, kind, out, size)              \
+#define HOOK_WRAP_ALLOC(export, base, version, pt, kind, out, size, dev)         \
     SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
     {                                                                           \
         hook_block_t *b = hook_enter(HOOK_##export);                            \
         uint64_t bytes = (uint64_t)(size);                                      \
         mem_op_t op;                                                            \
-        CUresult rc = hook_before_alloc(kind, bytes, &op);                      \
+        CUresult rc = hook_before_alloc(kind, (int)(dev), bytes, &op);          \
         if (rc != CUDA_SUCCESS)                                                 \
             return rc;                                                          \
         rc = HOOK_REAL(export) CU_ARGS_##export;                                \

@@ -96,8 +96,8 @@ static void charge_debts_locked(void)
                                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
         STORE(&sd->granted, LOAD(&sd->granted) + (debt - pay));
         mem_publish_locked(mem_p.t, d);
-        util_info("memory: device %d: %s allocated while the table's lock was out of reach "
-                  "is charged", d, util_size(debt).s);
+        util_info("memory: %s: %s allocated while the table's lock was out of reach "
+                  "is charged", ld->name, util_size(debt).s);
     }
 }
 
@@ -513,15 +513,15 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
     uint64_t g = LOAD(&sd->granted) + __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
     uint64_t spare = MEM_SPARE(LOAD(&sd->avail)), used = g > spare ? g - spare : 0;
     if (fit == MEM_OVER_LIMIT)
-        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on device %d: this "
+        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: this "
                       "process uses %s of its limit of %s (%s); the program sees "
-                      "CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->d,
+                      "CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->name,
                       util_size(used).s, util_size(LOAD(&sd->limit)).s,
                       mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "the device's whole budget");
     else
-        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on device %d: the "
+        util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: the "
                       "device's budget of %s is taken by the processes sharing it%s",
-                      util_size(bytes).s, ld->d, util_size(LOAD(&ld->dev->budget)).s,
+                      util_size(bytes).s, ld->name, util_size(LOAD(&ld->dev->budget)).s,
                       mem_p.cfg.wait_ns ? " (waited SALUS_MEM_WAIT_MS)" :
                       "; SALUS_MEM_WAIT_MS=<ms> would wait for them to free memory");
 }
@@ -604,9 +604,9 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
         if (is_head(t, d, ticket) && admit_fits_locked(ld, reserve))
             break;
         if (!waited++)
-            util_info("memory: waiting for admission on device %d: %s reserved "
+            util_info("memory: waiting for admission on %s: %s reserved "
                       "(SALUS_MEM_RESERVE) does not fit yet beside the jobs running",
-                      d, util_size(reserve).s);
+                      ld->name, util_size(reserve).s);
         if (sleep_unlocked(ld->dev, seq, MEM_WAIT_SLICE_NS, d) != 0) {
             lost = 1;
             break;
@@ -622,7 +622,7 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
         shm_unlock(t);
     mem_wake(ld->dev);                /* the next in line looks again */
     if (waited)
-        util_info("memory: admitted on device %d after %llu ms", d,
+        util_info("memory: admitted on %s after %llu ms", ld->name,
                   (unsigned long long)((util_now_ns() - start) / 1000000));
     return CUDA_SUCCESS;
 }

@@ -125,6 +125,7 @@ typedef struct mem_local_dev {
     uint64_t chunk;        /* grant extra asked for small allocations */
     uint64_t shrink_at;    /* spare above this goes back to the device */
     uint64_t iter_peak;    /* highest used since the last iteration boundary (atomic) */
+    char name[64];         /* "CUDA device <ordinal> (GPU-<uuid>)", for messages */
     uint64_t debt;         /* taken while the table's lock was out of reach, not
                               yet in the grant: used = granted + debt - spare
                               (atomic; charged when the lock comes back) */

@@ -168,8 +168,8 @@ static void settle_budget_locked(int d, int ordinal, uint64_t capacity)
         dev->headroom = headroom;
         __atomic_store_n(&dev->budget, capacity - headroom, __ATOMIC_RELAXED);
     } else if (dev->headroom != headroom || dev->capacity != capacity) {
-        util_info("memory: device %d keeps the budget of the processes already on it "
-                  "(%s, headroom %s), not this process's (headroom %s)", d,
+        util_info("memory: CUDA device %d keeps the budget of the processes already on "
+                  "it (%s, headroom %s), not this process's (headroom %s)", ordinal,
                   util_size(dev->budget).s, util_size(dev->headroom).s, util_size(headroom).s);
     }
 }
@@ -193,12 +193,35 @@ static uint64_t limit_of(int ordinal, uint64_t budget)
     return v;
 }
 
+/* How messages name ordinal `ord`: the CUDA ordinal the program sees and
+ * the uuid nvidia-smi -L prints (a table index would mean nothing to it). */
+static void name_device(CUdevice ord, char *buf, size_t len)
+{
+    static const int dash_after[4] = { 4, 6, 8, 10 };
+    uint8_t uuid[16];
+    drv_device_uuid(&mem_p.drv, (int)ord, uuid);
+    size_t at = (size_t)snprintf(buf, len, "CUDA device %d", (int)ord);
+    if (memcmp(uuid, "ordinal:", 8) == 0 || at + 45 >= len)
+        return;
+    at += (size_t)snprintf(buf + at, len - at, " (GPU-");
+    for (int i = 0, k = 0; i < 16; i++) {
+        if (k < 4 && i == dash_after[k]) {
+            buf[at++] = '-';
+            k++;
+        }
+        at += (size_t)snprintf(buf + at, len - at, "%02x", uuid[i]);
+    }
+    snprintf(buf + at, len - at, ")");
+}
+
 static mem_local_dev_t *register_locked(CUdevice ord)
 {
     mem_local_dev_t *ld = &mem_p.dev[ord];
     uint64_t capacity;
     if (ld->sd || ld->failed)
         return ld->sd ? ld : NULL;
+    if (!ld->name[0])
+        name_device(ord, ld->name, sizeof ld->name);
     if (own_slot() != 0) {
         __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);
         return NULL;
@@ -242,12 +265,12 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     return ld;
 }
 
-/* The registered device of an ordinal (-1: the current context's), or NULL
- * when it passes through uncounted. */
+/* The registered device of an ordinal (MEM_DEV_CURRENT: the current
+ * context's), or NULL when it passes through uncounted. */
 static mem_local_dev_t *local_dev(int device)
 {
     CUdevice ord = device;
-    if (device < 0 && mem_p.drv.ctx_get_device(&ord) != CUDA_SUCCESS)
+    if (device == MEM_DEV_CURRENT && mem_p.drv.ctx_get_device(&ord) != CUDA_SUCCESS)
         return NULL;
     if (ord < 0 || ord >= MEM_MAX_ORDINALS)
         return NULL;
@@ -314,12 +337,23 @@ static int is_on(void)
     return __builtin_expect(__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) == MEM_ON, 1);
 }
 
+int mem_stream_device(CUstream stream)
+{
+    CUdevice ord = -1;
+    if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
+        !is_on() || !mem_p.drv.stream_get_device ||
+        mem_p.drv.stream_get_device(stream, &ord) != CUDA_SUCCESS ||
+        ord < 0 || ord >= MEM_MAX_ORDINALS)
+        return MEM_DEV_CURRENT;
+    return (int)ord;
+}
+
 CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *op)
 {
     uint64_t spare;
     op->state = OP_PASS;
     op->dev = -1;
-    if (!is_on() || bytes == 0 || (unsigned)kind >= MEM_KINDS)
+    if (!is_on() || bytes == 0 || (unsigned)kind >= MEM_KINDS || device == MEM_DEV_NONE)
         return CUDA_SUCCESS;
     if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
         mem_resume_try();             /* the lock timed out once: is it back? */
@@ -535,10 +569,10 @@ CUresult mem_admit(CUdevice device)
         reserve == 0)
         goto out_admitted;                   /* none on this device */
     if (reserve > budget) {
-        util_error("SALUS_MEM_RESERVE=%s asks %s, more than device %d can ever give: "
+        util_error("SALUS_MEM_RESERVE=%s asks %s, more than %s can ever give: "
                    "%s (its %s less a headroom of %s for contexts); its allocations are "
                    "refused with CUDA_ERROR_OUT_OF_MEMORY", mem_p.cfg.reserve, util_size(reserve).s,
-                   (int)device, util_size(budget).s, util_size(capacity).s,
+                   ld->name, util_size(budget).s, util_size(capacity).s,
                    util_size(ld->dev->headroom).s);
         __atomic_store_n(&ld->admitted, -1, __ATOMIC_RELEASE);   /* said once */
         rc = CUDA_ERROR_OUT_OF_MEMORY;

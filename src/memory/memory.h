@@ -77,7 +77,20 @@ typedef struct mem_op {
     uint16_t state;
 } mem_op_t;
 
-/* Before an allocation of `bytes` on `device` (-1: the current context's).
+/* Where an allocation is charged (mem_alloc_begin's `device`): a CUDA
+ * ordinal of this process, or one of these. */
+#define MEM_DEV_CURRENT (-1)   /* the calling thread's current context's device */
+#define MEM_DEV_NONE    (-2)   /* not device memory (a host-located cuMemCreate) */
+
+/* The device of the work a stream queues, for the allocations ordered on it
+ * (cuMemAllocAsync): its context's ordinal, asked of the driver (one call),
+ * or MEM_DEV_CURRENT for the legacy and per-thread default streams (NULL
+ * included), and when the driver cannot say. */
+int mem_stream_device(CUstream stream);
+
+/* Before an allocation of `bytes` on `device` (a MEM_DEV_*, or an ordinal).
+ * MEM_DEV_NONE passes uncounted; an ordinal is charged even when the calling
+ * thread has no current context.
  * CUDA_SUCCESS: call the driver, then mem_alloc_end.  Otherwise the call is
  * refused with that code (CUDA_ERROR_OUT_OF_MEMORY past a limit, after
  * SALUS_MEM_WAIT_MS if set) and the driver must not be called. */

@@ -1,0 +1,186 @@
+/*
+ * test_memory_drv.c - the driver's other ways of holding device memory,
+ * end to end: tests/clients/memclient over simgpu with libsalus preloaded.
+ * A cuMemCreate is charged to the device its properties name (device 1 with
+ * device 0 current, or with no context at all), and not at all when it is
+ * host memory; a VMM handle is charged until it is both released and
+ * unmapped; a pool's reserved memory is charged while the pool keeps it, so
+ * that a peer that needs it is refused by Salus, not by the driver.
+ *
+ * Each test has its own simgpu state and table.  A refusal by Salus is told
+ * from the driver's by the report's oom_refusals.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "lib/testutil.h"
+#include "memory/memory.h"
+
+#define MB (1ull << 20)
+#define GB (1ull << 30)
+#define OOM CUDA_ERROR_OUT_OF_MEMORY
+
+static char state_name[64], table_name[64], report[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_unique_name("salus-mdrv-sim", state_name, sizeof state_name);
+    tu_unique_name("salus-mdrv", table_name, sizeof table_name);
+    snprintf(report, sizeof report, "%s/report-%s.json", tu_tmpdir(), table_name + 1);
+    unlink(report);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+    return 0;
+}
+
+typedef struct run {
+    tu_proc_t p;
+    int rc;
+    char json[1024];
+} run_t;
+
+/* memclient <mode> [arg] under libsalus, with extra NAME=value pairs. */
+static void start(run_t *r, const char *const *vars, const char *mode, const char *arg)
+{
+    tu_env_t env;
+    char prog[512];
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    tu_env_set(&env, "SALUS_REPORT", "%s", report);
+    tu_env_set(&env, "SALUS_MEM_HEADROOM", "0");
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    tu_env_unset(&env, "SALUS_MEM_RESERVE");
+    tu_env_unset(&env, "SALUS_MEM_WAIT_MS");
+    for (int i = 0; vars && vars[i]; i++) {
+        char name[64];
+        const char *eq = strchr(vars[i], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - vars[i]), vars[i]);
+        tu_env_set(&env, name, "%s", eq + 1);
+    }
+    char *argv[] = { (char *)tu_build_path("tests/clients/memclient", prog, sizeof prog),
+                     (char *)mode, (char *)arg, NULL };
+    assert_int_equal(tu_spawn(&r->p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static int said_line(void *arg)
+{
+    run_t *r = arg;
+    char *out = tu_read_file(r->p.out_path, NULL);
+    int found = out && tu_find_line(out, "\"program\":\"memclient\"", 0, r->json,
+                                    sizeof r->json) == 0;
+    free(out);
+    return found;
+}
+
+static void finish(run_t *r)
+{
+    r->rc = tu_wait(&r->p, 60000);
+    r->json[0] = '\0';
+    said_line(r);
+    if (r->rc != 0 || !r->json[0]) {
+        char *err = tu_read_file(r->p.err_path, NULL);
+        fail_msg("memclient exited %d, said '%s'; stderr:\n%s", r->rc, r->json,
+                 err ? err : "");
+    }
+}
+
+static void run(run_t *r, const char *const *vars, const char *mode, const char *arg)
+{
+    start(r, vars, mode, arg);
+    finish(r);
+}
+
+static int step(const run_t *r, int i)
+{
+    char key[8];
+    snprintf(key, sizeof key, "r%d", i);
+    return (int)tu_json_need(r->json, key);
+}
+
+/* The report line of pid; a number from it. */
+static double report_num(pid_t pid, const char *key)
+{
+    char *text = tu_read_file(report, NULL), needle[32], line[4096];
+    assert_non_null(text);
+    snprintf(needle, sizeof needle, "\"pid\":%d,", (int)pid);
+    assert_int_equal(tu_find_line(text, needle, 0, line, sizeof line), 0);
+    double v = tu_json_need(line, key);
+    free(text);
+    return v;
+}
+
+static int have_client(void)
+{
+    return tu_built("tests/clients/memclient") && tu_built("libsalus.so") &&
+           tu_built("sim/libcuda.so.1");
+}
+
+/* ---- the right device ------------------------------------------------------ */
+
+static void test_create_charges_its_location(void **state)
+{
+    (void)state;
+    if (!have_client())
+        skip();
+    run_t r;
+    const char *const two[] = { "SIMGPU_DEVICES=2", "SALUS_MEM_LIMIT=100M", NULL };
+    run(&r, two, "vmm-device", NULL);
+    assert_int_equal(step(&r, 0), CUDA_SUCCESS);   /* 64 MiB on device 1 */
+    assert_int_equal(step(&r, 1), OOM);            /* device 1 is at 64 of 100 */
+    assert_int_equal(step(&r, 2), CUDA_SUCCESS);   /* device 0 was never charged */
+    assert_int_equal(step(&r, 3), OOM);            /* no context: charged all the same */
+    assert_int_equal(step(&r, 4), CUDA_SUCCESS);
+    assert_int_equal(step(&r, 5), CUDA_SUCCESS);   /* room again after the release */
+    assert_int_equal(report_num(r.p.pid, "oom_refusals"), 2);
+
+    /* A refusal names the CUDA ordinal and the uuid, not a table index. */
+    char *err = tu_read_file(r.p.err_path, NULL);
+    assert_non_null(err);
+    char line[512];
+    assert_int_equal(tu_find_line(err, "refused", 0, line, sizeof line), 0);
+    assert_non_null(strstr(line, "CUDA device 1 (GPU-"));
+    free(err);
+}
+
+static void test_host_create_not_charged(void **state)
+{
+    (void)state;
+    if (!have_client())
+        skip();
+    run_t r;
+    const char *const small[] = { "SALUS_MEM_LIMIT=4M", NULL };
+    run(&r, small, "vmm-host", NULL);
+    assert_int_equal(step(&r, 0), CUDA_SUCCESS);   /* 8 MiB of host memory */
+    assert_int_equal(step(&r, 1), OOM);            /* 8 MiB of device memory */
+    assert_int_equal(step(&r, 2), CUDA_SUCCESS);
+    assert_int_equal(report_num(r.p.pid, "oom_refusals"), 1);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_create_charges_its_location),
+        T(test_host_create_not_charged),
+    };
+    return cmocka_run_group_tests_name("memory-drv", tests, NULL, NULL);
+}
