@@ -9,6 +9,8 @@ $(B)/obj/tests/test_memory_lib.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_memory,$(MEM_TEST_OBJS),))
 $(eval $(call salus_test,test_memory_share,$(MEM_TEST_OBJS),))
 $(eval $(call salus_test,test_memory_hammer,$(MEM_TEST_OBJS),))
+# Memory held past its allocation (VMM mappings, pools), with the fake driver.
+$(eval $(call salus_test,test_memory_hold,$(MEM_TEST_OBJS),))
 # End to end: salus-train over simgpu with libsalus preloaded.
 $(eval $(call salus_test,test_memory_e2e,$(MEM_TEST_OBJS),))
 $(B)/tests/test_memory_e2e: $(WL_PROGS) $(SIM_LIB) $(B)/libsalus.so

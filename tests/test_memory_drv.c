@@ -175,12 +175,33 @@ static void test_host_create_not_charged(void **state)
     assert_int_equal(report_num(r.p.pid, "oom_refusals"), 1);
 }
 
+/* ---- VMM memory lives until its last mapping goes ---------------------------- */
+
+static void test_mapped_handle_stays_charged(void **state)
+{
+    (void)state;
+    if (!have_client())
+        skip();
+    run_t r;
+    const char *const small[] = { "SALUS_MEM_LIMIT=4M", NULL };
+    run(&r, small, "vmm-map", NULL);
+    assert_int_equal(step(&r, 0), CUDA_SUCCESS);   /* create, map, release 2 MiB */
+    assert_int_equal(step(&r, 1), CUDA_SUCCESS);   /* 4 MiB mapped */
+    assert_int_equal(step(&r, 2), OOM);            /* released, yet still mapped */
+    assert_int_equal(step(&r, 3), OOM);
+    assert_int_equal(step(&r, 4), CUDA_SUCCESS);   /* unmapped: given back */
+    assert_int_equal(step(&r, 5), CUDA_SUCCESS);
+    assert_int_equal(report_num(r.p.pid, "oom_refusals"), 2);
+    assert_int_equal(report_num(r.p.pid, "mem_used_bytes"), 0);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_create_charges_its_location),
         T(test_host_create_not_charged),
+        T(test_mapped_handle_stays_charged),
     };
     return cmocka_run_group_tests_name("memory-drv", tests, NULL, NULL);
 }

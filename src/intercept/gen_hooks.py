@@ -19,6 +19,7 @@ can be binary-searched, and each category's arguments in a fixed order:
   INFO     -
   LIFE     kind (HOOK_LIFE_*, intercept.h's), dev
   CAPTURE  kind (HOOK_CAPTURE_*, intercept.h's)
+  MEMOP    -
   RESOLVE  -
 
 An export this toolkit's header does not declare is dropped with a comment, so
@@ -39,6 +40,7 @@ CATEGORIES = {
     "INFO": [],
     "LIFE": ["kind", "dev"],
     "CAPTURE": ["kind"],
+    "MEMOP": [],
     "RESOLVE": [],
 }
 # A kind names a constant of the module that handles the call, pasted with

@@ -21,7 +21,8 @@
  * Files, each depending only on those after it (mk/circles.py checks it):
  * report.c (the report and the library's constructor), dlsym.c (the dlsym
  * override), resolver.c (cuGetProcAddress and the wrappers' addresses),
- * wrappers.c (every other wrapper), thread.c (the per-thread blocks),
+ * wrappers.c (every other wrapper), memops.c (the MEMOP wrappers, each
+ * written by hand), thread.c (the per-thread blocks),
  * real.c (the real driver and glibc's dlsym), procmap.c (the driver map),
  * hooks.c (the hook table).
  *
@@ -63,6 +64,7 @@ typedef enum hook_category {
     HOOK_CAT_INFO,     /* memory queries: answered with the process's view */
     HOOK_CAT_LIFE,     /* driver and context lifecycle */
     HOOK_CAT_CAPTURE,  /* stream capture: begin, end, the thread's mode, queries */
+    HOOK_CAT_MEMOP,    /* memory held past its allocation: mappings, pools (memops.c) */
     HOOK_CAT_RESOLVE,  /* cuGetProcAddress */
     HOOK_CAT_COUNT
 } hook_category_t;
@@ -98,6 +100,7 @@ int hook_find(const char *export_name);
 #define HOOK_IS_LAUNCH_INFO 0
 #define HOOK_IS_LAUNCH_LIFE 0
 #define HOOK_IS_LAUNCH_CAPTURE 0
+#define HOOK_IS_LAUNCH_MEMOP 0
 #define HOOK_IS_LAUNCH_RESOLVE 0
 #define HOOK_LAUNCHES (0 HOOK_LIST(HOOK_IS_LAUNCH_))
 extern const hook_id_t hook_launch_ids[HOOK_LAUNCHES];

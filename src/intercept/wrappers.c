@@ -235,6 +235,7 @@ static int hook_recorded(CUstream stream, int pt)
 #define GATED_INFO(...)
 #define GATED_LIFE(...)
 #define GATED_CAPTURE(...)
+#define GATED_MEMOP(...)
 #define GATED_RESOLVE(...)
 HOOK_LIST(GATED_)
 
@@ -321,7 +322,8 @@ HOOK_LIST(GATED_)
         return rc;                                                              \
     }
 
-/* Hand-written in resolver.c. */
+/* Hand-written in resolver.c, and in memops.c. */
 #define HOOK_WRAP_RESOLVE(export, base, version, pt)
+#define HOOK_WRAP_MEMOP(export, base, version, pt)
 
 HOOK_LIST(HOOK_WRAPPER_)

@@ -18,6 +18,7 @@
  *   sd.used      := sd.granted - spare(sd.avail)           (>= 0)
  *   sd.used      == sum of the process's live allocations on d
  *                   + those between mem_alloc_begin and mem_alloc_end
+ *                   + released VMM handles still mapped (mem_vmm_kept)
  *   sd.granted   <= sd.limit
  *   sum over live slots of max(sd.granted, sd.reserved)  <= dev.budget
  *   dev.budget   <= dev.capacity < 2^48
@@ -257,6 +258,19 @@ void mem_fix_log(shm_table_t *t, int d);
 void mem_publish_locked(shm_table_t *t, int d);
 void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx);
 void mem_repair_hook(shm_table_t *t, void *ctx);
+
+/* ---- vmm_track.c: VMM handles released while mapped ---------------------- */
+/* At a successful cuMemRelease of `handle`, charged `bytes` on table device
+ * `dev`: 1 when it is still mapped, and the charge is kept until its last
+ * mapping goes; 0 when the caller gives it back now. */
+int mem_vmm_keep(uint64_t handle, uint64_t bytes, int dev);
+/* The charge kept by released handles still mapped, on table device dev
+ * (-1: all), and their number; for tests and checks. */
+uint64_t mem_vmm_kept(int dev, uint64_t *count);
+/* fork(): take the lock before, drop it after in the parent, forget every
+ * mapping in the child. */
+void mem_vmm_prefork(void);
+void mem_vmm_postfork(int child);
 
 /* ---- check.c: the invariants above, under the table lock ---------------- */
 /* NULL when they hold on every registered device; else a description of the

@@ -304,10 +304,12 @@ static void prefork(void)
     pthread_mutex_lock(&mem_p.lock);
     for (int k = 0; k < MEM_STRIPES; k++)
         mem_stripe_lock(&mem_stripes[k]);
+    mem_vmm_prefork();
 }
 
 static void postfork_parent(void)
 {
+    mem_vmm_postfork(0);
     for (int k = MEM_STRIPES - 1; k >= 0; k--)
         mem_stripe_unlock(&mem_stripes[k]);
     pthread_mutex_unlock(&mem_p.lock);
@@ -323,6 +325,7 @@ static void postfork_child(void)
         memset(&mem_p.dev[i], 0, sizeof mem_p.dev[i]);
     memset(mem_p.by_index, 0, sizeof mem_p.by_index);
     mem_map_reset();                  /* the stripes, unlocked and empty */
+    mem_vmm_postfork(1);
 }
 
 static void fork_register(void)
@@ -472,7 +475,7 @@ void mem_free_end(mem_op_t *op, CUresult rc)
     op->state = OP_PASS;
     mem_local_dev_t *ld = mem_p.by_index[op->dev];
     if (rc == CUDA_SUCCESS) {
-        if (ld)
+        if (ld && !(op->kind == MEM_KIND_VMM && mem_vmm_keep(op->handle, op->bytes, op->dev)))
             mem_give(ld, op->bytes);
         return;
     }

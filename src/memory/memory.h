@@ -110,6 +110,15 @@ CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle);
 void mem_free_begin(mem_kind_t kind, uint64_t handle, mem_op_t *op);
 void mem_free_end(mem_op_t *op, CUresult rc);
 
+/* VMM memory lives until its handle is released and its last mapping is
+ * gone (vmm_track.c): after the driver mapped handle `handle` at `key` (a
+ * device address; cuMemMapArrayAsync: a sparse array's place, top bit set),
+ * and after it unmapped every mapping whose key lies in [key, key + span).
+ * A cuMemRelease (mem_free_*) of a mapped handle keeps its charge until
+ * then. */
+void mem_vmm_mapped(uint64_t key, uint64_t handle);
+void mem_vmm_unmapped(uint64_t key, uint64_t span);
+
 /* Admission on `device`, at the process's first allocation there (a context
  * made or retained enrolls nothing: JAX retains one on every visible GPU):
  * with SALUS_MEM_RESERVE, waits (state waiting-mem) until the job's

@@ -110,7 +110,7 @@ typedef enum util_fork_rank {
     UTIL_FORK_LOADER = 0,     /* intercept: the driver loader's lock */
     UTIL_FORK_SCHED,          /* sched: the process's bookkeeping lock */
     UTIL_FORK_THREADS,        /* intercept: the thread registry */
-    UTIL_FORK_MEMORY,         /* memory: start-up lock, then the map's stripes */
+    UTIL_FORK_MEMORY,         /* memory: start-up lock, the map's stripes, VMM mappings */
     UTIL_FORK_RANKS
 } util_fork_rank_t;
 int util_fork_register(util_fork_rank_t rank, void (*prefork)(void),
