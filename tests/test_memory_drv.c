@@ -5,7 +5,8 @@
  * device 0 current, or with no context at all), and not at all when it is
  * host memory; a VMM handle is charged until it is both released and
  * unmapped; a pool's reserved memory is charged while the pool keeps it, so
- * that a peer that needs it is refused by Salus, not by the driver.
+ * that a peer that needs it is refused by Salus, not by the driver, and
+ * given back when the pool releases it at a synchronize.
  *
  * Each test has its own simgpu state and table.  A refusal by Salus is told
  * from the driver's by the report's oom_refusals.
@@ -57,8 +58,9 @@ typedef struct run {
     char json[1024];
 } run_t;
 
-/* memclient <mode> [arg] under libsalus, with extra NAME=value pairs. */
-static void start(run_t *r, const char *const *vars, const char *mode, const char *arg)
+/* memclient <mode> [arg [arg2]] under libsalus, with extra NAME=value pairs. */
+static void start2(run_t *r, const char *const *vars, const char *mode, const char *arg,
+                   const char *arg2)
 {
     tu_env_t env;
     char prog[512];
@@ -76,9 +78,14 @@ static void start(run_t *r, const char *const *vars, const char *mode, const cha
         tu_env_set(&env, name, "%s", eq + 1);
     }
     char *argv[] = { (char *)tu_build_path("tests/clients/memclient", prog, sizeof prog),
-                     (char *)mode, (char *)arg, NULL };
+                     (char *)mode, (char *)arg, (char *)arg2, NULL };
     assert_int_equal(tu_spawn(&r->p, argv, &env), 0);
     tu_env_free(&env);
+}
+
+static void start(run_t *r, const char *const *vars, const char *mode, const char *arg)
+{
+    start2(r, vars, mode, arg, NULL);
 }
 
 static int said_line(void *arg)
@@ -195,6 +202,38 @@ static void test_mapped_handle_stays_charged(void **state)
     assert_int_equal(report_num(r.p.pid, "mem_used_bytes"), 0);
 }
 
+/* ---- pools keep memory --------------------------------------------------------- */
+
+/* A pool with an infinite release threshold keeps the 1 GiB freed into it:
+ * Salus charges it to its owner, and refuses a peer that needs it (counted
+ * in the peer's oom_refusals: not the driver's refusal).  The same pool
+ * with the default threshold gives it back at its synchronize, and the
+ * peer fits. */
+static void pool_peer(const char *threshold, CUresult want)
+{
+    run_t holder, peer;
+    const char *const two_g[] = { "SIMGPU_MEMORY=2G", NULL };
+    start2(&holder, two_g, "pool-hold", "1024", threshold);
+    if (!tu_await(said_line, &holder, 20000))
+        fail_msg("the pool's holder never said it holds its pool");
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(step(&holder, i), CUDA_SUCCESS);
+    run(&peer, two_g, "alloc", "1536");
+    kill(holder.p.pid, SIGKILL);
+    tu_wait(&holder.p, 10000);
+    assert_int_equal(step(&peer, 0), want);
+    assert_int_equal(report_num(peer.p.pid, "oom_refusals"), want == OOM ? 1 : 0);
+}
+
+static void test_pool_keeps_memory(void **state)
+{
+    (void)state;
+    if (!have_client())
+        skip();
+    pool_peer("max", OOM);
+    pool_peer("0", CUDA_SUCCESS);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -202,6 +241,7 @@ int main(void)
         T(test_create_charges_its_location),
         T(test_host_create_not_charged),
         T(test_mapped_handle_stays_charged),
+        T(test_pool_keeps_memory),
     };
     return cmocka_run_group_tests_name("memory-drv", tests, NULL, NULL);
 }

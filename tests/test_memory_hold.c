@@ -3,7 +3,10 @@
  * one process, driven through the module's interface with a fake driver:
  * VMM handles released while mapped keep their charge until their last
  * mapping goes, whatever order the calls come in, and a handle value the
- * driver gives again is a new allocation.
+ * driver gives again is a new allocation; a pool is charged what it
+ * reserves (as the driver says, read when it grows, is trimmed, or may have
+ * released memory at a synchronize), an allocation only what its pool must
+ * grow by, and a refused or failed one leaves everything as it was.
  *
  * As in test_memory.c, each test runs in a forked child with its own table
  * and reports a failed check through its exit status.
@@ -121,11 +124,123 @@ static void test_vmm_lives_until_unmapped(void **state)
     in_child(vmm_lifetimes, NULL);
 }
 
+/* ---- pools ---------------------------------------------------------------------- */
+
+/* What the process holds on device 0, and what its pool keeps unused. */
+#define POOL_IS(t, used_, slack_)                                                \
+    do {                                                                         \
+        CHECK_EQ(used(t), (used_));                                              \
+        CHECK_EQ(mem_p.pools[1].slack, (slack_));                                \
+    } while (0)
+
+static int pool_charges(void *arg)
+{
+    (void)arg;
+    shm_table_t *t = start("64M");
+    uint64_t a, b, c, x;
+    /* The pool grows by 40 MiB: charged, and read once. */
+    fk.pool_reserved = 40 * MB;
+    CHECK_EQ(fk_alloc_async(NULL, 40 * MB, &a), CUDA_SUCCESS);
+    CHECK_EQ(fk.pool_reads, 1);
+    POOL_IS(t, 40 * MB, 0);
+    /* Freed into the pool: still charged, no driver call. */
+    fk_free(MEM_KIND_ASYNC, a);
+    POOL_IS(t, 40 * MB, 40 * MB);
+    CHECK_EQ(fk.pool_reads, 1);
+    /* Served from what the pool keeps: nothing more is charged. */
+    CHECK_EQ(fk_alloc_async(NULL, 30 * MB, &a), CUDA_SUCCESS);
+    POOL_IS(t, 40 * MB, 10 * MB);
+    CHECK_EQ(fk.pool_reads, 1);
+    /* Admission counts what the pool must grow by: 30 more of 64 refused,
+     * and the accounting is as before. */
+    CHECK_EQ(fk_alloc_async(NULL, 40 * MB, &x), CUDA_ERROR_OUT_OF_MEMORY);
+    POOL_IS(t, 40 * MB, 10 * MB);
+    /* A failure in the driver leaves it as before too. */
+    fk.fail_allocs = 1;
+    CHECK_EQ(fk_alloc_async(NULL, 20 * MB, &x), CUDA_ERROR_OUT_OF_MEMORY);
+    POOL_IS(t, 40 * MB, 10 * MB);
+    /* Growth by 10: the driver says the pool reserves 52 (its granules):
+     * charged 52. */
+    fk.pool_reserved = 52 * MB;
+    CHECK_EQ(fk_alloc_async(NULL, 20 * MB, &b), CUDA_SUCCESS);
+    POOL_IS(t, 52 * MB, 2 * MB);
+    /* A synchronize: a pool with slack above its threshold (0) is read;
+     * the driver released down to what is in use. */
+    fk_free(MEM_KIND_ASYNC, a);
+    fk.pool_reserved = 20 * MB;
+    int reads = fk.pool_reads;
+    mem_pools_sync();
+    CHECK_EQ(fk.pool_reads, reads + 1);
+    POOL_IS(t, 20 * MB, 0);
+    /* Nothing to release, nothing allocated from the slack: not read. */
+    mem_pools_sync();
+    CHECK_EQ(fk.pool_reads, reads + 1);
+    /* An infinite threshold keeps everything: a synchronize does not read
+     * it, the memory stays charged, a peer would be refused. */
+    cuuint64_t keep = UINT64_MAX;
+    mem_pool_set_attribute(FK_POOL, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+    fk.pool_reserved = 60 * MB;
+    CHECK_EQ(fk_alloc_async(NULL, 40 * MB, &c), CUDA_SUCCESS);
+    fk_free(MEM_KIND_ASYNC, c);
+    reads = fk.pool_reads;
+    mem_pools_sync();
+    CHECK_EQ(fk.pool_reads, reads);
+    POOL_IS(t, 60 * MB, 40 * MB);
+    /* A trim is read at once. */
+    fk.pool_reserved = 20 * MB;
+    mem_pool_trimmed(FK_POOL);
+    POOL_IS(t, 20 * MB, 0);
+    /* Destroyed: what it kept goes back; its live allocation when freed. */
+    CHECK_EQ(fk_alloc_async(NULL, 8 * MB, &c), CUDA_SUCCESS);   /* reads 20: no growth seen */
+    fk_free(MEM_KIND_ASYNC, c);
+    POOL_IS(t, 28 * MB, 8 * MB);
+    mem_pool_destroyed(FK_POOL);
+    CHECK_EQ(used(t), 20 * MB);
+    fk_free(MEM_KIND_ASYNC, b);
+    CHECK_EQ(used(t), 0);
+    fk_check_invariants(t);
+    return 0;
+}
+
+static void test_pool_charged_as_it_holds(void **state)
+{
+    (void)state;
+    in_child(pool_charges, NULL);
+}
+
+/* A pool in host memory is not charged; one the process never saw is
+ * charged allocation by allocation. */
+static int pool_kinds(void *arg)
+{
+    (void)arg;
+    shm_table_t *t = start("16M");
+    uint64_t a;
+    CUmemoryPool host = (CUmemoryPool)(uintptr_t)0x4000, unknown = (CUmemoryPool)(uintptr_t)0x5000;
+    mem_pool_learn(host, 0, 1);
+    CHECK_EQ(fk_alloc_async(host, 32 * MB, &a), CUDA_SUCCESS);
+    CHECK_EQ(used(t), 0);
+    CHECK_EQ(fk_alloc_async(unknown, 32 * MB, &a), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ(fk_alloc_async(unknown, 8 * MB, &a), CUDA_SUCCESS);
+    CHECK_EQ(used(t), 8 * MB);
+    fk_free(MEM_KIND_POOL, a);
+    CHECK_EQ(used(t), 0);
+    fk_check_invariants(t);
+    return 0;
+}
+
+static void test_pool_kinds(void **state)
+{
+    (void)state;
+    in_child(pool_kinds, NULL);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fk_setup, fk_teardown)
     const struct CMUnitTest tests[] = {
         T(test_vmm_lives_until_unmapped),
+        T(test_pool_charged_as_it_holds),
+        T(test_pool_kinds),
     };
     return cmocka_run_group_tests_name("memory-hold", tests, NULL, NULL);
 }

@@ -95,6 +95,22 @@ static CUresult fk_undo_ptr(CUdeviceptr p) { (void)p; undone++; return CUDA_SUCC
 static CUresult fk_undo_vmm(CUmemGenericAllocationHandle h) { (void)h; undone++; return CUDA_SUCCESS; }
 static CUresult fk_undo_array(CUarray a) { (void)a; undone++; return CUDA_SUCCESS; }
 
+static CUresult fk_device_pool(CUmemoryPool *pool, CUdevice dev)
+{
+    (void)dev;
+    *pool = FK_POOL;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fk_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    if (pool != FK_POOL || attr != CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+        return CUDA_ERROR_INVALID_VALUE;
+    __atomic_add_fetch(&fk.pool_reads, 1, __ATOMIC_RELAXED);
+    *(cuuint64_t *)value = fk.pool_reserved;
+    return CUDA_SUCCESS;
+}
+
 int fk_undone(void)
 {
     return undone;
@@ -125,6 +141,8 @@ drv_t fk_driver(void)
         .array_destroy = fk_undo_array,
         .pointer_get_attribute = fk_pointer_attr,
         .array_get_descriptor = fk_array_desc,
+        .device_get_mem_pool = fk_device_pool,
+        .mem_pool_get_attribute = fk_pool_attr,
     };
     return d;
 }
@@ -163,6 +181,27 @@ CUresult fk_alloc(mem_kind_t kind, uint64_t bytes, uint64_t *handle)
     rc = mem_alloc_end(&op, drc, h);
     if (rc == CUDA_SUCCESS)
         *handle = h;
+    return rc;
+}
+
+CUresult fk_alloc_async(CUmemoryPool pool, uint64_t bytes, uint64_t *ptr)
+{
+    mem_op_t op;
+    CUresult rc = mem_pool_alloc_begin(pool ? MEM_KIND_POOL : MEM_KIND_ASYNC, pool,
+                                       MEM_DEV_CURRENT, bytes, &op);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t p = 0;
+    CUresult drc = CUDA_SUCCESS;
+    if (__atomic_load_n(&fk.fail_allocs, __ATOMIC_RELAXED) > 0) {
+        __atomic_sub_fetch(&fk.fail_allocs, 1, __ATOMIC_RELAXED);
+        drc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        p = fk.base + __atomic_fetch_add(&next_addr, 1ull << 12, __ATOMIC_RELAXED);
+    }
+    rc = mem_pool_alloc_end(&op, drc, p);
+    if (rc == CUDA_SUCCESS)
+        *ptr = p;
     return rc;
 }
 

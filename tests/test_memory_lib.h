@@ -54,7 +54,11 @@ typedef struct fake_drv {
     uint64_t base;           /* addresses this process hands out start here */
     uint64_t force_addr;     /* nonzero: the next allocation gets this address */
     uint64_t gone_below;     /* pointers and arrays below this the driver forgot */
+    uint64_t pool_reserved;  /* what FK_POOL, the current pool, reserves */
+    int pool_reads;          /* its CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT reads */
 } fake_drv_t;
+/* Every device's current pool in the fake driver. */
+#define FK_POOL ((CUmemoryPool)(uintptr_t)0x900d)
 extern fake_drv_t fk;
 
 /* The driver table over fk. */
@@ -65,6 +69,10 @@ shm_table_t *fk_start(const char *table);
 /* Allocate / free as the interception layer does (begin, driver, end). */
 CUresult fk_alloc(mem_kind_t kind, uint64_t bytes, uint64_t *handle);
 CUresult fk_free(mem_kind_t kind, uint64_t handle);
+/* A stream-ordered allocation from `pool` (NULL: the current pool, FK_POOL)
+ * as the interception layer makes it; the driver fails it when
+ * fk.fail_allocs says so. */
+CUresult fk_alloc_async(CUmemoryPool pool, uint64_t bytes, uint64_t *ptr);
 
 /* What the table says about a slot on device 0 (read under the lock). */
 typedef struct fk_acct {

@@ -44,7 +44,10 @@
                                                                   "cuPointerGetAttribute", NULL) \
     X(array_get_descriptor,  (CUDA_ARRAY_DESCRIPTOR *desc, CUarray array),                \
                                                                   "cuArrayGetDescriptor_v2", NULL) \
-    X(stream_get_device,     (CUstream stream, CUdevice *dev),    "cuStreamGetDevice", NULL)
+    X(stream_get_device,     (CUstream stream, CUdevice *dev),    "cuStreamGetDevice", NULL) \
+    X(device_get_mem_pool,   (CUmemoryPool *pool, CUdevice dev),  "cuDeviceGetMemPool", NULL) \
+    X(mem_pool_get_attribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value),  \
+                                                                  "cuMemPoolGetAttribute", NULL)
 
 #define DRV_FIELD_(field, params, name, fallback) CUresult (CUDAAPI *field) params;
 typedef struct drv {

@@ -1,10 +1,11 @@
 /*
  * memops.c - the wrappers of hooks.list's MEMOP rows: calls that change how
- * long device memory stays held after the call that allocated it.  A VMM
- * handle lives until it is released and its last mapping is gone (cuMemMap,
- * cuMemUnmap, cuMemMapArrayAsync).
+ * long device memory stays held after the call that allocated it.  A pool
+ * keeps what is freed into it (stream-ordered allocations, the pools'
+ * calls); a VMM handle lives until it is released and its last mapping is
+ * gone (cuMemMap, cuMemUnmap, cuMemMapArrayAsync).
  *
- * Divided into: mappings; the wrappers, expanded from the list.
+ * Divided into: pools; mappings; the wrappers, expanded from the list.
  *
  * Each row's wrapper counts the call and hands its arguments to
  * hook_memop_<export>, written here by hand, which calls the driver and
@@ -14,6 +15,113 @@
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include "intercept/intercept.h"
+
+/* ---- pools ---------------------------------------------------------------- */
+
+/* After the driver answered a stream-ordered allocation: memory accounts it
+ * (or gives its charge back), and the report counts it. */
+static CUresult hook_pool_allocated(mem_op_t *op, CUresult rc, CUdeviceptr *dptr, size_t bytes)
+{
+    rc = mem_pool_alloc_end(op, rc, rc == CUDA_SUCCESS && dptr ? (uint64_t)*dptr : 0);
+    if (rc == CUDA_SUCCESS) {
+        hook_block_t *b = hook_block();
+        hook_add(&b->c.allocs, 1);
+        hook_add(&b->c.bytes_allocated, bytes);
+    }
+    return rc;
+}
+
+/* The allocation's device is its stream's (the pool's, when one is named). */
+#define HOOK_POOL_ALLOC(export, kind, pool, stream, ...)                        \
+    do {                                                                        \
+        mem_op_t op;                                                            \
+        CUresult rc = mem_pool_alloc_begin(kind, pool, mem_stream_device(stream), \
+                                           bytes, &op);                         \
+        if (rc != CUDA_SUCCESS)                                                 \
+            return rc;                                                          \
+        rc = HOOK_REAL(export)(__VA_ARGS__);                                    \
+        return hook_pool_allocated(&op, rc, dptr, bytes);                       \
+    } while (0)
+
+static CUresult hook_memop_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s)
+{
+    HOOK_POOL_ALLOC(cuMemAllocAsync, MEM_KIND_ASYNC, NULL, s, dptr, bytes, s);
+}
+
+static CUresult hook_memop_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s)
+{
+    HOOK_POOL_ALLOC(cuMemAllocAsync_ptsz, MEM_KIND_ASYNC, NULL, s, dptr, bytes, s);
+}
+
+static CUresult hook_memop_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes,
+                                                   CUmemoryPool pool, CUstream s)
+{
+    HOOK_POOL_ALLOC(cuMemAllocFromPoolAsync, MEM_KIND_POOL, pool, s, dptr, bytes, pool, s);
+}
+
+static CUresult hook_memop_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
+                                                        CUmemoryPool pool, CUstream s)
+{
+    HOOK_POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, MEM_KIND_POOL, pool, s, dptr, bytes, pool, s);
+}
+
+static CUresult hook_memop_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    CUresult rc = HOOK_REAL(cuMemPoolCreate)(pool, props);
+    if (rc == CUDA_SUCCESS && pool && props)
+        mem_pool_learn(*pool, props->location.id,
+                       props->location.type != CU_MEM_LOCATION_TYPE_DEVICE);
+    return rc;
+}
+
+static CUresult hook_memop_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CUresult rc = HOOK_REAL(cuMemPoolDestroy)(pool);
+    if (rc == CUDA_SUCCESS)
+        mem_pool_destroyed(pool);
+    return rc;
+}
+
+static CUresult hook_memop_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    CUresult rc = HOOK_REAL(cuMemPoolTrimTo)(pool, keep);
+    if (rc == CUDA_SUCCESS)
+        mem_pool_trimmed(pool);
+    return rc;
+}
+
+static CUresult hook_memop_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                                 void *value)
+{
+    CUresult rc = HOOK_REAL(cuMemPoolSetAttribute)(pool, attr, value);
+    if (rc == CUDA_SUCCESS)
+        mem_pool_set_attribute(pool, attr, value);
+    return rc;
+}
+
+static CUresult hook_memop_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult rc = HOOK_REAL(cuDeviceGetDefaultMemPool)(pool, dev);
+    if (rc == CUDA_SUCCESS && pool)
+        mem_pool_learn(*pool, (int)dev, 0);
+    return rc;
+}
+
+static CUresult hook_memop_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult rc = HOOK_REAL(cuDeviceGetMemPool)(pool, dev);
+    if (rc == CUDA_SUCCESS && pool)
+        mem_pool_learn(*pool, (int)dev, 0);
+    return rc;
+}
+
+static CUresult hook_memop_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult rc = HOOK_REAL(cuDeviceSetMemPool)(dev, pool);
+    if (rc == CUDA_SUCCESS)
+        mem_pool_set_current((int)dev, pool);
+    return rc;
+}
 
 /* ---- mappings ------------------------------------------------------------ */
 

@@ -104,6 +104,8 @@ static inline void hook_on_sync(hook_block_t *b, sched_sync_kind_t kind, const v
     if (rc == CUDA_SUCCESS)
         hook_add(&b->c.syncs, 1);
     sched_sync_end(&b->s, kind, rc == CUDA_SUCCESS, hook_threads_fold);
+    if (rc == CUDA_SUCCESS && kind != SCHED_SYNC_COPY)
+        mem_pools_sync();             /* pools release memory at these */
 }
 
 /* Before an allocation reaches the driver: memory admission reserves `size`

@@ -431,6 +431,21 @@ void mem_give_slow(mem_local_dev_t *ld, uint64_t spare)
         mem_wake(ld->dev);
 }
 
+/* A pool's slack back to the grant: exchanged to 0, so that each byte goes
+ * back once whoever drains it (a destroy, a free that saw it destroyed, a
+ * read of what the driver released). */
+void mem_pool_drain(mem_pool_t *p)
+{
+    uint64_t x = __atomic_exchange_n(&p->slack, 0, __ATOMIC_SEQ_CST);
+    int ord = p->ord;
+    if (!x)
+        return;
+    __atomic_sub_fetch(&p->charged, x, __ATOMIC_SEQ_CST);
+    mem_local_dev_t *ld = ord >= 0 && ord < MEM_MAX_ORDINALS ? &mem_p.dev[ord] : NULL;
+    if (ld && __atomic_load_n(&ld->sd, __ATOMIC_ACQUIRE))
+        mem_give(ld, x);
+}
+
 /* ---- waits ----------------------------------------------------------------
  * The slot's state shows waiting-mem while any thread of the process waits;
  * the first to wait saves the state, the last to leave restores it.  Called

@@ -42,6 +42,7 @@
 
 #include "ipc/ipc.h"
 #include "memory/memory.h"
+#include "memory/mem_map.h"
 
 #define MEM_SLOT_MAGIC   0x314d454du   /* "MEM1" */
 #define MEM_DEV_MAGIC    0x31564544u   /* "DEV1" */
@@ -132,6 +133,22 @@ typedef struct mem_local_dev {
                               (atomic; charged when the lock comes back) */
 } mem_local_dev_t;
 
+/* A memory pool of this process (pool.c): what of the grant on its device
+ * it holds.  charged - slack == the bytes of its live allocations (as
+ * asked); slack is what it keeps with no allocation in it, which its next
+ * allocations take before it has to grow. */
+#define MEM_MAX_POOLS 128          /* index 0: none (an entry's 7 bits) */
+typedef struct mem_pool {
+    uint64_t handle;               /* CUmemoryPool; 0: a free record */
+    int32_t  ord;                  /* CUDA ordinal of its device */
+    uint8_t  host;                 /* in host memory: not charged */
+    uint8_t  destroyed;            /* its memory goes as its allocations do */
+    uint8_t  dirty;                /* allocated from slack since the last read */
+    uint64_t charged, slack;       /* atomic */
+    uint64_t threshold;            /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+    pthread_mutex_t lock;          /* a read of the driver's figure and its charge */
+} mem_pool_t;
+
 typedef struct mem_config {
     const char *limit, *reserve;   /* validated text, NULL: unset */
     uint64_t headroom;             /* bytes, or MEM_HEADROOM_DEFAULT */
@@ -154,6 +171,9 @@ typedef struct mem_proc {
     pthread_mutex_t lock;          /* registration of devices */
     mem_local_dev_t dev[MEM_MAX_ORDINALS];
     mem_local_dev_t *by_index[SHM_MAX_DEVICES];   /* registered, by table device */
+    mem_pool_t pools[MEM_MAX_POOLS];              /* records claimed under pool.c's lock */
+    uint8_t cur_pool[MEM_MAX_ORDINALS];           /* each device's current pool; 0: unknown */
+    int pools_used;                               /* records ever claimed (atomic) */
 } mem_proc_t;
 
 extern mem_proc_t mem_p;
@@ -161,6 +181,14 @@ extern mem_proc_t mem_p;
 /* The registered device of an ordinal (-1: the current context's), or NULL
  * when the module is off or that device passes through uncounted. */
 mem_local_dev_t *mem_local_dev(int device);
+
+/* An entry freed or forgotten: its bytes back to the grant, or to its pool. */
+void mem_entry_released(const mem_entry_t *e);
+
+/* Charge `bytes` on ld for an allocation (admission, the spare, a grant):
+ * CUDA_SUCCESS, 1 when it passes uncounted (the lock is unusable), or the
+ * refusal (memory.c). */
+int mem_charge(mem_local_dev_t *ld, uint64_t bytes);
 
 /* ---- account.c: grants, reclaim, waits, admission (table lock) ---------- */
 
@@ -259,6 +287,10 @@ void mem_publish_locked(shm_table_t *t, int d);
 void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx);
 void mem_repair_hook(shm_table_t *t, void *ctx);
 
+/* Give back what pool p keeps beyond its live allocations (its slack):
+ * p destroyed, or the driver released it (account.c). */
+void mem_pool_drain(mem_pool_t *p);
+
 /* ---- vmm_track.c: VMM handles released while mapped ---------------------- */
 /* At a successful cuMemRelease of `handle`, charged `bytes` on table device
  * `dev`: 1 when it is still mapped, and the charge is kept until its last
@@ -272,6 +304,19 @@ uint64_t mem_vmm_kept(int dev, uint64_t *count);
 void mem_vmm_prefork(void);
 void mem_vmm_postfork(int child);
 
+/* ---- pools (pool.c): a free into a pool --------------------------------- */
+/* An allocation of pool `idx` freed: its bytes stay in the pool (slack)
+ * until the driver says the pool released them; a destroyed pool's go back
+ * at once.  Lock-free: a free and a destroy that meet drain the slack once
+ * (whoever exchanges it to 0). */
+static inline void mem_pool_put(int idx, uint64_t bytes)
+{
+    mem_pool_t *p = &mem_p.pools[idx & (MEM_MAX_POOLS - 1)];
+    __atomic_add_fetch(&p->slack, bytes, __ATOMIC_SEQ_CST);
+    if (__builtin_expect(__atomic_load_n(&p->destroyed, __ATOMIC_SEQ_CST), 0))
+        mem_pool_drain(p);
+}
+
 /* ---- check.c: the invariants above, under the table lock ---------------- */
 /* NULL when they hold on every registered device; else a description of the
  * first violation (a per-thread buffer, valid until the next call).  Never
@@ -279,7 +324,5 @@ void mem_vmm_postfork(int child);
  * unlock in a debug build. */
 const char *mem_check_locked(shm_table_t *t);
 const char *mem_check_hook(shm_table_t *t, void *ctx);
-
-#include "memory/mem_map.h"
 
 #endif /* SALUS_MEM_LAYOUT_H */

@@ -28,7 +28,8 @@ typedef struct mem_entry {
     uint64_t bytes;        /* < 2^48 */
     int16_t  dev;          /* table device index, < 16 */
     uint8_t  cls, kind;
-    uint32_t pad;
+    uint8_t  pool;         /* the pool it came from (mem_p.pools), < 128; 0: none */
+    uint8_t  pad[3];
 } mem_entry_t;
 
 /* ---- internals (map.c) -------------------------------------------------- */
@@ -44,7 +45,7 @@ typedef struct mem_entry {
 #define MEM_STRIPES 64
 
 /* An entry as stored: 16 bytes, value = bytes | dev << 48 | cls << 52 |
- * kind << 54. */
+ * kind << 54 | pool << 57. */
 typedef struct mem_cell {
     uint64_t key, val;
 } mem_cell_t;
@@ -65,7 +66,7 @@ int  mem_stripe_make_room(mem_stripe_t *s);
 static inline uint64_t mem_cell_val(const mem_entry_t *e)
 {
     return e->bytes | (uint64_t)(e->dev & 0xf) << 48 | (uint64_t)(e->cls & 3) << 52 |
-           (uint64_t)(e->kind & 7) << 54;
+           (uint64_t)(e->kind & 7) << 54 | (uint64_t)(e->pool & 0x7f) << 57;
 }
 
 static inline void mem_cell_entry(const mem_cell_t *c, mem_entry_t *e)
@@ -75,7 +76,8 @@ static inline void mem_cell_entry(const mem_cell_t *c, mem_entry_t *e)
     e->dev = (int16_t)((c->val >> 48) & 0xf);
     e->cls = (uint8_t)((c->val >> 52) & 3);
     e->kind = (uint8_t)((c->val >> 54) & 7);
-    e->pad = 0;
+    e->pool = (uint8_t)(c->val >> 57);
+    e->pad[0] = e->pad[1] = e->pad[2] = 0;
 }
 
 static inline int mem_cell_cls(const mem_cell_t *c)

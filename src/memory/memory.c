@@ -324,6 +324,9 @@ static void postfork_child(void)
     for (int i = 0; i < MEM_MAX_ORDINALS; i++)
         memset(&mem_p.dev[i], 0, sizeof mem_p.dev[i]);
     memset(mem_p.by_index, 0, sizeof mem_p.by_index);
+    memset(mem_p.pools, 0, sizeof mem_p.pools);   /* its pools are its parent's */
+    memset(mem_p.cur_pool, 0, sizeof mem_p.cur_pool);
+    mem_p.pools_used = 0;
     mem_map_reset();                  /* the stripes, unlocked and empty */
     mem_vmm_postfork(1);
 }
@@ -351,18 +354,9 @@ int mem_stream_device(CUstream stream)
     return (int)ord;
 }
 
-CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *op)
+int mem_charge(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t spare;
-    op->state = OP_PASS;
-    op->dev = -1;
-    if (!is_on() || bytes == 0 || (unsigned)kind >= MEM_KINDS || device == MEM_DEV_NONE)
-        return CUDA_SUCCESS;
-    if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
-        mem_resume_try();             /* the lock timed out once: is it back? */
-    mem_local_dev_t *ld = local_dev(device);
-    if (!ld)
-        return CUDA_SUCCESS;
     if (bytes > MEM_MAX_BYTES)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (__builtin_expect(mem_p.cfg.reserve != NULL, 0) &&
@@ -373,18 +367,46 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
     }
     if (__builtin_expect(mem_take_fast(ld->sd, bytes, &spare), 1)) {
         mem_note_peak(ld, spare);
-    } else {
-        int rc = mem_take_slow(ld, bytes);
-        if (rc == 1)
-            return CUDA_SUCCESS;      /* lock unusable: uncounted */
-        if (rc != CUDA_SUCCESS)
-            return (CUresult)rc;
+        return CUDA_SUCCESS;
     }
+    return mem_take_slow(ld, bytes);  /* 1: lock unusable, uncounted */
+}
+
+CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *op)
+{
+    op->state = OP_PASS;
+    op->dev = -1;
+    op->pool = 0;
+    if (!is_on() || bytes == 0 || (unsigned)kind >= MEM_KINDS || device == MEM_DEV_NONE)
+        return CUDA_SUCCESS;
+    if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
+        mem_resume_try();             /* the lock timed out once: is it back? */
+    mem_local_dev_t *ld = local_dev(device);
+    if (!ld)
+        return CUDA_SUCCESS;
+    int rc = mem_charge(ld, bytes);
+    if (rc == 1)
+        return CUDA_SUCCESS;          /* lock unusable: uncounted */
+    if (rc != CUDA_SUCCESS)
+        return (CUresult)rc;
     op->bytes = bytes;
     op->dev = ld->d;
     op->kind = (uint16_t)kind;
     op->state = OP_ALLOC;
     return CUDA_SUCCESS;
+}
+
+/* What an entry freed (or forgotten) gives back: its bytes to the grant, or
+ * to its pool, which keeps them until the driver says it released them. */
+void mem_entry_released(const mem_entry_t *e)
+{
+    if (e->pool) {
+        mem_pool_put(e->pool, e->bytes);
+        return;
+    }
+    mem_local_dev_t *ld = mem_p.by_index[e->dev];
+    if (ld)
+        mem_give(ld, e->bytes);
 }
 
 /* Undo an allocation the driver made but we cannot keep. */
@@ -438,8 +460,8 @@ CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle)
     mem_entry_t e = { .key = handle, .bytes = op->bytes, .dev = (int16_t)op->dev,
                       .cls = (uint8_t)cls, .kind = (uint8_t)op->kind }, old;
     int r = mem_map_insert(&e, &old);
-    if (r == 1 && mem_p.by_index[old.dev])
-        mem_give(mem_p.by_index[old.dev], old.bytes);
+    if (r == 1)
+        mem_entry_released(&old);
     if (r >= 0)
         return rc;
     static int said;
@@ -463,6 +485,7 @@ void mem_free_begin(mem_kind_t kind, uint64_t handle, mem_op_t *op)
     op->handle = handle;
     op->dev = e.dev;
     op->kind = e.kind;
+    op->pool = e.pool;
     op->state = OP_FREE;
 }
 
@@ -473,18 +496,17 @@ void mem_free_end(mem_op_t *op, CUresult rc)
     if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
         mem_resume_try();
     op->state = OP_PASS;
-    mem_local_dev_t *ld = mem_p.by_index[op->dev];
+    mem_entry_t e = { .key = op->handle, .bytes = op->bytes, .dev = (int16_t)op->dev,
+                      .cls = (uint8_t)mem_kind_class((mem_kind_t)op->kind),
+                      .kind = (uint8_t)op->kind, .pool = op->pool };
     if (rc == CUDA_SUCCESS) {
-        if (ld && !(op->kind == MEM_KIND_VMM && mem_vmm_keep(op->handle, op->bytes, op->dev)))
-            mem_give(ld, op->bytes);
+        if (!(op->kind == MEM_KIND_VMM && mem_vmm_keep(op->handle, op->bytes, op->dev)))
+            mem_entry_released(&e);
         return;
     }
     /* The driver kept it: so do we. */
-    mem_entry_t e = { .key = op->handle, .bytes = op->bytes, .dev = (int16_t)op->dev,
-                      .cls = (uint8_t)mem_kind_class((mem_kind_t)op->kind),
-                      .kind = (uint8_t)op->kind };
-    if (mem_map_insert(&e, NULL) < 0 && ld)
-        mem_give(ld, op->bytes);      /* cannot track it any more: forget it */
+    if (mem_map_insert(&e, NULL) < 0)
+        mem_entry_released(&e);       /* cannot track it any more: forget it */
 }
 
 /* ---- contexts that went away ---------------------------------------------
@@ -544,8 +566,7 @@ void mem_context_gone(CUdevice device)
     for (size_t i = 0; i < n; i++) {
         if (!entry_gone(&v[i]) || mem_map_remove(v[i].cls, v[i].key, &e) != 0)
             continue;
-        if (mem_p.by_index[e.dev])
-            mem_give(mem_p.by_index[e.dev], e.bytes);
+        mem_entry_released(&e);
     }
     free(v);
 }

@@ -72,9 +72,11 @@ int mem_init(const drv_t *drv, shm_table_t *t);
 typedef struct mem_op {
     uint64_t bytes;
     uint64_t handle;
+    uint64_t need;         /* a pool's allocation: what its pool grows by */
     int32_t  dev;          /* table device index, -1: not accounted */
     uint16_t kind;
-    uint16_t state;
+    uint8_t  state;
+    uint8_t  pool;         /* the pool's record, 0: none */
 } mem_op_t;
 
 /* Where an allocation is charged (mem_alloc_begin's `device`): a CUDA
@@ -109,6 +111,32 @@ CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle);
  * or an array, as `kind` says).  Unknown handles are left alone. */
 void mem_free_begin(mem_kind_t kind, uint64_t handle, mem_op_t *op);
 void mem_free_end(mem_op_t *op, CUresult rc);
+
+/* Memory pools (pool.c).  A stream-ordered allocation is charged what its
+ * pool must grow by (the pool's memory kept from earlier frees is taken
+ * first), and a free leaves its bytes in the pool, charged, until the
+ * driver says the pool released them: `pool` is cuMemAllocFromPoolAsync's,
+ * or NULL for cuMemAllocAsync (the current pool of `device`, a MEM_DEV_* or
+ * an ordinal: the stream's).  The end is mem_pool_alloc_end; the free is
+ * mem_free_begin / mem_free_end as for any allocation. */
+CUresult mem_pool_alloc_begin(mem_kind_t kind, CUmemoryPool pool, int device, uint64_t bytes,
+                              mem_op_t *op);
+CUresult mem_pool_alloc_end(mem_op_t *op, CUresult rc, uint64_t ptr);
+/* After the driver answered: a pool made (host: located in host memory,
+ * never charged) or named by a device's query (cuDeviceGetDefaultMemPool,
+ * cuDeviceGetMemPool) on CUDA ordinal `device`; a device's current pool
+ * set; a pool destroyed (what it kept goes back; its live allocations as
+ * they are freed); an attribute set (the release threshold is followed); a
+ * pool trimmed (its reserved memory is read again). */
+void mem_pool_learn(CUmemoryPool pool, int device, int host);
+void mem_pool_set_current(int device, CUmemoryPool pool);
+void mem_pool_destroyed(CUmemoryPool pool);
+void mem_pool_set_attribute(CUmemoryPool pool, CUmemPool_attribute attr, const void *value);
+void mem_pool_trimmed(CUmemoryPool pool);
+/* After a stream, event or context synchronize that succeeded: the driver
+ * may have released pools' memory down to their thresholds.  One load when
+ * the process has no pool. */
+void mem_pools_sync(void);
 
 /* VMM memory lives until its handle is released and its last mapping is
  * gone (vmm_track.c): after the driver mapped handle `handle` at `key` (a

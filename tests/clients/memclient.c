@@ -10,7 +10,8 @@
  *   memclient vmm-host     a host-located cuMemCreate beside a device one
  *   memclient vmm-map      create, map, release 2 MiB at a time, 4 times;
  *                          then unmap and create again
- *   memclient pool-hold <MiB>   a pool with an infinite release threshold:
+ *   memclient pool-hold <MiB> max|0   a pool with an infinite release
+ *                          threshold (max, PyTorch's) or the default 0:
  *                          allocate and free <MiB>, synchronize, then keep
  *                          the pool until killed
  *   memclient alloc <MiB>  cuMemAlloc <MiB> and free it
@@ -114,15 +115,16 @@ static void vmm_map(void)
     cuMemAddressFree(base, 8 * MIB);
 }
 
-/* A pool that keeps everything (PyTorch's cudaMallocAsync backend): the
- * memory freed into it stays reserved. */
-static void pool_hold(size_t mib)
+/* A pool that keeps everything (PyTorch's cudaMallocAsync backend), or
+ * the driver's default (release at the next synchronize): the memory freed
+ * into it stays reserved, or not. */
+static void pool_hold(size_t mib, int keep_all)
 {
     CUmemPoolProps props;
     CUmemoryPool pool;
     CUstream s;
     CUdeviceptr p;
-    cuuint64_t keep = UINT64_MAX, reserved = 0;
+    cuuint64_t keep = keep_all ? UINT64_MAX : 0, reserved = 0;
     memset(&props, 0, sizeof props);
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -135,7 +137,7 @@ static void pool_hold(size_t mib)
         r[3] = cuMemFreeAsync(p, s);
     r[4] = cuStreamSynchronize(s);
     r[5] = cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
-    r[6] = reserved >= mib * MIB ? 0 : 1;       /* the pool keeps it */
+    r[6] = (reserved >= mib * MIB) == keep_all ? 0 : 1;   /* kept, or released */
 }
 
 int main(int argc, char **argv)
@@ -159,7 +161,7 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "vmm-map") == 0) {
         vmm_map();
     } else if (strcmp(mode, "pool-hold") == 0) {
-        pool_hold(mib);
+        pool_hold(mib, argc > 3 && strcmp(argv[3], "max") == 0);
         say(mode);
         for (;;)
             pause();
@@ -169,7 +171,7 @@ int main(int argc, char **argv)
             r[1] = cuMemFree(p);
     } else {
         fprintf(stderr, "usage: memclient vmm-device | vmm-host | vmm-map | "
-                        "pool-hold <MiB> | alloc <MiB>\n");
+                        "pool-hold <MiB> max|0 | alloc <MiB>\n");
         return 2;
     }
     say(mode);

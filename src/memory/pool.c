@@ -1,0 +1,309 @@
+/*
+ * pool.c - memory pools: stream-ordered allocations (cuMemAllocAsync,
+ * cuMemAllocFromPoolAsync) are charged as their pool holds memory, not as
+ * they are made and freed.  A pool keeps what is freed into it up to its
+ * release threshold (default 0; PyTorch's cudaMallocAsync backend sets
+ * UINT64_MAX) and gives the rest back at the next stream, event or context
+ * synchronize, or at cuMemPoolTrimTo: that memory is still the process's.
+ *
+ * Divided into: the records; reading the driver's figure; allocations;
+ * the calls that change a pool (create, destroy, current, threshold,
+ * trim); synchronizations.
+ *
+ * A pool's record (mem_layout.h) holds `charged`, the bytes of the grant
+ * the pool holds, and `slack`, the part no live allocation uses.  An
+ * allocation takes from the slack first and charges only what the pool
+ * must grow by (so admission counts growth, not what was freed into it); a
+ * free adds its bytes to the slack (mem_pool_put).  Neither asks the
+ * driver: the pool's reserved memory (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+ * is read after an allocation that had to grow it, after a trim, and at a
+ * synchronize for a pool that may have released memory (slack above its
+ * threshold) or allocated from its slack since the last read (the driver
+ * may have grown it anyway); `charged` then follows the driver's figure,
+ * never going below the live allocations.  A pool in host memory is not
+ * charged; an allocation from a pool this process never saw (no create, no
+ * query of a device's pools) is charged alone, as cuMemAlloc is.
+ *
+ * Locking: records are claimed under mem_p.lock (the start-up lock; rare);
+ * `charged` and `slack` change with atomics on the allocation path, and a
+ * record's own mutex orders its reads of the driver's figure (held across
+ * that driver call and the charge that follows, never under the table's
+ * lock).  The fork handlers of memory.c take mem_p.lock; the child forgets
+ * every record.
+ */
+#include "memory/mem_layout.h"
+#include "util/util.h"
+
+#include <string.h>
+
+enum { OP_PASS = 0, OP_ALLOC = 1 };
+
+static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+static int is_on(void)
+{
+    return __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) == MEM_ON;
+}
+
+/* ---- the records ---------------------------------------------------------- */
+
+/* The record of a live pool, or 0.  Records are claimed once and never
+ * moved: a lock-free scan sees a handle only once its record is whole
+ * (the handle is stored last, with release). */
+static int find(uint64_t handle)
+{
+    int n = __atomic_load_n(&mem_p.pools_used, __ATOMIC_ACQUIRE);
+    for (int i = 1; i <= n && i < MEM_MAX_POOLS; i++) {
+        mem_pool_t *p = &mem_p.pools[i];
+        if (__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) == handle &&
+            !__atomic_load_n(&p->destroyed, __ATOMIC_ACQUIRE))
+            return i;
+    }
+    return 0;
+}
+
+/* Find or claim the record of `handle` on ordinal ord; 0 when the records
+ * are all taken (its allocations are then charged one by one). */
+static int learn(uint64_t handle, int ord, int host)
+{
+    static int said;
+    int i = find(handle);
+    if (i || !handle || ord < 0 || ord >= MEM_MAX_ORDINALS)
+        return i;
+    pthread_mutex_lock(&mem_p.lock);
+    if (!(i = find(handle))) {
+        int n = mem_p.pools_used;
+        for (i = 1; i <= n; i++)         /* a destroyed pool with nothing left */
+            if (mem_p.pools[i].destroyed && !__atomic_load_n(&mem_p.pools[i].charged,
+                                                             __ATOMIC_SEQ_CST))
+                break;
+        if (i > n && n + 1 >= MEM_MAX_POOLS) {
+            i = 0;
+            util_log_once(&said, UTIL_LOG_INFO, "memory: this process has %d memory pools; "
+                          "allocations from more are charged one by one", MEM_MAX_POOLS - 1);
+        } else {
+            mem_pool_t *p = &mem_p.pools[i];
+            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
+            p->ord = ord;
+            p->host = (uint8_t)host;
+            p->threshold = 0;             /* the driver's default */
+            p->dirty = 0;
+            __atomic_store_n(&p->charged, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->slack, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->destroyed, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&p->handle, handle, __ATOMIC_RELEASE);
+            if (i > n)
+                __atomic_store_n(&mem_p.pools_used, i, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&mem_p.lock);
+    return i;
+}
+
+/* The current pool of ordinal ord (cuMemAllocAsync's), asked of the driver
+ * once, then followed through cuDeviceSetMemPool. */
+static int current_of(int ord)
+{
+    int i = __atomic_load_n(&mem_p.cur_pool[ord], __ATOMIC_ACQUIRE);
+    CUmemoryPool h = NULL;
+    if (i)
+        return i;
+    if (!mem_p.drv.device_get_mem_pool ||
+        mem_p.drv.device_get_mem_pool(&h, (CUdevice)ord) != CUDA_SUCCESS || !h)
+        return 0;
+    i = learn((uint64_t)(uintptr_t)h, ord, 0);
+    __atomic_store_n(&mem_p.cur_pool[ord], (uint8_t)i, __ATOMIC_RELEASE);
+    return i;
+}
+
+/* ---- reading the driver's figure --------------------------------------------
+ * Under the record's lock: charged follows what the driver says the pool
+ * reserves, growing (a charge: it may be refused past a limit, and then
+ * stays short until the next read, said once) or shrinking by what the
+ * slack holds.  An allocation in flight may be counted by the driver and
+ * not yet by us, or the reverse: the next read settles it. */
+static void reread(int i)
+{
+    static int said;
+    mem_pool_t *p = &mem_p.pools[i];
+    cuuint64_t r = 0;
+    if (!mem_p.drv.mem_pool_get_attribute || p->host)
+        return;
+    pthread_mutex_lock(&p->lock);
+    mem_local_dev_t *ld = mem_local_dev(p->ord);
+    CUmemoryPool h = (CUmemoryPool)(uintptr_t)__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE);
+    if (!ld || mem_p.drv.mem_pool_get_attribute(h, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) !=
+                   CUDA_SUCCESS || (uint64_t)r > MEM_MAX_BYTES)
+        goto out_unlock;
+    __atomic_store_n(&p->dirty, 0, __ATOMIC_RELAXED);
+    uint64_t c = __atomic_load_n(&p->charged, __ATOMIC_SEQ_CST);
+    if ((uint64_t)r > c) {
+        uint64_t more = (uint64_t)r - c;
+        int rc = mem_charge(ld, more);
+        if (rc == CUDA_SUCCESS) {
+            __atomic_add_fetch(&p->charged, more, __ATOMIC_SEQ_CST);
+            __atomic_add_fetch(&p->slack, more, __ATOMIC_SEQ_CST);
+        } else if (rc != 1) {
+            util_log_once(&said, UTIL_LOG_WARN, "memory: a memory pool on %s holds %s more "
+                          "than this process's allocations need, past what it may take; "
+                          "it is charged as far as its limit allows", ld->name,
+                          util_size(more).s);
+        }
+    } else if ((uint64_t)r < c) {
+        uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_SEQ_CST), drop;
+        do {
+            drop = umin(s, c - (uint64_t)r);
+        } while (drop && !__atomic_compare_exchange_n(&p->slack, &s, s - drop, 1,
+                                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+        if (drop) {
+            __atomic_sub_fetch(&p->charged, drop, __ATOMIC_SEQ_CST);
+            mem_give(ld, drop);
+        }
+    }
+out_unlock:
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- allocations ---------------------------------------------------------- */
+
+CUresult mem_pool_alloc_begin(mem_kind_t kind, CUmemoryPool pool, int device, uint64_t bytes,
+                              mem_op_t *op)
+{
+    op->state = OP_PASS;
+    op->pool = 0;
+    if (!is_on() || bytes == 0)
+        return CUDA_SUCCESS;
+    int ord = device, i;
+    if (pool) {
+        i = find((uint64_t)(uintptr_t)pool);
+    } else {
+        if (ord == MEM_DEV_CURRENT && drv_current_device(&mem_p.drv, &ord) != 0)
+            return CUDA_SUCCESS;          /* no context: the driver refuses it */
+        i = ord >= 0 && ord < MEM_MAX_ORDINALS ? current_of(ord) : 0;
+    }
+    if (!i)                               /* a pool we do not know: one by one */
+        return mem_alloc_begin(kind, device, bytes, op);
+    mem_pool_t *p = &mem_p.pools[i];
+    if (p->host)
+        return CUDA_SUCCESS;
+    mem_local_dev_t *ld = mem_local_dev(p->ord);
+    if (!ld || bytes > MEM_MAX_BYTES)
+        return ld ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_RELAXED), took;
+    do {
+        took = umin(s, bytes);
+    } while (took && !__atomic_compare_exchange_n(&p->slack, &s, s - took, 1,
+                                                  __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    if (took)
+        __atomic_store_n(&p->dirty, 1, __ATOMIC_RELAXED);
+    uint64_t need = bytes - took;
+    if (need) {
+        int rc = mem_charge(ld, need);
+        if (rc != CUDA_SUCCESS) {
+            mem_pool_put(i, took);        /* as before the call */
+            return rc == 1 ? CUDA_SUCCESS : (CUresult)rc;
+        }
+        __atomic_add_fetch(&p->charged, need, __ATOMIC_SEQ_CST);
+    }
+    op->bytes = bytes;
+    op->need = need;
+    op->dev = ld->d;
+    op->kind = (uint16_t)kind;
+    op->pool = (uint8_t)i;
+    op->state = OP_ALLOC;
+    return CUDA_SUCCESS;
+}
+
+CUresult mem_pool_alloc_end(mem_op_t *op, CUresult rc, uint64_t ptr)
+{
+    if (op->state != OP_ALLOC || !op->pool)
+        return mem_alloc_end(op, rc, ptr);
+    op->state = OP_PASS;
+    mem_entry_t e = { .key = ptr, .bytes = op->bytes, .dev = (int16_t)op->dev,
+                      .cls = MEM_CLS_PTR, .kind = (uint8_t)op->kind, .pool = op->pool }, old;
+    if (rc != CUDA_SUCCESS || ptr == 0) {   /* exactly as before the call */
+        mem_pool_t *p = &mem_p.pools[op->pool];
+        mem_local_dev_t *ld = mem_p.by_index[op->dev];
+        mem_pool_put(op->pool, op->bytes - op->need);
+        __atomic_sub_fetch(&p->charged, op->need, __ATOMIC_SEQ_CST);
+        if (ld && op->need)
+            mem_give(ld, op->need);
+        return rc;
+    }
+    int r = mem_map_insert(&e, &old);
+    if (r == 1)
+        mem_entry_released(&old);
+    if (r < 0) {
+        static int said;
+        util_log_once(&said, UTIL_LOG_ERROR, "memory: out of host memory to record an "
+                      "allocation from a pool; it stays charged to the pool");
+    }
+    if (op->need)
+        reread(op->pool);                 /* it may have grown by more, or less */
+    return rc;
+}
+
+/* ---- the calls that change a pool ------------------------------------------ */
+
+void mem_pool_learn(CUmemoryPool pool, int device, int host)
+{
+    if (is_on())
+        learn((uint64_t)(uintptr_t)pool, device, host);
+}
+
+void mem_pool_set_current(int device, CUmemoryPool pool)
+{
+    if (!is_on() || device < 0 || device >= MEM_MAX_ORDINALS)
+        return;
+    int i = learn((uint64_t)(uintptr_t)pool, device, 0);
+    __atomic_store_n(&mem_p.cur_pool[device], (uint8_t)i, __ATOMIC_RELEASE);
+}
+
+void mem_pool_destroyed(CUmemoryPool pool)
+{
+    int i = is_on() ? find((uint64_t)(uintptr_t)pool) : 0;
+    if (!i)
+        return;
+    mem_pool_t *p = &mem_p.pools[i];
+    __atomic_store_n(&p->destroyed, 1, __ATOMIC_SEQ_CST);
+    for (int d = 0; d < MEM_MAX_ORDINALS; d++)
+        __atomic_compare_exchange_n(&mem_p.cur_pool[d], &(uint8_t){ (uint8_t)i }, 0, 0,
+                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    mem_pool_drain(p);                    /* its live allocations go as they are freed */
+}
+
+void mem_pool_set_attribute(CUmemoryPool pool, CUmemPool_attribute attr, const void *value)
+{
+    int i = is_on() && value ? find((uint64_t)(uintptr_t)pool) : 0;
+    if (i && attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+        __atomic_store_n(&mem_p.pools[i].threshold, *(const cuuint64_t *)value,
+                         __ATOMIC_RELAXED);
+}
+
+void mem_pool_trimmed(CUmemoryPool pool)
+{
+    int i = is_on() ? find((uint64_t)(uintptr_t)pool) : 0;
+    if (i)
+        reread(i);
+}
+
+/* ---- synchronizations ---------------------------------------------------------
+ * The driver releases a pool's memory above its threshold at a stream,
+ * event or context synchronize: read the pools that may have released some
+ * (slack, and more charged than the threshold) or grown unseen (allocated
+ * from their slack).  No pool: one load. */
+void mem_pools_sync(void)
+{
+    int n = __atomic_load_n(&mem_p.pools_used, __ATOMIC_ACQUIRE);
+    for (int i = 1; i <= n && i < MEM_MAX_POOLS; i++) {
+        mem_pool_t *p = &mem_p.pools[i];
+        if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) ||
+            __atomic_load_n(&p->destroyed, __ATOMIC_ACQUIRE) || p->host)
+            continue;
+        uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_RELAXED);
+        uint64_t c = __atomic_load_n(&p->charged, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&p->dirty, __ATOMIC_RELAXED) ||
+            (s && c > __atomic_load_n(&p->threshold, __ATOMIC_RELAXED)))
+            reread(i);
+    }
+}
