@@ -77,3 +77,41 @@ NULL_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *p, size_t bytes)
     next_ptr += 0x200000;          /* 2 MiB apart, as the driver places them */
     return CUDA_SUCCESS;
 }
+
+/* Stream-ordered allocations from the device's one pool, which reserves
+ * what its largest allocation needed (the benchmark's pairs reuse it). */
+static struct { int dummy; } the_pool;
+static size_t pool_reserved;
+
+NULL_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *p, size_t bytes, CUstream s)
+{
+    (void)s;
+    pool_reserved = bytes > pool_reserved ? bytes : pool_reserved;
+    *p = next_ptr;                 /* not through cuMemAlloc_v2: libsalus's, preloaded */
+    next_ptr += 0x200000;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    (void)p;
+    (void)s;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pool = (CUmemoryPool)&the_pool;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                                                   void *value)
+{
+    if (pool != (CUmemoryPool)&the_pool || attr != CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(cuuint64_t *)value = pool_reserved;
+    return CUDA_SUCCESS;
+}

@@ -2,6 +2,8 @@
  * alloc_overhead.c - nanoseconds libsalus adds to a cuMemAlloc_v2 +
  * cuMemFree_v2 pair, with 1 and with 1,000 live allocations (the frees are
  * matched by address in a per-process map: the figure must not grow with
+ * it), and to a stream-ordered pair (cuMemAllocAsync + cuMemFreeAsync on the
+ * legacy stream, from the device's pool, which keeps what is freed into
  * it), over a null driver whose calls return at once.
  *
  *   alloc_overhead --nulldrv DIR --libsalus PATH --out FILE.json
@@ -37,14 +39,19 @@ static const int lives[] = { 1, MAX_LIVE };
 
 /* ---- the child ------------------------------------------------------------ */
 
-static double time_pairs(long pairs, int repeats)
+static double time_pairs(long pairs, int repeats, int async)
 {
     double ns[64];
     CUdeviceptr p;
     for (int r = 0; r < repeats; r++) {
         unsigned long long t0 = micro_now_ns();
-        for (long i = 0; i < pairs; i++) {
+        for (long i = 0; i < pairs && !async; i++) {
             if (cuMemAlloc(&p, MIB) != CUDA_SUCCESS || cuMemFree(p) != CUDA_SUCCESS)
+                return -1;
+        }
+        for (long i = 0; i < pairs && async; i++) {
+            if (cuMemAllocAsync(&p, MIB, NULL) != CUDA_SUCCESS ||
+                cuMemFreeAsync(p, NULL) != CUDA_SUCCESS)
                 return -1;
         }
         ns[r] = (double)(micro_now_ns() - t0) / (double)pairs;
@@ -59,18 +66,23 @@ static int child(long pairs, int repeats)
         fprintf(stderr, "alloc_overhead: no context on the null driver\n");
         return 1;
     }
-    if (time_pairs(10000, 1) < 0)            /* slot, registration, grant, caches */
+    if (time_pairs(10000, 1, 0) < 0 ||       /* slot, registration, grant, caches */
+        time_pairs(10000, 1, 1) < 0)         /* the pool's record */
         return 1;
     int held = 0;
     for (int k = 0; k < NLIVES; k++) {
         for (; held < lives[k] - 1; held++)
             if (cuMemAlloc(&live[held], MIB) != CUDA_SUCCESS)
                 return 1;
-        double ns = time_pairs(pairs, repeats);
+        double ns = time_pairs(pairs, repeats, 0);
         if (ns < 0)
             return 1;
         printf("%.4f\n", ns);
     }
+    double ns = time_pairs(pairs, repeats, 1);
+    if (ns < 0)
+        return 1;
+    printf("%.4f\n", ns);
     while (held > 0)
         cuMemFree(live[--held]);
     return 0;
@@ -85,8 +97,9 @@ typedef struct cfg {
     int repeats;
 } cfg_t;
 
-/* One child: its median ns per pair for each number of live allocations. */
-static int run_child(cfg_t *c, int preload, double out[NLIVES])
+/* One child: its median ns per pair for each number of live allocations,
+ * then for the stream-ordered pair. */
+static int run_child(cfg_t *c, int preload, double out[NLIVES + 1])
 {
     char n[32], r[32], buf[256];
     snprintf(n, sizeof n, "%ld", c->pairs);
@@ -96,7 +109,7 @@ static int run_child(cfg_t *c, int preload, double out[NLIVES])
     if (micro_run(argv, &env, buf, sizeof buf) != 0)
         return -1;
     char *p = buf;
-    for (int k = 0; k < NLIVES; k++) {
+    for (int k = 0; k <= NLIVES; k++) {
         char *end;
         out[k] = strtod(p, &end);
         if (end == p)
@@ -145,15 +158,15 @@ int main(int argc, char **argv)
     unsetenv("SALUS_MEM_LIMIT");              /* the children's: no limit, no reserve */
     unsetenv("SALUS_MEM_RESERVE");
 
-    double plain[NLIVES][64], salus[NLIVES][64], one[NLIVES];
+    double plain[NLIVES + 1][64], salus[NLIVES + 1][64], one[NLIVES + 1];
     for (int r = 0; r < rounds; r++) {
         if (run_child(&c, 0, one) != 0)
             goto out_failed;
-        for (int k = 0; k < NLIVES; k++)
+        for (int k = 0; k <= NLIVES; k++)
             plain[k][r] = one[k];
         if (run_child(&c, 1, one) != 0)
             goto out_failed;
-        for (int k = 0; k < NLIVES; k++)
+        for (int k = 0; k <= NLIVES; k++)
             salus[k][r] = one[k];
     }
     micro_unlink_table(c.table);
@@ -162,11 +175,12 @@ int main(int argc, char **argv)
                         "(see %s)\n", report);
         return 1;
     }
-    double p[NLIVES], s[NLIVES], worst = 0;
-    for (int k = 0; k < NLIVES; k++) {
+    double p[NLIVES + 1], s[NLIVES + 1], worst = 0;
+    for (int k = 0; k <= NLIVES; k++) {
         p[k] = micro_median(plain[k], rounds);
         s[k] = micro_median(salus[k], rounds);
-        worst = s[k] - p[k] > worst ? s[k] - p[k] : worst;
+        if (k < NLIVES)
+            worst = s[k] - p[k] > worst ? s[k] - p[k] : worst;
     }
     FILE *f = fopen(out, "w");
     if (!f)
@@ -176,11 +190,14 @@ int main(int argc, char **argv)
     for (int k = 0; k < NLIVES; k++)
         fprintf(f, ",\"live_%d\":{\"plain_ns_per_pair\":%.3f,\"salus_ns_per_pair\":%.3f,"
                    "\"overhead_ns_per_pair\":%.3f}", lives[k], p[k], s[k], s[k] - p[k]);
-    fprintf(f, "}\n");
+    fprintf(f, ",\"async_ns_per_pair\":%.3f,\"async\":{\"plain_ns_per_pair\":%.3f,"
+               "\"salus_ns_per_pair\":%.3f}}\n", s[NLIVES] - p[NLIVES], p[NLIVES], s[NLIVES]);
     fclose(f);
     for (int k = 0; k < NLIVES; k++)
         printf("alloc/free, %d live: %.2f ns plain, %.2f ns with libsalus: +%.2f ns per pair\n",
                lives[k], p[k], s[k], s[k] - p[k]);
+    printf("async alloc/free from a pool: %.2f ns plain, %.2f ns with libsalus: +%.2f ns per "
+           "pair\n", p[NLIVES], s[NLIVES], s[NLIVES] - p[NLIVES]);
     unlink(report);
     return 0;
 

@@ -354,7 +354,7 @@ int mem_stream_device(CUstream stream)
     return (int)ord;
 }
 
-int mem_charge(mem_local_dev_t *ld, uint64_t bytes)
+static inline __attribute__((always_inline)) int charge(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t spare;
     if (bytes > MEM_MAX_BYTES)
@@ -372,6 +372,11 @@ int mem_charge(mem_local_dev_t *ld, uint64_t bytes)
     return mem_take_slow(ld, bytes);  /* 1: lock unusable, uncounted */
 }
 
+int mem_charge(mem_local_dev_t *ld, uint64_t bytes)
+{
+    return charge(ld, bytes);
+}
+
 CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *op)
 {
     op->state = OP_PASS;
@@ -384,7 +389,7 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
     mem_local_dev_t *ld = local_dev(device);
     if (!ld)
         return CUDA_SUCCESS;
-    int rc = mem_charge(ld, bytes);
+    int rc = charge(ld, bytes);
     if (rc == 1)
         return CUDA_SUCCESS;          /* lock unusable: uncounted */
     if (rc != CUDA_SUCCESS)
@@ -496,15 +501,20 @@ void mem_free_end(mem_op_t *op, CUresult rc)
     if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
         mem_resume_try();
     op->state = OP_PASS;
-    mem_entry_t e = { .key = op->handle, .bytes = op->bytes, .dev = (int16_t)op->dev,
-                      .cls = (uint8_t)mem_kind_class((mem_kind_t)op->kind),
-                      .kind = (uint8_t)op->kind, .pool = op->pool };
+    mem_local_dev_t *ld = mem_p.by_index[op->dev];
     if (rc == CUDA_SUCCESS) {
-        if (!(op->kind == MEM_KIND_VMM && mem_vmm_keep(op->handle, op->bytes, op->dev)))
-            mem_entry_released(&e);
+        if (op->pool)
+            mem_pool_put(op->pool, op->bytes);
+        else if (op->kind == MEM_KIND_VMM && mem_vmm_keep(op->handle, op->bytes, op->dev))
+            ;                         /* still mapped: charged until its last unmap */
+        else if (ld)
+            mem_give(ld, op->bytes);
         return;
     }
     /* The driver kept it: so do we. */
+    mem_entry_t e = { .key = op->handle, .bytes = op->bytes, .dev = (int16_t)op->dev,
+                      .cls = (uint8_t)mem_kind_class((mem_kind_t)op->kind),
+                      .kind = (uint8_t)op->kind, .pool = op->pool };
     if (mem_map_insert(&e, NULL) < 0)
         mem_entry_released(&e);       /* cannot track it any more: forget it */
 }
