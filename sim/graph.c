@@ -28,6 +28,8 @@
 
 static void node_free(sim_node_t *nd)
 {
+    if (nd->gmem)
+        sim_gmem_unref(nd->gmem);
     if (nd->handle)
         sim_obj_free(nd->handle);
     free(nd->params);
@@ -60,10 +62,13 @@ CUresult sim_node_add(sim_graph_t *g, const sim_node_t *proto, sim_node_t **out)
         memcpy(nd->params, proto->params, proto->psize);
     }
     if (!g->exec && !(nd->handle = sim_obj_new(SIM_K_GNODE, nd))) {
+        nd->gmem = NULL;                    /* not yet held */
         node_free(nd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     g->nodes[g->n++] = nd;
+    if (nd->gmem)
+        sim_gmem_ref(nd->gmem);             /* the graph's, or an instantiation's */
     if (out)
         *out = nd;
     return CUDA_SUCCESS;
@@ -162,8 +167,8 @@ CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hn, CUgraphNodeType *type)
 /* ---- explicit construction -------------------------------------------------------- */
 
 /* Under lock: the graph, with every dependency one of its nodes. */
-static CUresult graph_for_add(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
-                              sim_graph_t **g)
+CUresult sim_graph_for_add(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
+                           sim_graph_t **g)
 {
     if (!out || (n && !deps))
         return CUDA_ERROR_INVALID_VALUE;
@@ -185,7 +190,7 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
     SIM_LOCK();
     sim_graph_t *g;
     sim_node_t *nd;
-    CUresult rc = graph_for_add(out, hg, deps, n, &g);
+    CUresult rc = sim_graph_for_add(out, hg, deps, n, &g);
     if (rc == CUDA_SUCCESS && (rc = sim_node_add(g, proto, &nd)) == CUDA_SUCCESS)
         *out = (CUgraphNode)(uintptr_t)nd->handle;
     SIM_UNLOCK();

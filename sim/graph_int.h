@@ -1,6 +1,6 @@
 /*
- * graph_int.h - what graph.c (nodes, graphs, instantiation, launch) and
- * capture.c (stream capture) share: the node and graph structures and the
+ * graph_int.h - what graph.c (nodes, graphs, instantiation, launch),
+ * capture.c (stream capture) and graphmem.c (graph memory) share: the node and graph structures and the
  * three calls capture makes on them.  Private to those two files.
  */
 #ifndef SIM_GRAPH_INT_H
@@ -28,6 +28,7 @@ struct sim_node {
     uint64_t bw;
     void (*fn)(void *);                 /* N_HOST */
     void *user;
+    sim_gmem_t *gmem;                   /* N_MEMALLOC made explicitly (graphmem.c) */
 };
 
 struct sim_graph {
@@ -39,6 +40,9 @@ struct sim_graph {
 
 /* Under sim_p.lock. */
 CUresult sim_node_add(sim_graph_t *g, const sim_node_t *proto, sim_node_t **out);
+/* The graph hg, for a node to be added with dependencies deps[0..n). */
+CUresult sim_graph_for_add(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
+                           sim_graph_t **g);
 sim_graph_t *sim_graph_new(int exec);
 void sim_graph_free(sim_graph_t *g);
 /* (capture.c) Record a node into s's capture: refused once it is invalidated. */

@@ -394,7 +394,7 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 static int device_kind(const sim_range_t *r)
 {
     return r->kind == SIM_R_DEVICE || r->kind == SIM_R_MANAGED || r->kind == SIM_R_POOL ||
-           r->kind == SIM_R_MAPPED || r->kind == SIM_R_GLOBAL;
+           r->kind == SIM_R_MAPPED || r->kind == SIM_R_GLOBAL || r->kind == SIM_R_GRAPH;
 }
 
 CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)

@@ -269,7 +269,8 @@ struct sim_module {
 enum {
     SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_POOL, SIM_R_HOST, SIM_R_REGISTERED,
     SIM_R_MAPPED,
-    SIM_R_GLOBAL                        /* a module's variable, not charged */
+    SIM_R_GLOBAL,                       /* a module's variable, not charged */
+    SIM_R_GRAPH                         /* graph memory (graphmem.c) */
 };
 
 typedef struct sim_memhandle sim_memhandle_t;
@@ -521,5 +522,11 @@ void *sim_array_data(CUarray a, size_t *row_bytes, size_t *height, size_t *depth
 int sim_array_desc(CUarray a, CUDA_ARRAY3D_DESCRIPTOR *d);   /* under lock; -1: bad */
 size_t sim_format_size(CUarray_format f);           /* 0: not modelled */
 void sim_vmm_reset_after_fork(void);
+
+/* ---- graphmem.c ------------------------------------------------------------ */
+typedef struct sim_gmem sim_gmem_t;
+void sim_gmem_ref(sim_gmem_t *g);                   /* a node holds it (under lock) */
+void sim_gmem_unref(sim_gmem_t *g);
+void sim_gmem_reset_after_fork(void);
 
 #endif /* SIM_SIM_H */

@@ -576,6 +576,7 @@ static void atfork_child(void)
     sim_range_reset_after_fork();
     sim_exec_reset_after_fork();
     sim_vmm_reset_after_fork();
+    sim_gmem_reset_after_fork();
 }
 
 static void register_atfork(void)

@@ -6,7 +6,8 @@
  * host memory; a VMM handle is charged until it is both released and
  * unmapped; a pool's reserved memory is charged while the pool keeps it, so
  * that a peer that needs it is refused by Salus, not by the driver, and
- * given back when the pool releases it at a synchronize.
+ * given back when the pool releases it at a synchronize; a graph's
+ * allocation node is charged as the device's graph memory, until trimmed.
  *
  * Each test has its own simgpu state and table.  A refusal by Salus is told
  * from the driver's by the report's oom_refusals.
@@ -234,6 +235,27 @@ static void test_pool_keeps_memory(void **state)
     pool_peer("0", CUDA_SUCCESS);
 }
 
+/* ---- graph memory ---------------------------------------------------------------- */
+
+static void test_graph_memory_charged(void **state)
+{
+    (void)state;
+    if (!have_client())
+        skip();
+    run_t r;
+    const char *const small[] = { "SALUS_MEM_LIMIT=100M", NULL };
+    run(&r, small, "graph-mem", NULL);
+    assert_int_equal(step(&r, 0), CUDA_SUCCESS);   /* a 64 MiB allocation node */
+    assert_int_equal(step(&r, 1), OOM);            /* a second: admission refuses it */
+    assert_int_equal(step(&r, 2), CUDA_SUCCESS);   /* the graph launches */
+    assert_int_equal(step(&r, 3), OOM);            /* its memory is charged */
+    assert_int_equal(step(&r, 4), OOM);            /* destroyed, still reserved */
+    assert_int_equal(step(&r, 5), CUDA_SUCCESS);
+    assert_int_equal(step(&r, 6), CUDA_SUCCESS);   /* trimmed: given back */
+    assert_int_equal(report_num(r.p.pid, "oom_refusals"), 3);
+    assert_int_equal(report_num(r.p.pid, "mem_used_bytes"), 0);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -242,6 +264,7 @@ int main(void)
         T(test_host_create_not_charged),
         T(test_mapped_handle_stays_charged),
         T(test_pool_keeps_memory),
+        T(test_graph_memory_charged),
     };
     return cmocka_run_group_tests_name("memory-drv", tests, NULL, NULL);
 }

@@ -47,7 +47,9 @@
     X(stream_get_device,     (CUstream stream, CUdevice *dev),    "cuStreamGetDevice", NULL) \
     X(device_get_mem_pool,   (CUmemoryPool *pool, CUdevice dev),  "cuDeviceGetMemPool", NULL) \
     X(mem_pool_get_attribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value),  \
-                                                                  "cuMemPoolGetAttribute", NULL)
+                                                                  "cuMemPoolGetAttribute", NULL) \
+    X(device_get_graph_mem_attribute, (CUdevice dev, CUgraphMem_attribute attr, void *value), \
+                                                     "cuDeviceGetGraphMemAttribute", NULL)
 
 #define DRV_FIELD_(field, params, name, fallback) CUresult (CUDAAPI *field) params;
 typedef struct drv {

@@ -2,10 +2,12 @@
  * memops.c - the wrappers of hooks.list's MEMOP rows: calls that change how
  * long device memory stays held after the call that allocated it.  A pool
  * keeps what is freed into it (stream-ordered allocations, the pools'
- * calls); a VMM handle lives until it is released and its last mapping is
- * gone (cuMemMap, cuMemUnmap, cuMemMapArrayAsync).
+ * calls), and a device its graphs' allocations (graph memory); a VMM handle
+ * lives until it is released and its last mapping is gone (cuMemMap,
+ * cuMemUnmap, cuMemMapArrayAsync).
  *
- * Divided into: pools; mappings; the wrappers, expanded from the list.
+ * Divided into: pools; graph memory; mappings; the wrappers, expanded from
+ * the list.
  *
  * Each row's wrapper counts the call and hands its arguments to
  * hook_memop_<export>, written here by hand, which calls the driver and
@@ -120,6 +122,42 @@ static CUresult hook_memop_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     CUresult rc = HOOK_REAL(cuDeviceSetMemPool)(dev, pool);
     if (rc == CUDA_SUCCESS)
         mem_pool_set_current((int)dev, pool);
+    return rc;
+}
+
+/* ---- graph memory ---------------------------------------------------------- */
+
+/* An allocation node's memory is its pool properties' device's. */
+static CUresult hook_memop_cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph,
+                                                  const CUgraphNode *deps, size_t n,
+                                                  CUDA_MEM_ALLOC_NODE_PARAMS *params)
+{
+    mem_op_t op;
+    int dev = params && params->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                  ? params->poolProps.location.id : MEM_DEV_NONE;
+    CUresult rc = mem_graph_alloc_begin(dev, params ? params->bytesize : 0, &op);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = HOOK_REAL(cuGraphAddMemAllocNode)(node, graph, deps, n, params);
+    mem_graph_alloc_end(&op, rc);
+    return rc;
+}
+
+static CUresult hook_memop_cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph,
+                                                 const CUgraphNode *deps, size_t n,
+                                                 CUdeviceptr dptr)
+{
+    CUresult rc = HOOK_REAL(cuGraphAddMemFreeNode)(node, graph, deps, n, dptr);
+    if (rc == CUDA_SUCCESS)
+        mem_graph_changed(-1);
+    return rc;
+}
+
+static CUresult hook_memop_cuDeviceGraphMemTrim(CUdevice dev)
+{
+    CUresult rc = HOOK_REAL(cuDeviceGraphMemTrim)(dev);
+    if (rc == CUDA_SUCCESS)
+        mem_graph_changed((int)dev);
     return rc;
 }
 

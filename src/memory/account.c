@@ -55,7 +55,8 @@ static mem_slot_t *area_of(shm_table_t *t, int slot)
 /* The process's side of the module (mem_layout.h); here, at the bottom of
  * the module's files, so that every other file depends on this one and
  * this one on none of them. */
-mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+                     .graph_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- the lock --------------------------------------------------------------
  * shm_lock waits a few seconds at most for a holder that seems hung.  Then

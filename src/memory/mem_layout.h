@@ -174,6 +174,12 @@ typedef struct mem_proc {
     mem_pool_t pools[MEM_MAX_POOLS];              /* records claimed under pool.c's lock */
     uint8_t cur_pool[MEM_MAX_ORDINALS];           /* each device's current pool; 0: unknown */
     int pools_used;                               /* records ever claimed (atomic) */
+    /* Graph memory (pool.c), per ordinal: charged as the driver's
+     * CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT said; graph_mask's bit o once
+     * the process made a graph's allocation on ordinal o (atomic). */
+    uint64_t graph_charged[MEM_MAX_ORDINALS];
+    uint64_t graph_mask;
+    pthread_mutex_t graph_lock;                   /* its reads and charges */
 } mem_proc_t;
 
 extern mem_proc_t mem_p;

@@ -327,6 +327,9 @@ static void postfork_child(void)
     memset(mem_p.pools, 0, sizeof mem_p.pools);   /* its pools are its parent's */
     memset(mem_p.cur_pool, 0, sizeof mem_p.cur_pool);
     mem_p.pools_used = 0;
+    memset(mem_p.graph_charged, 0, sizeof mem_p.graph_charged);
+    mem_p.graph_mask = 0;
+    pthread_mutex_init(&mem_p.graph_lock, NULL);
     mem_map_reset();                  /* the stripes, unlocked and empty */
     mem_vmm_postfork(1);
 }

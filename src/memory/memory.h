@@ -133,9 +133,20 @@ void mem_pool_set_current(int device, CUmemoryPool pool);
 void mem_pool_destroyed(CUmemoryPool pool);
 void mem_pool_set_attribute(CUmemoryPool pool, CUmemPool_attribute attr, const void *value);
 void mem_pool_trimmed(CUmemoryPool pool);
+/* Graph memory (pool.c): a device keeps the memory of graphs' allocation
+ * nodes reserved between launches, until cuDeviceGraphMemTrim, and it is
+ * charged as the driver's CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT says.
+ * Around cuGraphAddMemAllocNode of `bytes` on `device` (an ordinal, or
+ * MEM_DEV_NONE): admitted, or refused (the driver is not called), then
+ * charged as the driver says.  After a trim or a free node on `device` (-1:
+ * every device with graph memory), it is read again. */
+CUresult mem_graph_alloc_begin(int device, uint64_t bytes, mem_op_t *op);
+void mem_graph_alloc_end(mem_op_t *op, CUresult rc);
+void mem_graph_changed(int device);
+
 /* After a stream, event or context synchronize that succeeded: the driver
- * may have released pools' memory down to their thresholds.  One load when
- * the process has no pool. */
+ * may have released pools' memory down to their thresholds, and backed
+ * graphs' allocations.  One load when the process has no pool. */
 void mem_pools_sync(void);
 
 /* VMM memory lives until its handle is released and its last mapping is

@@ -8,7 +8,15 @@
  *
  * Divided into: the records; reading the driver's figure; allocations;
  * the calls that change a pool (create, destroy, current, threshold,
- * trim); synchronizations.
+ * trim); graph memory; synchronizations.
+ *
+ * Graph memory is each device's pool for graphs' allocation nodes: the
+ * driver keeps it reserved between launches and gives it back at
+ * cuDeviceGraphMemTrim only.  A node's bytes are admitted before
+ * cuGraphAddMemAllocNode, and the device's graph memory is then charged as
+ * CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT says, read after each node, trim
+ * and free node, and at every synchronize once the process has made one
+ * (a driver that backs the node only at the graph's launch shows it then).
  *
  * A pool's record (mem_layout.h) holds `charged`, the bytes of the grant
  * the pool holds, and `slack`, the part no live allocation uses.  An
@@ -25,6 +33,7 @@
  * query of a device's pools) is charged alone, as cuMemAlloc is.
  *
  * Locking: records are claimed under mem_p.lock (the start-up lock; rare);
+ * mem_p.graph_lock orders the reads and charges of graph memory;
  * `charged` and `slack` change with atomics on the allocation path, and a
  * record's own mutex orders its reads of the driver's figure (held across
  * that driver call and the charge that follows, never under the table's
@@ -287,6 +296,82 @@ void mem_pool_trimmed(CUmemoryPool pool)
         reread(i);
 }
 
+/* ---- graph memory ------------------------------------------------------------ */
+
+/* Under graph_lock: ordinal ord's graph memory charged as the driver says
+ * (a growth past what may be taken stays short until the next read). */
+static void graph_reread_locked(int ord)
+{
+    cuuint64_t r = 0;
+    mem_local_dev_t *ld = mem_local_dev(ord);
+    if (!ld || !mem_p.drv.device_get_graph_mem_attribute ||
+        mem_p.drv.device_get_graph_mem_attribute((CUdevice)ord,
+                                                 CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &r) !=
+            CUDA_SUCCESS || (uint64_t)r > MEM_MAX_BYTES)
+        return;
+    uint64_t c = mem_p.graph_charged[ord];
+    if ((uint64_t)r > c && mem_charge(ld, (uint64_t)r - c) == CUDA_SUCCESS)
+        mem_p.graph_charged[ord] = (uint64_t)r;
+    else if ((uint64_t)r < c) {
+        mem_give(ld, c - (uint64_t)r);
+        mem_p.graph_charged[ord] = (uint64_t)r;
+    }
+}
+
+static void graph_reread(uint64_t mask)
+{
+    pthread_mutex_lock(&mem_p.graph_lock);
+    for (int ord = 0; ord < MEM_MAX_ORDINALS; ord++)
+        if (mask & (1ull << ord))
+            graph_reread_locked(ord);
+    pthread_mutex_unlock(&mem_p.graph_lock);
+}
+
+CUresult mem_graph_alloc_begin(int device, uint64_t bytes, mem_op_t *op)
+{
+    op->state = OP_PASS;
+    op->pool = 0;
+    if (!is_on() || bytes == 0 || device < 0 || device >= MEM_MAX_ORDINALS)
+        return CUDA_SUCCESS;              /* host memory, or the driver refuses it */
+    mem_local_dev_t *ld = mem_local_dev(device);
+    if (!ld)
+        return CUDA_SUCCESS;
+    int rc = mem_charge(ld, bytes);
+    if (rc != CUDA_SUCCESS)
+        return rc == 1 ? CUDA_SUCCESS : (CUresult)rc;
+    op->bytes = bytes;
+    op->dev = device;                     /* the ordinal, here */
+    op->state = OP_ALLOC;
+    return CUDA_SUCCESS;
+}
+
+void mem_graph_alloc_end(mem_op_t *op, CUresult rc)
+{
+    if (op->state != OP_ALLOC)
+        return;
+    op->state = OP_PASS;
+    int ord = op->dev;
+    mem_local_dev_t *ld = &mem_p.dev[ord];
+    if (rc != CUDA_SUCCESS) {
+        mem_give(ld, op->bytes);          /* as before the call */
+        return;
+    }
+    pthread_mutex_lock(&mem_p.graph_lock);
+    mem_p.graph_charged[ord] += op->bytes;
+    __atomic_or_fetch(&mem_p.graph_mask, 1ull << ord, __ATOMIC_RELEASE);
+    graph_reread_locked(ord);
+    pthread_mutex_unlock(&mem_p.graph_lock);
+}
+
+void mem_graph_changed(int device)
+{
+    uint64_t mask = is_on() ? __atomic_load_n(&mem_p.graph_mask, __ATOMIC_ACQUIRE) : 0;
+    if (device >= 0)
+        mask &= device < MEM_MAX_ORDINALS ? 1ull << device : 0;
+    if (mask)
+        graph_reread(mask);
+}
+
 /* ---- synchronizations ---------------------------------------------------------
  * The driver releases a pool's memory above its threshold at a stream,
  * event or context synchronize: read the pools that may have released some
@@ -294,6 +379,9 @@ void mem_pool_trimmed(CUmemoryPool pool)
  * from their slack).  No pool: one load. */
 void mem_pools_sync(void)
 {
+    uint64_t graphs = __atomic_load_n(&mem_p.graph_mask, __ATOMIC_RELAXED);
+    if (__builtin_expect(graphs != 0, 0))
+        graph_reread(graphs);
     int n = __atomic_load_n(&mem_p.pools_used, __ATOMIC_ACQUIRE);
     for (int i = 1; i <= n && i < MEM_MAX_POOLS; i++) {
         mem_pool_t *p = &mem_p.pools[i];

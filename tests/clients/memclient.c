@@ -15,6 +15,9 @@
  *                          allocate and free <MiB>, synchronize, then keep
  *                          the pool until killed
  *   memclient alloc <MiB>  cuMemAlloc <MiB> and free it
+ *   memclient graph-mem    a graph's 64 MiB allocation node, launched,
+ *                          destroyed, then the device's graph memory
+ *                          trimmed; cuMemAlloc of 64 MiB between the steps
  *
  * Each mode prints one JSON line on stdout, "program":"memclient", the mode,
  * and each step's CUresult as r0, r1, ... (-1: not reached), then exits 0
@@ -140,6 +143,42 @@ static void pool_hold(size_t mib, int keep_all)
     r[6] = (reserved >= mib * MIB) == keep_all ? 0 : 1;   /* kept, or released */
 }
 
+/* Graph memory stays reserved until trimmed: under a 100 MiB limit, a
+ * graph's 64 MiB node leaves no room for 64 MiB more, even once the graph is
+ * destroyed, until cuDeviceGraphMemTrim. */
+static void graph_mem(void)
+{
+    CUgraph g;
+    CUgraphNode node;
+    CUgraphExec x;
+    CUstream s;
+    CUdeviceptr p;
+    CUDA_MEM_ALLOC_NODE_PARAMS params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    params.poolProps.location.id = 0;
+    params.bytesize = 64 * MIB;
+    cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    if (cuGraphCreate(&g, 0) != CUDA_SUCCESS)
+        return;
+    r[0] = cuGraphAddMemAllocNode(&node, g, NULL, 0, &params);
+    r[1] = cuGraphAddMemAllocNode(&node, g, NULL, 0, &params);     /* 128 of 100 */
+    if (cuGraphInstantiate(&x, g, 0) == CUDA_SUCCESS) {
+        r[2] = cuGraphLaunch(x, s);
+        cuStreamSynchronize(s);
+        cuGraphExecDestroy(x);
+    }
+    if ((r[3] = cuMemAlloc(&p, 64 * MIB)) == CUDA_SUCCESS)
+        cuMemFree(p);
+    cuGraphDestroy(g);
+    if ((r[4] = cuMemAlloc(&p, 64 * MIB)) == CUDA_SUCCESS)   /* still reserved */
+        cuMemFree(p);
+    r[5] = cuDeviceGraphMemTrim(0);
+    if ((r[6] = cuMemAlloc(&p, 64 * MIB)) == CUDA_SUCCESS)
+        cuMemFree(p);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -165,13 +204,15 @@ int main(int argc, char **argv)
         say(mode);
         for (;;)
             pause();
+    } else if (strcmp(mode, "graph-mem") == 0) {
+        graph_mem();
     } else if (strcmp(mode, "alloc") == 0) {
         CUdeviceptr p;
         if ((r[0] = cuMemAlloc(&p, mib * MIB)) == CUDA_SUCCESS)
             r[1] = cuMemFree(p);
     } else {
         fprintf(stderr, "usage: memclient vmm-device | vmm-host | vmm-map | "
-                        "pool-hold <MiB> max|0 | alloc <MiB>\n");
+                        "pool-hold <MiB> max|0 | alloc <MiB> | graph-mem\n");
         return 2;
     }
     say(mode);
