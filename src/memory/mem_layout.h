@@ -16,9 +16,13 @@
  * Invariants, for every device d, between operations under the table lock
  * (live = slot not free; a dead slot counts until reaped):
  *   sd.used      := sd.granted - spare(sd.avail)           (>= 0)
- *   sd.used      == sum of the process's live allocations on d
+ *   sd.used      == sum of the process's live allocations on d, but its
+ *                   pools' (map.c)
  *                   + those between mem_alloc_begin and mem_alloc_end
  *                   + released VMM handles still mapped (mem_vmm_kept)
+ *                   + the charged bytes of its pools on d (pool.c: their
+ *                     live allocations plus their slack)
+ *                   + its graph memory on d (graph_charged)
  *   sd.granted   <= sd.limit
  *   sum over live slots of max(sd.granted, sd.reserved)  <= dev.budget
  *   dev.budget   <= dev.capacity < 2^48
