@@ -1,6 +1,7 @@
 /*
  * test_simgpu_mem.c - simgpu's other memory in one process: stream-ordered
- * pools (reuse, release threshold, trim, attributes, created pools), CUDA
+ * pools (reuse, release threshold, trim, attributes, created pools), graph
+ * memory (allocation nodes, reserved until trimmed), CUDA
  * arrays (size from the descriptor, copies), texture and surface objects
  * over arrays and memory (the driver's checks), the VMM API (granularity,
  * handles charged to the device, reserve / map / access / unmap with data),
@@ -169,6 +170,57 @@ static void test_pool_cache_and_capacity(void **state)
 }
 
 /* ---- arrays ------------------------------------------------------------------------------ */
+
+/* ---- graph memory ------------------------------------------------------------------------ */
+
+static cuuint64_t graph_attr(CUgraphMem_attribute a)
+{
+    cuuint64_t v = 12345;
+    CK(cuDeviceGetGraphMemAttribute(0, a, &v));
+    return v;
+}
+
+/* An allocation node's memory is charged when it is made, used while a
+ * graph or an executable graph holds it, reserved until a trim after. */
+static void test_graph_memory(void **state)
+{
+    (void)state;
+    CUgraph g;
+    CUgraphNode alloc, fr;
+    CUgraphExec x;
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.bytesize = 8 * MiB;
+    uint64_t f0 = simt_free();
+    CK(cuGraphCreate(&g, 0));
+    CK(cuGraphAddMemAllocNode(&alloc, g, NULL, 0, &p));
+    assert_true(p.dptr != 0);
+    assert_int_equal(f0 - simt_free(), 8 * MiB);
+    assert_int_equal(graph_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), 8 * MiB);
+    assert_int_equal(graph_attr(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 8 * MiB);
+    CK(cuGraphAddMemFreeNode(&fr, g, &alloc, 1, p.dptr));
+    CKE(cuGraphAddMemFreeNode(&fr, g, NULL, 0, p.dptr + 512), CUDA_ERROR_INVALID_VALUE);
+    CK(cuGraphInstantiate(&x, g, 0));
+    CK(cuGraphLaunch(x, NULL));
+    CK(cuStreamSynchronize(NULL));
+    CKE(cuMemFree(p.dptr), CUDA_ERROR_INVALID_VALUE);      /* the graph's, not ours */
+    CK(cuGraphDestroy(g));
+    CK(cuDeviceGraphMemTrim(0));                           /* the executable holds it */
+    assert_int_equal(graph_attr(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 8 * MiB);
+    CK(cuGraphExecDestroy(x));
+    assert_int_equal(graph_attr(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT), 0);
+    assert_int_equal(graph_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), 8 * MiB);
+    assert_int_equal(f0 - simt_free(), 8 * MiB);           /* reserved until trimmed */
+    CK(cuDeviceGraphMemTrim(0));
+    assert_int_equal(graph_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), 0);
+    assert_int_equal(graph_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH), 8 * MiB);
+    assert_int_equal(simt_free(), f0);
+    cuuint64_t zero = 0;
+    CK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, &zero));
+    assert_int_equal(graph_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH), 0);
+}
 
 static void test_arrays(void **state)
 {
@@ -603,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_pool_threshold_and_trim),
         cmocka_unit_test(test_pool_created),
         cmocka_unit_test(test_pool_cache_and_capacity),
+        cmocka_unit_test(test_graph_memory),
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_texture_objects),
         cmocka_unit_test(test_vmm_map_with_data),
