@@ -13,7 +13,9 @@
  * hook_memop_<export>, written here by hand, which calls the driver and
  * then tells memory what changed.  Nothing is read through an argument
  * before the driver has accepted it (a call it refused changes nothing),
- * and memory ignores every call while it is not accounting.  No lock here.
+ * but what an admission needs first (an allocation's size, device, pool,
+ * each pointer checked), and memory ignores every call while it is not
+ * accounting.  No lock here.
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include "intercept/intercept.h"
@@ -70,9 +72,10 @@ static CUresult hook_memop_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_
 static CUresult hook_memop_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
     CUresult rc = HOOK_REAL(cuMemPoolCreate)(pool, props);
-    if (rc == CUDA_SUCCESS && pool && props)
-        mem_pool_learn(*pool, props->location.id,
-                       props->location.type != CU_MEM_LOCATION_TYPE_DEVICE);
+    if (rc == CUDA_SUCCESS && pool && props) {  /* a host pool's id is no device's */
+        int host = props->location.type != CU_MEM_LOCATION_TYPE_DEVICE;
+        mem_pool_learn(*pool, host ? 0 : props->location.id, host);
+    }
     return rc;
 }
 
