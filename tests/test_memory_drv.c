@@ -69,9 +69,10 @@ static void start2(run_t *r, const char *const *vars, const char *mode, const ch
     tu_env_salus(&env, state_name, table_name);
     tu_env_set(&env, "SALUS_REPORT", "%s", report);
     tu_env_set(&env, "SALUS_MEM_HEADROOM", "0");
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");   /* contexts' memory is not the subject */
     tu_env_unset(&env, "SALUS_MEM_LIMIT");
     tu_env_unset(&env, "SALUS_MEM_RESERVE");
-    tu_env_unset(&env, "SALUS_MEM_WAIT_MS");
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");    /* a full device refuses at once */
     for (int i = 0; vars && vars[i]; i++) {
         char name[64];
         const char *eq = strchr(vars[i], '=');
