@@ -224,6 +224,23 @@ static int pool_kinds(void *arg)
     CHECK_EQ(used(t), 8 * MB);
     fk_free(MEM_KIND_POOL, a);
     CHECK_EQ(used(t), 0);
+    /* The current pool grew unseen past the limit (read at a synchronize):
+     * the memory is the driver's already: no refusal is counted, and it is
+     * read again at the next synchronize, charged once it fits. */
+    mem_slot_view_t v0, v1;
+    CHECK(mem_view_slot(t, shm_self_peek(t), &v0) == 0);
+    fk.pool_reserved = 8 * MB;
+    CHECK_EQ(fk_alloc_async(NULL, 8 * MB, &a), CUDA_SUCCESS);
+    fk_free(MEM_KIND_ASYNC, a);
+    CHECK_EQ(fk_alloc_async(NULL, 8 * MB, &a), CUDA_SUCCESS);   /* from its slack */
+    fk.pool_reserved = 40 * MB;
+    mem_pools_sync();
+    CHECK_EQ(used(t), 8 * MB);
+    CHECK(mem_view_slot(t, shm_self_peek(t), &v1) == 0);
+    CHECK_EQ(v1.oom_refusals, v0.oom_refusals);
+    fk.pool_reserved = 12 * MB;
+    mem_pools_sync();                     /* read again, and charged */
+    CHECK_EQ(used(t), 12 * MB);
     fk_check_invariants(t);
     return 0;
 }

@@ -571,6 +571,22 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+int mem_take_held(mem_local_dev_t *ld, uint64_t bytes)
+{
+    uint64_t spare;
+    if (mem_take_fast(ld->sd, bytes, &spare)) {
+        mem_note_peak(ld, spare);
+        return CUDA_SUCCESS;
+    }
+    if (mem_lock() != 0)
+        return __atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE) ? take_as_debt(ld, bytes) : 1;
+    mem_fix_log(mem_p.t, ld->d);
+    mem_fit_t fit = take_locked(ld, bytes);
+    mem_publish_locked(mem_p.t, ld->d);
+    shm_unlock(mem_p.t);
+    return fit == MEM_FIT ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 /* ---- admission -------------------------------------------------------------
  * Arrival order: a ticket per request; a waiter is admitted when no live
  * slot waits on the device with an earlier ticket and its reservation fits

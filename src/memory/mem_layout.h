@@ -253,6 +253,11 @@ static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t spare_after)
  * taken, CUDA_ERROR_OUT_OF_MEMORY, or 1: the lock is unusable, let it pass
  * uncounted. */
 int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes);
+/* Charge `bytes` the driver has already given (a pool or graph memory that
+ * grew unseen): as mem_take_slow, but it never waits, counts no refusal and
+ * says nothing; CUDA_ERROR_OUT_OF_MEMORY past the limit or the budget (the
+ * caller says so), 1 when the lock is unusable. */
+int mem_take_held(mem_local_dev_t *ld, uint64_t bytes);
 void mem_give_slow(mem_local_dev_t *ld, uint64_t spare);
 void mem_wake(mem_dev_t *dev);
 

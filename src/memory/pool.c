@@ -127,8 +127,9 @@ static int current_of(int ord)
 
 /* ---- reading the driver's figure --------------------------------------------
  * Under the record's lock: charged follows what the driver says the pool
- * reserves, growing (a charge: it may be refused past a limit, and then
- * stays short until the next read, said once) or shrinking by what the
+ * reserves, growing (memory the driver already gave: charged without a
+ * wait or a refusal counted; past the limit or the budget, not charged and
+ * read again at the next synchronize, said once) or shrinking by what the
  * slack holds.  An allocation in flight may be counted by the driver and
  * not yet by us, or the reverse: the next read settles it. */
 static void reread(int i)
@@ -148,15 +149,16 @@ static void reread(int i)
     uint64_t c = __atomic_load_n(&p->charged, __ATOMIC_SEQ_CST);
     if ((uint64_t)r > c) {
         uint64_t more = (uint64_t)r - c;
-        int rc = mem_charge(ld, more);
+        int rc = mem_take_held(ld, more);
         if (rc == CUDA_SUCCESS) {
             __atomic_add_fetch(&p->charged, more, __ATOMIC_SEQ_CST);
             __atomic_add_fetch(&p->slack, more, __ATOMIC_SEQ_CST);
         } else if (rc != 1) {
-            util_log_once(&said, UTIL_LOG_WARN, "memory: a memory pool on %s holds %s more "
-                          "than this process's allocations need, past what it may take; "
-                          "it is charged as far as its limit allows", ld->name,
-                          util_size(more).s);
+            __atomic_store_n(&p->dirty, 1, __ATOMIC_RELAXED);    /* read again */
+            util_log_once(&said, UTIL_LOG_WARN, "memory: a memory pool on %s grew by %s "
+                          "past what this process may take (its limit, or the device's "
+                          "budget); that memory is not charged until the pool's figure "
+                          "fits, at a later synchronize", ld->name, util_size(more).s);
         }
     } else if ((uint64_t)r < c) {
         uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_SEQ_CST), drop;
@@ -310,7 +312,7 @@ static void graph_reread_locked(int ord)
             CUDA_SUCCESS || (uint64_t)r > MEM_MAX_BYTES)
         return;
     uint64_t c = mem_p.graph_charged[ord];
-    if ((uint64_t)r > c && mem_charge(ld, (uint64_t)r - c) == CUDA_SUCCESS)
+    if ((uint64_t)r > c && mem_take_held(ld, (uint64_t)r - c) == CUDA_SUCCESS)
         mem_p.graph_charged[ord] = (uint64_t)r;
     else if ((uint64_t)r < c) {
         mem_give(ld, c - (uint64_t)r);
