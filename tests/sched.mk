@@ -12,6 +12,10 @@
 #                     driver-API client it runs for fork()
 #   test_sched_capture a graph captured while a peer waits (the client
 #                     tests/clients/capclient), judged from the trace
+#   test_sched_gang   gangs: two 2-GPU jobs whose ranks (the client
+#                     tests/clients/rankclient) wait for each other through
+#                     simgpu's cross-process wait; blocked holders; a dead
+#                     member; gang names from the launchers' variables
 SCHED_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c)) \
                    $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c))
 $(eval $(call salus_test,test_sched,$(SCHED_TEST_OBJS),))
@@ -55,3 +59,11 @@ $(SCHED_DRAINCLIENT): tests/clients/drainclient.c | $(B)/.deps-test
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -pthread -o $@ $< \
 	    -L$(CUDA_HOME)/lib64/stubs -lcuda
 $(B)/tests/test_sched_drain: $(LIBSALUS) $(SIM_LIB) $(WL_CUBIN) $(SCHED_DRAINCLIENT)
+
+$(eval $(call salus_test,test_sched_gang,$(SCHED_TEST_OBJS),))
+SCHED_RANKCLIENT := $(B)/tests/clients/rankclient
+$(SCHED_RANKCLIENT): tests/clients/rankclient.c | $(B)/.deps-test
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda -lrt
+$(B)/tests/test_sched_gang: $(LIBSALUS) $(SIM_LIB) $(WL_CUBIN) $(SCHED_RANKCLIENT)

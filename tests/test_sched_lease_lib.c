@@ -135,7 +135,7 @@ static void __attribute__((noreturn)) job_main(const job_t *j)
             __atomic_store_n(&sh->ran[j->id], 1, __ATOMIC_RELEASE);
         }
         if (j->sync == 1) {
-            sched_sync_begin(&job_thread);
+            sched_sync_begin(&job_thread, SCHED_SYNC_CTX, NULL);
             sched_sync_end(&job_thread, SCHED_SYNC_STREAM, 1, job_fold);
             if (j->host_us) {
                 struct timespec ts = { 0, (long)j->host_us * 1000 };

@@ -432,6 +432,9 @@ static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_d
         p->iter_ms = c->si.iter_ms;
         p->gpu_held_ms = c->si.gpu_held_ms;
         p->waited_ms = c->si.waited_ms;
+        p->blocked = c->si.blocked;
+        snprintf(p->gang, sizeof p->gang, "%s", c->si.gang);
+        top_sanitize(p->gang);
     }
     if ((p->has_mem = c->has_mem)) {
         p->mem_used = c->mv.used;

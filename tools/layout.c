@@ -131,6 +131,8 @@ top_state_t top_proc_state(const top_proc_t *p)
 {
     if (p->stopped)
         return TOP_ST_STOPPED;
+    if (p->blocked)
+        return TOP_ST_BLOCKED;
     switch (p->state) {
     case SHM_RUNNING:  return TOP_ST_RUNNING;
     case SHM_WAIT_GPU: return TOP_ST_WAIT_GPU;

@@ -84,6 +84,8 @@ static void json_proc(FILE *f, const top_proc_t *p)
     top_json_string(f, p->user);
     fprintf(f, ",\"uid\":%u,\"priority\":%d,\"state\":", (unsigned)p->uid, p->priority);
     top_json_string(f, top_state_names[top_proc_state(p)]);
+    fprintf(f, ",\"gang\":");
+    top_json_string(f, p->gang);
     fprintf(f, ",\"waiting_admission\":%s,\"holds_lease\":%s",
             p->waiting_admission ? "true" : "false", p->holds ? "true" : "false");
     fprintf(f, ",\"mem_used_bytes\":%llu,\"mem_limit_bytes\":%llu,\"mem_peak_bytes\":%llu"

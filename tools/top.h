@@ -44,6 +44,8 @@
     X(TOP_ST_WAIT_GPU, "waiting-gpu", "waits for the GPU's lease") \
     X(TOP_ST_WAIT_MEM, "waiting-mem", "waits for memory under its limit or the budget") \
     X(TOP_ST_ADMISSION, "admission", "waits to be admitted (SALUS_MEM_RESERVE)") \
+    X(TOP_ST_BLOCKED, "blocked", "holds the GPU, blocked in one sync past its max slice " \
+      "while others wait (it waits for another process's work)") \
     X(TOP_ST_STOPPED, "stopped", "stopped by a signal or a debugger: idle for its peers") \
     X(TOP_ST_IDLE, "idle", "registered, not using the GPU")
 #define TOP_ST_ID_(id, name, what) id,
@@ -69,6 +71,8 @@ typedef struct top_proc {
     int waiting_admission;           /* waiting-mem: for admission (1), a limit (0) */
     int holds;                       /* holds this device's lease */
     int stopped;                     /* its process is stopped (state T or t) */
+    int blocked;                     /* a holder blocked in a sync (libsalus(7)) */
+    char gang[32];                   /* its gang (SALUS_GANG...), sanitized; "": none */
     int has_sched, has_mem;          /* which modules had set the slot up */
     /* scheduler */
     int priority;

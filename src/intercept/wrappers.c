@@ -261,7 +261,7 @@ HOOK_LIST(GATED_)
         hook_block_t *b = hook_enter(HOOK_##export);                            \
         int waits = (when) != 0;                                                \
         if (waits)                                                              \
-            sched_sync_begin(&b->s);                                            \
+            sched_sync_begin(&b->s, kind, (const void *)(object));              \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         if (waits)                                                              \
             hook_on_sync(b, kind, (const void *)(object), rc);                  \

@@ -1,6 +1,7 @@
 /*
  * config.c - the scheduler's SALUS_* variables (SALUS_POLICY, _QUANTUM_MS,
- * _MAX_SLICE_MS, _PRIORITY, _LATENCY_MS, _ITERATIONS, _END_TIME, _ITER_SYNC),
+ * _MAX_SLICE_MS, _PRIORITY, _LATENCY_MS, _ITERATIONS, _END_TIME, _ITER_SYNC,
+ * _GANG, with the launchers' variables that name a gang),
  * read once per process when it registers, never on the launch path.  Their
  * ranges, defaults and help are the one list of variables (util/vars.h); a bad
  * value is rejected there with a message naming the variable and the forms it
@@ -8,7 +9,15 @@
  */
 #include "sched/sched_int.h"
 
+#include <string.h>
 #include <time.h>
+
+/* The environment as gangs read it: SALUS_GANG through the list's check
+ * (a bad value is said once and ignored), the launchers' variables as set. */
+static const char *gang_env(const char *name)
+{
+    return strcmp(name, "SALUS_GANG") ? util_env_str(name) : util_var_text(UTIL_VAR_GANG);
+}
 
 void sched_config_read(sched_config_t *out)
 {
@@ -42,6 +51,8 @@ void sched_config_read(sched_config_t *out)
         c.end_time_s = v;
     if (util_var_choice(UTIL_VAR_ITER_SYNC, &choice) == 0)
         c.iter_sync_every = choice == 1;
+    if (sched_gang_name(gang_env, c.gang, sizeof c.gang) != 0)
+        c.gang[0] = '\0';
     if (c.max_slice_ms < c.quantum_ms)
         c.max_slice_ms = c.quantum_ms;
     *out = c;

@@ -143,6 +143,12 @@ static void register_locked(sched_proc_t *p)
     me->latency_ms = p->cfg.latency_ms;
     me->declared = p->cfg.iterations;
     me->deadline_ns = sched_config_deadline(&p->cfg, sched_now());
+    me->gang = p->cfg.gang[0] ? sched_gang_id(p->cfg.gang) : 0;
+    snprintf(me->gang_name, sizeof me->gang_name, "%s", p->cfg.gang);
+    me->gang_yield = me->gang_yield_ns = 0;
+    me->orphan = 0;
+    me->sync_since_ns = 0;
+    me->blocked = 0;
     __atomic_store_n(&me->devset, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&me->gate, SCHED_GATE_OPEN, __ATOMIC_RELAXED);
     __atomic_store_n(&me->magic, SCHED_SLOT_MAGIC, __ATOMIC_RELEASE);
@@ -166,8 +172,8 @@ static void register_locked(sched_proc_t *p)
     __atomic_store_n(&p->state, SCHED_P_ACTIVE, __ATOMIC_RELEASE);
     sched_set_proc_gate(&me->gate);
     util_info("scheduler: table %s, slot %d, priority %d, policy %s (the first process "
-              "on a device fixes it)", shm_table_name(t), slot, p->cfg.priority,
-              sched_policy_names[p->cfg.policy]);
+              "on a device fixes it), gang %s", shm_table_name(t), slot, p->cfg.priority,
+              sched_policy_names[p->cfg.policy], p->cfg.gang[0] ? p->cfg.gang : "none");
 }
 
 /* The process's state once registration was tried (UNREG: still dormant). */
@@ -288,13 +294,20 @@ static void iteration_restart(sched_proc_t *p, int boundary, uint64_t now)
     __atomic_store_n(&p->me->iterations, p->det.iterations, __ATOMIC_RELAXED);
 }
 
-void sched_sync_begin(sched_thread_t *th)
+/* The first thread to enter a sync says what it waits on, for a peer that
+ * finds the process blocked there (wait.c, blocked holders). */
+void sched_sync_begin(sched_thread_t *th, sched_sync_kind_t kind, const void *object)
 {
     sched_proc_t *p = &sched_p;
     if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE || th->in_sync)
         return;
     th->in_sync = 1;
-    __atomic_add_fetch(&p->me->in_sync, 1, __ATOMIC_RELAXED);
+    sched_slot_t *me = p->me;
+    if (__atomic_add_fetch(&me->in_sync, 1, __ATOMIC_RELAXED) == 1) {
+        __atomic_store_n(&me->sync_kind, (uint32_t)kind, __ATOMIC_RELAXED);
+        __atomic_store_n(&me->sync_obj, (uint64_t)(uintptr_t)object, __ATOMIC_RELAXED);
+        __atomic_store_n(&me->sync_since_ns, sched_now(), __ATOMIC_RELAXED);
+    }
 }
 
 /* ---- coming back from a suspension ------------------------------------------------
@@ -347,7 +360,10 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
     sched_proc_t *p = &sched_p;
     if (th->in_sync) {
         th->in_sync = 0;
-        __atomic_sub_fetch(&p->me->in_sync, 1, __ATOMIC_RELAXED);
+        if (__atomic_sub_fetch(&p->me->in_sync, 1, __ATOMIC_RELAXED) == 0) {
+            __atomic_store_n(&p->me->sync_since_ns, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->me->blocked, 0, __ATOMIC_RELAXED);
+        }
     }
     if (UTIL_UNLIKELY(__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == SCHED_P_SUSPENDED))
         resume_try(p);

@@ -36,25 +36,6 @@
 
 /* ---- access and validation ---------------------------------------------- */
 
-sched_slot_t *sched_slot(shm_table_t *t, int slot)
-{
-    return shm_slot_area(t, slot, SHM_AREA_SCHED);
-}
-
-sched_dev_t *sched_dev(shm_table_t *t, int device)
-{
-    return shm_device_area(t, device, SHM_AREA_SCHED);
-}
-
-int sched_lease_holder(shm_table_t *t, uint64_t lease)
-{
-    uint32_t lo = (uint32_t)lease, gen = (uint32_t)(lease >> 32);
-    if (lo == 0 || lo > SHM_MAX_SLOTS || gen == 0)
-        return SCHED_NO_SLOT;
-    int slot = (int)lo - 1;
-    return shm_slot_gen(t, slot) == gen ? slot : SCHED_NO_SLOT;
-}
-
 sched_policy_t sched_dev_policy(const sched_dev_t *dev)
 {
     uint32_t p = __atomic_load_n(&dev->policy, __ATOMIC_RELAXED);
@@ -170,6 +151,8 @@ static uint32_t gate_compute(shm_table_t *t, int slot)
         if ((ops->flags & SCHED_POL_SHARES) && sched_any_waiter(dev))
             gate = SCHED_GATE_CONTENDED;
     }
+    if (gate == SCHED_GATE_OPEN && __atomic_load_n(&s->gang_yield, __ATOMIC_RELAXED))
+        gate = SCHED_GATE_CONTENDED;     /* its gang yields: its syncs must look */
     return gate;
 }
 
@@ -237,7 +220,7 @@ static void cand_fill(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_
     uint64_t deadline = __atomic_load_n(&s->deadline_ns, __ATOMIC_RELAXED);
     memset(c, 0, sizeof *c);
     c->slot = slot;
-    c->priority = prio < 0 ? 0 : prio > 100 ? 100 : prio;
+    c->priority = sched_gang_priority_locked(t, slot, prio < 0 ? 0 : prio > 100 ? 100 : prio);
     uint32_t lat = __atomic_load_n(&s->latency_ms, __ATOMIC_RELAXED);
     c->latency_ms = lat > 60000 ? 60000 : lat;
     c->vtime = s->vtime[d];
@@ -255,7 +238,32 @@ static void cand_fill(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_
     }
 }
 
-void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *v)
+static int orphan(shm_table_t *t, int slot)
+{
+    return __atomic_load_n(&sched_slot(t, slot)->orphan, __ATOMIC_RELAXED) != 0;
+}
+
+/* A process whose gang lost a member to death will block at its next
+ * collective, holding whatever it was granted: it is a candidate only when
+ * nobody else waits. */
+static void drop_orphans(shm_table_t *t, sched_view_t *v)
+{
+    int n = 0;
+    for (int i = 0; i < v->n; i++)
+        n += !orphan(t, v->waiters[i].slot);
+    if (n == 0 || n == v->n)
+        return;
+    n = 0;
+    for (int i = 0; i < v->n; i++)
+        if (!orphan(t, v->waiters[i].slot))
+            v->waiters[n++] = v->waiters[i];
+    v->n = n;
+}
+
+/* The view of d; a waiter whose gang cannot take all its devices now is
+ * left out (devices held by gang `except` count as free: see decide), and
+ * so are orphans while others wait. */
+static void view_build(shm_table_t *t, int d, uint64_t now, sched_view_t *v, uint64_t except)
 {
     sched_dev_t *dev = sched_dev(t, d);
     v->now = now;
@@ -278,10 +286,18 @@ void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *
         }
         if (__atomic_load_n(&sched_slot(t, s)->stopped_ns, __ATOMIC_RELAXED))
             continue;                            /* stopped: kept, not a candidate */
+        if (!sched_gang_can_take_locked(t, s, d, except, now, sched_dev_max_slice_ns(dev)))
+            continue;                            /* its gang cannot have all: kept */
         sched_cand_t *c = &v->waiters[v->n++];
         cand_fill(t, s, d, now, c);
         c->ticket = dev->wait[s].ticket;
     }
+    drop_orphans(t, v);
+}
+
+void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *v)
+{
+    view_build(t, d, now, v, 0);
 }
 
 /* The least virtual time of the active set (holder with its tenure, and the
@@ -401,7 +417,7 @@ static void drain_ask(shm_table_t *t, int d, int from)
     shm_futex_wake(&f->drain_req, INT_MAX);
 }
 
-void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
+static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
 {
     sched_dev_t *dev = sched_dev(t, d);
     int from = sched_lease_holder(t, dev->lease);
@@ -441,6 +457,31 @@ void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
         sched_wake(t, to);
 }
 
+static void gates_of_gang_locked(shm_table_t *t, int slot)
+{
+    int members[SHM_MAX_SLOTS];
+    int n = sched_gang_members_locked(t, slot, members, SHM_MAX_SLOTS);
+    for (int i = 0; i < n; i++)
+        sched_gate_update_locked(t, members[i]);
+}
+
+/* One grant, then the gang's: a member granted d gets, at once, every other
+ * free device of its gang for the members that use them (the view left
+ * out any member whose gang could not have them all); a yielding gang whose
+ * last device went ends its yield. */
+void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
+{
+    sched_dev_t *dev = sched_dev(t, d);
+    int from = sched_lease_holder(t, dev->lease);
+    grant_one_locked(t, d, to, now, wake);
+    if (from >= 0 && from != to && sched_gang_settle_locked(t, from))
+        gates_of_gang_locked(t, from);
+    sched_gang_grant_t rest[SHM_MAX_DEVICES];
+    int n = to >= 0 ? sched_gang_rest_locked(t, to, d, rest, SHM_MAX_DEVICES) : 0;
+    for (int i = 0; i < n; i++)
+        grant_one_locked(t, rest[i].dev, rest[i].slot, now, 1);
+}
+
 int sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake)
 {
     static sched_view_t v;       /* under the table lock */
@@ -474,10 +515,28 @@ void sched_unmark_stopped_locked(shm_table_t *t, int slot)
         __atomic_store_n(&s->stopped_ns, 0, __ATOMIC_RELAXED);
 }
 
+/* The waiter d goes to now, or, for a gang member, SCHED_RELEASE: free it
+ * (its gang hands over every device; the next gang takes them all once the
+ * last is free). */
+static int handover_to_locked(shm_table_t *t, int d, uint64_t now, int release)
+{
+    static sched_view_t v;       /* under the table lock */
+    sched_dev_t *dev = sched_dev(t, d);
+    view_build(t, d, now, &v, 0);
+    int pick = sched_policy_ops(sched_dev_policy(dev))->pick(&v);
+    if (pick >= 0)
+        return v.waiters[pick].slot;
+    return release ? SCHED_RELEASE : SCHED_NO_SLOT;
+}
+
 /* Whether the holder `slot` of device d hands it over now, and to whom
- * (SCHED_NO_SLOT: it keeps it).  boundary: this point ends an iteration,
- * and the policy decides; at any point a holder that reached no boundary
- * for the max slice (since its tenure began) hands over. */
+ * (SCHED_NO_SLOT: it keeps it; SCHED_RELEASE: it frees it).  boundary:
+ * this point ends an iteration, and the policy decides; at any point a
+ * holder that reached no boundary for the max slice (since its tenure
+ * began) hands over.  A gang member's policy decision is its gang's: the
+ * waiters its gang holds devices of count (they could have them once it
+ * yields), and it yields at the boundary gang.c sets for all its members,
+ * each handing over whether or not anyone waits for its own device. */
 int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now)
 {
     static sched_view_t v;       /* under the table lock */
@@ -487,19 +546,53 @@ int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t 
     const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
     if (!(ops->flags & SCHED_POL_SHARES))
         return SCHED_NO_SLOT;
-    sched_view_build_locked(t, d, now, &v);
+    uint64_t slice = sched_dev_max_slice_ns(dev);
+    if (boundary && sched_gang_due_locked(t, slot, now, slice))
+        return handover_to_locked(t, d, now, 1);
+    uint64_t gang = __atomic_load_n(&sched_slot(t, slot)->gang, __ATOMIC_RELAXED);
+    view_build(t, d, now, &v, gang);
     int pick = ops->pick(&v);
     if (pick < 0)
         return SCHED_NO_SLOT;
-    int yes = boundary && ops->yield(&v, pick);
-    if (!yes && !boundary && sched_since_boundary(t, d, slot, now) >= sched_dev_max_slice_ns(dev))
-        yes = 1;
-    return yes ? v.waiters[pick].slot : SCHED_NO_SLOT;
+    if (boundary && (ops->yield(&v, pick) || orphan(t, slot))) {
+        if (!gang)
+            return v.waiters[pick].slot;
+        int now_too = sched_gang_yield_locked(t, slot, now, slice);
+        gates_of_gang_locked(t, slot);       /* the members' syncs look from now on */
+        return now_too ? handover_to_locked(t, d, now, 1) : SCHED_NO_SLOT;
+    }
+    if (!boundary && sched_since_boundary(t, d, slot, now) >= slice)
+        return gang ? handover_to_locked(t, d, now, 0) : v.waiters[pick].slot;
+    return SCHED_NO_SLOT;
 }
 
 /* ---- reap and repair ---------------------------------------------------------
  * The reaper (any process, under the lock) gives a dead slot's leases to the
  * policy's pick and wakes it at once; its waiter entries are dropped. */
+
+/* A member of a gang died (or exited: the same hook): its peers wait for it,
+ * in collectives, forever (until their own watchdog ends them), so the
+ * devices they hold go to the others now, and they become orphans: granted
+ * a device only when nobody else waits for it, handing it over at every
+ * boundary while someone does. */
+static void reap_gang_locked(shm_table_t *t, int slot, uint64_t now)
+{
+    sched_slot_t *s = sched_slot(t, slot);
+    uint64_t gang = s ? __atomic_load_n(&s->gang, __ATOMIC_RELAXED) : 0;
+    sched_gang_grant_t held[SHM_MAX_DEVICES];
+    int n = sched_gang_held_locked(t, gang, slot, held, SHM_MAX_DEVICES);
+    for (int s = 0; gang && s < SHM_MAX_SLOTS; s++) {
+        sched_slot_t *m = s != slot && shm_slot_gen(t, s) ? sched_slot(t, s) : NULL;
+        if (m && __atomic_load_n(&m->gang, __ATOMIC_RELAXED) == gang)
+            __atomic_store_n(&m->orphan, 1, __ATOMIC_RELAXED);
+    }
+    for (int i = 0; i < n; i++) {
+        int to = sched_grant_pick_locked(t, held[i].dev, now, 1);
+        sched_gate_update_locked(t, held[i].slot);
+        util_info("device %d: a member of gang %.31s (slot %d) died; its peer's lease (slot "
+                  "%d) goes to slot %d", held[i].dev, s->gang_name, slot, held[i].slot, to);
+    }
+}
 
 void sched_reap_hook(shm_table_t *t, int slot, void *slot_area, void *ctx)
 {
@@ -517,6 +610,7 @@ void sched_reap_hook(shm_table_t *t, int slot, void *slot_area, void *ctx)
                       d, slot, to);
         }
     }
+    reap_gang_locked(t, slot, now);
 }
 
 /* After a process died holding the lock, mid-change: make every device and

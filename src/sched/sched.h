@@ -170,12 +170,13 @@ typedef enum sched_sync_kind {
 } sched_sync_kind_t;
 
 /* Around a host-blocking sync by the thread `th`: begin before the real call
- * (the process is not idle while it waits), end after it, with ok = the call
+ * (the process is not idle while it waits; kind and object, the stream or
+ * event, say what it waits on), end after it, with ok = the call
  * succeeded.  `fold` returns what the process launched since its previous
  * call (every thread's launches and hash sums): called only when the
  * scheduler is active, under its bookkeeping lock (so in the order of
  * syncs). */
-void sched_sync_begin(sched_thread_t *th);
+void sched_sync_begin(sched_thread_t *th, sched_sync_kind_t kind, const void *object);
 void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
                     sched_token_t (*fold)(void));
 /* The program says an iteration ended here (ctypes-callable).  From its
@@ -241,6 +242,8 @@ typedef struct sched_slot_info {
     uint32_t devices;             /* devices it uses (bit d) */
     uint32_t holds;               /* devices whose lease it holds (bit d) */
     uint32_t waits;               /* devices it waits for (bit d) */
+    int blocked;                  /* holds a GPU, found blocked in a sync by a waiter */
+    char gang[32];                /* its gang's name, NUL-terminated; "": none */
 } sched_slot_info_t;
 
 /* Devices are known by uuid in the table, as memory knows them, so that

@@ -13,8 +13,9 @@
  * table side: state transitions under the lock, reap and repair), policy.c
  * (the table of policies), policy_<name>.c (each policy), policy_util.c
  * (what they share), detect.c (the boundary detector), config.c (SALUS_*),
- * proc.c (the process's state, the driver contract, the clock, failing
- * open).
+ * gang.c (gangs: naming one, its members, whether it can take its devices,
+ * its yields), proc.c (the process's state, the driver contract, the clock,
+ * failing open).
  */
 #ifndef SALUS_SCHED_INT_H
 #define SALUS_SCHED_INT_H
@@ -40,6 +41,7 @@
  */
 #define SCHED_SLOT_MAGIC   0x31484353u    /* "SCH1" */
 #define SCHED_HIST_BUCKETS 120
+#define SCHED_GANG_NAME    32             /* SALUS_GANG: 1 to 31 characters */
 
 typedef struct sched_slot {
     /* line 0: read by the owner at every launch; written under the lock */
@@ -72,6 +74,21 @@ typedef struct sched_slot {
     uint8_t pad3[4];
     uint64_t host_gap_ns;     /* the owner's host phase after a boundary (the least of
                                  its last samples), 0: unknown (owner, relaxed) */
+    /* gangs (gang.c): the job's processes hold their devices together */
+    uint64_t gang;            /* sched_gang_id of its name, 0: none; set at registration */
+    char gang_name[SCHED_GANG_NAME];   /* for monitors, NUL-terminated; set at registration */
+    uint64_t gang_yield;      /* its gang hands over at this many iterations, 0: not
+                                 yielding; under the lock */
+    uint64_t gang_yield_ns;   /* when that yield was decided; under the lock */
+    uint32_t orphan;          /* a member of its gang died: it waits for it forever; under
+                                 the lock (set by the reaper) */
+    uint8_t pad4[4];
+    /* the owner's host-blocking sync in progress (relaxed), for blocked holders */
+    uint64_t sync_since_ns;   /* its start, 0: none */
+    uint64_t sync_obj;        /* the stream or event it waits on (0: the legacy stream) */
+    uint32_t sync_kind;       /* SCHED_SYNC_* */
+    uint32_t blocked;         /* a waiter found it blocked in that sync (device bit + 1);
+                                 cleared by the owner when the sync ends */
     uint64_t vtime[SHM_MAX_DEVICES];   /* weighted GPU time per device; under the lock */
     uint32_t hist[SCHED_HIST_BUCKETS]; /* handoff latency, ns buckets (atomic add) */
     /* the drain (drain.c): a grantor that takes a lease from this slot asks
@@ -162,6 +179,7 @@ typedef struct sched_config {
     uint64_t iterations;         /* SALUS_ITERATIONS, 0: unknown */
     int64_t end_time_s;          /* SALUS_END_TIME (Unix seconds), 0: none */
     int iter_sync_every;         /* SALUS_ITER_SYNC=every */
+    char gang[SCHED_GANG_NAME];  /* the gang (SALUS_GANG or the launcher's), "": none */
 } sched_config_t;
 
 /* Read every variable; bad values are said once and their default kept. */
@@ -346,17 +364,91 @@ void sched_captures_reset(void);
 /* The registered hooks (sched_set_hooks), each run if set. */
 void sched_hook_boundary(void);
 
-/* ---- the lease (lease.c): under the table lock unless said ---------------- */
+/* ---- access (every file): the areas, a lease word ------------------------ */
 #define SCHED_NO_SLOT (-1)
+#define SCHED_RELEASE (-2)        /* sched_decide_locked: free the device */
 
-sched_slot_t *sched_slot(shm_table_t *t, int slot);       /* NULL: bad index */
-sched_dev_t  *sched_dev(shm_table_t *t, int device);      /* NULL: bad index */
+static inline sched_slot_t *sched_slot(shm_table_t *t, int slot)   /* NULL: bad index */
+{
+    return shm_slot_area(t, slot, SHM_AREA_SCHED);
+}
+
+static inline sched_dev_t *sched_dev(shm_table_t *t, int device)   /* NULL: bad index */
+{
+    return shm_device_area(t, device, SHM_AREA_SCHED);
+}
+
 static inline uint64_t sched_lease_of(int slot, uint32_t gen)
 {
     return ((uint64_t)gen << 32) | (uint64_t)(uint32_t)(slot + 1);
 }
+
 /* The holder named by a lease word if it is current, else SCHED_NO_SLOT. */
-int  sched_lease_holder(shm_table_t *t, uint64_t lease);
+static inline int sched_lease_holder(shm_table_t *t, uint64_t lease)
+{
+    uint32_t lo = (uint32_t)lease, gen = (uint32_t)(lease >> 32);
+    if (lo == 0 || lo > SHM_MAX_SLOTS || gen == 0)
+        return SCHED_NO_SLOT;
+    int slot = (int)lo - 1;
+    return shm_slot_gen(t, slot) == gen ? slot : SCHED_NO_SLOT;
+}
+
+/* ---- gangs (gang.c): under the table lock unless said ---------------------
+ * The processes of one distributed job (a gang) hold the leases of their
+ * devices together: a member is granted a device only when every device of
+ * every member is free or its gang's, and then the gang gets them all at
+ * once; a gang that yields hands every device over at one boundary of its
+ * iterations.  docs/design.md argues why no cycle of waits can form. */
+
+/* The gang named by the environment (`get` is getenv, or a test's): 0 and
+ * buf set, or -1 (none: SALUS_GANG=off or none, no launcher's variable).
+ * Explicit SALUS_GANG first, then TORCHELASTIC_RUN_ID (unless torchrun's
+ * "none"), MASTER_ADDR with MASTER_PORT, JAX_COORDINATOR_ADDRESS, and
+ * SLURM_JOB_ID with SLURM_STEP_ID. */
+int  sched_gang_name(const char *(*get)(const char *), char *buf, size_t len);
+/* A gang's id in the table: a hash of its name, never 0. */
+uint64_t sched_gang_id(const char *name);
+/* Whether `slot` may be granted device d now: 1 when it has no gang, or when
+ * its gang is not yielding and every other device of its members is free,
+ * or held by a member, or by a member of gang `except` (a holder's gang
+ * deciding whether to yield: what it holds would be handed over).  A yield
+ * decided more than slice_ns ago is abandoned (a member that counts its
+ * iterations otherwise never reaches it): the gang may be granted again. */
+int  sched_gang_can_take_locked(shm_table_t *t, int slot, int d, uint64_t except,
+                                uint64_t now, uint64_t slice_ns);
+/* With d granted to `slot`: the other devices its gang is granted at once
+ * (free ones, each to a member that uses it, a waiting one first). */
+typedef struct sched_gang_grant {
+    int slot, dev;
+} sched_gang_grant_t;
+int  sched_gang_rest_locked(shm_table_t *t, int slot, int d, sched_gang_grant_t *out, int cap);
+/* The devices the members of `gang` hold, but `except`'s. */
+int  sched_gang_held_locked(shm_table_t *t, uint64_t gang, int except, sched_gang_grant_t *out,
+                            int cap);
+/* 1 when slot's gang holds part of its devices while a process outside it
+ * holds another (a member that joined a device after the gang's grant, a
+ * takeover): it cannot run through, so its devices go to their waiters. */
+int  sched_gang_partial_locked(shm_table_t *t, int slot);
+/* 1 when a member of slot's gang is dead and not yet reaped (a record-lock
+ * test per member: at waiters' looks only). */
+int  sched_gang_dead_locked(shm_table_t *t, int slot);
+/* The members of slot's gang (slot included), for their gates; 0 without a gang. */
+int  sched_gang_members_locked(shm_table_t *t, int slot, int *out, int cap);
+/* The holder `slot` is to yield by policy at a boundary: its gang yields at
+ * one boundary of its members' iterations (gang.c says which).  1 if `slot`
+ * hands over now (its gang yields here, or it has none).  A yield older
+ * than slice_ns is abandoned, here and below. */
+int  sched_gang_yield_locked(shm_table_t *t, int slot, uint64_t now, uint64_t slice_ns);
+/* 1 when slot's gang is yielding and slot has reached the boundary (it
+ * hands over whatever the policy says). */
+int  sched_gang_due_locked(shm_table_t *t, int slot, uint64_t now, uint64_t slice_ns);
+/* After a member of a yielding gang gave a device up: the yield ends (the
+ * gang may be granted again) once no member holds one.  1 if it ended. */
+int  sched_gang_settle_locked(shm_table_t *t, int slot);
+/* A gang's standing is its members': the highest priority among them. */
+int  sched_gang_priority_locked(shm_table_t *t, int slot, int priority);
+
+/* ---- the lease (lease.c): under the table lock unless said ---------------- */
 /* A usable policy number of a device (fair when the word is corrupt). */
 sched_policy_t sched_dev_policy(const sched_dev_t *dev);
 uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev);
@@ -384,9 +476,9 @@ void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *
 void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake);
 void sched_wake(shm_table_t *t, int slot);
 /* Whether the holder `slot` hands device d over now, and to whom
- * (SCHED_NO_SLOT: it keeps it).  boundary: the policy decides; any point:
- * a holder that reached no boundary for the max slice (in this tenure) hands
- * over. */
+ * (SCHED_NO_SLOT: it keeps it; SCHED_RELEASE: it frees it, its gang
+ * yielding).  boundary: the policy decides; any point: a holder that
+ * reached no boundary for the max slice (in this tenure) hands over. */
 int  sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now);
 /* The holder of d was stopped from `stopped_ns` on (a waiter saw it): mark
  * it stopped, leave the stop out of its tenure (a stop is not GPU time), and

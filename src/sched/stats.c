@@ -126,6 +126,10 @@ int sched_read_slot(shm_table_t *t, int slot, sched_slot_info_t *out)
     v.handoff_us_p50 = (double)sched_hist_quantile(s->hist, 0.50) / 1e3;
     v.handoff_us_p99 = (double)sched_hist_quantile(s->hist, 0.99) / 1e3;
     v.devices = __atomic_load_n(&s->devset, __ATOMIC_RELAXED) & ((1u << SHM_MAX_DEVICES) - 1);
+    v.blocked = __atomic_load_n(&s->blocked, __ATOMIC_RELAXED) != 0 &&
+                __atomic_load_n(&s->in_sync, __ATOMIC_RELAXED) != 0;
+    memcpy(v.gang, s->gang_name, sizeof v.gang - 1);
+    v.gang[sizeof v.gang - 1] = '\0';
     uint32_t gen = shm_slot_gen(t, slot);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         sched_dev_t *dev = sched_dev(t, d);

@@ -3,7 +3,8 @@
  * watching the holder while waiting, and handing the GPU over at boundaries.
  *
  * Divided into: decisions; acquiring and waiting; watching the holder (dead,
- * idle, gone); yielding at syncs, hints and kernel boundaries; exit.
+ * idle, gone, blocked); yielding at syncs, hints and kernel boundaries;
+ * exit.
  *
  * Waiting.  A process without the lease enqueues itself under the table
  * lock (which marks the holder CONTENDED, so that it looks at its next
@@ -28,7 +29,8 @@
  *     tenure (not charged as GPU time), and the lease is granted by policy;
  *   - holder past its max slice without a boundary by SCHED_SLICE_GRACE_NS
  *     more (the holder enforces the slice itself at its next launch or sync;
- *     one that makes none, stuck on the host, is enforced here).
+ *     one that makes none, stuck on the host, is enforced here); one blocked
+ *     inside a sync past the max slice is said first (blocked holders).
  * Every SCHED_RECHECK_NS of waiting the waiter re-examines its own standing
  * under the lock: its slot still its own, its place among the waiters (put
  * back if a repair dropped it); so no wait depends on a wake-up alone.
@@ -122,7 +124,7 @@ static int yield_device(sched_proc_t *p, int d, int boundary)
     if (lock_or_fail(p))
         return 0;
     int to = sched_decide_locked(p->t, d, p->slot, boundary, sched_now());
-    if (to < 0) {
+    if (to == SCHED_NO_SLOT) {
         shm_unlock(p->t);
         if (boundary)
             nudge_watcher(p, d);
@@ -294,6 +296,94 @@ static int take_over(sched_proc_t *p, int d, uint64_t lease, uint64_t stopped_ns
     return got(p, dev);
 }
 
+/* ---- blocked holders ------------------------------------------------------------
+ * A holder inside one host-blocking sync for longer than the max slice
+ * while this process waits is blocked on something outside this GPU's
+ * lease: another process's work (a collective's peer rank, an IPC event, a
+ * value another process writes) that may itself wait for a GPU.  The first
+ * waiter to see it marks it (salus-top shows it blocked until its sync
+ * ends) and says once per sync what it waits on; the first time, a
+ * process's holder without a gang also hears what to do.  The rule that
+ * follows is the max slice's: SCHED_SLICE_GRACE_NS later the GPU goes to the
+ * policy's pick (poll_stuck).  That never makes a deadlock worse: the
+ * holder's queued work stays queued (its drain cannot end, so the new
+ * holder waits SCHED_DRAIN_MAX_NS for it, drain.c, then the GPU time-slices
+ * the two), nothing it waits for is held back by Salus, and it waits for
+ * the lease again only at its next launch, after its sync has returned. */
+
+static const char *const sync_names[] = {
+    [SCHED_SYNC_STREAM] = "cuStreamSynchronize", [SCHED_SYNC_CTX] = "cuCtxSynchronize",
+    [SCHED_SYNC_EVENT] = "cuEventSynchronize", [SCHED_SYNC_COPY] = "a device-to-host copy",
+};
+
+static void note_blocked(sched_proc_t *p, int d, int h)
+{
+    static int said_gang;
+    sched_slot_t *hs = sched_slot(p->t, h);
+    uint64_t since = __atomic_load_n(&hs->sync_since_ns, __ATOMIC_RELAXED), now = sched_now();
+    if (!since || since > now || now - since < sched_dev_max_slice_ns(sched_dev(p->t, d)) ||
+        __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) == 0)
+        return;
+    uint32_t none = 0;
+    if (!__atomic_compare_exchange_n(&hs->blocked, &none, (uint32_t)d + 1, 0,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;                                  /* said already, for this sync */
+    uint32_t kind = __atomic_load_n(&hs->sync_kind, __ATOMIC_RELAXED);
+    unsigned long long obj = __atomic_load_n(&hs->sync_obj, __ATOMIC_RELAXED);
+    char gang[SCHED_GANG_NAME];
+    memcpy(gang, hs->gang_name, sizeof gang);
+    gang[sizeof gang - 1] = '\0';
+    for (char *c = gang; *c; c++)                /* the table's bytes: printable only */
+        if (*c < 0x20 || *c > 0x7e)
+            *c = '?';
+    shm_ident_t id;
+    int pid = shm_slot_ident(p->t, h, &id) == 0 ? (int)id.pid : 0;
+    util_warn("device %d: the process that holds it (pid %d, slot %d, gang %s) has been blocked "
+              "in %s(%#llx) for %llu ms while this process waits: it waits for work outside "
+              "this GPU (another process's kernel, a collective, an IPC event); the GPU goes "
+              "to the waiters at its max slice (SALUS_MAX_SLICE_MS)", d, pid, h,
+              gang[0] ? gang : "none", kind < 4 ? sync_names[kind] : "a sync", obj,
+              (unsigned long long)((now - since) / 1000000));
+    if (!gang[0])
+        util_log_once(&said_gang, UTIL_LOG_WARN,
+                      "if the processes that wait for each other are the ranks of one "
+                      "distributed job, give each of them SALUS_GANG=<job> (Salus names the "
+                      "gang itself from torchrun's, Slurm's or JAX's variables unless "
+                      "SALUS_GANG=off): a gang's processes hold their GPUs together, so that "
+                      "one job cannot hold a GPU while its rank waits for another job's");
+}
+
+/* A holder whose gang holds part of its devices while another process
+ * holds the rest cannot run through (its ranks wait for the one without a
+ * GPU), and waiting for it could close a cycle: its device goes to the
+ * waiters at once (docs/design.md, Gangs).  Nor can one whose gang lost a
+ * member: the dead one is reaped here (nobody may wait for its own device)
+ * and the reaper's gang rule takes the peers' devices.  W_GOT or W_WAIT
+ * after, -1 when it is neither. */
+static int poll_partial(sched_proc_t *p, int d, int h, uint64_t lease)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (!__atomic_load_n(&sched_slot(p->t, h)->gang, __ATOMIC_RELAXED))
+        return -1;
+    if (lock_or_fail(p))
+        return W_PASS;
+    if (dev->lease == lease && sched_gang_dead_locked(p->t, h)) {
+        shm_reap_dead(p->t, 1);              /* the reap hook hands the devices on */
+        shm_unlock(p->t);
+        return got(p, dev);
+    }
+    int to = SCHED_NO_SLOT, partial = dev->lease == lease && sched_gang_partial_locked(p->t, h);
+    if (partial) {
+        to = sched_grant_pick_locked(p->t, d, sched_now(), 0);
+        util_info("device %d: slot %d's gang holds only part of its GPUs; this one goes to "
+                  "slot %d", d, h, to);
+    }
+    shm_unlock(p->t);
+    if (to >= 0 && to != p->slot)
+        sched_wake(p->t, to);
+    return partial ? got(p, dev) : -1;
+}
+
 /* A stopped holder, seen so for SCHED_STOP_NS, or one past its max slice by
  * the grace: take the lease (W_GOT or W_WAIT after), else -1. */
 static int poll_stuck(sched_proc_t *p, int d, int h, uint64_t lease, idle_track_t *track)
@@ -331,7 +421,10 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     }
     if (!shares(dev))
         return W_WAIT;
-    int stuck = poll_stuck(p, d, h, lease, track);
+    note_blocked(p, d, h);
+    int stuck = poll_partial(p, d, h, lease);
+    if (stuck < 0)
+        stuck = poll_stuck(p, d, h, lease, track);
     if (stuck >= 0)
         return stuck;
     sched_slot_t *hs = sched_slot(p->t, h);
@@ -558,7 +651,8 @@ void sched_yield_point(sched_proc_t *p, int boundary)
             continue;
         sched_dev_t *dev = sched_dev(p->t, d);
         if (__atomic_load_n(&dev->lease, __ATOMIC_RELAXED) != my_lease(p) ||
-            !sched_any_waiter(dev))
+            (!sched_any_waiter(dev) &&
+             !__atomic_load_n(&p->me->gang_yield, __ATOMIC_RELAXED)))  /* its gang yields */
             continue;
         yield_device(p, d, boundary);
     }

@@ -65,6 +65,9 @@
       "memory left to contexts, if this job is the first on its GPU (5%)")              \
     X(NAME, "SALUS_NAME", NAME, 0, 0, 0, NULL, "name", "NAME",                          \
       "the name salus-top shows (default: the program, or python's script)")            \
+    X(GANG, "SALUS_GANG", NAME, 0, 0, 0, NULL, "gang", "NAME",                          \
+      "the distributed job the process belongs to: a gang's processes hold their GPUs " \
+      "together (default: from torchrun's, Slurm's or JAX's variables; off: none)")    \
     X(TABLE, "SALUS_TABLE", TABLE, 0, 0, 0, NULL, "table", "NAME",                      \
       "the arbitration table to join (default /salus-<uid>)")                           \
     X(GROUP, "SALUS_GROUP", NAME, 0, 0, 0, NULL, NULL, "GROUP",                         \
