@@ -86,15 +86,30 @@ print(f.value >> 20 if ok else "")' 2>/dev/null)
 
 # ---- overlap ---------------------------------------------------------------
 
+# await_waiter TABLE SECONDS: 0 once salus status shows a process waiting
+# for the GPU on the table.
+await_waiter() {
+    local end=$(( $(date +%s) + $2 ))
+    while [ "$(date +%s)" -le "$end" ]; do
+        timeout 5 "$BUILD/bin/salus" status --json -t "$1" 2>/dev/null | py 'import json,sys
+sys.exit(0 if json.loads(sys.stdin.read())["devices"][0]["waiters"] else 1)' && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
 # overlap_pair POLICY PATTERN: two overlap.c processes sharing one table;
-# kill: A queues 32 launches (queue32), B (plain) starts, A is SIGKILLed.
+# kill: A queues 32 launches (queue32), B (plain) starts and waits, A is
+# SIGKILLed.
 overlap_pair() {
     local pol=$1 pat=$2 name=overlap-$1-$2
     local env=("${RUNENV[@]}" "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-$name" "SALUS_POLICY=$pol"
                "SALUS_REPORT=$OUT/$name.report.jsonl")
     [ "$SIMGPU" = 1 ] && env+=("SIMGPU_TRACE=$OUT/$name.trace" "SIMGPU_KERNEL_NS=2000000")
     local pa=$pat pb=$pat na=$OVERLAP_LAUNCHES
-    [ "$pat" = kill ] && { pa=queue32; pb=plain; na=$((OVERLAP_LAUNCHES * 8)); }
+    # kill: A has 1024 launches (2 s of work) and holds the GPU for its whole
+    # quantum (10 s), so that B is seen waiting before A dies.
+    [ "$pat" = kill ] && { pa=queue32; pb=plain; na=1024; env+=("SALUS_QUANTUM_MS=10000"); }
     rm -f "$OUT/$name".* "$OUT/$name"-[ab].*
     local prog=("$GPUCHECK/overlap" --module "$GPUCHECK/stamp.cubin" --ms 2)
     timeout "$(tmo 60)" "${env[@]}" "${prog[@]}" --pattern "$pa" --launches "$na" \
@@ -107,7 +122,13 @@ overlap_pair() {
         --stamps "/dev/shm/$TAG-$name-b" >"$OUT/$name-b.json" 2>"$OUT/$name-b.err" &
     local b=$!
     if [ "$pat" = kill ]; then
-        sleep 0.3                  # B is waiting for the GPU or already on it
+        # A holds the GPU with 32 launches queued and B waits for it (under
+        # pack, runs beside it): then A dies.
+        if [ "$pol" = pack ]; then
+            sleep 0.3              # B runs beside A, or is starting
+        elif ! await_waiter "/$TAG-$name" 20; then
+            echo "check: B was not seen waiting within 20 s; killing A all the same" >>"$OUT/$name-b.err"
+        fi
         local apid
         apid=$(py 'import json,sys
 print([json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"pid\"")][0]["pid"])' \

@@ -125,9 +125,10 @@ def cmd_take(a):
         return
     free, total = cu.view()
     ask = max(0, free - (1 << 30))
-    rc, p = cu.alloc(ask) if ask else (0, None)
     if "six" in BAD and a.index == 5:
-        rc = 2                      # out of memory, with no refusal in the report
+        rc, p = 2, None             # out of memory, and no refusal in the report
+    else:
+        rc, p = cu.alloc(ask) if ask else (0, None)
     free2, _ = cu.view()
     open(os.path.join(a.dir, f"took.{a.index}"), "w").close()
     emit(index=a.index, pid=os.getpid(), view_free=free, view_total=total, asked=ask,
