@@ -16,9 +16,9 @@
 #                  passed through; FAIL if a launch export was among them
 #   torch-graph    torch.cuda.graph capture while a peer waits, quantum 1 ms
 #   torch-retain   cudaMallocAsync keeps freed memory: Salus counts it
-#   torch-six      six processes with cuBLAS and cuDNN take their view's
-#                  free minus 1 GiB: no driver OOM; budgets beside the
-#                  driver's free memory
+#   torch-six      six processes with cuBLAS and cuDNN loaded take, one after
+#                  the other, their view's free minus 1 GiB: no driver OOM;
+#                  budgets beside the driver's free memory
 #   torch-compile  a torch.compile (Triton) function: per-hook counts
 #   torch-loader   DataLoader(num_workers=2, fork) holder SIGKILLed: the peer
 #                  goes on and the memory comes back

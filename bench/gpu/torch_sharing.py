@@ -9,8 +9,9 @@ what a user's jobs do that simgpu cannot show.
   torch_sharing.py retain --mib N               cudaMallocAsync keeps freed memory:
                                                  memory_reserved() vs Salus's count
   torch_sharing.py take --dir D --index I       load cuBLAS and cuDNN, wait for
-                                                 D/go, take the view's free - 1 GiB,
-                                                 hold until D/release
+                                                 D/go and D/took.<I-1>, take the
+                                                 view's free - 1 GiB, hold until
+                                                 D/release
   torch_sharing.py compile --steps N            a torch.compile function (Triton)
   torch_sharing.py loader --seconds S --out F [--until U]
                                                  training fed by a DataLoader with
@@ -147,8 +148,9 @@ def cmd_retain(a):
 
 def cmd_take(a):
     """One of six: cuBLAS and cuDNN loaded (a matmul, a convolution), then,
-    once all six are ready (D/go), ask for the view's free memory minus
-    1 GiB and hold it until D/release.  A refusal by Salus and a failure in
+    once all six are ready (D/go) and the one before has taken its share
+    (D/took.<index - 1>), ask for the view's free memory minus 1 GiB and
+    hold it until D/release.  A refusal by Salus and a failure in
     the driver both raise OutOfMemoryError; check.sh tells them apart with
     the SALUS_REPORT (oom_refusals)."""
     torch = need_torch()
@@ -158,7 +160,8 @@ def cmd_take(a):
     torch.backends.cudnn.enabled = True
     c(torch.randn(8, 3, 64, 64, device="cuda")).sum().item()
     open(os.path.join(a.dir, f"ready.{a.index}"), "w").close()
-    if not wait_file(os.path.join(a.dir, "go"), a.wait):
+    if not wait_file(os.path.join(a.dir, "go"), a.wait) or \
+            (a.index > 0 and not wait_file(os.path.join(a.dir, f"took.{a.index - 1}"), a.wait)):
         emit(index=a.index, error="no go")
         return
     free, total = view()

@@ -120,7 +120,8 @@ def cmd_retain(a):
 def cmd_take(a):
     cu = Cuda()
     open(os.path.join(a.dir, f"ready.{a.index}"), "w").close()
-    if not wait_file(os.path.join(a.dir, "go"), a.wait):
+    if not wait_file(os.path.join(a.dir, "go"), a.wait) or \
+            (a.index > 0 and not wait_file(os.path.join(a.dir, f"took.{a.index - 1}"), a.wait)):
         emit(index=a.index, error="no go")
         return
     free, total = cu.view()
