@@ -1,7 +1,7 @@
 # Memory admission (src/memory): the module driven through its interface
 # with a fake driver, in forked children (test_memory: one process;
 # test_memory_share: several; test_memory_hammer: the hammer, with and
-# without SIGKILLs).
+# without SIGKILLs; test_memory_page: paging's decisions).
 MEM_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/memory/*.c)) \
                  $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c)) \
                  $(B)/obj/tests/test_memory_lib.o
@@ -11,6 +11,8 @@ $(eval $(call salus_test,test_memory_share,$(MEM_TEST_OBJS),))
 $(eval $(call salus_test,test_memory_hammer,$(MEM_TEST_OBJS),))
 # Memory held past its allocation (VMM mappings, pools), with the fake driver.
 $(eval $(call salus_test,test_memory_hold,$(MEM_TEST_OBJS),))
+# Who pages and when (page.c), over a fake pager.
+$(eval $(call salus_test,test_memory_page,$(MEM_TEST_OBJS),))
 # End to end: salus-train over simgpu with libsalus preloaded.
 $(eval $(call salus_test,test_memory_e2e,$(MEM_TEST_OBJS),))
 $(B)/tests/test_memory_e2e: $(WL_PROGS) $(SIM_LIB) $(B)/libsalus.so

@@ -133,6 +133,8 @@ top_state_t top_proc_state(const top_proc_t *p)
         return TOP_ST_STOPPED;
     if (p->blocked)
         return TOP_ST_BLOCKED;
+    if (p->mem_swapped && (p->state == SHM_WAIT_GPU || p->state == SHM_IDLE))
+        return TOP_ST_PAGED_OUT;
     switch (p->state) {
     case SHM_RUNNING:  return TOP_ST_RUNNING;
     case SHM_WAIT_GPU: return TOP_ST_WAIT_GPU;
@@ -167,6 +169,11 @@ void top_cell(const top_proc_t *p, top_col_t col, int width, char *buf, size_t l
             break;
         }
         top_human_bytes(p->mem_used, a, sizeof a);
+        if (p->mem_swapped) {              /* resident+paged out, the limit dropped */
+            top_human_bytes(p->mem_swapped, b, sizeof b);
+            snprintf(t, sizeof t, "%s+%s", a, b);
+            break;
+        }
         if (p->mem_limit)
             top_human_bytes(p->mem_limit, b, sizeof b);
         snprintf(t, sizeof t, "%s/%s", a, p->mem_limit ? b : "-");

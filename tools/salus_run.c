@@ -38,6 +38,13 @@ static int settings(util_var_id_t ids[NOPTS])
     return n;
 }
 
+/* A choice of off|on is a switch: `--swap` alone means on, `--swap=off`
+ * turns it off (getopt's optional argument takes the `=` form only). */
+static int switch_option(util_var_id_t id)
+{
+    return util_vars[id].kind == UTIL_KIND_CHOICE && util_vars[id].choices == util_onoff_names;
+}
+
 /* 0, or says what is wrong (exit status 2 follows). */
 static int check(util_var_id_t id, const char *v)
 {
@@ -130,7 +137,8 @@ void salus_run_usage(FILE *f)
     for (int i = 0; i < n; i++) {
         const util_var_t *v = &util_vars[ids[i]];
         char left[48], def[32] = "";
-        snprintf(left, sizeof left, "--%s %s", v->option, v->arg);
+        snprintf(left, sizeof left, switch_option(ids[i]) ? "--%s[=%s]" : "--%s %s", v->option,
+                 v->arg);
         if (v->kind == UTIL_KIND_LONG && v->def)
             snprintf(def, sizeof def, " (default %ld)", v->def);
         fprintf(f, "  %-22s %s%s\n  %-22s [%s]\n", left, v->help, def, "", v->name);
@@ -155,7 +163,9 @@ int salus_run(int argc, char **argv)
     int n = settings(ids);
     struct option longs[NOPTS + 2];
     for (int i = 0; i < n; i++)
-        longs[i] = (struct option){ util_vars[ids[i]].option, required_argument, NULL, 1000 + i };
+        longs[i] = (struct option){ util_vars[ids[i]].option,
+                                    switch_option(ids[i]) ? optional_argument : required_argument,
+                                    NULL, 1000 + i };
     longs[n] = (struct option){ "help", no_argument, NULL, 'h' };
     longs[n + 1] = (struct option){ NULL, 0, NULL, 0 };
 
@@ -169,6 +179,8 @@ int salus_run(int argc, char **argv)
             return TOP_EXIT_OK;
         }
         if (c >= 1000 && c < 1000 + n) {
+            if (!optarg)
+                optarg = (char *)"on";          /* a switch given alone: --swap */
             if (check(ids[c - 1000], optarg) != 0)
                 return TOP_EXIT_USAGE;
             values[c - 1000] = optarg;

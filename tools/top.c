@@ -75,7 +75,7 @@ static void usage(FILE *f, const char *prog)
 "  ?  help          Up/Down  select a row   space  refresh now\n"
 "\n"
 "columns: PID USER NAME PRIO (0..100) STATE (running, waiting-gpu,\n"
-"waiting-mem, admission, idle) MEM/LIMIT ITERS (done/declared) ITER ms (mean\n"
+"waiting-mem, admission, paged-out, idle) MEM/LIMIT ITERS (done/declared) ITER ms (mean\n"
 "iteration) GPU%% (time holding the GPU) WAIT%% (time waiting for it) SWITCHES\n"
 "(times handed the GPU) GPU%% LAST MINUTE (a sparkline, wide terminals).\n"
 "\n"

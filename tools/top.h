@@ -47,6 +47,8 @@
     X(TOP_ST_BLOCKED, "blocked", "holds the GPU, blocked in one sync past its max slice " \
       "while others wait (it waits for another process's work)") \
     X(TOP_ST_STOPPED, "stopped", "stopped by a signal or a debugger: idle for its peers") \
+    X(TOP_ST_PAGED_OUT, "paged-out", "not running, its device memory paged out to the host " \
+      "(SALUS_SWAP); paged back before it runs") \
     X(TOP_ST_IDLE, "idle", "registered, not using the GPU")
 #define TOP_ST_ID_(id, name, what) id,
 typedef enum top_state { TOP_STATES(TOP_ST_ID_) TOP_NSTATES } top_state_t;
@@ -80,6 +82,8 @@ typedef struct top_proc {
     double iter_ms, gpu_held_ms, waited_ms;
     /* memory (bytes) */
     uint64_t mem_used, mem_limit, mem_peak, mem_reserved, oom_refusals;
+    /* paging: bytes paged out now (mem_used is what is resident) */
+    uint64_t mem_swapped, swap_outs, swap_ins, swap_ms;
     /* over the interval since the previous snapshot; < 0: not measured (no
      * previous sample of this process, or no lease under pack) */
     double gpu_share, wait_share;

@@ -156,10 +156,14 @@ static void hook_modules_start(void)
     drv_t drv;
     if (hook_real_drv(&drv) != 0)
         return;
-    static const sched_hooks_t hooks = { .boundary = mem_iteration_end };
+    static const sched_hooks_t hooks = { .boundary = mem_iteration_end,
+                                         .waiting = mem_page_serve,
+                                         .tenure = mem_page_in_before_run };
     sched_init(&drv);
-    if (drv.device_total_mem && mem_init(&drv, NULL) == 0)
+    if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
+        mem_set_rank(sched_rank_locked);
         sched_set_hooks(&hooks);
+    }
 }
 
 /* A context made or retained enrolls the process nowhere: it joins a

@@ -40,6 +40,10 @@
 #include <string.h>
 
 #define MEM_WAIT_SLICE_NS (20ull * 1000 * 1000)
+/* While peers are asked to page out (their requests pending), a wait goes
+ * on at least this long past each look: a peer serves within its wait
+ * loop's poll (10 ms) plus its copy's time. */
+#define MEM_PAGE_WAIT_NS  (1000ull * 1000 * 1000)
 
 static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -493,9 +497,23 @@ static int sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d)
     return 0;
 }
 
-/* Over the device's budget with SALUS_MEM_WAIT_MS: wait for peers to give
- * memory back (or die), up to the deadline.  Lock held on entry; on return
- * too, unless *lost. */
+/* With a pager (page.c): ask the peers the policy runs last to page out
+ * what `bytes` lacks on ld's device; what is asked (0: nobody can be).
+ * Under the lock. */
+static uint64_t ask_pages_locked(mem_local_dev_t *ld, uint64_t bytes)
+{
+    uint64_t (*ask)(mem_local_dev_t *, uint64_t) =
+        __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE);
+    if (!ask)
+        return 0;
+    uint64_t room = mem_room_locked(ld);
+    return bytes > room ? ask(ld, bytes - room) : 0;
+}
+
+/* Over the device's budget: wait for peers to give memory back (or die),
+ * up to SALUS_MEM_WAIT_MS, and as long as peers are asked to page out (the
+ * wait then ends when they have).  Lock held on entry; on return too,
+ * unless *lost. */
 static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
 {
     mem_slot_t *a = mem_p.area;
@@ -504,13 +522,17 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
     static int said;
     util_log_once(&said, UTIL_LOG_WARN, "memory: an allocation of %s on device %d waits for "
                   "the processes sharing the device to free memory (up to %llu ms, "
-                  "SALUS_MEM_WAIT_MS); salus-top shows it waiting-mem", util_size(bytes).s,
-                  ld->d, (unsigned long long)(mem_p.cfg.wait_ns / 1000000));
+                  "SALUS_MEM_WAIT_MS, or as long as peers page out); salus-top shows it "
+                  "waiting-mem", util_size(bytes).s, ld->d,
+                  (unsigned long long)(mem_p.cfg.wait_ns / 1000000));
     enter_wait(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
     for (;;) {
         uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
         fit = take_locked(ld, bytes);
         uint64_t now = util_now_ns();
+        if (fit == MEM_OVER_DEVICE && ask_pages_locked(ld, bytes) &&
+            deadline < now + MEM_PAGE_WAIT_NS)
+            deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
         if (fit != MEM_OVER_DEVICE || now >= deadline)
             break;
         if (sleep_unlocked(ld->dev, seq, deadline - now, ld->d) != 0) {
@@ -558,7 +580,7 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes)
     }
     mem_fix_log(t, ld->d);
     mem_fit_t fit = take_locked(ld, bytes);
-    if (fit == MEM_OVER_DEVICE && mem_p.cfg.wait_ns)
+    if (fit == MEM_OVER_DEVICE && (mem_p.cfg.wait_ns || ask_pages_locked(ld, bytes)))
         fit = wait_locked(ld, bytes, &lost);
     if (lost)
         return 1;
@@ -635,6 +657,8 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
         uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
         if (is_head(t, d, ticket) && admit_fits_locked(ld, reserve))
             break;
+        if (is_head(t, d, ticket))
+            ask_pages_locked(ld, reserve);  /* paging makes the room, if peers can page */
         if (!waited++)
             util_info("memory: waiting for admission on %s: %s reserved "
                       "(SALUS_MEM_RESERVE) does not fit yet beside the jobs running",

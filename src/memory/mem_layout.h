@@ -77,6 +77,12 @@ typedef struct mem_sdev {
     uint32_t flags;        /* MEM_SDEV_* */
 } mem_sdev_t;
 
+/* page_flags (page.c) */
+#define MEM_PAGE_ABLE     1u   /* SALUS_SWAP=on and a pager: peers may ask it */
+#define MEM_PAGE_FULL     2u   /* could not serve a request: not asked until it pages in */
+#define MEM_PAGE_OUT_BUSY 4u   /* paging out now */
+#define MEM_PAGE_IN_BUSY  8u   /* paging in now */
+
 typedef struct mem_slot {
     uint32_t magic;        /* MEM_SLOT_MAGIC once the process registered */
     uint32_t wait_dev;     /* 0: not waiting; else table device + 1 */
@@ -85,7 +91,14 @@ typedef struct mem_slot {
     uint64_t wait_bytes;
     uint64_t oom_refusals;
     uint64_t waited_ns;
-    uint8_t  pad[24];
+    /* Paging (page.c).  The request words are raised by peers under the
+     * table lock and cleared by the owner; the rest is the owner's. */
+    uint32_t page_flags;   /* MEM_PAGE_* */
+    uint32_t page_req_dev; /* the device of the request: table device + 1 */
+    uint64_t page_req_bytes;       /* 0: no request; else what to page out */
+    uint64_t page_resident_until;  /* CLOCK_MONOTONIC ns: not asked before */
+    uint64_t swapped_out;  /* bytes paged out now, over its devices */
+    uint64_t swap_outs, swap_ins, swap_bytes, swap_ns;   /* counters, both ways */
     mem_sdev_t dev[SHM_MAX_DEVICES];
 } mem_slot_t;
 
@@ -159,6 +172,8 @@ typedef struct mem_config {
     int headroom_pct;              /* headroom text is a percentage */
     const char *headroom_text;
     uint64_t wait_ns;
+    int swap;                      /* SALUS_SWAP: 1 on */
+    const char *swap_limit;        /* SALUS_SWAP_LIMIT, NULL: the default */
 } mem_config_t;
 
 enum { MEM_OFF = 0, MEM_ON = 1, MEM_OPEN = 2 };
@@ -184,6 +199,11 @@ typedef struct mem_proc {
     uint64_t graph_charged[MEM_MAX_ORDINALS];
     uint64_t graph_mask;
     pthread_mutex_t graph_lock;                   /* its reads and charges */
+    /* page.c's choice of peers to page out, set with a pager (NULL: none):
+     * under the table lock, asks for `need` bytes on ld's device; returns
+     * what is asked of peers (0: nobody can be).  A pointer, so that this
+     * file's bottom (account.c) depends on no other. */
+    uint64_t (*page_ask)(mem_local_dev_t *ld, uint64_t need);
 } mem_proc_t;
 
 extern mem_proc_t mem_p;
@@ -331,6 +351,10 @@ static inline void mem_pool_put(int idx, uint64_t bytes)
     if (__builtin_expect(__atomic_load_n(&p->destroyed, __ATOMIC_SEQ_CST), 0))
         mem_pool_drain(p);
 }
+/* ---- page.c --------------------------------------------------------------- */
+/* Say in the own slot whether peers may ask this process to page out
+ * (SALUS_SWAP=on and a pager); at registration and when the pager changes. */
+void mem_page_able_update(void);
 
 /* ---- check.c: the invariants above, under the table lock ---------------- */
 /* NULL when they hold on every registered device; else a description of the

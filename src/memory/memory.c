@@ -44,6 +44,10 @@ static void read_config(mem_config_t *c)
     c->headroom_text = util_var_text(UTIL_VAR_MEM_HEADROOM);
     util_var_long(UTIL_VAR_MEM_WAIT_MS, &ms);          /* unset or invalid: the default */
     c->wait_ns = (uint64_t)ms * 1000000ull;
+    int swap = 0;
+    util_var_choice(UTIL_VAR_SWAP, &swap);             /* off unless on */
+    c->swap = swap == 1;
+    c->swap_limit = util_var_text(UTIL_VAR_SWAP_LIMIT);
 }
 
 /* The default headroom: 5% of the capacity, within 256 MiB .. 4 GiB, and
@@ -255,6 +259,7 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     __atomic_store_n(&mem_p.area->magic, MEM_SLOT_MAGIC, __ATOMIC_RELAXED);
     mem_publish_locked(mem_p.t, d);
     shm_unlock(mem_p.t);
+    mem_page_able_update();
 
     ld->d = d;
     ld->dev = dev;

@@ -34,6 +34,8 @@
  *                                 (default 5%, within 256 MiB..4 GiB)
  *   SALUS_MEM_RESERVE=<size|p%>   guaranteed to the job; admission waits
  *   SALUS_MEM_WAIT_MS=<ms>        over the budget: wait for peers that long
+ *   SALUS_SWAP=on|off             page out while not running (page.c)
+ *   SALUS_SWAP_LIMIT=<size>       host memory paged to, per process
  */
 #ifndef SALUS_MEMORY_H
 #define SALUS_MEMORY_H
@@ -190,10 +192,56 @@ void mem_view_total(size_t *bytes, CUdevice device);
  * length as snprintf; 0 when the module is not active. */
 int mem_report_fields(char *buf, size_t cap);
 
+/* ---- paging (page.c): who pages and when ----------------------------------
+ * With SALUS_SWAP=on a process that does not run can have its device memory
+ * paged out to host memory and back, at the same addresses, before it runs
+ * again.  The allocator moves the bytes; its primitives are this seam, run
+ * in the process that owns the memory (tests swap them):
+ *   page_out         copy to host staging, unmap, release, return the
+ *                    budget; *freed: the bytes given back (want: at least)
+ *   page_in          take the budget back, map, copy back; non-zero when
+ *                    the budget is not there (the caller waits, asking
+ *                    peers to page out); *restored: the bytes brought back
+ *   paged_out_bytes  what is paged out now on that CUDA ordinal
+ *   resident_bytes   what is resident (may be NULL)
+ * Until a pager is set, nobody pages and SALUS_SWAP changes nothing. */
+typedef struct mem_pager {
+    int (*page_out)(int ordinal, uint64_t want, uint64_t *freed);
+    int (*page_in)(int ordinal, uint64_t *restored);
+    uint64_t (*paged_out_bytes)(int ordinal);
+    uint64_t (*resident_bytes)(int ordinal);
+} mem_pager_t;
+/* Copied; NULL (or a pager without the first three) turns paging off. */
+void mem_set_pager(const mem_pager_t *pager);
+
+/* The policy's order on table device `device`: 0 for the holder, 1 + its
+ * place among the waiters in the order the policy would grant them, -1 for
+ * a process in neither.  The scheduler's (sched_rank_locked), which the
+ * interception layer registers: memory asks the peers the policy runs last
+ * to page out first.  Called under the table lock. */
+typedef int (*mem_rank_fn)(shm_table_t *t, int device, int slot);
+void mem_set_rank(mem_rank_fn fn);
+
+/* In this process while it waits for the GPU (the scheduler's wait loop
+ * calls it at each look): page out what a peer asked of it, if anything.
+ * One relaxed load when nothing is asked. */
+void mem_page_serve(void);
+/* Before this process runs on table device `device` (its tenure's first
+ * launch): page back in what is paged out there, asking peers to page out
+ * if the device lacks the room; waits until it is in. */
+void mem_page_in_before_run(int device);
+/* The host memory this process may page to (SALUS_SWAP_LIMIT; default half
+ * of the host's MemAvailable when first asked), for the allocator's
+ * staging pool. */
+uint64_t mem_swap_limit(void);
+
 /* ---- monitors (salus-top): validated copies, read without the lock ------ */
 typedef struct mem_slot_view {
     uint64_t used, peak, limit, reserved, granted;   /* over the slot's devices */
     uint64_t run_peak;       /* its last whole iteration's peak (mem_iteration_end) */
+    uint64_t swapped_out;    /* paged out to the host now */
+    uint64_t swap_outs, swap_ins, swap_ms;   /* page-outs, page-ins, time both took */
+    int32_t  paging;         /* 1 paging out or in now, 0 not */
     uint64_t oom_refusals, waited_ms;
     uint32_t devices;        /* bit d: uses table device d */
     int32_t  waiting_device; /* table device index, or -1 */

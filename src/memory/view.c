@@ -79,11 +79,17 @@ int mem_report_fields(char *buf, size_t cap)
     /* The key names of salus-top's JSON (mem_used_bytes, ...): one set. */
     return snprintf(buf, cap, "\"mem_used_bytes\":%llu,\"mem_peak_bytes\":%llu,"
                     "\"mem_limit_bytes\":%llu,\"mem_reserved_bytes\":%llu,"
-                    "\"oom_refusals\":%llu,\"mem_waited_ms\":%llu",
+                    "\"oom_refusals\":%llu,\"mem_waited_ms\":%llu,"
+                    "\"swapped_out_bytes\":%llu,\"swap_outs\":%llu,\"swap_ins\":%llu,"
+                    "\"swap_ms\":%llu",
                     (unsigned long long)used, (unsigned long long)peak,
                     (unsigned long long)limit, (unsigned long long)reserved,
                     (unsigned long long)LOAD(&a->oom_refusals),
-                    (unsigned long long)(LOAD(&a->waited_ns) / 1000000));
+                    (unsigned long long)(LOAD(&a->waited_ns) / 1000000),
+                    (unsigned long long)LOAD(&a->swapped_out),
+                    (unsigned long long)LOAD(&a->swap_outs),
+                    (unsigned long long)LOAD(&a->swap_ins),
+                    (unsigned long long)(LOAD(&a->swap_ns) / 1000000));
 }
 
 /* ---- monitors ------------------------------------------------------------ */
@@ -118,6 +124,11 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
     v.waiting_admission = v.waiting_device >= 0 && LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
     v.oom_refusals = LOAD(&a->oom_refusals);
     v.waited_ms = LOAD(&a->waited_ns) / 1000000;
+    v.swapped_out = umin(LOAD(&a->swapped_out), MEM_MAX_BYTES);
+    v.swap_outs = LOAD(&a->swap_outs);
+    v.swap_ins = LOAD(&a->swap_ins);
+    v.swap_ms = LOAD(&a->swap_ns) / 1000000;
+    v.paging = (LOAD(&a->page_flags) & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)) != 0;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (shm_slot_gen(t, slot) != gen)
         return -1;                      /* freed or claimed under us */

@@ -161,10 +161,14 @@ void sched_captures_reset(void)
  * Each pointer is stored with release and loaded with acquire on its own:
  * a hook is a plain function of intercept's, with no state of ours. */
 static void (*hook_boundary)(void);
+static void (*hook_waiting)(void);
+static void (*hook_tenure)(int d);
 
 void sched_set_hooks(const sched_hooks_t *h)
 {
     __atomic_store_n(&hook_boundary, h ? h->boundary : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&hook_waiting, h ? h->waiting : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&hook_tenure, h ? h->tenure : NULL, __ATOMIC_RELEASE);
 }
 
 void sched_hook_boundary(void)
@@ -172,6 +176,20 @@ void sched_hook_boundary(void)
     void (*fn)(void) = __atomic_load_n(&hook_boundary, __ATOMIC_ACQUIRE);
     if (fn)
         fn();
+}
+
+void sched_hook_waiting(void)
+{
+    void (*fn)(void) = __atomic_load_n(&hook_waiting, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn();
+}
+
+void sched_hook_tenure(int d)
+{
+    void (*fn)(int) = __atomic_load_n(&hook_tenure, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn(d);
 }
 
 /* At exit: launches made by exit handlers pass. */

@@ -158,11 +158,25 @@ void sched_set_clock(sched_clock_fn fn);
  * sees one of these moments in this process.  Any may be NULL.
  *   boundary  an iteration of this process ended (a boundary found at a
  *             sync, or salus_iteration_end), before the process yields;
- *             on the syncing thread, outside the scheduler's locks. */
+ *             on the syncing thread, outside the scheduler's locks;
+ *   waiting   the process waits for the GPU: at each look of its wait
+ *             loop (every 10 ms at most), outside the locks (memory pages
+ *             out what peers asked of it);
+ *   tenure    the process got the lease of table device `device` and is
+ *             about to run: before its tenure's first launch, outside the
+ *             locks (memory pages its memory back in; it may wait). */
 typedef struct sched_hooks {
     void (*boundary)(void);
+    void (*waiting)(void);
+    void (*tenure)(int device);
 } sched_hooks_t;
 void sched_set_hooks(const sched_hooks_t *hooks);
+
+/* How late the process in `slot` runs on table device `device` in the
+ * policy's order: 0 the holder, 1 + its place among the waiters in the
+ * order the policy would grant them, -1 neither.  Under the table lock;
+ * for memory's choice of whom to page (handed over by intercept). */
+int sched_rank_locked(shm_table_t *t, int device, int slot);
 
 /* ---- boundaries ------------------------------------------------------------ */
 typedef enum sched_sync_kind {

@@ -363,6 +363,8 @@ void sched_lock_failed(sched_proc_t *p, int err);
 void sched_captures_reset(void);
 /* The registered hooks (sched_set_hooks), each run if set. */
 void sched_hook_boundary(void);
+void sched_hook_waiting(void);
+void sched_hook_tenure(int d);
 
 /* ---- access (every file): the areas, a lease word ------------------------ */
 #define SCHED_NO_SLOT (-1)

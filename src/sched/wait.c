@@ -570,6 +570,7 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
                 return W_PASS;
             continue;
         }
+        sched_hook_waiting();                /* memory pages out what peers asked */
         uint64_t next_ns;
         int r = poll_rest(p, d, &next_ns);
         if (r == W_WAIT && shm_futex_wait(&me->grant, seen, next_ns) != ETIMEDOUT)
@@ -583,13 +584,16 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
     }
 }
 
-static void tenure_begins(sched_proc_t *p)
+/* The lease of d is ours: memory pages back in what was paged out while
+ * we waited (sched_hooks_t's tenure) before the first launch of the tenure. */
+static void tenure_begins(sched_proc_t *p, int d)
 {
     pthread_mutex_lock(&p->mu);
     sched_kseq_reset(&p->kseq);
     p->kseq_on = 0;
     pthread_mutex_unlock(&p->mu);
     shm_set_state(p->t, p->slot, SHM_RUNNING);
+    sched_hook_tenure(d);
 }
 
 void sched_acquire(sched_proc_t *p, int d)
@@ -614,7 +618,7 @@ void sched_acquire(sched_proc_t *p, int d)
     if (to == p->slot) {
         if (sched_drain_await(p, d))        /* a holder that left work queued */
             __atomic_add_fetch(&p->me->waited_ns, sched_now() - t0, __ATOMIC_RELAXED);
-        tenure_begins(p);
+        tenure_begins(p, d);
         return;
     }
     if (to >= 0)
@@ -638,7 +642,7 @@ void sched_acquire(sched_proc_t *p, int d)
     uint64_t rel = __atomic_load_n(&dev->release_ns, __ATOMIC_RELAXED);
     if (by_other && rel >= t0 && rel <= now)
         sched_hist_add(me, now - rel);       /* the handoff includes the drain */
-    tenure_begins(p);
+    tenure_begins(p, d);
 }
 
 /* ---- yielding ---------------------------------------------------------------- */

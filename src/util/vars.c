@@ -22,6 +22,7 @@
 const char *const util_policy_names[] = { UTIL_POLICY_NAMES NULL };
 const char *const util_log_names[] = { UTIL_LOG_NAMES, NULL };
 const char *const util_iter_sync_names[] = { UTIL_ITER_SYNC_NAMES, NULL };
+const char *const util_onoff_names[] = { UTIL_ONOFF_NAMES, NULL };
 
 const util_var_t util_vars[UTIL_VAR_COUNT] = {
 #define UTIL_VAR_ROW(id, name, kind, min, max, def, choices, option, arg, help) \

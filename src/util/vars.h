@@ -28,6 +28,7 @@
 #define UTIL_POLICY_NAMES SCHED_POLICIES(UTIL_POLICY_NAME_)
 #define UTIL_LOG_NAMES    "error", "warn", "info", "debug"
 #define UTIL_ITER_SYNC_NAMES "auto", "every"
+#define UTIL_ONOFF_NAMES     "off", "on"
 
 #define SALUS_VARS(X)                                                                   \
     X(PRIORITY, "SALUS_PRIORITY", LONG, 0, 100, 50, NULL, "priority", "N",              \
@@ -61,6 +62,12 @@
     X(MEM_WAIT_MS, "SALUS_MEM_WAIT_MS", LONG, 0, 86400000, 10000, NULL, "mem-wait", "MS", \
       "when the device is full, wait this long for peers to free memory (0: refuse at " \
       "once)")                                                                          \
+    X(SWAP, "SALUS_SWAP", CHOICE, 0, 0, 0, util_onoff_names, "swap", "on|off",          \
+      "page this job's device memory to the host while it waits for the GPU, so that "  \
+      "jobs whose memory does not fit together can share the GPU (default off)")        \
+    X(SWAP_LIMIT, "SALUS_SWAP_LIMIT", SIZE, 1, 0, 0, NULL, "swap-limit", "SIZE",        \
+      "host memory this job may page its device memory to (default: half the host's "   \
+      "available memory when it starts)")                                               \
     X(MEM_HEADROOM, "SALUS_MEM_HEADROOM", SIZE, 0, 0, 0, NULL, "headroom", "SIZE",      \
       "memory left to contexts, if this job is the first on its GPU (5%)")              \
     X(NAME, "SALUS_NAME", NAME, 0, 0, 0, NULL, "name", "NAME",                          \
@@ -102,6 +109,7 @@ typedef struct util_var {
 extern const char *const util_policy_names[];
 extern const char *const util_log_names[];
 extern const char *const util_iter_sync_names[];
+extern const char *const util_onoff_names[];    /* off = 0, on = 1 */
 extern const util_var_t util_vars[UTIL_VAR_COUNT];
 
 /* The readers of util.h with the list's rules: 0 and *out written when set

@@ -1,0 +1,318 @@
+/*
+ * page.c - who pages and when: the scheduler's half of paging a job's device
+ * memory to the host (SALUS_SWAP).  The allocator moves the bytes (its
+ * primitives, the mem_pager_t seam); this file decides whom to ask, serves
+ * what a process was asked, pages a process back in before it runs, and
+ * keeps the counters the report and the monitors show.
+ *
+ * Divided into: the seam and the policy's order; asking peers (under the
+ * table lock); serving a request (in the process asked); paging back in
+ * before a tenure; the host bound.
+ *
+ * The protocol, in the table (mem_slot_t's page_* words):
+ *   - a process that needs memory the device does not have (an allocation,
+ *     an admission, a page-in) asks, under the table lock, the peers the
+ *     policy would run last to page out, as little as needed: it raises
+ *     their page_req_bytes to what it wants of each (page_req_dev names the
+ *     device), then waits for memory as it would for a free;
+ *   - only a peer waiting for the GPU can be asked: its scheduler's wait
+ *     loop serves the request within a poll (10 ms).  Never a holder, nor
+ *     one waiting for memory itself, nor one idle at rest (nothing of it
+ *     would serve the request; an idle peer is asked once it queues);
+ *   - a peer paged in stays resident MEM_RESIDENCY_FACTOR times as long as
+ *     its page-in took (page_resident_until): a job that pays t to come back
+ *     runs at least 8t before it can be sent out again, so that paging costs
+ *     the device at most 2t in every 8t + 2t, and GPU time lost to paging
+ *     stays under 20% however the policy alternates;
+ *   - the asked process clears the request once served (a compare-and-swap
+ *     from the value it served: a larger request made meanwhile stays) and
+ *     wakes the device's waiters; a request it cannot serve (its host bound
+ *     is reached) marks it MEM_PAGE_FULL, left out of every choice until it
+ *     pages in again.
+ * Every word read from a peer's slot is checked (bounds, the slot's
+ * generation) before use; the owner's counters are written by the owner
+ * only, with relaxed atomics, and read by monitors without the lock.
+ *
+ * Locks: ask_locked runs under the table lock (account.c calls it through
+ * mem_p.page_ask, so that the bottom file depends on no other); serving and
+ * paging in take no lock but the table's, briefly, to ask and to wake.
+ */
+#include "memory/mem_layout.h"
+#include "util/util.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MEM_RESIDENCY_FACTOR 8
+#define MEM_PAGE_SLICE_NS    (20ull * 1000 * 1000)
+
+#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* ---- the seam and the policy's order ------------------------------------- */
+
+static const mem_pager_t *pager;
+static mem_pager_t pager_copy;
+static mem_rank_fn rank_fn;
+
+static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need);
+
+void mem_set_pager(const mem_pager_t *p)
+{
+    if (p && p->page_out && p->page_in && p->paged_out_bytes) {
+        pager_copy = *p;
+        __atomic_store_n(&pager, &pager_copy, __ATOMIC_RELEASE);
+        __atomic_store_n(&mem_p.page_ask, ask_locked, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(&mem_p.page_ask, NULL, __ATOMIC_RELEASE);
+        __atomic_store_n(&pager, NULL, __ATOMIC_RELEASE);
+    }
+    mem_page_able_update();
+}
+
+void mem_set_rank(mem_rank_fn fn)
+{
+    __atomic_store_n(&rank_fn, fn, __ATOMIC_RELEASE);
+}
+
+/* The process may be paged: SALUS_SWAP=on and a pager.  Peers ask only
+ * slots that say so. */
+void mem_page_able_update(void)
+{
+    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    if (!a)
+        return;
+    if (mem_p.cfg.swap && __atomic_load_n(&pager, __ATOMIC_ACQUIRE))
+        __atomic_or_fetch(&a->page_flags, MEM_PAGE_ABLE, __ATOMIC_RELEASE);
+    else
+        __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_ABLE, __ATOMIC_RELEASE);
+}
+
+/* ---- asking peers (under the table lock) --------------------------------- */
+
+typedef struct cand {
+    int slot;
+    int rank;            /* INT_MAX: runs last (not queued for the GPU) */
+    uint64_t used;
+} cand_t;
+
+static int runs_after(const cand_t *a, const cand_t *b)
+{
+    if (a->rank != b->rank)
+        return a->rank > b->rank;
+    return a->used > b->used;          /* then the larger: fewer processes page */
+}
+
+/* Slot j as a victim on d: 1 and *c filled when it may be asked. */
+static int victim(shm_table_t *t, int d, int j, int my_rank, uint64_t now, cand_t *c)
+{
+    shm_ident_t id;
+    mem_slot_t *a = shm_slot_area(t, j, SHM_AREA_MEM);
+    if (!a || LOAD(&a->magic) != MEM_SLOT_MAGIC || shm_slot_ident(t, j, &id) != 0 ||
+        !shm_slot_alive(t, j))
+        return 0;
+    uint32_t f = LOAD(&a->page_flags);
+    if (!(f & MEM_PAGE_ABLE) || (f & MEM_PAGE_FULL) || id.state != SHM_WAIT_GPU ||
+        now < LOAD(&a->page_resident_until))
+        return 0;
+    const mem_sdev_t *sd = &a->dev[d];
+    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+    if (g > MEM_MAX_BYTES || g <= spare)
+        return 0;
+    mem_rank_fn rk = __atomic_load_n(&rank_fn, __ATOMIC_ACQUIRE);
+    int r = rk ? rk(t, d, j) : -1;
+    if (r == 0 || (my_rank >= 0 && r >= 0 && r <= my_rank))
+        return 0;                      /* holds the GPU, or runs before the asker */
+    c->slot = j;
+    c->rank = r < 0 ? INT_MAX : r;
+    c->used = g - spare;
+    return 1;
+}
+
+/* Ask the peers the policy runs last to page out `need` bytes on ld's
+ * device between them; what is asked (requests already pending count).
+ * 0: nobody can be asked. */
+static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need)
+{
+    static cand_t c[SHM_MAX_SLOTS];    /* under the table lock */
+    shm_table_t *t = mem_p.t;
+    int d = ld->d, n = 0;
+    uint64_t now = util_now_ns(), asked = 0;
+    mem_rank_fn rk = __atomic_load_n(&rank_fn, __ATOMIC_ACQUIRE);
+    int my_rank = rk ? rk(t, d, mem_p.slot) : -1;
+    for (int j = 0; j < SHM_MAX_SLOTS; j++)
+        if (j != mem_p.slot && victim(t, d, j, my_rank, now, &c[n]))
+            n++;
+    for (int i = 1; i < n; i++) {      /* insertion sort: last to run first */
+        cand_t x = c[i];
+        int k = i;
+        for (; k > 0 && runs_after(&x, &c[k - 1]); k--)
+            c[k] = c[k - 1];
+        c[k] = x;
+    }
+    for (int i = 0; i < n && asked < need; i++) {
+        mem_slot_t *a = shm_slot_area(t, c[i].slot, SHM_AREA_MEM);
+        uint64_t want = umin(c[i].used, need - asked);
+        uint64_t pending = LOAD(&a->page_req_dev) == (uint32_t)d + 1 ?
+                           LOAD(&a->page_req_bytes) : 0;
+        if (pending < want) {
+            STORE(&a->page_req_dev, (uint32_t)d + 1);
+            __atomic_store_n(&a->page_req_bytes, want, __ATOMIC_RELEASE);
+            pending = want;
+        }
+        asked += umin(pending, c[i].used);
+    }
+    return asked;
+}
+
+/* ---- serving a request (the process asked) ------------------------------- */
+
+static void count(mem_slot_t *a, uint64_t *events, uint64_t bytes, uint64_t ns)
+{
+    __atomic_add_fetch(events, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&a->swap_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&a->swap_ns, ns, __ATOMIC_RELAXED);
+}
+
+static int ordinal_of(const mem_local_dev_t *ld)
+{
+    return (int)(ld - mem_p.dev);
+}
+
+static void publish_swapped(mem_slot_t *a, const mem_pager_t *pg)
+{
+    uint64_t sum = 0;
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
+        if (ld && ld->sd)
+            sum += pg->paged_out_bytes(ordinal_of(ld));
+    }
+    STORE(&a->swapped_out, sum);
+}
+
+void mem_page_serve(void)
+{
+    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
+    if (!a || !pg || __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+        return;
+    uint64_t want = __atomic_load_n(&a->page_req_bytes, __ATOMIC_ACQUIRE);
+    if (!want)
+        return;
+    uint32_t dv = LOAD(&a->page_req_dev);
+    mem_local_dev_t *ld = dv >= 1 && dv <= SHM_MAX_DEVICES ?
+                          __atomic_load_n(&mem_p.by_index[dv - 1], __ATOMIC_ACQUIRE) : NULL;
+    if (ld && ld->sd) {
+        uint64_t freed = 0, t0 = util_now_ns();
+        __atomic_or_fetch(&a->page_flags, MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
+        int rc = pg->page_out(ordinal_of(ld), want, &freed);
+        __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
+        if (rc == 0 && freed)
+            count(a, &a->swap_outs, freed, util_now_ns() - t0);
+        if (rc != 0 || freed < want) {
+            static int said;
+            __atomic_or_fetch(&a->page_flags, MEM_PAGE_FULL, __ATOMIC_RELAXED);
+            util_log_once(&said, UTIL_LOG_WARN, "memory: asked to page out %s on device %d, "
+                          "paged out %s: the host staging bound (SALUS_SWAP_LIMIT) or the "
+                          "host is full; peers are not asked again until this job pages "
+                          "in", util_size(want).s, ld->d, util_size(freed).s);
+        }
+        publish_swapped(a, pg);
+        mem_wake(ld->dev);
+    }
+    __atomic_compare_exchange_n(&a->page_req_bytes, &want, 0, 0, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
+}
+
+/* ---- paging back in, before the process runs on a device ----------------- */
+
+/* Ask peers for what the page-in lacks; the wake word's value before
+ * asking, for the wait.  -1 when the lock is out of reach. */
+static int ask_for_page_in(mem_local_dev_t *ld, uint64_t bytes, uint32_t *seq)
+{
+    if (mem_lock() != 0)
+        return -1;
+    *seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
+    uint64_t room = mem_room_locked(ld);
+    if (bytes > room)
+        ask_locked(ld, bytes - room);
+    shm_unlock(mem_p.t);
+    return 0;
+}
+
+void mem_page_in_before_run(int device)
+{
+    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
+    if (!a || !pg || device < 0 || device >= SHM_MAX_DEVICES ||
+        __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+        return;
+    /* It runs: a request left from its wait is moot (whoever asked waits on
+     * and asks again whom it finds waiting then). */
+    __atomic_store_n(&a->page_req_bytes, 0, __ATOMIC_RELAXED);
+    mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[device], __ATOMIC_ACQUIRE);
+    if (!ld || !ld->sd)
+        return;
+    int ord = ordinal_of(ld), said = 0;
+    uint64_t out = pg->paged_out_bytes(ord), start = util_now_ns();
+    if (!out)
+        return;
+    __atomic_or_fetch(&a->page_flags, MEM_PAGE_IN_BUSY, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t restored = 0, t0 = util_now_ns();
+        if (pg->page_in(ord, &restored) == 0) {
+            uint64_t now = util_now_ns();
+            count(a, &a->swap_ins, restored, now - t0);
+            STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
+            break;
+        }
+        uint32_t seq;
+        if (!said++)
+            util_info("memory: device %d: %s to page in before this job runs; waiting for "
+                      "peers to page out", device, util_size(out).s);
+        if (ask_for_page_in(ld, out, &seq) != 0)
+            break;                     /* the lock is out of reach: said; try at the next tenure */
+        shm_futex_wait(&ld->dev->wake_seq, seq, MEM_PAGE_SLICE_NS);
+        out = pg->paged_out_bytes(ord);
+        if (!out)
+            break;
+    }
+    __atomic_and_fetch(&a->page_flags, ~(MEM_PAGE_IN_BUSY | MEM_PAGE_FULL), __ATOMIC_RELAXED);
+    publish_swapped(a, pg);
+    if (said)
+        util_info("memory: device %d: paged in after %llu ms", device,
+                  (unsigned long long)((util_now_ns() - start) / 1000000));
+}
+
+/* ---- the host bound ---------------------------------------------------------
+ * What the host can spare without swapping: half of MemAvailable when first
+ * asked (several jobs may page at once; the other half is left to them and
+ * to the programs' own host memory). */
+static uint64_t mem_available(void)
+{
+    unsigned long long kb = 0;
+    char line[128];
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+uint64_t mem_swap_limit(void)
+{
+    static uint64_t limit;
+    uint64_t v = __atomic_load_n(&limit, __ATOMIC_RELAXED);
+    if (v)
+        return v;
+    if (!mem_p.cfg.swap_limit || util_parse_size(mem_p.cfg.swap_limit, mem_available(), &v) != 0 || !v)
+        v = mem_available() / 2;
+    __atomic_store_n(&limit, v, __ATOMIC_RELAXED);
+    return v;
+}

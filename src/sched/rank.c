@@ -1,0 +1,35 @@
+/*
+ * rank.c - the policy's order of one device's processes, for memory's
+ * choice of whom to page out (the jobs the policy would run last go
+ * first).  sched and memory never call each other: intercept hands
+ * sched_rank_locked to memory (mem_set_rank).
+ *
+ * The order is the policy's own: its pick, asked again with each pick
+ * taken out, as the releaser would grant them one after another if nothing
+ * changed.  Under the table lock (the view is a static buffer, as
+ * lease.c's); costs a view and up to n picks, for the n waiters.
+ */
+#include "sched/sched_int.h"
+
+int sched_rank_locked(shm_table_t *t, int d, int slot)
+{
+    static sched_view_t v;       /* under the table lock; too big for a stack */
+    if (!t || d < 0 || d >= SHM_MAX_DEVICES || slot < 0 || slot >= SHM_MAX_SLOTS)
+        return -1;
+    sched_dev_t *dev = sched_dev(t, d);
+    if (!dev || __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
+        return -1;
+    if (sched_lease_holder(t, dev->lease) == slot)
+        return 0;
+    sched_view_build_locked(t, d, sched_now(), &v);
+    const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
+    for (int r = 1; v.n > 0; r++) {
+        int pick = ops->pick(&v);
+        if (pick < 0 || pick >= v.n)
+            return -1;
+        if (v.waiters[pick].slot == slot)
+            return r;
+        v.waiters[pick] = v.waiters[--v.n];
+    }
+    return -1;
+}

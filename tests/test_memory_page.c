@@ -1,0 +1,466 @@
+/*
+ * test_memory_page.c - who pages and when (src/memory/page.c), driven
+ * through the module's interface with a fake driver and a fake pager (the
+ * mem_pager_t seam): the allocator's primitives are replaced by frees and
+ * allocations of the process's own blocks, so that what is tested is the
+ * decision, not the copy.
+ *
+ *   - a process that needs memory the device lacks asks the peer the policy
+ *     runs last, and only it, for what it lacks; the peer, waiting for the
+ *     GPU, serves the request; the allocation that asked waits for it
+ *     (SALUS_MEM_WAIT_MS=0 would refuse at once without paging) and the
+ *     counters show one page-out of the right peer;
+ *   - a peer that pages back in before it runs asks the others in turn;
+ *   - a peer paged in stays resident 8 times as long as its page-in took:
+ *     asked within that time it is left alone, after it is asked;
+ *   - a peer killed while it pages out: its memory is reaped exactly and
+ *     the one that asked goes on.
+ * The policy's order is a table the test writes (mem_set_rank's seam).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/testutil.h"
+#include "memory/mem_layout.h"
+#include "test_memory_lib.h"
+
+/* Shared with the children: the policy's order by slot (0 = none known). */
+typedef struct shared {
+    int rank[SHM_MAX_SLOTS];
+    int stall_out;                 /* a page-out stops half-way until killed */
+} shared_t;
+static shared_t *sh;
+
+static int fake_rank(shm_table_t *t, int d, int slot)
+{
+    (void)t;
+    (void)d;
+    return slot >= 0 && slot < SHM_MAX_SLOTS ? __atomic_load_n(&sh->rank[slot], __ATOMIC_RELAXED)
+                                             : -1;
+}
+
+/* ---- the fake pager: a process's blocks, freed and allocated again ------- */
+
+#define BLOCKS 8
+static struct { uint64_t handle, bytes; int out; } blk[BLOCKS];
+static uint64_t page_in_sleep_ms;
+
+static int fp_out(int ordinal, uint64_t want, uint64_t *freed)
+{
+    (void)ordinal;
+    uint64_t f = 0;
+    for (int i = 0; i < BLOCKS && f < want; i++) {
+        if (!blk[i].handle || blk[i].out)
+            continue;
+        fk_free(MEM_KIND_DEVICE, blk[i].handle);
+        blk[i].handle = 0;
+        blk[i].out = 1;
+        f += blk[i].bytes;
+        if (__atomic_load_n(&sh->stall_out, __ATOMIC_RELAXED))
+            pause();                   /* killed here, half-way */
+    }
+    *freed = f;
+    return 0;
+}
+
+static int fp_in(int ordinal, uint64_t *restored)
+{
+    (void)ordinal;
+    uint64_t r = 0;
+    if (page_in_sleep_ms) {            /* the copy's time, which residency scales */
+        struct timespec ts = { (time_t)(page_in_sleep_ms / 1000),
+                               (long)(page_in_sleep_ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    /* The budget is taken back in one piece, as the allocator's page-in
+     * re-admits it: one allocation of everything paged out, kept in the
+     * first block paged out (the others become empty). */
+    int first = -1;
+    for (int i = 0; i < BLOCKS; i++)
+        if (blk[i].out) {
+            r += blk[i].bytes;
+            first = first < 0 ? i : first;
+        }
+    if (first < 0) {
+        *restored = 0;
+        return 0;
+    }
+    uint64_t h;
+    if (fk_alloc(MEM_KIND_DEVICE, r, &h) != CUDA_SUCCESS)
+        return -1;                     /* the room is not there yet */
+    for (int i = 0; i < BLOCKS; i++)
+        if (blk[i].out) {
+            blk[i].out = 0;
+            blk[i].handle = i == first ? h : 0;
+            blk[i].bytes = i == first ? r : 0;
+        }
+    *restored = r;
+    return 0;
+}
+
+static uint64_t fp_paged(int ordinal)
+{
+    (void)ordinal;
+    uint64_t s = 0;
+    for (int i = 0; i < BLOCKS; i++)
+        s += blk[i].out ? blk[i].bytes : 0;
+    return s;
+}
+
+static const mem_pager_t fake_pager = { fp_out, fp_in, fp_paged, NULL };
+
+/* ---- actors (forked children driven through pipes) ----------------------- */
+
+typedef struct actor {
+    pid_t pid;
+    int cmd[2], rep[2];
+    int (*fn)(struct actor *);
+    uint64_t arg;
+} actor_t;
+
+static int actor_main(void *arg)
+{
+    actor_t *a = arg;
+    close(a->cmd[1]);
+    close(a->rep[0]);
+    return a->fn(a);
+}
+
+static void actor_start(actor_t *a, int (*fn)(actor_t *), uint64_t arg)
+{
+    assert_int_equal(pipe(a->cmd), 0);
+    assert_int_equal(pipe(a->rep), 0);
+    a->fn = fn;
+    a->arg = arg;
+    a->pid = fk_fork(actor_main, a);
+    assert_true(a->pid > 0);
+    close(a->cmd[0]);
+    close(a->rep[1]);
+}
+
+static void act_tell(actor_t *a, char c) { fk_send(a->rep[1], c); }
+/* A command within ms? (the wait loop's look, 5 ms here) */
+static int act_has(actor_t *a, int ms)
+{
+    struct pollfd p = { .fd = a->cmd[0], .events = POLLIN };
+    return poll(&p, 1, ms) == 1;
+}
+static char act_next(actor_t *a) { return fk_recv(a->cmd[0]); }
+static void say(actor_t *a, char c) { fk_send(a->cmd[1], c); }
+static void expect(actor_t *a, char c) { assert_int_equal(fk_recv(a->rep[0]), c); }
+static void finish(actor_t *a)
+{
+    assert_int_equal(fk_wait(a->pid, 30000), 0);
+    close(a->cmd[1]);
+    close(a->rep[0]);
+}
+
+/* A 100M device, no headroom, refusals at once unless peers page. */
+static shm_table_t *start_100m(int swap)
+{
+    fk_reset();
+    fk.capacity = 100 * MB;
+    setenv("SALUS_MEM_HEADROOM", "0", 1);
+    setenv("SALUS_SWAP", swap ? "on" : "off", 1);
+    mem_set_pager(&fake_pager);
+    mem_set_rank(fake_rank);
+    shm_table_t *t = fk_start(fk_table);
+    CHECK(t);
+    return t;
+}
+
+/* A job that holds `arg` MB in two blocks and waits for the GPU, serving
+ * page-out requests as the scheduler's wait loop does, until told:
+ *   'r' run: page in (as before a tenure), say 'i', wait for the GPU again;
+ *   'x' exit. */
+static int waiting_job(actor_t *a)
+{
+    shm_table_t *t = start_100m(1);
+    uint64_t half = a->arg * MB / 2;
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, half, &blk[i].handle), CUDA_SUCCESS);
+        blk[i].bytes = half;
+    }
+    int slot = shm_self_peek(t);
+    shm_set_state(t, slot, SHM_WAIT_GPU);
+    act_tell(a, 'w');
+    for (;;) {
+        while (!act_has(a, 5)) {
+            mem_page_serve();
+            fk_check_invariants(t);
+        }
+        char c = act_next(a);
+        if (c == 'x' || c == 0)          /* told to, or the test is gone */
+            break;
+        if (c == 'r') {
+            shm_set_state(t, slot, SHM_RUNNING);
+            mem_page_in_before_run(0);
+            CHECK_EQ(fp_paged(0), 0);
+            shm_set_state(t, slot, SHM_WAIT_GPU);
+            act_tell(a, 'i');
+        }
+        if (c == 's') {                  /* slow page-ins from now on: 500 ms */
+            page_in_sleep_ms = 500;
+            act_tell(a, 's');
+        }
+    }
+    return 0;
+}
+
+/* Allocates `arg` MB with no wait of its own; says 'o' (it got it) or 'n'. */
+static int asker(actor_t *a)
+{
+    start_100m(0);
+    uint64_t h;
+    for (;;) {
+        char c = act_next(a);
+        if (c == 'x' || c == 0)
+            break;
+        if (c == 'a')
+            act_tell(a, fk_alloc(MEM_KIND_DEVICE, a->arg * MB, &h) == CUDA_SUCCESS ? 'o' : 'n');
+        if (c == 'f') {
+            fk_free(MEM_KIND_DEVICE, h);
+            act_tell(a, 'f');
+        }
+    }
+    return 0;
+}
+
+static shm_table_t *monitor(void)
+{
+    shm_open_opts_t o = { .name = fk_table, .create = 1 };
+    shm_table_t *t = NULL;
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    return t;
+}
+
+static int slot_of(shm_table_t *t, pid_t pid)
+{
+    shm_ident_t id;
+    for (int i = 0; i < SHM_MAX_SLOTS; i++)
+        if (shm_slot_ident(t, i, &id) == 0 && id.pid == pid)
+            return i;
+    return -1;
+}
+
+static mem_slot_view_t view(shm_table_t *t, pid_t pid)
+{
+    mem_slot_view_t v;
+    int s = slot_of(t, pid);
+    assert_true(s >= 0);
+    assert_int_equal(mem_view_slot(t, s, &v), 0);
+    return v;
+}
+
+static int setup(void **state)
+{
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    for (int i = 0; i < SHM_MAX_SLOTS; i++)
+        sh->rank[i] = -1;
+    return fk_setup(state);
+}
+
+static int teardown(void **state)
+{
+    munmap(sh, sizeof *sh);
+    return fk_teardown(state);
+}
+
+/* pid's counters, once its page-outs reach `outs` (its own bookkeeping
+ * follows the frees that let the asker go on). */
+typedef struct outs_goal {
+    shm_table_t *t;
+    pid_t pid;
+    uint64_t outs, ins;
+} outs_goal_t;
+
+static int counted(void *arg)
+{
+    outs_goal_t *g = arg;
+    mem_slot_view_t v;
+    int s = slot_of(g->t, g->pid);
+    return s >= 0 && mem_view_slot(g->t, s, &v) == 0 && v.swap_outs >= g->outs &&
+           v.swap_ins >= g->ins && !v.paging;
+}
+
+static mem_slot_view_t view_after(shm_table_t *t, pid_t pid, uint64_t outs, uint64_t ins)
+{
+    outs_goal_t g = { t, pid, outs, ins };
+    if (!tu_await(counted, &g, 10000))
+        fail_msg("process %d never counted %llu page-outs and %llu page-ins", (int)pid,
+                 (unsigned long long)outs, (unsigned long long)ins);
+    return view(t, pid);
+}
+
+/* Two jobs of 40M wait for the GPU; the policy runs `last` after `first`. */
+static void two_waiting(shm_table_t **m, actor_t *first, actor_t *last)
+{
+    actor_start(first, waiting_job, 40);
+    expect(first, 'w');
+    actor_start(last, waiting_job, 40);
+    expect(last, 'w');
+    *m = monitor();
+    sh->rank[slot_of(*m, first->pid)] = 1;
+    sh->rank[slot_of(*m, last->pid)] = 2;
+}
+
+/* ---- the last in the policy's order pages, and only it ------------------- */
+
+static void test_last_pages_first(void **state)
+{
+    (void)state;
+    shm_table_t *m;
+    actor_t first, last, ask;
+    two_waiting(&m, &first, &last);
+    actor_start(&ask, asker, 50);                   /* 20M free: 30M to page */
+    say(&ask, 'a');
+    expect(&ask, 'o');                              /* waited for the page-out */
+    mem_slot_view_t vl = view_after(m, last.pid, 1, 0), vf = view(m, first.pid);
+    assert_int_equal(vl.swap_outs, 1);
+    assert_int_equal(vl.swapped_out, 40 * MB);      /* whole blocks: 2 x 20M >= 30M */
+    assert_int_equal(vl.used, 0);
+    assert_int_equal(vf.swap_outs, 0);
+    assert_int_equal(vf.used, 40 * MB);
+
+    /* The last job is to run: it pages in, and the first, waiting, pages out. */
+    sh->rank[slot_of(m, first.pid)] = 2;
+    sh->rank[slot_of(m, last.pid)] = 0;
+    say(&last, 'r');
+    expect(&last, 'i');
+    vl = view(m, last.pid);
+    vf = view_after(m, first.pid, 1, 0);
+    assert_int_equal(vl.swap_ins, 1);
+    assert_int_equal(vl.swapped_out, 0);
+    assert_int_equal(vl.used, 40 * MB);
+    assert_int_equal(vf.swap_outs, 1);
+    assert_int_equal(vf.swapped_out, 40 * MB);
+    fk_devsum_t s;
+    fk_devsum(m, 0, &s);
+    assert_int_equal(s.used, 90 * MB);              /* 50 + 40 + 0 */
+    say(&first, 'x');
+    say(&last, 'x');
+    say(&ask, 'x');
+    finish(&first);
+    finish(&last);
+    finish(&ask);
+    shm_close_table(m);
+}
+
+/* ---- residency --------------------------------------------------------- */
+
+typedef struct ask_goal {
+    actor_t *ask;
+} ask_goal_t;
+
+static int asked_ok(void *arg)
+{
+    actor_t *a = ((ask_goal_t *)arg)->ask;
+    say(a, 'a');
+    return fk_recv(a->rep[0]) == 'o';
+}
+
+static void test_residency(void **state)
+{
+    (void)state;
+    shm_table_t *m;
+    actor_t first, last, ask;
+    two_waiting(&m, &first, &last);
+    actor_start(&ask, asker, 50);
+    say(&ask, 'a');
+    expect(&ask, 'o');                              /* `last` paged out */
+    view_after(m, last.pid, 1, 0);
+    say(&ask, 'f');
+    expect(&ask, 'f');
+    say(&last, 's');
+    expect(&last, 's');
+    sh->rank[slot_of(m, first.pid)] = 0;            /* the holder now: never asked */
+    sh->rank[slot_of(m, last.pid)] = 1;
+    say(&last, 'r');                                /* pages in, in 500 ms */
+    expect(&last, 'i');
+    /* Within 8 x 500 ms of its page-in, `last` is not asked, and nobody else
+     * may be: the asker, which does not wait on its own, is refused. */
+    say(&ask, 'a');
+    expect(&ask, 'n');
+    assert_int_equal(view(m, last.pid).swap_outs, 1);
+    assert_int_equal(view(m, last.pid).swap_ins, 1);
+    /* After it, `last` is asked again. */
+    ask_goal_t g = { &ask };
+    assert_true(tu_await(asked_ok, &g, 10000));
+    assert_int_equal(view_after(m, last.pid, 2, 1).swap_outs, 2);
+    say(&first, 'x');
+    say(&last, 'x');
+    say(&ask, 'x');
+    finish(&first);
+    finish(&last);
+    finish(&ask);
+    shm_close_table(m);
+}
+
+/* ---- killed while paging out -------------------------------------------- */
+
+typedef struct paging_goal {
+    shm_table_t *t;
+    int slot;
+} paging_goal_t;
+
+static int is_paging(void *arg)
+{
+    paging_goal_t *g = arg;
+    mem_slot_view_t v;
+    return mem_view_slot(g->t, g->slot, &v) == 0 && v.paging && v.used < 40 * MB;
+}
+
+static void test_killed_while_paging_out(void **state)
+{
+    (void)state;
+    shm_table_t *m;
+    actor_t first, last, ask;
+    two_waiting(&m, &first, &last);
+    __atomic_store_n(&sh->stall_out, 1, __ATOMIC_RELAXED);
+    actor_start(&ask, asker, 50);
+    say(&ask, 'a');
+    /* `last` freed its first block and stalls: kill it there. */
+    paging_goal_t g = { m, slot_of(m, last.pid) };
+    assert_true(tu_await(is_paging, &g, 10000));
+    kill(last.pid, SIGKILL);
+    assert_int_equal(fk_wait(last.pid, 5000), 128 + SIGKILL);
+    __atomic_store_n(&sh->stall_out, 0, __ATOMIC_RELAXED);
+    expect(&ask, 'o');                              /* its memory came back by the reap */
+    fk_devsum_t d;
+    fk_devsum(m, 0, &d);
+    assert_int_equal(d.used, 90 * MB);              /* first's 40 + the asker's 50 */
+    assert_true(d.committed <= d.budget);
+    fk_check_invariants(m);
+    say(&first, 'x');
+    say(&ask, 'x');
+    finish(&first);
+    finish(&ask);
+    close(last.cmd[1]);
+    close(last.rep[0]);
+    shm_close_table(m);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_last_pages_first),
+        T(test_residency),
+        T(test_killed_while_paging_out),
+    };
+    return cmocka_run_group_tests_name("memory-page", tests, NULL, NULL);
+}
