@@ -336,8 +336,7 @@ uint64_t sim_new_ctx_id(void)
  * costs one test per slot ahead of it) and cuts a dead one's work at that
  * moment: no later submission waits for it, and the trace says so. */
 
-/* Under e's lock: cut the queued work of every dead slot whose tail is past
- * t, at t; then free_ns is the latest tail left. */
+/* Under e's lock: free_ns is the latest tail left. */
 static void refree_locked(sim_engine_t *e)
 {
     uint64_t latest = 0;
@@ -346,11 +345,16 @@ static void refree_locked(sim_engine_t *e)
     e->free_ns = latest;
 }
 
+/* Under e's lock: cut at t the queued work of every dead slot that still
+ * has work queued now (t <= now).  Work that ended by now ran, even when it
+ * ended after t: a process that synchronized and exited while we were
+ * about to submit left nothing to cut. */
 static void cut_dead_locked(sim_engine_t *e, int dev, uint64_t t)
 {
     int cut = 0;
+    uint64_t now = sim_now();
     for (int i = 0; i < SIM_MAX_PROCS; i++) {
-        if (i == sim_p.slot || e->tail[i] <= t || slot_alive(i))
+        if (i == sim_p.slot || e->tail[i] <= now || slot_alive(i))
             continue;
         sim_trace_cut(sim_p.shared->slot[i].pid, dev, 0, t);
         e->tail[i] = 0;

@@ -272,10 +272,11 @@ int sched_drain_await(sched_proc_t *p, int d)
     static int said_late;
     sched_dev_t *dev = sched_dev(p->t, d);
     uint64_t deadline = sched_now() + SCHED_DRAIN_MAX_NS;
+    int slept = 0;
     for (;;) {
         uint32_t from1 = __atomic_load_n(&dev->drain_from, __ATOMIC_ACQUIRE);
         if (from1 == 0)
-            return 0;
+            return slept;
         uint32_t gen = __atomic_load_n(&dev->drain_gen, __ATOMIC_RELAXED);
         uint32_t seq = __atomic_load_n(&dev->drain_seq, __ATOMIC_RELAXED), done = 0;
         int from = (int)from1 - 1;
@@ -295,12 +296,13 @@ int sched_drain_await(sched_proc_t *p, int d)
             int rc = shm_lock(p->t);
             if (rc != 0) {
                 sched_lock_failed(p, rc);
-                return 1;
+                return slept;
             }
             drained_locked(p, d, from1, seq, now);
             shm_unlock(p->t);
-            return 1;
+            return slept;
         }
         shm_futex_wait(&sched_slot(p->t, from)->drain_done, done, SCHED_DRAIN_LOOK_NS);
+        slept = 1;
     }
 }

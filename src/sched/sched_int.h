@@ -541,7 +541,8 @@ void sched_drain_reset(void);
 /* The new holder of d, before its first submission: wait until the drain
  * pending on d is done, its process dead, or SCHED_DRAIN_MAX_NS passed
  * (said once); the tenure then starts, and the previous holder is charged
- * up to it.  1 if a drain was pending, else 0. */
+ * up to it.  1 if it had to wait for that (a drain already answered, or
+ * the process's own, costs no waiting), else 0. */
 int  sched_drain_await(sched_proc_t *p, int d);
 /* Serve the drain requests made of the process (its slot `me`) so far:
  * drain, then answer (by a holder that has just yielded, and by the drain
