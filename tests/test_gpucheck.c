@@ -326,6 +326,50 @@ static void test_judge_stamps(void **state)
     assert_non_null(strstr(line, "PASS 20.00%"));
 }
 
+/* Over simgpu the judgement reads the trace: a kernel is in flight from its
+ * submission to its end, and a cut line (a dead process's queued work gone
+ * with its context) ends the work it cuts there, or drops it if it had not
+ * started.  A: kernels submitted at 0 ms, running [1, 2] and [2, 3] ms, its
+ * queue cut at 1.5 ms; B: submitted at 2 ms, running [2, 4] ms.  Without the
+ * cut A is in flight until 3 ms and overlaps B for 1 ms of 4; with it, A
+ * ends at 1.5 ms: no overlap. */
+static void test_judge_trace_cut(void **state)
+{
+    (void)state;
+    const char *dir = tu_tmpdir();
+    const unsigned long long ms = 1000000;
+    char path[600], trace[600];
+    snprintf(trace, sizeof trace, "%s/overlap-fair-z.trace", dir);
+    for (int side = 0; side < 2; side++) {
+        snprintf(path, sizeof path, "%s/overlap-fair-z-%c.json", dir, side ? 'b' : 'a');
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "{\"pid\":%d,\"pattern\":\"plain\",\"launches\":1,\"blocks\":1}\n",
+                201 + side);
+        fclose(f);
+    }
+    static const char *const line =
+        "{\"pid\":%d,\"device\":0,\"context\":%d,\"stream\":0,\"kind\":\"kernel\","
+        "\"name\":\"salus_stamp\",\"submit_ns\":%llu,\"start_ns\":%llu,\"end_ns\":%llu}\n";
+    for (int cut = 0; cut < 2; cut++) {
+        FILE *f = fopen(trace, "w");
+        assert_non_null(f);
+        fprintf(f, line, 201, 1, 0ull, 1 * ms, 2 * ms);
+        fprintf(f, line, 201, 1, 0ull, 2 * ms, 3 * ms);
+        fprintf(f, line, 202, 2, 2 * ms, 2 * ms, 4 * ms);
+        if (cut)
+            fprintf(f, "{\"pid\":201,\"device\":0,\"context\":0,\"kind\":\"cut\","
+                       "\"submit_ns\":%llu,\"start_ns\":%llu,\"end_ns\":%llu}\n",
+                    ms * 3 / 2, ms * 3 / 2, ms * 3 / 2);
+        fclose(f);
+        char out[1024];
+        char *args[] = { "overlap", (char *)dir, "overlap-fair-z", "--trace", trace, NULL };
+        run_judge(args, out, sizeof out);
+        assert_non_null(strstr(out, cut ? "PASS 0.00% of 3.5 ms overlapped (1 and 1 kernels"
+                                        : "FAIL 25.00% of 4.0 ms overlapped (2 and 1 kernels"));
+    }
+}
+
 /* libsalus's debug lines as resolver.c writes them: an export the guard
  * passed through is named, and a launch among them fails the step. */
 static void test_judge_procaddr(void **state)
@@ -400,6 +444,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scripts_lint),
         cmocka_unit_test(test_judge_stamps),
+        cmocka_unit_test(test_judge_trace_cut),
         cmocka_unit_test(test_judge_procaddr),
         cmocka_unit_test(test_torch_judgements_fail),
         cmocka_unit_test(test_simgpu_steps),

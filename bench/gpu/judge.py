@@ -101,11 +101,25 @@ def stamps(out, name):
 
 
 def trace_intervals(path, kernel="salus_stamp"):
-    """pid -> [(submit_ns, end_ns)] of the trace's kernels of that name."""
+    """pid -> [(submit_ns, end_ns)] of the trace's kernels of that name, with
+    its cut lines applied (sim/README.md): work of that process (and
+    context, 0 for all) submitted up to the cut and unfinished then ends at
+    the cut, and such work that had not started never ran."""
+    lines = json_lines(path)
+    cuts = [d for d in lines if d.get("kind") == "cut"]
     by = {}
-    for d in json_lines(path):
-        if d.get("kind", "kernel") == "kernel" and d.get("name") == kernel:
-            by.setdefault(d["pid"], []).append((d["submit_ns"], d["end_ns"]))
+    for d in lines:
+        if d.get("kind", "kernel") != "kernel" or d.get("name") != kernel:
+            continue
+        s, b, e = d["submit_ns"], d["start_ns"], d["end_ns"]
+        for c in cuts:
+            if c.get("pid") == d["pid"] and c.get("context", 0) in (0, d.get("context")) and \
+                    s <= c["end_ns"] < e:
+                e = c["end_ns"] if b < c["end_ns"] else None
+                if e is None:
+                    break
+        if e is not None:
+            by.setdefault(d["pid"], []).append((s, e))
     return by
 
 
