@@ -295,6 +295,34 @@ static void test_sim_priority(void **state)
     assert_true(n > i + 40);
 }
 
+/* The policy's order, as memory asks it to choose whom to page out: the
+ * holder 0, the waiters 1, 2, ... in the order the policy would grant
+ * them (priority: highest first), -1 for a slot in neither. */
+static void test_rank_is_the_policy_order(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_PRIORITY, 100);
+    job_t jobs[4] = { { .priority = 50 }, { .priority = 10 }, { .priority = 90 },
+                      { .priority = 30 } };
+    for (int i = 0; i < 4; i++) {
+        jobs[i].slot = dummy_slot();
+        sim_arrive(&jobs[i]);                 /* the first holds; the rest wait */
+    }
+    int idle = dummy_slot();
+    assert_int_equal(shm_lock(T), 0);
+    int r0 = sched_rank_locked(T, 0, jobs[0].slot), r1 = sched_rank_locked(T, 0, jobs[1].slot);
+    int r2 = sched_rank_locked(T, 0, jobs[2].slot), r3 = sched_rank_locked(T, 0, jobs[3].slot);
+    int ri = sched_rank_locked(T, 0, idle), rbad = sched_rank_locked(T, 5, jobs[1].slot);
+    shm_unlock(T);
+    assert_int_equal(r0, 0);                  /* the holder */
+    assert_int_equal(r2, 1);                  /* priority 90, 30, 10 */
+    assert_int_equal(r3, 2);
+    assert_int_equal(r1, 3);
+    assert_int_equal(ri, -1);
+    assert_int_equal(rbad, -1);               /* a device nobody uses */
+    check_table();
+}
+
 static void test_sim_srtf(void **state)
 {
     (void)state;
@@ -540,6 +568,7 @@ int main(void)
         S(test_sim_fair_uneven_iterations),
         S(test_sim_fair_weighted),
         S(test_sim_priority),
+        S(test_rank_is_the_policy_order),
         S(test_sim_srtf),
         S(test_sim_srtf_end_time),
         S(test_sim_fifo),
