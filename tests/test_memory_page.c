@@ -57,7 +57,7 @@ static int fake_rank(shm_table_t *t, int d, int slot)
 static struct { uint64_t handle, bytes; int out; } blk[BLOCKS];
 static uint64_t page_in_sleep_ms;
 
-static int fp_out(int ordinal, uint64_t want, uint64_t *freed)
+static CUresult fp_out(int ordinal, uint64_t want, uint64_t *freed)
 {
     (void)ordinal;
     uint64_t f = 0;
@@ -72,10 +72,10 @@ static int fp_out(int ordinal, uint64_t want, uint64_t *freed)
             pause();                   /* killed here, half-way */
     }
     *freed = f;
-    return 0;
+    return CUDA_SUCCESS;
 }
 
-static int fp_in(int ordinal, uint64_t *restored)
+static CUresult fp_in(int ordinal, uint64_t *restored)
 {
     (void)ordinal;
     uint64_t r = 0;
@@ -95,11 +95,11 @@ static int fp_in(int ordinal, uint64_t *restored)
         }
     if (first < 0) {
         *restored = 0;
-        return 0;
+        return CUDA_SUCCESS;
     }
     uint64_t h;
     if (fk_alloc(MEM_KIND_DEVICE, r, &h) != CUDA_SUCCESS)
-        return -1;                     /* the room is not there yet */
+        return CUDA_ERROR_OUT_OF_MEMORY;   /* the room is not there yet */
     for (int i = 0; i < BLOCKS; i++)
         if (blk[i].out) {
             blk[i].out = 0;
@@ -107,7 +107,7 @@ static int fp_in(int ordinal, uint64_t *restored)
             blk[i].bytes = i == first ? r : 0;
         }
     *restored = r;
-    return 0;
+    return CUDA_SUCCESS;
 }
 
 static uint64_t fp_paged(int ordinal)

@@ -199,15 +199,16 @@ int mem_report_fields(char *buf, size_t cap);
  * in the process that owns the memory (tests swap them):
  *   page_out         copy to host staging, unmap, release, return the
  *                    budget; *freed: the bytes given back (want: at least)
- *   page_in          take the budget back, map, copy back; non-zero when
- *                    the budget is not there (the caller waits, asking
- *                    peers to page out); *restored: the bytes brought back
+ *   page_in          take the budget back, map, copy back; not
+ *                    CUDA_SUCCESS when the budget is not there (the caller
+ *                    waits, asking peers to page out); *restored: the
+ *                    bytes brought back
  *   paged_out_bytes  what is paged out now on that CUDA ordinal
  *   resident_bytes   what is resident (may be NULL)
  * Until a pager is set, nobody pages and SALUS_SWAP changes nothing. */
 typedef struct mem_pager {
-    int (*page_out)(int ordinal, uint64_t want, uint64_t *freed);
-    int (*page_in)(int ordinal, uint64_t *restored);
+    CUresult (*page_out)(int ordinal, uint64_t want, uint64_t *freed);
+    CUresult (*page_in)(int ordinal, uint64_t *restored);
     uint64_t (*paged_out_bytes)(int ordinal);
     uint64_t (*resident_bytes)(int ordinal);
 } mem_pager_t;

@@ -208,11 +208,11 @@ void mem_page_serve(void)
     if (ld && ld->sd) {
         uint64_t freed = 0, t0 = util_now_ns();
         __atomic_or_fetch(&a->page_flags, MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
-        int rc = pg->page_out(ordinal_of(ld), want, &freed);
+        CUresult rc = pg->page_out(ordinal_of(ld), want, &freed);
         __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
-        if (rc == 0 && freed)
+        if (rc == CUDA_SUCCESS && freed)
             count(a, &a->swap_outs, freed, util_now_ns() - t0);
-        if (rc != 0 || freed < want) {
+        if (rc != CUDA_SUCCESS || freed < want) {
             static int said;
             __atomic_or_fetch(&a->page_flags, MEM_PAGE_FULL, __ATOMIC_RELAXED);
             util_log_once(&said, UTIL_LOG_WARN, "memory: asked to page out %s on device %d, "
@@ -263,7 +263,7 @@ void mem_page_in_before_run(int device)
     __atomic_or_fetch(&a->page_flags, MEM_PAGE_IN_BUSY, __ATOMIC_RELAXED);
     for (;;) {
         uint64_t restored = 0, t0 = util_now_ns();
-        if (pg->page_in(ord, &restored) == 0) {
+        if (pg->page_in(ord, &restored) == CUDA_SUCCESS) {
             uint64_t now = util_now_ns();
             count(a, &a->swap_ins, restored, now - t0);
             STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
