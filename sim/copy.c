@@ -6,7 +6,8 @@
  * (one macro per family, for the _v2, _ptds and _ptsz exports).
  *
  * The bytes move at call time; the transfer then occupies its stream for
- * size / bandwidth (25 GB/s to or from the host, 1.5 TB/s on the device),
+ * size / bandwidth (SIMGPU_PCIE_GBPS, 25 GB/s, to or from the host, both
+ * ways; 1.5 TB/s on the device),
  * not the compute engine.  A synchronous copy or memset returns when its
  * transfer ends, after the work enqueued before it: a blocking
  * device-to-host copy is a host synchronization, as on a real GPU.
@@ -71,7 +72,7 @@ static CUresult copy_1d(void *dst, const void *src, size_t n, int dir, CUstream 
         (sd && sim_range_check((uintptr_t)src, n, PROT_READ)))
         goto out_unlock;
     int ddev = is_device((uintptr_t)dst), sdev = is_device((uintptr_t)src);
-    uint64_t bw = ddev && sdev ? SIM_BW_DEVICE : SIM_BW_HOST;
+    uint64_t bw = ddev && sdev ? SIM_BW_DEVICE : sim_p.pcie_bw;
     if (sync && (rc = sim_capture_conflict(s, 1)) != CUDA_SUCCESS)
         goto out_unlock;
     if (s->capture) {
@@ -415,7 +416,7 @@ static CUresult copy_box(const box_t *b, CUstream hs, int ptds, int sync)
             memmove(to + z * b->dst.pitch * b->dst.height + y * b->dst.pitch,
                     from + z * b->src.pitch * b->src.height + y * b->src.pitch, b->w);
     int ddev = b->dst.device || b->dst.array, sdev = b->src.device || b->src.array;
-    transfer(s, b->w * b->h * b->d, ddev && sdev ? SIM_BW_DEVICE : SIM_BW_HOST, sync,
+    transfer(s, b->w * b->h * b->d, ddev && sdev ? SIM_BW_DEVICE : sim_p.pcie_bw, sync,
              SIM_W_COPY, sim_copy_name(ddev, sdev));
 out_unlock:
     SIM_UNLOCK();

@@ -273,7 +273,7 @@ CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraph
     sim_node_t proto = { .type = N_MEMCPY, .cdst = dst + p->dstXInBytes,
                          .csrc = src + p->srcXInBytes, .bytes = p->WidthInBytes,
                          .bw = p->srcMemoryType == CU_MEMORYTYPE_HOST ||
-                               p->dstMemoryType == CU_MEMORYTYPE_HOST ? SIM_BW_HOST
+                               p->dstMemoryType == CU_MEMORYTYPE_HOST ? sim_p.pcie_bw
                                                                       : SIM_BW_DEVICE };
     return add_node(out, g, deps, n, &proto);
 }

@@ -544,7 +544,7 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUstream hs, int ptsz)
     if (rc == CUDA_SUCCESS)
         rc = sim_stream_resolve(hs, ptsz, &s);
     if (rc == CUDA_SUCCESS)
-        sim_stream_transfer(s, sim_transfer_ns(n, SIM_BW_HOST), SIM_W_COPY, "prefetch");
+        sim_stream_transfer(s, sim_transfer_ns(n, sim_p.pcie_bw), SIM_W_COPY, "prefetch");
     SIM_UNLOCK();
     return rc;
 }

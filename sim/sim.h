@@ -49,7 +49,8 @@
 #define SIM_DEFAULT_SWITCH_US 100ull
 #define SIM_DEFAULT_SYNC_SPIN_US 200ull   /* a synchronize spins this long before the end */
 /* Copy bandwidths in bytes per ns (= GB/s). */
-#define SIM_BW_HOST          25ull     /* host <-> device, PCIe 5 x16 */
+#define SIM_BW_HOST          25ull     /* host <-> device, PCIe 5 x16: the default
+                                          of SIMGPU_PCIE_GBPS (sim_p.pcie_bw) */
 #define SIM_BW_DEVICE        1500ull   /* device <-> device (HBM3) */
 #define SIM_CTX_STACK        32        /* context stack depth per thread */
 /* The devices' architecture, sm_90: what images must be built for. */
@@ -310,6 +311,7 @@ typedef struct sim_process {
     int visible[SIM_MAX_DEVICES];       /* ordinal -> device (the CUdevice) */
     uint64_t capacity;
     uint64_t kernel_ns;                 /* SIMGPU_KERNEL_NS */
+    uint64_t pcie_bw;                   /* SIMGPU_PCIE_GBPS: host <-> device, bytes/ns */
     uint64_t ctx_memory;                /* SIMGPU_CTX_MEMORY: per context */
     int trace_fd;                       /* SIMGPU_TRACE, -1 if off */
     uint64_t next_stream_id;

@@ -619,6 +619,9 @@ CUresult sim_init(unsigned flags)
     sim_p.kernel_ns = env_u64("SIMGPU_KERNEL_NS", SIM_DEFAULT_KERNEL_NS,
                               3600ull * 1000000000ull, NULL);
     sim_p.ctx_memory = read_ctx_memory();
+    sim_p.pcie_bw = env_u64("SIMGPU_PCIE_GBPS", SIM_BW_HOST, 1000, NULL);
+    if (sim_p.pcie_bw == 0)
+        sim_p.pcie_bw = SIM_BW_HOST;
     open_trace();
     sim_p.pid = (int)getpid();
     rc = claim_slot();

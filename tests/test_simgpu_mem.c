@@ -491,6 +491,41 @@ static void test_vmm_map_with_data(void **state)
     free(out);
 }
 
+/* Paging's way: the same address backed by new physical memory after an
+ * unmap and release, whose bytes are not the old ones, and no access until
+ * it is set again. */
+static void test_vmm_remap_same_address(void **state)
+{
+    (void)state;
+    CUmemAllocationProp prop = vmm_prop();
+    CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    uint64_t f0 = simt_free();
+    CUmemGenericAllocationHandle h, h2;
+    CUdeviceptr va;
+    char in[256], out[256], zero[256] = { 0 };
+    memset(in, 0x5a, sizeof in);
+    CK(cuMemAddressReserve(&va, 2 * MiB, 0, 0, 0));
+    CK(cuMemCreate(&h, 2 * MiB, &prop, 0));
+    CK(cuMemMap(va, 2 * MiB, 0, h, 0));
+    CK(cuMemSetAccess(va, 2 * MiB, &acc, 1));
+    CK(cuMemcpyHtoD(va + MiB, in, sizeof in));
+    CK(cuMemUnmap(va, 2 * MiB));
+    CK(cuMemRelease(h));
+    assert_int_equal(simt_free(), f0);              /* the memory went back */
+    CKE(cuMemcpyDtoH(out, va + MiB, sizeof out), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemCreate(&h2, 2 * MiB, &prop, 0));
+    CK(cuMemMap(va, 2 * MiB, 0, h2, 0));
+    CKE(cuMemcpyDtoH(out, va + MiB, sizeof out), CUDA_ERROR_INVALID_VALUE);  /* no access */
+    CK(cuMemSetAccess(va, 2 * MiB, &acc, 1));
+    CK(cuMemcpyDtoH(out, va + MiB, sizeof out));
+    assert_memory_equal(out, zero, sizeof out);     /* new memory, not the old bytes */
+    CK(cuMemUnmap(va, 2 * MiB));
+    CK(cuMemRelease(h2));
+    CK(cuMemAddressFree(va, 2 * MiB));
+    assert_int_equal(simt_free(), f0);
+}
+
 static void test_vmm_errors(void **state)
 {
     (void)state;
@@ -659,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_texture_objects),
         cmocka_unit_test(test_vmm_map_with_data),
+        cmocka_unit_test(test_vmm_remap_same_address),
         cmocka_unit_test(test_vmm_errors),
         cmocka_unit_test(test_managed_hints),
         cmocka_unit_test(test_module_globals_ptx),
