@@ -103,8 +103,9 @@ include $(wildcard src/*/module.mk sim/module.mk workloads/module.mk \
 # and the documented salus_* functions).  It does not link libcuda: the real
 # driver is opened when a process first uses CUDA.
 $(SALUS_OBJS): MOD_CFLAGS := -fvisibility=hidden
-$(LIBSALUS): $(SALUS_OBJS)
-	$(CC) -shared -Wl,-soname,libsalus.so -Wl,-Bsymbolic -Wl,-z,now -o $@ $^ -ldl -lpthread -lrt
+$(LIBSALUS): $(SALUS_OBJS) $(MEM_JEMALLOC)
+	$(CC) -shared -Wl,-soname,libsalus.so -Wl,-Bsymbolic -Wl,-z,now -o $@ $(SALUS_OBJS) \
+	    $(MEM_JEMALLOC_LINK) -ldl -lpthread -lrt -lm
 ALL_TARGETS += $(LIBSALUS)
 
 all: $(ALL_TARGETS)

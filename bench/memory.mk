@@ -1,7 +1,7 @@
 # Memory admission's micro-benchmark: ns libsalus adds per cuMemAlloc_v2 +
 # cuMemFree_v2 pair, with 1 and with 1,000 live allocations, over a null
 # driver (bench/nulldrv/nulldrv_all.c's exports, which return at once, with
-# the answers of bench/micro/alloc_nulldrv.c).  Writes
+# the answers of bench/micro/alloc_nulldrv.c, VMM's included).  Writes
 # $(BENCH_OUT)/micro_memory.json (alloc_ns_per_pair: the larger of the two).
 
 ALLOC_NULLDRV := $(B)/bench/alloc-nulldrv/libcuda.so.1
@@ -29,5 +29,15 @@ bench-memory-quick: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
 	LD_LIBRARY_PATH=$(dir $(ALLOC_NULLDRV)) $(ALLOC_BENCH) --nulldrv $(dir $(ALLOC_NULLDRV)) --libsalus $(B)/libsalus.so \
 	    --out $(BENCH_OUT)/micro_memory.json --pairs 50000 --repeats 5 --rounds 3
 
-BENCH_TARGETS += bench-memory
+# The same with paging on (SALUS_SWAP=on): what libsalus adds when it serves
+# the allocations itself (1 MiB: sub-allocated by its jemalloc) over the null
+# driver's VMM calls.  $(BENCH_OUT)/micro_memory_swap.json.
+.PHONY: bench-memory-swap
+bench-memory-swap: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
+	@mkdir -p $(BENCH_OUT)
+	SALUS_SWAP=on LD_LIBRARY_PATH=$(dir $(ALLOC_NULLDRV)) $(ALLOC_BENCH) \
+	    --nulldrv $(dir $(ALLOC_NULLDRV)) --libsalus $(B)/libsalus.so \
+	    --out $(BENCH_OUT)/micro_memory_swap.json --pairs 50000 --repeats 5 --rounds 3
+
+BENCH_TARGETS += bench-memory bench-memory-swap
 BENCH_QUICK_TARGETS += bench-memory-quick

@@ -8,7 +8,7 @@
 # apt-get when we run as root; otherwise we stop and print the exact command.
 # The CUDA toolkit is not a Debian package we can install: its absence is
 # reported with what to set.  A package is listed here when the build or the
-# tests use it, not before (jemalloc comes with the paging allocator).
+# tests use it, not before.
 set -eu
 
 what=${1:-build}
@@ -32,6 +32,7 @@ need -c:make make
 need -h:gelf.h libelf-dev           # simgpu reads cubins
 need -h:zstd.h libzstd-dev          # and compressed fatbin entries
 need -h:ncurses.h libncurses-dev
+need -h:jemalloc/jemalloc.h libjemalloc-dev   # libsalus's private allocator (mk/jemalloc.sh)
 case "$what" in
 test|demo|bench)
     need -h:cmocka.h libcmocka-dev

@@ -25,3 +25,13 @@ $(MEM_CLIENT): tests/clients/memclient.c | $(B)/.deps-test
 	    -L$(CUDA_HOME)/lib64/stubs -lcuda
 $(eval $(call salus_test,test_memory_drv,$(MEM_TEST_OBJS),))
 $(B)/tests/test_memory_drv: $(SIM_LIB) $(B)/libsalus.so $(MEM_CLIENT)
+# Paging's virtualized allocations over simgpu itself, with the private
+# jemalloc linked in as libsalus links it.
+MEM_VMM_LIBS := $(MEM_JEMALLOC_LINK) -L$(B)/sim -l:libcuda.so.1 \
+                -Wl,-rpath,$(abspath $(B)/sim) -lm
+$(eval $(call salus_test,test_memory_vmm,$(MEM_TEST_OBJS),$(MEM_VMM_LIBS)))
+$(B)/tests/test_memory_vmm: $(SIM_LIB) $(B)/libsalus.so $(B)/tests/clients/vmmclient \
+                            | $(MEM_JEMALLOC)
+$(B)/tests/clients/vmmclient: tests/clients/vmmclient.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl

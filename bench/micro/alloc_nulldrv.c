@@ -115,3 +115,43 @@ NULL_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_
     *(cuuint64_t *)value = pool_reserved;
     return CUDA_SUCCESS;
 }
+
+/* Paging's VMM calls (SALUS_SWAP=on): a 2 MiB granularity, reservations
+ * handed out from their own addresses, handles that are counters, a stream;
+ * mapping, access and the rest return at once (nulldrv_all.c). */
+static CUdeviceptr next_va = 0x10000000000ull;
+static CUmemGenericAllocationHandle next_handle = 1;
+
+NULL_EXPORT CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *g,
+                                                           const CUmemAllocationProp *prop,
+                                                           CUmemAllocationGranularity_flags o)
+{
+    (void)prop, (void)o;
+    *g = 2ull << 20;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align,
+                                                 CUdeviceptr addr, unsigned long long flags)
+{
+    (void)align, (void)addr, (void)flags;
+    *p = next_va;
+    next_va += (size + (2ull << 20) - 1) & ~((2ull << 20) - 1);
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+                                         const CUmemAllocationProp *prop,
+                                         unsigned long long flags)
+{
+    (void)size, (void)prop, (void)flags;
+    *h = next_handle++;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int flags)
+{
+    (void)flags;
+    *s = (CUstream)&the_ctx;
+    return CUDA_SUCCESS;
+}

@@ -49,7 +49,36 @@
     X(mem_pool_get_attribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value),  \
                                                                   "cuMemPoolGetAttribute", NULL) \
     X(device_get_graph_mem_attribute, (CUdevice dev, CUgraphMem_attribute attr, void *value), \
-                                                     "cuDeviceGetGraphMemAttribute", NULL)
+                                                     "cuDeviceGetGraphMemAttribute", NULL) \
+    DRV_VMM_CALLS(X)
+
+/* What paging needs besides (memory's virtualized allocations): VMM ranges
+ * and chunks, pinned staging, copies on a stream of its own. */
+#define DRV_VMM_CALLS(X)                                                                \
+    X(mem_get_granularity,   (size_t *g, const CUmemAllocationProp *prop,                 \
+                              CUmemAllocationGranularity_flags option),                   \
+                                                          "cuMemGetAllocationGranularity", NULL) \
+    X(mem_address_reserve,   (CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, \
+                              unsigned long long flags),          "cuMemAddressReserve", NULL) \
+    X(mem_address_free,      (CUdeviceptr ptr, size_t size),      "cuMemAddressFree", NULL) \
+    X(mem_create,            (CUmemGenericAllocationHandle *h, size_t size,               \
+                              const CUmemAllocationProp *prop, unsigned long long flags), \
+                                                                  "cuMemCreate", NULL)    \
+    X(mem_map,               (CUdeviceptr ptr, size_t size, size_t offset,                \
+                              CUmemGenericAllocationHandle h, unsigned long long flags),  \
+                                                                  "cuMemMap", NULL)       \
+    X(mem_unmap,             (CUdeviceptr ptr, size_t size),      "cuMemUnmap", NULL)     \
+    X(mem_set_access,        (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,  \
+                              size_t count),                      "cuMemSetAccess", NULL) \
+    X(mem_host_alloc,        (void **p, size_t bytes, unsigned int flags),                \
+                                                                  "cuMemHostAlloc", NULL) \
+    X(mem_free_host,         (void *p),                           "cuMemFreeHost", NULL)  \
+    X(stream_create,         (CUstream *stream, unsigned int flags), "cuStreamCreate", NULL) \
+    X(stream_synchronize,    (CUstream stream),                   "cuStreamSynchronize", NULL) \
+    X(memcpy_dtoh_async,     (void *dst, CUdeviceptr src, size_t bytes, CUstream stream),  \
+                                                                  "cuMemcpyDtoHAsync_v2", NULL) \
+    X(memcpy_htod_async,     (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream), \
+                                                                  "cuMemcpyHtoDAsync_v2", NULL)
 
 #define DRV_FIELD_(field, params, name, fallback) CUresult (CUDAAPI *field) params;
 typedef struct drv {

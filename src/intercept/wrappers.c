@@ -146,6 +146,66 @@ static inline void hook_info_cuDeviceTotalMem_v2(size_t *bytes, CUdevice_v1 dev)
     mem_view_total(bytes, dev);
 }
 
+/* Paging (SALUS_SWAP=on): a virtualized allocation is answered as an
+ * ordinary one would be, its own base, size, context and buffer id, where
+ * the driver answers with the chunk libsalus mapped under it (memory.h). */
+static inline void hook_info_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
+                                                     CUdeviceptr ptr)
+{
+    mem_vrange(ptr, base, size);
+}
+
+static inline void hook_info_cuPointerGetAttribute(void *data, CUpointer_attribute attr,
+                                                   CUdeviceptr ptr)
+{
+    CUresult rc;
+    mem_vattr(data, attr, ptr, &rc);
+}
+
+static inline void hook_info_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs,
+                                                    void **data, CUdeviceptr ptr)
+{
+    CUresult rc;
+    for (unsigned i = 0; attrs && data && i < n; i++)
+        mem_vattr(data[i], attrs[i], ptr, &rc);
+}
+
+/* cuMemAlloc_v2 and cuMemAllocPitch_v2 of a process with paging on are
+ * served by memory (virtualized), not by the driver: 1 with *rc the answer,
+ * or 0 when they go to the driver after all (mem_valloc's NOT_SUPPORTED). */
+static inline int hook_valloc(hook_block_t *b, mem_kind_t kind, CUdeviceptr *out,
+                              size_t *pitch, size_t width, size_t height, unsigned elem,
+                              CUresult *rc)
+{
+    if (__builtin_expect(!mem_swap_on(), 1))
+        return 0;
+    CUresult r = mem_valloc(kind, out, pitch, width, height, elem);
+    if (r == CUDA_ERROR_NOT_SUPPORTED)
+        return 0;
+    if (r == CUDA_SUCCESS) {
+        hook_add(&b->c.allocs, 1);
+        hook_add(&b->c.bytes_allocated, (uint64_t)width * (height ? height : 1));
+    }
+    *rc = r;
+    return 1;
+}
+
+/* Which ALLOC and FREE rows paging serves, by their kind: the positional
+ * arguments of cuMemAlloc_v2 (a0 out, a1 size), of cuMemAllocPitch_v2 (a0
+ * out, a1 pitch, a2 width, a3 height, a4 element size) and of cuMemFree_v2
+ * (a0); every other kind goes to the driver. */
+#define HOOK_VALLOC_MEM_KIND_DEVICE  hook_valloc(b, MEM_KIND_DEVICE, a0, NULL, a1, 1, 0, &rc)
+#define HOOK_VALLOC_MEM_KIND_PITCH   hook_valloc(b, MEM_KIND_PITCH, a0, a1, a2, a3, a4, &rc)
+#define HOOK_VALLOC_MEM_KIND_MANAGED 0
+#define HOOK_VALLOC_MEM_KIND_ASYNC   0
+#define HOOK_VALLOC_MEM_KIND_POOL    0
+#define HOOK_VALLOC_MEM_KIND_VMM     0
+#define HOOK_VALLOC_MEM_KIND_ARRAY   0
+#define HOOK_VFREE_MEM_KIND_DEVICE   (mem_swap_on() && mem_vfree(a0, &rc))
+#define HOOK_VFREE_MEM_KIND_ASYNC    0
+#define HOOK_VFREE_MEM_KIND_VMM      0
+#define HOOK_VFREE_MEM_KIND_ARRAY    0
+
 /* Memory admission and the scheduler start when the program initializes
  * the driver, over the real driver's contract (drv.h); both stay dormant
  * over a fake table.  A job is admitted before its context is made
@@ -278,7 +338,10 @@ HOOK_LIST(GATED_)
         hook_block_t *b = hook_enter(HOOK_##export);                            \
         uint64_t bytes = (uint64_t)(size);                                      \
         mem_op_t op;                                                            \
-        CUresult rc = hook_before_alloc(kind, (int)(dev), bytes, &op);          \
+        CUresult rc;                                                            \
+        if (HOOK_VALLOC_##kind)                                                 \
+            return rc;                                                          \
+        rc = hook_before_alloc(kind, (int)(dev), bytes, &op);                   \
         if (rc != CUDA_SUCCESS)                                                 \
             return rc;                                                          \
         rc = HOOK_REAL(export) CU_ARGS_##export;                                \
@@ -291,8 +354,13 @@ HOOK_LIST(GATED_)
     {                                                                           \
         hook_block_t *b = hook_enter(HOOK_##export);                            \
         mem_op_t op;                                                            \
+        CUresult rc;                                                            \
+        if (HOOK_VFREE_##kind) {                                                \
+            hook_add(&b->c.frees, 1);                                           \
+            return rc;                                                          \
+        }                                                                       \
         mem_free_begin((kind), (uint64_t)(uintptr_t)(handle), &op);             \
-        CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
+        rc = HOOK_REAL(export) CU_ARGS_##export;                                \
         hook_on_free(b, &op, rc);                                               \
         return rc;                                                              \
     }

@@ -274,4 +274,59 @@ typedef struct mem_limit_change {
 int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
                         mem_limit_change_t *out);
 
+/* ---- paging: virtualized allocations (vmm_alloc.c, vmm_page.c) -----------
+ * With SALUS_SWAP=on, the process's cuMemAlloc_v2 and cuMemAllocPitch_v2
+ * are served from device ranges libsalus reserves and backs itself (VMM),
+ * so that their memory can be paged out to pinned host memory and back in
+ * at the same addresses.  Stream-ordered allocations (cuMemAllocAsync, pools),
+ * managed memory, arrays and the program's own VMM handles stay ordinary
+ * and resident.  Every function is safe to call with paging off. */
+
+/* 1 when this process's allocations are virtualized. */
+int mem_swap_on(void);
+/* cuMemAlloc_v2 (kind DEVICE: width bytes) or cuMemAllocPitch_v2 (PITCH:
+ * rows of width bytes, height of them, elements of elem bytes; *pitch
+ * written), virtualized, in the current context's device.
+ * CUDA_ERROR_NOT_SUPPORTED: not virtualized (no context, paging could not
+ * start there): the caller goes to the driver; anything else is the answer. */
+CUresult mem_valloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
+                    size_t height, unsigned elem);
+/* cuMemFree_v2 of p: 1 and *rc when p is a virtualized allocation (freed),
+ * 0 when it is not (the driver's). */
+int mem_vfree(CUdeviceptr p, CUresult *rc);
+/* cuMemGetAddressRange_v2 of p: 0 with the allocation's own base and size
+ * (each out-parameter may be NULL) when p lies in a virtualized allocation,
+ * -1 otherwise (the driver answers). */
+int mem_vrange(CUdeviceptr p, CUdeviceptr *base, size_t *size);
+/* cuPointerGetAttribute: 1 and *rc when memory answers for a virtualized
+ * allocation (range start and size, context, buffer id, legacy IPC
+ * capability: none), 0 when the driver answers. */
+int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc);
+
+/* The primitives of paging, run in the process that owns the memory while
+ * its program is stopped (at the gate, or at rest with its work drained),
+ * never during a stream capture (they synchronize the context).
+ *
+ * mem_page_out: copy the live contents of the process's virtualized memory
+ * on CUDA ordinal `ordinal` to pinned host staging (bounded by
+ * SALUS_SWAP_LIMIT), release the physical memory and give its budget back:
+ * big allocations largest first, then the small allocations' region, until
+ * `want` bytes are freed (0: all).  *freed: the device bytes released (may
+ * be less than asked: the staging bound, or nothing virtualized there).
+ * mem_page_in: take the budget back (may be refused with
+ * CUDA_ERROR_OUT_OF_MEMORY at once when the device has no room for it now,
+ * or another code: wait and ask again; what came back stays in), map new
+ * physical memory at the same addresses and copy
+ * the contents back.  *restored: the device bytes taken.  An allocation
+ * freed while out drops its copy; a small allocation made while the region
+ * is out pages it in first; a big one gets a chunk of its own.
+ * mem_paged_out_bytes: the device bytes that are out (what paging them back
+ * in takes: their chunks); mem_resident_bytes: the physical bytes of
+ * virtualized memory on the device.  Once this process has virtualized
+ * memory, these are the pager of page.c (mem_set_pager). */
+CUresult mem_page_out(int ordinal, uint64_t want, uint64_t *freed);
+CUresult mem_page_in(int ordinal, uint64_t *restored);
+uint64_t mem_paged_out_bytes(int ordinal);
+uint64_t mem_resident_bytes(int ordinal);
+
 #endif /* SALUS_MEMORY_H */

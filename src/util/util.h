@@ -110,6 +110,8 @@ typedef enum util_fork_rank {
     UTIL_FORK_LOADER = 0,     /* intercept: the driver loader's lock */
     UTIL_FORK_SCHED,          /* sched: the process's bookkeeping lock */
     UTIL_FORK_THREADS,        /* intercept: the thread registry */
+    UTIL_FORK_PAGING,         /* memory's paging: none taken (a page-out lasts
+                                 seconds); the child forgets its parent's */
     UTIL_FORK_MEMORY,         /* memory: start-up lock, the map's stripes, VMM mappings */
     UTIL_FORK_RANKS
 } util_fork_rank_t;

@@ -1,0 +1,159 @@
+/*
+ * mem_vmm.h - virtualized allocations, private to src/memory: what
+ * vmm_alloc.c (allocations, frees, queries), vmm_page.c (paging out and in)
+ * and jem.c (the private jemalloc arena) share.  memory.h has the interface.
+ *
+ * With paging on (SALUS_SWAP), cuMemAlloc_v2 and cuMemAllocPitch_v2 are
+ * served from device address ranges libsalus reserves and backs itself
+ * through the real driver (cuMemAddressReserve, cuMemCreate, cuMemMap,
+ * cuMemSetAccess), so that the physical memory can be released and new
+ * memory mapped at the same addresses later:
+ *
+ *   - a big allocation (>= the granularity, 2 MiB) is a reservation of its
+ *     own, backed by one physical chunk of its rounded size;
+ *   - a small one is sub-allocated by jemalloc in the device's small region
+ *     (one reservation per device), whose granules (granularity-sized) are
+ *     backed when a live allocation first lands in them.  jemalloc is handed
+ *     host "shadow" addresses, one to one with the region at a fixed
+ *     offset, so that its metadata is written to host memory, never to the
+ *     device.
+ *
+ * Every physical chunk is charged to the process's budget when created and
+ * given back when released: the accounting counts what is on the device.
+ *
+ * Lock: mem_vm.lock guards all of it (the maps, the devices, the jemalloc
+ * arenas, whose hooks run under it); it is taken before memory's start-up
+ * lock and the table's, and held across the driver calls of a page-out or
+ * page-in (the process is stopped at the gate meanwhile).
+ */
+#ifndef SALUS_MEM_VMM_H
+#define SALUS_MEM_VMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "memory/mem_layout.h"
+
+#define MEM_VMM_MAX_DEVICES 16     /* CUDA ordinals that may virtualize */
+
+/* The jemalloc arena of a device's small region (jem.c). */
+typedef struct mem_jem {
+    void *arena;                   /* jem.c's, NULL until made */
+    unsigned index;                /* jemalloc's arena index */
+    uintptr_t shadow;              /* host base of the shadow range */
+    uintptr_t dev;                 /* device base of the small region */
+    size_t size;                   /* of both */
+    size_t bump;                   /* handed out to jemalloc so far */
+} mem_jem_t;
+
+/* Whether the private jemalloc is linked in (libsalus links it). */
+int mem_jem_available(void);
+/* Make j's arena over [shadow, shadow + size), mapping to dev: 0 or -1. */
+int mem_jem_create(mem_jem_t *j, uintptr_t dev, size_t size);
+/* A device address of n bytes in j's region, or 0. */
+uintptr_t mem_jem_alloc(mem_jem_t *j, size_t n);
+void mem_jem_free(mem_jem_t *j, uintptr_t devptr);
+/* The shadow (host) address jemalloc knows for a device address of j. */
+static inline uintptr_t mem_jem_shadow(const mem_jem_t *j, uintptr_t devptr)
+{
+    return devptr - j->dev + j->shadow;
+}
+
+/* One granule of a small region. */
+typedef struct mem_vgran {
+    CUmemGenericAllocationHandle h;   /* 0: not backed */
+    uint32_t live;                    /* live allocations touching it */
+    uint32_t charged;                 /* 1: its bytes are in the budget */
+} mem_vgran_t;
+
+/* A copied range of a paged-out small region: device address, length and
+ * its offset in the staging buffer. */
+typedef struct mem_vrange {
+    uint64_t base, len, off;
+} mem_vrange_t;
+
+/* One CUDA ordinal's virtualized memory. */
+typedef struct mem_vdev {
+    int ready;                     /* context, stream, small region made */
+    int ordinal;
+    CUcontext ctx;                 /* where libsalus's copies run */
+    CUstream stream;               /* libsalus's own, for paging copies */
+    size_t gran;                   /* the driver's granularity */
+    /* The small region. */
+    CUdeviceptr base;
+    size_t size;
+    mem_vgran_t *g;                /* size / gran granules */
+    mem_jem_t jem;
+    /* A paged-out small region: what was copied where. */
+    int small_out;
+    void *stage;
+    size_t stage_bytes;
+    mem_vrange_t *ranges;
+    size_t nranges;
+    /* Figures. */
+    uint64_t resident, paged_out;  /* physical bytes on the device; live bytes staged */
+} mem_vdev_t;
+
+/* One virtualized allocation. */
+typedef struct mem_valloc {
+    uint64_t base, size;           /* what the program sees */
+    uint64_t id;                   /* its buffer id, unique in the process */
+    CUcontext ctx;                 /* current when it was made */
+    int ordinal;
+    uint8_t big;                   /* own reservation and chunk */
+    uint8_t out;                   /* big: paged out */
+    uint8_t charged;               /* big: its chunk is in the budget */
+    uint64_t bytes;                /* big: reservation and chunk size */
+    CUmemGenericAllocationHandle h;   /* big: the chunk, 0 when paged out */
+    void *stage;                   /* big, paged out: its copy */
+} mem_valloc_t;
+
+/* A map from nonzero 64-bit keys to pointers (open addressing). */
+typedef struct mem_vmap {
+    uint64_t *key;
+    void **val;
+    size_t mask, count;            /* capacity - 1 (a power of two), entries */
+} mem_vmap_t;
+
+int mem_vmap_put(mem_vmap_t *m, uint64_t key, void *val);
+void *mem_vmap_get(const mem_vmap_t *m, uint64_t key);
+void *mem_vmap_del(mem_vmap_t *m, uint64_t key);
+
+typedef struct mem_vm {
+    pthread_mutex_t lock;
+    int on;                        /* 0 undecided, 1 on (SALUS_SWAP=on and
+                                      the driver has VMM), 2 off */
+    mem_vdev_t dev[MEM_VMM_MAX_DEVICES];
+    mem_vmap_t allocs;             /* base -> mem_valloc_t */
+    mem_vmap_t granules;           /* big: granule address -> mem_valloc_t */
+    uint64_t next_id;
+    uint64_t staged;               /* bytes of pinned staging held */
+} mem_vm_t;
+
+extern mem_vm_t mem_vm;
+
+/* vmm_core.c: the budget (a CUresult; *charged 0 when it passed
+ * uncounted), and the physical memory of a chunk (create, map, set access). */
+CUresult mem_vm_charge(int ordinal, uint64_t bytes, int *charged);
+void mem_vm_uncharge(int ordinal, uint64_t bytes);
+CUresult mem_vm_back(mem_vdev_t *v, CUdeviceptr at, size_t bytes,
+                     CUmemGenericAllocationHandle *out);
+void mem_vm_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h);
+/* Push v's context for libsalus's own driver calls; pop it after. */
+int mem_vm_enter(mem_vdev_t *v);
+void mem_vm_leave(void);
+/* The granule index range [first, last] of [p, p + n) in v's small region. */
+static inline void mem_vm_granules(const mem_vdev_t *v, uint64_t p, uint64_t n,
+                                   size_t *first, size_t *last)
+{
+    *first = (p - v->base) / v->gran;
+    *last = (p + n - 1 - v->base) / v->gran;
+}
+/* vmm_page.c: bring a paged-out small region back. */
+CUresult mem_vm_small_in(mem_vdev_t *v, uint64_t *restored);
+/* The device bytes paging v back in takes. */
+uint64_t mem_vm_need_in(const mem_vdev_t *v);
+/* Forget a big allocation's staged copy (freed while paged out). */
+void mem_vm_drop_stage(mem_valloc_t *a);
+
+#endif /* SALUS_MEM_VMM_H */

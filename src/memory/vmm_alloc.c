@@ -1,0 +1,391 @@
+/*
+ * vmm_alloc.c - virtualized allocations (mem_vmm.h says what they are):
+ * cuMemAlloc_v2 and cuMemAllocPitch_v2 of a process with paging on, their
+ * frees, and the driver's answers about them (cuMemGetAddressRange,
+ * cuPointerGetAttribute) as for an ordinary allocation.
+ *
+ * Divided into: a device's small region; allocations; frees; queries;
+ * figures.  The maps, the budget and physical chunks are vmm_core.c's.
+ *
+ * Lock: mem_vm.lock guards everything here (mem_vmm.h).  The driver calls
+ * are the real driver's (drv.h), never the program's hooks: a chunk libsalus
+ * maps is charged here once, by its size, and by nobody else.
+ */
+#include "memory/mem_vmm.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SMALL_REGION_MIN (1ull << 30)
+#define PITCH_ALIGN 512u             /* cuMemAllocPitch's row alignment */
+
+static inline uint64_t round_up(uint64_t x, uint64_t g) { return (x + g - 1) / g * g; }
+
+/* ---- a device's small region ----------------------------------------------------
+ * Made at the process's first virtualized allocation on the device, in the
+ * context current then (where libsalus's copies will run): the granularity,
+ * a stream of libsalus's own, and the small region, twice the device's
+ * memory (address space only), with its jemalloc arena. */
+
+static int vdev_setup(mem_vdev_t *v, int ordinal)
+{
+    const drv_t *d = &mem_p.drv;
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { CU_MEM_LOCATION_TYPE_DEVICE, ordinal } };
+    size_t gran = 0, total = 0;
+    CUcontext ctx = NULL;
+    if (d->ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx ||
+        d->mem_get_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+        gran == 0 || (gran & (gran - 1)) ||
+        d->device_total_mem(&total, ordinal) != CUDA_SUCCESS || total == 0)
+        return -1;
+    v->ordinal = ordinal;
+    v->ctx = ctx;
+    v->gran = gran;
+    if (d->stream_create(&v->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        return -1;
+    /* Without jemalloc, small allocations take a chunk of their own. */
+    size_t size = round_up(2 * (uint64_t)total > SMALL_REGION_MIN ? 2 * (uint64_t)total
+                                                                   : SMALL_REGION_MIN, gran);
+    if (!mem_jem_available() ||
+        d->mem_address_reserve(&v->base, size, gran, 0, 0) != CUDA_SUCCESS)
+        goto out_ready;
+    v->g = calloc(size / gran, sizeof *v->g);
+    if (!v->g || mem_jem_create(&v->jem, v->base, size) != 0) {
+        free(v->g);
+        v->g = NULL;
+        if (d->mem_address_free)
+            d->mem_address_free(v->base, size);
+        v->base = 0;
+        goto out_ready;
+    }
+    v->size = size;
+out_ready:
+    v->ready = 1;
+    return 0;
+}
+
+/* The scheduler's half (page.c) pages through these once this process has
+ * virtualized memory. */
+static const mem_pager_t vm_pager = { mem_page_out, mem_page_in, mem_paged_out_bytes,
+                                      mem_resident_bytes };
+
+static mem_vdev_t *vdev_of(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= MEM_VMM_MAX_DEVICES)
+        return NULL;
+    mem_vdev_t *v = &mem_vm.dev[ordinal];
+    if (!v->ready && vdev_setup(v, ordinal) == 0)
+        mem_set_pager(&vm_pager);
+    if (!v->ready) {
+        static int said;
+        util_log_once(&said, UTIL_LOG_ERROR, "memory: paging could not start on device %d "
+                      "(no context, no granularity or no stream); its allocations stay "
+                      "ordinary", ordinal);
+        return NULL;
+    }
+    return v;
+}
+
+/* Back the granules of [p, p + n) that are not yet, and count the
+ * allocation in each.  On failure nothing is left counted. */
+static CUresult small_touch(mem_vdev_t *v, uint64_t p, uint64_t n)
+{
+    size_t first, last, i;
+    CUresult rc = CUDA_SUCCESS;
+    mem_vm_granules(v, p, n, &first, &last);
+    for (i = first; i <= last; i++) {
+        mem_vgran_t *g = &v->g[i];
+        if (!g->h) {
+            CUdeviceptr at = v->base + i * v->gran;
+            int charged;
+            if ((rc = mem_vm_charge(v->ordinal, v->gran, &charged)) != CUDA_SUCCESS)
+                break;
+            if ((rc = mem_vm_back(v, at, v->gran, &g->h)) != CUDA_SUCCESS) {
+                if (charged)
+                    mem_vm_uncharge(v->ordinal, v->gran);
+                break;
+            }
+            g->charged = (uint32_t)charged;
+            v->resident += v->gran;
+        }
+        g->live++;
+    }
+    if (rc == CUDA_SUCCESS)
+        return rc;
+    while (i-- > first)
+        v->g[i].live--;               /* backed granules stay, for the next */
+    return rc;
+}
+
+static void small_untouch(mem_vdev_t *v, uint64_t p, uint64_t n)
+{
+    size_t first, last;
+    mem_vm_granules(v, p, n, &first, &last);
+    for (size_t i = first; i <= last; i++)
+        if (v->g[i].live)
+            v->g[i].live--;
+}
+
+/* ---- allocations ------------------------------------------------------------------ */
+
+static CUresult alloc_small(mem_vdev_t *v, mem_valloc_t *a)
+{
+    CUresult rc;
+    if (v->small_out) {               /* a paged-out region comes back first */
+        if (mem_vm_enter(v) != 0)
+            return CUDA_ERROR_INVALID_CONTEXT;
+        rc = mem_vm_small_in(v, NULL);
+        mem_vm_leave();
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    uintptr_t p = mem_jem_alloc(&v->jem, a->size);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((rc = small_touch(v, p, a->size)) != CUDA_SUCCESS) {
+        mem_jem_free(&v->jem, p);
+        return rc;
+    }
+    a->base = p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
+{
+    const drv_t *d = &mem_p.drv;
+    CUdeviceptr at = 0;
+    int charged;
+    a->big = 1;
+    a->bytes = round_up(a->size, v->gran);
+    CUresult rc = mem_vm_charge(v->ordinal, a->bytes, &charged);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = d->mem_address_reserve(&at, a->bytes, v->gran, 0, 0)) != CUDA_SUCCESS)
+        goto out_uncharge;
+    if ((rc = mem_vm_back(v, at, a->bytes, &a->h)) != CUDA_SUCCESS)
+        goto out_free;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    for (uint64_t g = 0; g < a->bytes; g += v->gran)
+        if (mem_vmap_put(&mem_vm.granules, at + g, a) != 0)
+            goto out_unmap;
+    a->base = at;
+    a->charged = (uint8_t)charged;
+    v->resident += a->bytes;
+    return CUDA_SUCCESS;
+out_unmap:
+    for (uint64_t g = 0; g < a->bytes; g += v->gran)
+        mem_vmap_del(&mem_vm.granules, at + g);
+    mem_vm_unback(at, a->bytes, a->h);
+out_free:
+    d->mem_address_free(at, a->bytes);
+out_uncharge:
+    if (charged)
+        mem_vm_uncharge(v->ordinal, a->bytes);
+    return rc;
+}
+
+static CUresult valloc_locked(int ordinal, uint64_t size, CUdeviceptr *out)
+{
+    mem_vdev_t *v = vdev_of(ordinal);
+    if (!v)
+        return CUDA_ERROR_NOT_SUPPORTED;  /* the caller goes to the driver */
+    mem_valloc_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    a->size = size;
+    a->ordinal = ordinal;
+    a->ctx = v->ctx;
+    mem_p.drv.ctx_get_current(&a->ctx);
+    CUresult rc = size < v->gran && v->size ? alloc_small(v, a) : alloc_big(v, a);
+    if (rc != CUDA_SUCCESS)
+        goto out_free;
+    if (mem_vmap_put(&mem_vm.allocs, a->base, a) != 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_undo;
+    }
+    a->id = ++mem_vm.next_id;
+    *out = a->base;
+    return CUDA_SUCCESS;
+out_undo:
+    if (!a->big) {
+        small_untouch(v, a->base, a->size);
+        mem_jem_free(&v->jem, a->base);
+    } else {
+        for (uint64_t g = 0; g < a->bytes; g += v->gran)
+            mem_vmap_del(&mem_vm.granules, a->base + g);
+        mem_vm_unback(a->base, a->bytes, a->h);
+        mem_p.drv.mem_address_free(a->base, a->bytes);
+        if (a->charged)
+            mem_vm_uncharge(ordinal, a->bytes);
+        v->resident -= a->bytes;
+    }
+out_free:
+    free(a);
+    return rc;
+}
+
+CUresult mem_valloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
+                    size_t height, unsigned elem)
+{
+    uint64_t size = width, row = width;
+    int ordinal;
+    if (!out || width == 0 || (kind == MEM_KIND_PITCH && (!pitch || height == 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (kind == MEM_KIND_PITCH) {
+        if (elem != 4 && elem != 8 && elem != 16)
+            return CUDA_ERROR_INVALID_VALUE;
+        row = round_up(width, PITCH_ALIGN);
+        if (height > MEM_MAX_BYTES / row)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        size = row * height;
+    }
+    if (drv_current_device(&mem_p.drv, &ordinal) != 0)
+        return CUDA_ERROR_NOT_SUPPORTED;  /* no context: the driver answers */
+    if (size > MEM_MAX_BYTES)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&mem_vm.lock);
+    CUresult rc = valloc_locked(ordinal, size, out);
+    pthread_mutex_unlock(&mem_vm.lock);
+    if (rc == CUDA_SUCCESS && kind == MEM_KIND_PITCH)
+        *pitch = row;
+    return rc;
+}
+
+/* ---- frees --------------------------------------------------------------------------
+ * As cuMemFree, the device's work is waited for first: a freed block may
+ * be handed out again at once, and work still reading it must be done. */
+
+static void free_locked(mem_valloc_t *a)
+{
+    mem_vdev_t *v = &mem_vm.dev[a->ordinal];
+    if (!a->big) {
+        small_untouch(v, a->base, a->size);
+        mem_jem_free(&v->jem, a->base);
+        return;
+    }
+    for (uint64_t g = 0; g < a->bytes; g += v->gran)
+        mem_vmap_del(&mem_vm.granules, a->base + g);
+    if (a->out) {
+        mem_vm_drop_stage(a);
+    } else {
+        mem_vm_unback(a->base, a->bytes, a->h);
+        v->resident -= a->bytes;
+        if (a->charged)
+            mem_vm_uncharge(a->ordinal, a->bytes);
+    }
+    mem_p.drv.mem_address_free(a->base, a->bytes);
+}
+
+int mem_vfree(CUdeviceptr p, CUresult *rc)
+{
+    if (!mem_swap_on() || !p)
+        return 0;
+    pthread_mutex_lock(&mem_vm.lock);
+    mem_valloc_t *a = mem_vmap_get(&mem_vm.allocs, p);
+    if (a) {
+        mem_p.drv.ctx_synchronize();
+        mem_vmap_del(&mem_vm.allocs, p);
+        free_locked(a);
+    }
+    pthread_mutex_unlock(&mem_vm.lock);
+    if (a) {
+        free(a);
+        *rc = CUDA_SUCCESS;
+    }
+    return a != NULL;
+}
+
+/* ---- queries ------------------------------------------------------------------------
+ * The allocation holding p: a big one through its granules, a small one by
+ * its base, else by a walk over the live allocations (an interior pointer
+ * of a small allocation: rare, and linear in the live allocations). */
+
+static mem_valloc_t *find_locked(uint64_t p)
+{
+    mem_valloc_t *a = mem_vmap_get(&mem_vm.allocs, p);
+    if (a)
+        return a;
+    for (int i = 0; i < MEM_VMM_MAX_DEVICES; i++) {
+        mem_vdev_t *v = &mem_vm.dev[i];
+        if (v->ready && v->size && p >= v->base && p - v->base < v->size)
+            goto small;
+    }
+    for (int i = 0; i < MEM_VMM_MAX_DEVICES; i++) {
+        size_t gran = mem_vm.dev[i].gran;
+        if (gran && (a = mem_vmap_get(&mem_vm.granules, p & ~(uint64_t)(gran - 1))) != NULL)
+            return p - a->base < a->size ? a : NULL;
+    }
+    return NULL;
+small:
+    for (size_t i = 0; mem_vm.allocs.key && i <= mem_vm.allocs.mask; i++) {
+        a = mem_vm.allocs.val[i];
+        if (a && !a->big && p >= a->base && p - a->base < a->size)
+            return a;
+    }
+    return NULL;
+}
+
+int mem_vrange(CUdeviceptr p, CUdeviceptr *base, size_t *size)
+{
+    if (!mem_swap_on())
+        return -1;
+    pthread_mutex_lock(&mem_vm.lock);
+    mem_valloc_t *a = find_locked(p);
+    if (a) {
+        if (base)
+            *base = a->base;
+        if (size)
+            *size = a->size;
+    }
+    pthread_mutex_unlock(&mem_vm.lock);
+    return a ? 0 : -1;
+}
+
+int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc)
+{
+    if (!mem_swap_on() || !data)
+        return 0;
+    if (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE &&
+        attr != CU_POINTER_ATTRIBUTE_CONTEXT && attr != CU_POINTER_ATTRIBUTE_BUFFER_ID &&
+        attr != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)
+        return 0;                     /* the driver answers the mapping as well */
+    pthread_mutex_lock(&mem_vm.lock);
+    mem_valloc_t *a = find_locked(p);
+    if (a) {
+        switch ((int)attr) {
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a->base; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a->size; break;
+        case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a->ctx; break;
+        case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a->id; break;
+        default: *(int *)data = 0; break;   /* no legacy IPC handle for VMM memory */
+        }
+    }
+    pthread_mutex_unlock(&mem_vm.lock);
+    if (a)
+        *rc = CUDA_SUCCESS;
+    return a != NULL;
+}
+
+/* ---- figures ------------------------------------------------------------------------- */
+
+uint64_t mem_paged_out_bytes(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= MEM_VMM_MAX_DEVICES)
+        return 0;
+    pthread_mutex_lock(&mem_vm.lock);
+    uint64_t n = mem_vm.dev[ordinal].ready ? mem_vm_need_in(&mem_vm.dev[ordinal]) : 0;
+    pthread_mutex_unlock(&mem_vm.lock);
+    return n;
+}
+
+uint64_t mem_resident_bytes(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= MEM_VMM_MAX_DEVICES)
+        return 0;
+    pthread_mutex_lock(&mem_vm.lock);
+    uint64_t n = mem_vm.dev[ordinal].resident;
+    pthread_mutex_unlock(&mem_vm.lock);
+    return n;
+}

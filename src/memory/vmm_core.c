@@ -1,0 +1,208 @@
+/*
+ * vmm_core.c - what virtualized allocations (mem_vmm.h) stand on: the maps,
+ * whether paging is on, libsalus's own context, the budget of a chunk, and
+ * physical chunks made and unmade through the real driver.
+ *
+ * Divided into: the maps; start-up; contexts, budget and physical chunks.
+ *
+ * Lock: the callers hold mem_vm.lock (mem_vmm.h); start-up is once.
+ */
+#include "memory/mem_vmm.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+mem_vm_t mem_vm = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* ---- the maps ---------------------------------------------------------------
+ * Linear probing, deletion by backward shift (no tombstones), at most half
+ * full.  Keys are nonzero. */
+
+static size_t slot_of(const mem_vmap_t *m, uint64_t key)
+{
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 17) & m->mask;
+}
+
+static int grow(mem_vmap_t *m)
+{
+    size_t cap = m->key ? (m->mask + 1) * 2 : 1024;
+    mem_vmap_t n = { calloc(cap, sizeof *n.key), calloc(cap, sizeof *n.val), cap - 1, 0 };
+    if (!n.key || !n.val) {
+        free(n.key);
+        free(n.val);
+        return -1;
+    }
+    for (size_t i = 0; m->key && i <= m->mask; i++)
+        if (m->key[i])
+            mem_vmap_put(&n, m->key[i], m->val[i]);
+    free(m->key);
+    free(m->val);
+    *m = n;
+    return 0;
+}
+
+int mem_vmap_put(mem_vmap_t *m, uint64_t key, void *val)
+{
+    if ((!m->key || (m->count + 1) * 2 > m->mask + 1) && grow(m) != 0)
+        return -1;
+    size_t i = slot_of(m, key);
+    while (m->key[i] && m->key[i] != key)
+        i = (i + 1) & m->mask;
+    if (!m->key[i])
+        m->count++;
+    m->key[i] = key;
+    m->val[i] = val;
+    return 0;
+}
+
+void *mem_vmap_get(const mem_vmap_t *m, uint64_t key)
+{
+    if (!m->key)
+        return NULL;
+    for (size_t i = slot_of(m, key); m->key[i]; i = (i + 1) & m->mask)
+        if (m->key[i] == key)
+            return m->val[i];
+    return NULL;
+}
+
+void *mem_vmap_del(mem_vmap_t *m, uint64_t key)
+{
+    if (!m->key)
+        return NULL;
+    size_t i = slot_of(m, key);
+    while (m->key[i] && m->key[i] != key)
+        i = (i + 1) & m->mask;
+    if (!m->key[i])
+        return NULL;
+    void *val = m->val[i];
+    /* Shift back the entries of the run after i that may move into the hole. */
+    for (size_t j = (i + 1) & m->mask; m->key[j]; j = (j + 1) & m->mask) {
+        size_t home = slot_of(m, m->key[j]);
+        if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
+            m->key[i] = m->key[j];
+            m->val[i] = m->val[j];
+            i = j;
+        }
+    }
+    m->key[i] = 0;
+    m->val[i] = NULL;
+    m->count--;
+    return val;
+}
+
+/* ---- start-up --------------------------------------------------------------- */
+
+/* Decided once the memory module has started (mem_init): paging is on when
+ * SALUS_SWAP=on and the driver has what it needs.  mem_vm.on: 0 not yet
+ * decided, 1 on, 2 off. */
+static void forget(void);
+
+static void start(void)
+{
+    util_fork_register(UTIL_FORK_PAGING, NULL, NULL, forget);
+    __atomic_store_n(&mem_vm.on, 2, __ATOMIC_RELEASE);
+    if (!mem_p.cfg.swap)
+        return;
+    const drv_t *d = &mem_p.drv;
+    if (!d->mem_address_reserve || !d->mem_create || !d->mem_map || !d->mem_unmap ||
+        !d->mem_set_access || !d->mem_release || !d->mem_get_granularity ||
+        !d->memcpy_dtoh_async || !d->memcpy_htod_async || !d->stream_create ||
+        !d->stream_synchronize || !d->mem_host_alloc || !d->mem_free_host ||
+        !d->ctx_get_current || !d->ctx_push_current || !d->ctx_pop_current || !d->ctx_synchronize) {
+        util_error("memory: SALUS_SWAP=on, but the driver lacks the VMM calls paging needs; "
+                   "allocations stay ordinary and are never paged out");
+        return;
+    }
+    __atomic_store_n(&mem_vm.on, 1, __ATOMIC_RELEASE);
+}
+
+int mem_swap_on(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int on = __atomic_load_n(&mem_vm.on, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(on != 0, 1))
+        return on == 1;
+    if (__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+        return 0;                     /* not started (yet), or uncounted */
+    pthread_once(&once, start);
+    return __atomic_load_n(&mem_vm.on, __ATOMIC_ACQUIRE) == 1;
+}
+
+/* A fork() child makes no CUDA call on its parent's memory: it forgets it
+ * (its own cuInit virtualizes anew). */
+static void forget(void)
+{
+    pthread_mutex_init(&mem_vm.lock, NULL);
+    memset(mem_vm.dev, 0, sizeof mem_vm.dev);
+    memset(&mem_vm.allocs, 0, sizeof mem_vm.allocs);
+    memset(&mem_vm.granules, 0, sizeof mem_vm.granules);
+    mem_vm.staged = 0;
+}
+
+/* ---- contexts, budget and physical chunks ------------------------------------ */
+
+int mem_vm_enter(mem_vdev_t *v)
+{
+    return mem_p.drv.ctx_push_current(v->ctx) == CUDA_SUCCESS ? 0 : -1;
+}
+
+void mem_vm_leave(void)
+{
+    CUcontext c;
+    mem_p.drv.ctx_pop_current(&c);
+}
+
+/* The budget of a chunk, as an allocation of that size would take it (the
+ * limits, admission, a wait when the device is full); *charged: 0 when the
+ * module lets it pass uncounted (then nothing is to be given back). */
+CUresult mem_vm_charge(int ordinal, uint64_t bytes, int *charged)
+{
+    mem_op_t op;
+    CUresult rc = mem_alloc_begin(MEM_KIND_DEVICE, ordinal, bytes, &op);
+    if (rc == CUDA_SUCCESS)
+        *charged = op.dev >= 0;       /* taken: no mem_alloc_end, the chunk keeps it */
+    return rc;
+}
+
+void mem_vm_uncharge(int ordinal, uint64_t bytes)
+{
+    mem_local_dev_t *ld = mem_local_dev(ordinal);
+    if (ld)
+        mem_give(ld, bytes);
+}
+
+/* Physical memory for [at, at + bytes) of v's device: created, mapped,
+ * readable and writable by the device.  Uncharged: the caller charges. */
+CUresult mem_vm_back(mem_vdev_t *v, CUdeviceptr at, size_t bytes,
+                     CUmemGenericAllocationHandle *out)
+{
+    const drv_t *d = &mem_p.drv;
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { CU_MEM_LOCATION_TYPE_DEVICE, v->ordinal } };
+    CUmemAccessDesc acc = { .location = prop.location,
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUmemGenericAllocationHandle h = 0;
+    CUresult rc = d->mem_create(&h, bytes, &prop, 0);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = d->mem_map(at, bytes, 0, h, 0)) != CUDA_SUCCESS)
+        goto out_release;
+    if ((rc = d->mem_set_access(at, bytes, &acc, 1)) != CUDA_SUCCESS)
+        goto out_unmap;
+    *out = h;
+    return CUDA_SUCCESS;
+out_unmap:
+    d->mem_unmap(at, bytes);
+out_release:
+    d->mem_release(h);
+    return rc;
+}
+
+void mem_vm_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h)
+{
+    mem_p.drv.mem_unmap(at, bytes);
+    mem_p.drv.mem_release(h);
+}
+

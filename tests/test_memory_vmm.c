@@ -1,0 +1,605 @@
+/*
+ * test_memory_vmm.c - virtualized allocations and paging (src/memory's
+ * vmm_alloc.c, vmm_page.c, jem.c) over simgpu, driven through memory.h in
+ * forked children, each with a simgpu state and a table of its own:
+ *
+ *   - 3 GiB of big allocations on a 4 GiB device paged out and in (three
+ *     times; ten with SALUS_TEST_PAGING_ROUNDS=10), every byte intact, the
+ *     device's memory and the process's accounting released while out;
+ *   - 10,000 small (sub-allocated) allocations the same way, with half of
+ *     them freed and new ones made while paged out;
+ *   - a big allocation freed while out drops its copy, one made while out
+ *     is resident;
+ *   - jemalloc never writes to a device address: every byte of the small
+ *     region's backed granules is zero or what the program wrote there;
+ *   - the driver's queries on a sub-allocated pointer answer the
+ *     allocation's own base and size;
+ *   - a page-in the device has no room for is refused at once, and comes
+ *     in once there is room;
+ *   - paging's copies take simgpu's PCIe time (SIMGPU_PCIE_GBPS) each way;
+ *   - a process SIGKILLed while paged out leaves nothing on the device nor
+ *     in the table;
+ *   - a preloaded libsalus leaves the program's malloc as it was.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/testutil.h"
+#include "memory/mem_vmm.h"
+
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+#define CK(x) do { CUresult rc_ = (x); if (rc_ != CUDA_SUCCESS) { \
+    fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)rc_); return 1; } } while (0)
+#define TRUE(x) do { if (!(x)) { \
+    fprintf(stderr, "%s:%d: not true: %s\n", __FILE__, __LINE__, #x); return 1; } } while (0)
+
+static void *sym(const char *name)
+{
+    return dlsym(RTLD_DEFAULT, name);
+}
+
+/* In the child: simgpu of `mem` bytes, a context, a table (these names, or
+ * new ones when NULL), paging on. */
+static int setup_named(const char *mem, const char *state_name, const char *table_name)
+{
+    char state[96], table[96];
+    drv_t d;
+    CUcontext ctx;
+    setenv("SIMGPU_STATE", state_name ? state_name
+                                      : tu_unique_name("vmm-sim", state, sizeof state), 1);
+    setenv("SALUS_TABLE", table_name ? table_name
+                                     : tu_unique_name("vmm-tab", table, sizeof table), 1);
+    setenv("SIMGPU_MEMORY", mem, 1);
+    setenv("SALUS_SWAP", "on", 1);
+    unsetenv("SALUS_MEM_LIMIT");
+    CK(cuInit(0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CK(cuCtxSetCurrent(ctx));
+    TRUE(drv_resolve(sym, &d) == 0);
+    TRUE(mem_init(&d, NULL) == 0);
+    TRUE(mem_swap_on());
+    return 0;
+}
+
+static int setup(const char *mem)
+{
+    return setup_named(mem, NULL, NULL);
+}
+
+static uint64_t dev_free(void)
+{
+    size_t f = 0, t = 0;
+    cuMemGetInfo(&f, &t);
+    return f;
+}
+
+/* The table's figure of this process's use of device 0. */
+static uint64_t table_used(void)
+{
+    mem_slot_view_t v;
+    shm_table_t *t = shm_process_table();
+    if (!t || mem_view_slot(t, shm_self(t), &v) != 0)
+        return UINT64_MAX;
+    return v.used;
+}
+
+/* The pattern: a function of the device address, never 0. */
+static inline uint64_t pat(uint64_t addr, uint64_t seed)
+{
+    return ((addr >> 3) * 0x9e3779b97f4a7c15ull ^ seed) | 1;
+}
+
+static int fill(CUdeviceptr p, uint64_t n, uint64_t seed, uint64_t *buf, size_t cap)
+{
+    for (uint64_t off = 0; off < n; off += cap) {
+        uint64_t len = n - off < cap ? n - off : cap;
+        for (uint64_t i = 0; i < len / 8; i++)
+            buf[i] = pat(p + off + i * 8, seed);
+        CK(cuMemcpyHtoD(p + off, buf, len));
+    }
+    return 0;
+}
+
+static int check(CUdeviceptr p, uint64_t n, uint64_t seed, uint64_t *buf, size_t cap)
+{
+    for (uint64_t off = 0; off < n; off += cap) {
+        uint64_t len = n - off < cap ? n - off : cap;
+        CK(cuMemcpyDtoH(buf, p + off, len));
+        for (uint64_t i = 0; i < len / 8; i++)
+            if (buf[i] != pat(p + off + i * 8, seed)) {
+                fprintf(stderr, "byte %#llx of %#llx changed\n",
+                        (unsigned long long)(off + i * 8), (unsigned long long)p);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* Out, checked released; in, checked back. */
+static int round_trip(uint64_t expect_out)
+{
+    uint64_t freed = 0, restored = 0, before = dev_free(), used = table_used();
+    CK(mem_page_out(0, 0, &freed));
+    TRUE(freed > 0 && mem_resident_bytes(0) == 0);
+    TRUE(freed == expect_out && mem_paged_out_bytes(0) == freed);
+    TRUE(dev_free() == before + freed);
+    TRUE(table_used() == used - freed);
+    CK(mem_page_in(0, &restored));
+    TRUE(restored == freed && mem_paged_out_bytes(0) == 0);
+    TRUE(dev_free() == before && table_used() == used);
+    return 0;
+}
+
+static void run_child(int (*fn)(void *), void *arg)
+{
+    int told = -1;
+    pid_t pid = tu_fork_teller(fn, arg, &told);
+    assert_true(pid > 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(told, 0);
+}
+
+/* ---- big allocations: 3 GiB on a 4 GiB device ----------------------------------
+ * Each round trip moves 3 GiB through simgpu's host-backed memory twice
+ * (several seconds on a loaded 2-core machine), so make test runs three;
+ * SALUS_TEST_PAGING_ROUNDS=10 runs the ten of the issue. */
+
+static int big_rounds(void)
+{
+    const char *e = getenv("SALUS_TEST_PAGING_ROUNDS");
+    int n = e ? atoi(e) : 3;
+    return n > 0 && n <= 100 ? n : 3;
+}
+
+static int big_child(void *arg)
+{
+    (void)arg;
+    enum { N = 6 };
+    CUdeviceptr p[N];
+    size_t cap = 64 * MiB;
+    uint64_t *buf = malloc(cap);
+    if (setup("4G") || !buf)
+        return 1;
+    for (int i = 0; i < N; i++) {
+        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, 512 * MiB, 1, 0));
+        if (fill(p[i], 512 * MiB, 7, buf, cap))
+            return 1;
+    }
+    TRUE(mem_resident_bytes(0) == 3 * GiB);
+    for (int r = 0, n = big_rounds(); r < n; r++)
+        if (round_trip(3 * GiB))
+            return 1;
+    for (int i = 0; i < N; i++)
+        if (check(p[i], 512 * MiB, 7, buf, cap))
+            return 1;
+    return 0;
+}
+
+static void test_big_round_trips(void **state)
+{
+    (void)state;
+    run_child(big_child, NULL);
+}
+
+/* ---- small allocations: 10,000, freed and made while out ------------------------ */
+
+typedef struct small { CUdeviceptr p; uint64_t n, seed; } small_t;
+
+static uint64_t small_size(int i)
+{
+    return 8 * (1 + (uint64_t)(i * 2654435761u) % 4096);   /* 8 B .. 32 KiB */
+}
+
+static int small_child(void *arg)
+{
+    (void)arg;
+    enum { N = 10000 };
+    small_t *a = calloc(N + N / 2, sizeof *a);
+    uint64_t buf[4096];
+    if (setup("4G") || !a)
+        return 1;
+    for (int i = 0; i < N; i++) {
+        a[i].n = small_size(i);
+        a[i].seed = (uint64_t)i;
+        CK(mem_valloc(MEM_KIND_DEVICE, &a[i].p, NULL, a[i].n, 1, 0));
+        if (fill(a[i].p, a[i].n, a[i].seed, buf, sizeof buf))
+            return 1;
+    }
+    uint64_t live = 0;
+    for (int i = 0; i < N; i++)
+        live += a[i].n;
+    /* Only live bytes are staged (no free space, no whole granules); what
+     * is out is the granules to map again. */
+    for (int r = 0; r < 10; r++) {
+        uint64_t freed = 0, restored = 0;
+        CK(mem_page_out(0, 0, &freed));
+        TRUE(mem_resident_bytes(0) == 0 && freed > 0);
+        TRUE(mem_paged_out_bytes(0) == freed);
+        TRUE(mem_vm.dev[0].stage_bytes >= live && mem_vm.dev[0].stage_bytes < live + live / 2);
+        if (r == 9) {                 /* while out: free half, make more */
+            CUresult frc;
+            for (int i = 0; i < N; i += 2) {
+                TRUE(mem_vfree(a[i].p, &frc) == 1 && frc == CUDA_SUCCESS);
+                a[i].n = 0;
+            }
+            TRUE(mem_paged_out_bytes(0) > 0);
+            for (int i = N; i < N + N / 2; i++) {
+                a[i].n = small_size(i);
+                a[i].seed = (uint64_t)i;
+                CK(mem_valloc(MEM_KIND_DEVICE, &a[i].p, NULL, a[i].n, 1, 0));
+                TRUE(mem_paged_out_bytes(0) == 0);   /* the region came back first */
+                if (fill(a[i].p, a[i].n, a[i].seed, buf, sizeof buf))
+                    return 1;
+            }
+        }
+        CK(mem_page_in(0, &restored));
+        TRUE(mem_paged_out_bytes(0) == 0);
+    }
+    for (int i = 0; i < N + N / 2; i++)
+        if (a[i].n && check(a[i].p, a[i].n, a[i].seed, buf, sizeof buf))
+            return 1;
+    return 0;
+}
+
+static void test_small_round_trips(void **state)
+{
+    (void)state;
+    run_child(small_child, NULL);
+}
+
+/* ---- big allocations freed and made while out -------------------------------------- */
+
+static int big_while_out_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr a, b, c;
+    uint64_t buf[8192], freed, restored;
+    CUresult rc;
+    if (setup("4G"))
+        return 1;
+    uint64_t empty = dev_free();
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
+    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 3 * MiB, 1, 0));   /* rounded to 4 MiB */
+    if (fill(a, 64 * MiB, 1, buf, sizeof buf) || fill(b, 3 * MiB, 2, buf, sizeof buf))
+        return 1;
+    TRUE(dev_free() == empty - 68 * MiB);
+    CK(mem_page_out(0, 0, &freed));
+    TRUE(freed == 68 * MiB && dev_free() == empty);
+    TRUE(mem_paged_out_bytes(0) == 68 * MiB);
+    TRUE(mem_vfree(a, &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(mem_paged_out_bytes(0) == 4 * MiB);
+    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, 8 * MiB, 1, 0));
+    TRUE(mem_resident_bytes(0) == 8 * MiB && dev_free() == empty - 8 * MiB);
+    if (fill(c, 8 * MiB, 3, buf, sizeof buf))
+        return 1;
+    CK(mem_page_in(0, &restored));
+    TRUE(restored == 4 * MiB && dev_free() == empty - 12 * MiB);
+    if (check(b, 3 * MiB, 2, buf, sizeof buf) || check(c, 8 * MiB, 3, buf, sizeof buf))
+        return 1;
+    TRUE(mem_vfree(b, &rc) == 1 && mem_vfree(c, &rc) == 1);
+    TRUE(dev_free() == empty && table_used() == 0);
+    return 0;
+}
+
+static void test_big_while_out(void **state)
+{
+    (void)state;
+    run_child(big_while_out_child, NULL);
+}
+
+/* ---- jemalloc never writes to the device ------------------------------------------
+ * Every byte of every backed granule of the small region is 0 (fresh
+ * physical memory) or the pattern the program wrote at that address: no
+ * metadata, no junk, after many allocations and frees of many sizes. */
+
+static int granules_clean(uint64_t seed)
+{
+    static uint64_t buf[(2 * MiB) / 8];
+    mem_vdev_t *v = &mem_vm.dev[0];
+    int backed = 0;
+    for (size_t g = 0; g < v->size / v->gran; g++) {
+        if (!v->g[g].h)
+            continue;
+        CUdeviceptr at = v->base + g * v->gran;
+        CK(cuMemcpyDtoH(buf, at, v->gran));
+        for (size_t i = 0; i < v->gran / 8; i++)
+            if (buf[i] != 0 && buf[i] != pat(at + i * 8, seed)) {
+                fprintf(stderr, "granule %zu word %zu: %#llx\n", g, i,
+                        (unsigned long long)buf[i]);
+                return 1;
+            }
+        backed++;
+    }
+    TRUE(backed > 0);
+    return 0;
+}
+
+static int jem_clean_child(void *arg)
+{
+    (void)arg;
+    enum { N = 4000 };
+    CUdeviceptr *p = calloc(N, sizeof *p);
+    uint64_t buf[4096];
+    CUresult rc;
+    if (setup("4G") || !p)
+        return 1;
+    TRUE(mem_jem_available());
+    for (int i = 0; i < N; i++)
+        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, small_size(i), 1, 0));
+    if (granules_clean(5))            /* nothing written yet: all zero */
+        return 1;
+    for (int round = 0; round < 4; round++) {
+        for (int i = round % 2; i < N; i += 2) {
+            TRUE(mem_vfree(p[i], &rc) == 1);
+            CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, small_size(i * 7 + round), 1, 0));
+        }
+        for (int i = 0; i < N; i += 3)
+            if (fill(p[i], small_size(i * 7 + round), 5, buf, sizeof buf))
+                return 1;
+    }
+    return granules_clean(5);
+}
+
+static void test_jemalloc_never_writes_device(void **state)
+{
+    (void)state;
+    run_child(jem_clean_child, NULL);
+}
+
+/* ---- queries on a sub-allocated pointer ------------------------------------------- */
+
+static int query_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr a, b, big, base = 0;
+    size_t size = 0, pitch = 0;
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+    if (setup("4G"))
+        return 1;
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 1000, 1, 0));
+    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 1000, 1, 0));
+    CK(mem_valloc(MEM_KIND_PITCH, &big, &pitch, 3000, 1024, 4));
+    TRUE(pitch == 3072);
+    TRUE(mem_vrange(a + 999, &base, &size) == 0 && base == a && size == 1000);
+    TRUE(mem_vrange(b, &base, &size) == 0 && base == b && size == 1000);
+    TRUE(mem_vrange(big + 3072 * 1000, &base, &size) == 0 && base == big &&
+         size == 3072 * 1024);
+    CUdeviceptr start = 0;
+    TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 10, &rc) == 1);
+    TRUE(rc == CUDA_SUCCESS && start == a);
+    TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 5, &rc) == 1 &&
+         size == 3072 * 1024);
+    int ipc = 1;
+    TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a, &rc) == 1 &&
+         ipc == 0);
+    /* The driver sees the chunk under them; memory answers the allocation. */
+    CK(cuMemGetAddressRange_v2(&base, &size, a + 10));
+    TRUE(size >= 2 * MiB);
+    /* Not ours: the driver answers. */
+    CUdeviceptr plain;
+    CK(cuMemAlloc_v2(&plain, 4096));
+    TRUE(mem_vrange(plain, &base, &size) == -1);
+    TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, plain, &rc) == 0);
+    TRUE(mem_vfree(plain, &rc) == 0);
+    return 0;
+}
+
+static void test_queries(void **state)
+{
+    (void)state;
+    run_child(query_child, NULL);
+}
+
+/* ---- a page-in the device has no room for ----------------------------------------
+ * It answers CUDA_ERROR_OUT_OF_MEMORY at once, though an allocation would
+ * wait SALUS_MEM_WAIT_MS (here ten minutes: a wait would outlast the
+ * test's deadline), leaves the memory out, and succeeds once there is room. */
+
+static int no_room_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr a, c;
+    uint64_t freed = 0, restored = 0, buf[8192];
+    CUresult rc;
+    setenv("SALUS_MEM_WAIT_MS", "600000", 1);
+    if (setup("4G"))
+        return 1;
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 2 * GiB, 1, 0));
+    if (fill(a, 2 * GiB, 9, buf, sizeof buf))
+        return 1;
+    CK(mem_page_out(0, 0, &freed));
+    TRUE(freed == 2 * GiB);
+    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, 2 * GiB + GiB / 2, 1, 0));
+    TRUE(mem_page_in(0, &restored) == CUDA_ERROR_OUT_OF_MEMORY);
+    TRUE(mem_paged_out_bytes(0) == 2 * GiB && mem_resident_bytes(0) == 2 * GiB + GiB / 2);
+    TRUE(mem_vfree(c, &rc) == 1 && rc == CUDA_SUCCESS);
+    CK(mem_page_in(0, &restored));
+    TRUE(restored == 2 * GiB);
+    return check(a, 2 * GiB, 9, buf, sizeof buf);
+}
+
+static void test_page_in_without_room(void **state)
+{
+    (void)state;
+    run_child(no_room_child, NULL);
+}
+
+/* ---- paging's copies cost PCIe time -----------------------------------------------
+ * Over SIMGPU_PCIE_GBPS=10, the page-out's and page-in's copies of a 64 MiB
+ * allocation each occupy libsalus's stream for 64 MiB / 10 GB/s in simgpu's
+ * trace: paging is not free. */
+
+static char pcie_trace[512];
+
+static int copy_ns(const char *text, const char *dir, double *ns)
+{
+    char line[512];
+    double start, end, n = 0;
+    for (int i = 0; tu_find_line(text, dir, i, line, sizeof line) == 0; i++) {
+        if (tu_json_num(line, "start_ns", &start) || tu_json_num(line, "end_ns", &end))
+            return -1;
+        n += end - start;
+    }
+    *ns = n;
+    return 0;
+}
+
+static int pcie_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr p;
+    uint64_t freed, restored;
+    double out_ns = 0, in_ns = 0;
+    setenv("SIMGPU_PCIE_GBPS", "10", 1);
+    setenv("SIMGPU_TRACE", pcie_trace, 1);
+    if (setup("4G"))
+        return 1;
+    CK(mem_valloc(MEM_KIND_DEVICE, &p, NULL, 64 * MiB, 1, 0));
+    CK(mem_page_out(0, 0, &freed));
+    CK(mem_page_in(0, &restored));
+    char *text = tu_read_file(pcie_trace, NULL);
+    TRUE(text != NULL);
+    TRUE(copy_ns(text, "\"DtoH\"", &out_ns) == 0 && copy_ns(text, "\"HtoD\"", &in_ns) == 0);
+    free(text);
+    double want = (double)((64 * MiB + 9) / 10);
+    if (out_ns != want || in_ns != want) {
+        fprintf(stderr, "copies took %.0f and %.0f ns, not %.0f\n", out_ns, in_ns, want);
+        return 1;
+    }
+    return 0;
+}
+
+static void test_paging_at_pcie_bandwidth(void **state)
+{
+    (void)state;
+    snprintf(pcie_trace, sizeof pcie_trace, "%s/pcie-trace.jsonl", tu_tmpdir());
+    unlink(pcie_trace);
+    run_child(pcie_child, NULL);
+}
+
+/* ---- SIGKILL while paged out --------------------------------------------------------- */
+
+static char kill_state[96], kill_table[96];
+
+static int killed_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr p, q;
+    uint64_t freed;
+    if (setup_named("4G", kill_state, kill_table))
+        return 1;
+    uint64_t empty = dev_free();      /* the device less this process's context */
+    CK(mem_valloc(MEM_KIND_DEVICE, &p, NULL, 256 * MiB, 1, 0));
+    CK(mem_valloc(MEM_KIND_DEVICE, &q, NULL, 4096, 1, 0));
+    CK(mem_page_out(0, 0, &freed));
+    TRUE(mem_paged_out_bytes(0) == 256 * MiB + 2 * MiB);
+    CK(mem_valloc(MEM_KIND_DEVICE, &p, NULL, 64 * MiB, 1, 0));   /* resident too */
+    TRUE(dev_free() == empty - 64 * MiB);
+    return 0;
+}
+
+/* A peer of the killed process: the device and the table hold nothing. */
+static int after_kill_child(void *arg)
+{
+    (void)arg;
+    CUcontext ctx;
+    mem_device_view_t dv;
+    setenv("SIMGPU_STATE", kill_state, 1);
+    setenv("SALUS_TABLE", kill_table, 1);
+    setenv("SIMGPU_CTX_MEMORY", "0", 1);   /* this peer's context takes nothing */
+    CK(cuInit(0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CK(cuCtxSetCurrent(ctx));
+    TRUE(dev_free() == 4 * GiB);
+    shm_table_t *t = shm_process_table();
+    TRUE(t && mem_view_device(t, 0, &dv) == 0);
+    TRUE(dv.used == 0 && dv.granted == 0);
+    return 0;
+}
+
+static void test_sigkill_while_out(void **state)
+{
+    (void)state;
+    tu_unique_name("vmm-ksim", kill_state, sizeof kill_state);
+    tu_unique_name("vmm-ktab", kill_table, sizeof kill_table);
+    run_child(killed_child, NULL);
+    run_child(after_kill_child, NULL);
+}
+
+/* ---- through libsalus: the program's malloc, and its allocations ------------------ */
+
+/* Run vmmclient <mode>, with libsalus preloaded over simgpu or plainly; its
+ * line that starts with `mode`. */
+static void client(const char *mode, int preload, char *out, size_t len)
+{
+    char prog[512], state[96], table[96];
+    tu_env_t env;
+    tu_proc_t p;
+    tu_env_init(&env);
+    tu_unique_name("vmm-cli", state, sizeof state);
+    if (preload)
+        tu_env_salus(&env, state, tu_unique_name("vmm-clt", table, sizeof table));
+    else
+        tu_env_simgpu(&env, state);
+    tu_env_set(&env, "SALUS_SWAP", "on");
+    char *argv[] = { (char *)tu_build_path("tests/clients/vmmclient", prog, sizeof prog),
+                     (char *)mode, NULL };
+    int rc = tu_run(argv, &env, 60000, &p);
+    char *text = tu_read_file(p.out_path, NULL);
+    assert_non_null(text);
+    if (tu_find_line(text, mode, 0, out, len) != 0)
+        snprintf(out, len, "(no line) exit %d: %s", rc, text);
+    free(text);
+    tu_env_free(&env);
+}
+
+static void test_malloc_unchanged(void **state)
+{
+    (void)state;
+    char plain[512], preloaded[512];
+    client("malloc", 0, plain, sizeof plain);
+    client("malloc", 1, preloaded, sizeof preloaded);
+    assert_non_null(strstr(plain, "libc.so"));
+    assert_string_equal(plain, preloaded);
+}
+
+static void test_client_allocations(void **state)
+{
+    (void)state;
+    char line[512];
+    client("alloc", 0, line, sizeof line);       /* the driver's own answers */
+    assert_string_equal(line, "alloc ok vmm=0");
+    client("alloc", 1, line, sizeof line);       /* the same, virtualized */
+    assert_string_equal(line, "alloc ok vmm=1");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_big_round_trips),
+        cmocka_unit_test(test_small_round_trips),
+        cmocka_unit_test(test_big_while_out),
+        cmocka_unit_test(test_jemalloc_never_writes_device),
+        cmocka_unit_test(test_queries),
+        cmocka_unit_test(test_page_in_without_room),
+        cmocka_unit_test(test_paging_at_pcie_bandwidth),
+        cmocka_unit_test(test_sigkill_while_out),
+        cmocka_unit_test(test_malloc_unchanged),
+        cmocka_unit_test(test_client_allocations),
+    };
+    return cmocka_run_group_tests_name("memory_vmm", tests, NULL, NULL);
+}
