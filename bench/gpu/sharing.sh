@@ -91,7 +91,7 @@ print(f.value >> 20 if ok else "")' 2>/dev/null)
 await_waiter() {
     local end=$(( $(date +%s) + $2 ))
     while [ "$(date +%s)" -le "$end" ]; do
-        timeout 5 "$BUILD/bin/salus" status --json -t "$1" 2>/dev/null | py 'import json,sys
+        timeout 5 "$BUILD/bin/salus" status --json -d 0 -t "$1" 2>/dev/null | py 'import json,sys
 sys.exit(0 if json.loads(sys.stdin.read())["devices"][0]["waiters"] else 1)' && return 0
         sleep 0.05
     done
@@ -107,9 +107,10 @@ overlap_pair() {
                "SALUS_REPORT=$OUT/$name.report.jsonl")
     [ "$SIMGPU" = 1 ] && env+=("SIMGPU_TRACE=$OUT/$name.trace" "SIMGPU_KERNEL_NS=2000000")
     local pa=$pat pb=$pat na=$OVERLAP_LAUNCHES
-    # kill: A has 1024 launches (2 s of work) and holds the GPU for its whole
-    # quantum (10 s), so that B is seen waiting before A dies.
-    [ "$pat" = kill ] && { pa=queue32; pb=plain; na=1024; env+=("SALUS_QUANTUM_MS=10000"); }
+    # kill: A has 2048 launches (4 s of work) and holds the GPU for its whole
+    # quantum (10 s), so that B is seen waiting before A dies, even on a
+    # loaded machine.
+    [ "$pat" = kill ] && { pa=queue32; pb=plain; na=2048; env+=("SALUS_QUANTUM_MS=10000"); }
     rm -f "$OUT/$name".* "$OUT/$name"-[ab].*
     local prog=("$GPUCHECK/overlap" --module "$GPUCHECK/stamp.cubin" --ms 2)
     timeout "$(tmo 60)" "${env[@]}" "${prog[@]}" --pattern "$pa" --launches "$na" \
