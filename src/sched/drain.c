@@ -174,9 +174,9 @@ static int serve(sched_slot_t *me)
     return 0;
 }
 
-void sched_drain_serve(sched_slot_t *me)
+int sched_drain_serve(sched_slot_t *me)
 {
-    serve(me);
+    return serve(me);
 }
 
 static void *drain_main(void *arg)

@@ -407,6 +407,17 @@ void sched_drain_mark_locked(shm_table_t *t, int d, int from)
     __atomic_store_n(&dev->drain_from, (uint32_t)from + 1, __ATOMIC_RELEASE);
 }
 
+/* The slot whose own thread is granting its devices away and drains them
+ * itself right after (a holder yielding at a boundary): its drain thread is
+ * not woken for that (a wake-up, and a thread contending for the CPU with
+ * the process that is about to run, on every handoff). */
+static __thread int self_draining = -1;
+
+void sched_grant_self_drain(int slot)
+{
+    self_draining = slot;
+}
+
 static void drain_ask(shm_table_t *t, int d, int from)
 {
     sched_dev_t *dev = sched_dev(t, d);
@@ -414,7 +425,8 @@ static void drain_ask(shm_table_t *t, int d, int from)
     if (!f || dev->drain_from != (uint32_t)from + 1)
         return;
     __atomic_store_n(&f->drain_req, dev->drain_seq, __ATOMIC_RELEASE);
-    shm_futex_wake(&f->drain_req, INT_MAX);
+    if (from != self_draining)
+        shm_futex_wake(&f->drain_req, INT_MAX);
 }
 
 static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)

@@ -546,11 +546,15 @@ void sched_drain_reset(void);
 int  sched_drain_await(sched_proc_t *p, int d);
 /* Serve the drain requests made of the process (its slot `me`) so far:
  * drain, then answer (by a holder that has just yielded, and by the drain
- * thread). */
-void sched_drain_serve(sched_slot_t *me);
+ * thread).  0 when served, -1 when a capture is open (the drain thread
+ * serves it at the capture's end). */
+int  sched_drain_serve(sched_slot_t *me);
 /* (lease.c) Under the lock, at a grant of d away from `from`: ask it to
  * drain, unless an earlier holder's drain is still pending on d. */
 void sched_drain_mark_locked(shm_table_t *t, int d, int from);
+/* (lease.c) The calling thread's grants away from `slot` (-1: none) are
+ * drained by that thread itself: they do not wake its drain thread. */
+void sched_grant_self_drain(int slot);
 
 /* ---- counters (stats.c) ----------------------------------------------------- */
 int  sched_hist_bucket(uint64_t ns);

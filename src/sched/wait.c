@@ -48,6 +48,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,11 +131,20 @@ static int yield_device(sched_proc_t *p, int d, int boundary)
             nudge_watcher(p, d);
         return 0;
     }
+    /* The grant marks d drain-pending and closes our gates; this thread
+     * drains (the GPU is nearly done at a boundary) and answers before it
+     * wakes the new holder, which then finds the answer and starts: one
+     * wake-up per handoff, not a second for the answer (nor one of our
+     * drain thread).  Should the drain not happen here (a capture opened
+     * meanwhile on another thread), the drain thread is woken for it. */
+    sched_grant_self_drain(p->slot);
     sched_grant_locked(p->t, d, to, sched_now(), 0);
+    sched_grant_self_drain(-1);
     shm_unlock(p->t);
-    sched_wake(p->t, to);
     shm_set_state(p->t, p->slot, SHM_IDLE);
-    sched_drain_serve(p->me);
+    if (sched_drain_serve(p->me) != 0)
+        shm_futex_wake(&p->me->drain_req, INT_MAX);
+    sched_wake(p->t, to);
     util_debug("device %d: the GPU goes to slot %d at a %s", d, to,
                boundary ? "boundary" : "sync past the max slice");
     return 1;
