@@ -16,6 +16,8 @@
  *     allocation's own base and size;
  *   - a page-in the device has no room for is refused at once, and comes
  *     in once there is room;
+ *   - past the host staging bound (SALUS_SWAP_LIMIT) memory stays on the
+ *     device, what fits goes out;
  *   - paging's copies take simgpu's PCIe time (SIMGPU_PCIE_GBPS) each way;
  *   - a process SIGKILLed while paged out leaves nothing on the device nor
  *     in the table;
@@ -438,6 +440,36 @@ static void test_page_in_without_room(void **state)
     run_child(no_room_child, NULL);
 }
 
+/* ---- the host staging bound --------------------------------------------------------
+ * Under SALUS_SWAP_LIMIT=100M, an allocation whose copy would pass it stays
+ * on the device and a smaller one goes out; both come back intact. */
+
+static int limit_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr a, b;
+    uint64_t freed = 0, restored = 0, buf[8192];
+    setenv("SALUS_SWAP_LIMIT", "100M", 1);
+    if (setup("4G"))
+        return 1;
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
+    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 256 * MiB, 1, 0));
+    if (fill(a, 64 * MiB, 11, buf, sizeof buf) || fill(b, 256 * MiB, 12, buf, sizeof buf))
+        return 1;
+    CK(mem_page_out(0, 0, &freed));
+    TRUE(freed == 64 * MiB && mem_paged_out_bytes(0) == 64 * MiB);
+    TRUE(mem_resident_bytes(0) == 256 * MiB && mem_vm.staged == 64 * MiB);
+    CK(mem_page_in(0, &restored));
+    TRUE(restored == 64 * MiB && mem_vm.staged == 0);
+    return check(a, 64 * MiB, 11, buf, sizeof buf) || check(b, 256 * MiB, 12, buf, sizeof buf);
+}
+
+static void test_staging_bound(void **state)
+{
+    (void)state;
+    run_child(limit_child, NULL);
+}
+
 /* ---- paging's copies cost PCIe time -----------------------------------------------
  * Over SIMGPU_PCIE_GBPS=10, the page-out's and page-in's copies of a 64 MiB
  * allocation each occupy libsalus's stream for 64 MiB / 10 GB/s in simgpu's
@@ -596,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_jemalloc_never_writes_device),
         cmocka_unit_test(test_queries),
         cmocka_unit_test(test_page_in_without_room),
+        cmocka_unit_test(test_staging_bound),
         cmocka_unit_test(test_paging_at_pcie_bandwidth),
         cmocka_unit_test(test_sigkill_while_out),
         cmocka_unit_test(test_malloc_unchanged),

@@ -91,7 +91,7 @@ static CUresult bigs_out(mem_vdev_t *v, uint64_t want, uint64_t *freed)
     for (; k < n && (want == 0 || got < want); k++) {
         mem_valloc_t *a = list[k];
         if (!(a->stage = stage_alloc(a->size)))
-            break;                    /* the staging bound: no more this time */
+            continue;                 /* past the staging bound: a smaller one may fit */
         rc = mem_p.drv.memcpy_dtoh_async(a->stage, a->base, a->size, v->stream);
         if (rc != CUDA_SUCCESS) {
             stage_free(a->stage, a->size);
