@@ -35,3 +35,8 @@ $(B)/tests/test_memory_vmm: $(SIM_LIB) $(B)/libsalus.so $(B)/tests/clients/vmmcl
 $(B)/tests/clients/vmmclient: tests/clients/vmmclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl
+# Memory nobody allocated (contexts, the driver's free memory, the own view
+# without a limit): processes of this binary under libsalus over simgpu.
+MEM_CTX_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)
+$(eval $(call salus_test,test_memory_ctx,$(SIM_LIB),$(MEM_CTX_LIBS)))
+$(B)/tests/test_memory_ctx: $(B)/libsalus.so

@@ -123,6 +123,9 @@ static void client_env(tu_env_t *env, const how_t *how, const char *report)
     char sim[512];
     tu_env_set(env, "SALUS_REPORT", "%s", report);
     tu_env_set(env, "SALUS_MEM_LIMIT", "%ldM", LIMIT >> 20);
+    /* The limit is for what the client allocates: its context (which the
+     * limit bounds too) would take all of it. */
+    tu_env_set(env, "SIMGPU_CTX_MEMORY", "0");
     tu_env_set(env, "PYTHONDONTWRITEBYTECODE", "1");
     tu_env_set(env, "PATH", "%s/bin:/usr/bin:/bin", CUDA_HOME_DIR);    /* PyCUDA's nvcc */
     tu_env_set(env, "NUMBA_CUDA_DRIVER", "%s", tu_build_path("sim/libcuda.so.1", sim, sizeof sim));
@@ -227,9 +230,14 @@ static void check_run(const crun_t *r)
         assert_int_equal(tu_json_need(rep, export), tu_json_need(did, "frees"));
     if (tu_json_str(did, "copy_export", export, sizeof export) == 0)
         assert_true(tu_json_need(rep, export) >= 1);
-    /* The own view: the limit, less what it held when it asked. */
+    /* The own view: the limit, less what it held when it asked and what its
+     * context and modules take (their images only here: SIMGPU_CTX_MEMORY=0,
+     * at most its peak charge; the view is asked after its loads). */
+    double ctx = tu_json_need(rep, "mem_context_bytes");
+    assert_true(ctx < 1 << 20);
     assert_int_equal(tu_json_need(did, "view_total"), LIMIT);
-    assert_int_equal(tu_json_need(did, "view_free"), LIMIT - tu_json_need(did, "view_held"));
+    assert_int_equal(tu_json_need(did, "view_free"),
+                     LIMIT - tu_json_need(did, "view_held") - ctx);
 
     /* simgpu ran every launch of the client, and the peer's beside them. */
     assert_int_equal(r->kernels, (long)tu_json_need(did, "launches"));

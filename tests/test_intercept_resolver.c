@@ -154,7 +154,7 @@ static void test_resolver_variants(void **state)
 #if CU_PROCMAP_HEADER_VERSION >= 13000
     assert_ptr_equal(resolve("cuCtxSynchronize", 13000, 0), WRAPPER(cuCtxSynchronize_v2));
 #endif
-    assert_ptr_equal(resolve("cuModuleLoad", 12000, 0), DRIVER);
+    assert_ptr_equal(resolve("cuModuleGetFunction", 12000, 0), DRIVER);
     assert_ptr_equal(resolve("cuGetExportTable", 12000, 0), DRIVER);
     assert_ptr_equal(resolve("cuMemAlloc", 12000, 3), DRIVER);   /* unknown flags */
     hook_counts_t after = counts();

@@ -67,7 +67,9 @@ static void env_for(tu_env_t *env, const char *table, int preload)
     tu_env_salus(env, gpu, table);
     if (!preload)
         tu_env_unset(env, "LD_PRELOAD");
-    tu_env_set(env, "SALUS_MEM_LIMIT", "64M");
+    /* The context's 512 MiB count against it: the seed's slots carry a
+     * context charge for the fuzzer to mutate too. */
+    tu_env_set(env, "SALUS_MEM_LIMIT", "576M");
 }
 
 static void train_argv(char **argv, char *prog, size_t len, const char *seconds)

@@ -173,7 +173,9 @@ static void test_every_path_over_simgpu(void **state)
 {
     (void)state;
     const char *paths[] = { "alloc", "pitch", "managed", "async", "vmm", "array" };
-    const char *const limit[] = { "SALUS_MEM_LIMIT=1G", NULL };
+    /* The limit for the allocation paths alone (a context counts against it
+     * too: test_context_memory). */
+    const char *const limit[] = { "SALUS_MEM_LIMIT=1G", "SIMGPU_CTX_MEMORY=0", NULL };
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
         run_t over, fits, iter_over;
         const char *a1[] = { "--alloc", paths[i], "--iterations", "2", "--mem", "1100M", NULL };
@@ -236,7 +238,12 @@ static void test_memgetinfo_view(void **state)
     run(&r, none, args);
     assert_int_equal(r.rc, 0);
     free_mem_line(&r, &s, &i, &t);
-    assert_int_equal(t, 16 * GB - 16 * GB / 20);  /* the budget: capacity - headroom */
+    /* What it could allocate: the budget (capacity - headroom) less what
+     * its context and module take (simgpu's 512 MiB and the cubin), which
+     * its limit bounds too. */
+    double ctx = report_num(r.p.pid, "mem_context_bytes");
+    assert_true(ctx >= 512.0 * MB && ctx < 513.0 * MB);
+    assert_int_equal(t, 16 * GB - 16 * GB / 20 - (uint64_t)ctx);
     assert_int_equal(s - i, 600 * MB);
 }
 
@@ -437,8 +444,9 @@ static int table_devices(void)
 }
 
 /* A process that retains a context on each of 4 GPUs (as JAX does) and
- * works on device 2 is enrolled, gated and admitted there only: the table
- * learns one device.  Limits are per device in MPS's form: device 2's
+ * works on device 2 is gated there only; the table learns the four
+ * devices, where its contexts take memory (and its reservation is admitted
+ * before each context).  Limits are per device in MPS's form: device 2's
  * refuses what device 1's allows, and the own view's total is device 2's
  * limit. */
 static void test_enrolled_where_it_works(void **state)
@@ -450,11 +458,12 @@ static void test_enrolled_where_it_works(void **state)
                           NULL };
     run(&r, four, on2);
     assert_int_equal(r.rc, 0);
-    assert_int_equal(table_devices(), 1);
+    assert_int_equal(table_devices(), 4);
     assert_int_equal(report_num(r.p.pid, "launches"), 3 * 2);
 
     uint64_t s, i, t;
-    const char *const limits[] = { "SIMGPU_DEVICES=4", "SALUS_MEM_LIMIT=1=4G,2=512M", NULL };
+    const char *const limits[] = { "SIMGPU_DEVICES=4", "SALUS_MEM_LIMIT=1=4G,2=512M",
+                                   "SIMGPU_CTX_MEMORY=0", NULL };
     const char *big2[] = { "--retain-all", "--device", "2", "--iterations", "1", "--mem", "1G",
                            NULL };
     run(&r, limits, big2);
@@ -475,7 +484,7 @@ static void test_enrolled_where_it_works(void **state)
                           NULL };
     run(&r, limits, on0);                                    /* not named: no limit */
     assert_int_equal(r.rc, 0);
-    assert_int_equal(table_devices(), 3);
+    assert_int_equal(table_devices(), 4);
 }
 
 int main(void)

@@ -23,6 +23,9 @@ from typing import List, Optional
 from . import config
 from .presets import env_simgpu
 
+# What salus-train and salus-infer allocate beside --mem and --iter-mem (wl_gpu.c).
+AUX_BYTES = 1 << 20
+
 
 @dataclass
 class Result:
@@ -153,7 +156,10 @@ def _spawn(job, policy, env, workdir, tag, procs, reserve=True):
         if job.iterations:
             jenv["SALUS_ITERATIONS"] = str(job.iterations)
         if job.peak and reserve:
-            jenv["SALUS_MEM_RESERVE"] = size_arg(job.peak)
+            # The peak of its buffers and the workload's own aux buffers (two
+            # of 256 KiB): a reservation that leaves them out needs room
+            # beside it, which a device filled by reservations may not have.
+            jenv["SALUS_MEM_RESERVE"] = size_arg(job.peak + AUX_BYTES)
     jenv.update(job.env)
     out = os.path.join(workdir, f"{tag}.{job.name}.out")
     err = os.path.join(workdir, f"{tag}.{job.name}.err")

@@ -50,6 +50,11 @@
                                                                   "cuMemPoolGetAttribute", NULL) \
     X(device_get_graph_mem_attribute, (CUdevice dev, CUgraphMem_attribute attr, void *value), \
                                                      "cuDeviceGetGraphMemAttribute", NULL) \
+    X(mem_get_info,          (size_t *free_bytes, size_t *total_bytes),                    \
+                                                                  "cuMemGetInfo_v2", NULL) \
+    X(primary_ctx_retain,    (CUcontext *ctx, CUdevice dev),      "cuDevicePrimaryCtxRetain", NULL) \
+    X(primary_ctx_release,   (CUdevice dev),                      "cuDevicePrimaryCtxRelease_v2", \
+                                                                  "cuDevicePrimaryCtxRelease") \
     DRV_VMM_CALLS(X)
 
 /* What paging needs besides (memory's virtualized allocations): VMM ranges

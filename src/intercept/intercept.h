@@ -74,7 +74,7 @@ typedef enum hook_category {
  * (MEM_KIND_*), a LIFE or CAPTURE row one of these. */
 typedef enum {
     HOOK_LIFE_INIT, HOOK_LIFE_RETAIN, HOOK_LIFE_RELEASE, HOOK_LIFE_RESET, HOOK_LIFE_CREATE,
-    HOOK_LIFE_DESTROY
+    HOOK_LIFE_DESTROY, HOOK_LIFE_MODULE
 } hook_life_kind_t;
 typedef enum {
     HOOK_CAPTURE_BEGIN, HOOK_CAPTURE_END, HOOK_CAPTURE_MODE, HOOK_CAPTURE_QUERY

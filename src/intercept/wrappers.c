@@ -226,12 +226,35 @@ static void hook_modules_start(void)
     }
 }
 
-/* A context made or retained enrolls the process nowhere: it joins a
- * device's lease and budget (and waits for admission there) when it first
- * launches or allocates on it, so that a process holding contexts on every
- * GPU (JAX) is gated and charged where it works only. */
+/* A context made or retained joins the process to no lease: it joins a
+ * device's lease when it first launches on it, so that a process holding
+ * contexts on every GPU (JAX) is gated where it works only.  A reserving
+ * job is admitted before its context is made, and what the context itself
+ * takes is charged where it is, at once (memory.h). */
+static int hook_ctx_event(hook_life_kind_t kind)
+{
+    /* What a context itself takes is charged apart from allocations. */
+    static const int8_t ctx_event[] = {
+        [HOOK_LIFE_INIT] = -1, [HOOK_LIFE_RETAIN] = MEM_CTX_RETAINED,
+        [HOOK_LIFE_RELEASE] = MEM_CTX_RELEASED, [HOOK_LIFE_RESET] = MEM_CTX_RESET,
+        [HOOK_LIFE_CREATE] = MEM_CTX_CREATED, [HOOK_LIFE_DESTROY] = MEM_CTX_DESTROYED,
+        [HOOK_LIFE_MODULE] = MEM_CTX_MODULE,
+    };
+    return (unsigned)kind < sizeof ctx_event ? ctx_event[kind] : -1;
+}
+
+static inline void hook_mem_before_life(hook_life_kind_t kind, int dev)
+{
+    int ev = hook_ctx_event(kind);
+    if (ev >= 0)
+        mem_context_begin((mem_ctx_event_t)ev, dev);
+}
+
 static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult rc)
 {
+    int ev = hook_ctx_event(kind);
+    if (ev >= 0)
+        mem_context_end((mem_ctx_event_t)ev, dev, rc);
     if (rc != CUDA_SUCCESS)
         return;
     if (kind == HOOK_LIFE_INIT)
@@ -382,6 +405,7 @@ HOOK_LIST(GATED_)
     {                                                                           \
         hook_enter(HOOK_##export);                                              \
         int dev_ = (int)(dev);                                                  \
+        hook_mem_before_life(kind, dev_);                                       \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         hook_mem_after_life(kind, dev_, rc);                                    \
         return rc;                                                              \

@@ -1,6 +1,7 @@
 /*
  * devices.c - the process's ordinal -> device cache over the table's device
- * index (ipc.h, shm_device_of).
+ * index (ipc.h, shm_device_of), and each device's serial lock (a record
+ * lock, taken and dropped by one process; no memory of its own).
  *
  * A GPU's index in the table is found by its identity, which costs a driver
  * call and the table's lock; both modules that need it (sched at a launch,
@@ -15,6 +16,9 @@
  */
 #include "ipc/shm_layout.h"
 #include "drv/drv.h"
+
+#include <fcntl.h>
+#include <time.h>
 
 _Static_assert(SHM_MAX_ORDINALS == DRV_MAX_ORDINAL + 1,
                "the cache covers every ordinal the driver contract answers");
@@ -37,4 +41,47 @@ int shm_device_of(shm_table_t *t, const drv_t *drv, int ordinal)
         return -1;
     __atomic_store_n(&t->ordinal_index[ordinal], (int8_t)(d + 1), __ATOMIC_RELEASE);
     return d;
+}
+
+static int serial_op(shm_table_t *t, int device, short type)
+{
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET,
+                        .l_start = SHM_SERIAL_BASE + device, .l_len = 1 };
+    return fcntl(t->fd, F_SETLK, &fl);
+}
+
+int shm_device_serial_lock(shm_table_t *t, int device, int timeout_ms)
+{
+    if (!t || t->read_only || device < 0 || device >= SHM_MAX_DEVICES)
+        return -1;
+    for (int waited = 0;; waited++) {
+        if (serial_op(t, device, F_WRLCK) == 0)
+            return 0;
+        if (waited >= timeout_ms)
+            return -1;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+}
+
+int shm_device_serial_wait(shm_table_t *t, int device, int timeout_ms)
+{
+    if (!t || t->read_only || device < 0 || device >= SHM_MAX_DEVICES)
+        return -1;
+    for (int waited = 0;; waited++) {
+        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+                            .l_start = SHM_SERIAL_BASE + device, .l_len = 1 };
+        if (fcntl(t->fd, F_GETLK, &fl) == 0 && fl.l_type == F_UNLCK)
+            return 0;
+        if (waited >= timeout_ms)
+            return -1;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+}
+
+void shm_device_serial_unlock(shm_table_t *t, int device)
+{
+    if (t && !t->read_only && device >= 0 && device < SHM_MAX_DEVICES)
+        serial_op(t, device, F_UNLCK);
 }

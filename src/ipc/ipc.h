@@ -178,6 +178,18 @@ int  shm_device_uuid(shm_table_t *t, int device, uint8_t out[16]);
 struct drv;
 int  shm_device_of(shm_table_t *t, const struct drv *drv, int ordinal);
 
+/* A device's serial lock: what processes must not do at once on device
+ * index d (memory's reading of the driver around a context made, so that
+ * one process's reading holds no other's context).  A POSIX record lock on
+ * a byte of the table's object for the device: the kernel drops it when the
+ * holder dies; per process, so the threads of one process share it.  Waits
+ * up to timeout_ms (polling each millisecond): 0 held, -1 not (a holder
+ * that long in the driver, a read-only table, a bad index). */
+int  shm_device_serial_lock(shm_table_t *t, int device, int timeout_ms);
+void shm_device_serial_unlock(shm_table_t *t, int device);
+/* Wait, as long, until no other process holds it (without taking it). */
+int  shm_device_serial_wait(shm_table_t *t, int device, int timeout_ms);
+
 /* ---- module areas --------------------------------------------------------
  * 64-byte aligned, zeroed when the table is made; a slot's areas are zeroed
  * when the slot is claimed.  slot/device out of range -> NULL. */

@@ -25,7 +25,8 @@
 #define SHM_DIR   "/dev/shm"                /* where glibc's shm_open puts names */
 
 /* Record-lock offsets, far past the end of the object: locks there stand for
- * things, they guard no bytes.  INIT serializes creation; LIVE+i is the
+ * things, they guard no bytes.  INIT serializes creation; SERIAL+d a
+ * device's measures; LIVE+i is the
  * liveness of locker i: i < SHM_MAX_SLOTS is slot i's process, the next
  * SHM_GUESTS bytes are lent to processes that take the table's lock without
  * a slot (a process registering, `salus policy`). */
@@ -33,6 +34,8 @@
 #define SHM_LIVE_BASE  (SHM_LOCK_INIT + 64)
 #define SHM_GUESTS     64
 #define SHM_LOCKERS    (SHM_MAX_SLOTS + SHM_GUESTS)
+/* SERIAL+d: device d's serial lock (devices.c). */
+#define SHM_SERIAL_BASE (SHM_LIVE_BASE + SHM_LOCKERS)
 
 /* The table's lock word (lock.c):
  *   0                              free

@@ -16,6 +16,11 @@
  * owners and reclaimers loses or invents a byte.  Device-wide sums are
  * recomputed from the live slots under the lock (see mem_layout.h).
  *
+ * What grants and admissions may commit on a device is its budget less
+ * every slot's contexts and the foreign use the driver last showed
+ * (ctxmem.c measures both); a grant that comes within the headroom of that
+ * asks for a fresh reading first.
+ *
  * Death.  A process killed anywhere gives back exactly its slot: its grant
  * and reservation stop counting once the slot is freed (by whoever reaps
  * it), whatever it was doing to its own counters.  A reclaimer killed between
@@ -61,6 +66,14 @@ static mem_slot_t *area_of(shm_table_t *t, int slot)
  * this one on none of them. */
 mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
                      .graph_lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* What this process's contexts take on table device d (ctxmem.c): part of
+ * what its limit bounds, outside its grant. */
+static uint64_t own_ctx(int d)
+{
+    mem_local_dev_t *ld = mem_p.by_index[d];
+    return ld && ld->dev ? mem_ctx_of(ld->dev, mem_p.slot) : 0;
+}
 
 /* ---- the lock --------------------------------------------------------------
  * shm_lock waits a few seconds at most for a holder that seems hung.  Then
@@ -171,7 +184,7 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
     for (;;) {
         uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
         uint64_t used = g + d > spare ? g + d - spare : 0;
-        if (used + bytes > LOAD(&sd->limit))
+        if (used + own_ctx(ld->d) + bytes > LOAD(&sd->limit))
             return CUDA_ERROR_OUT_OF_MEMORY;
         if (__atomic_compare_exchange_n(&ld->debt, &d, d + bytes, 1, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
@@ -216,6 +229,8 @@ static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
         s->held += umax(u, r);
         s->committed_run += run_peak(t, j, sd, umax(g, r));
         s->held_run += run_peak(t, j, sd, umax(u, r));
+        if (LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
+            s->ctx += mem_ctx_of(shm_device_area(t, d, SHM_AREA_MEM), j);
         if (LOAD(&a->wait_dev) == (uint32_t)d + 1) {
             s->waiters++;
             s->queued += LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
@@ -244,6 +259,7 @@ void mem_publish_locked(shm_table_t *t, int d)
     STORE(&dev->sum_used, s.used);
     STORE(&dev->sum_reserved, s.reserved);
     STORE(&dev->sum_committed, s.committed);
+    STORE(&dev->sum_ctx, s.ctx);
     STORE(&dev->queued, s.queued);
     __atomic_store_n(&dev->waiters, s.waiters, __ATOMIC_SEQ_CST);
 }
@@ -335,17 +351,32 @@ static void add_spare(mem_sdev_t *sd, uint64_t bytes)
         __atomic_add_fetch(&sd->avail, bytes, __ATOMIC_SEQ_CST);
 }
 
+/* What grants may commit on the device: its budget less every context's
+ * measured memory (own_ctx: the caller's) and the foreign use the driver
+ * last showed, so that nothing Salus grants is refused by the driver for
+ * memory Salus could have known of, and the headroom stays free for the
+ * contexts of processes yet to come. */
+static uint64_t effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint64_t own_ctx)
+{
+    uint64_t budget = LOAD(&dev->budget);
+    uint64_t taken = o->ctx + own_ctx + clampb(LOAD(&dev->foreign));
+    return budget > taken ? budget - taken : 0;
+}
+
 /* Grow ld's grant by `need` bytes at least, by a chunk more when that fits:
- * within its limit, and within the device's budget once what the others
- * commit is counted, after reclaiming their spare and reaping the dead if
- * need be.  Returns MEM_FIT with *grant set, or why not. */
-static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *grant)
+ * within its limit, and within the device's effective budget once what the
+ * others commit is counted, after reclaiming their spare and reaping the
+ * dead if need be.  A grant that would come within the headroom of the
+ * capacity asks for a driver reading first (MEM_ASK) unless `fresh`.
+ * Returns MEM_FIT with *grant set, or why not. */
+static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *grant, int fresh)
 {
     shm_table_t *t = mem_p.t;
     mem_sdev_t *sd = ld->sd;
     mem_dev_t *dev = ld->dev;
     uint64_t g0 = clampb(LOAD(&sd->granted)), r = LOAD(&sd->reserved);
-    uint64_t limit = LOAD(&sd->limit), budget = LOAD(&dev->budget);
+    uint64_t limit = LOAD(&sd->limit), ctx = own_ctx(ld->d);
+    limit = limit > ctx ? limit - ctx : 0;        /* its contexts count against it */
     if (g0 > limit || need > limit - g0)
         return MEM_OVER_LIMIT;
     uint64_t extra = need < ld->chunk ? umin(ld->chunk, limit - g0 - need) : 0;
@@ -353,6 +384,9 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     for (int attempt = 0; attempt < 4; attempt++) {
         mem_sums_t o;
         mem_sums(t, ld->d, mem_p.slot, &o);
+        uint64_t budget = effective_budget(dev, &o, own_ctx(ld->d));
+        if (!fresh && o.committed_run + umax(g0 + need, r) + LOAD(&dev->headroom) > budget)
+            return MEM_ASK;
         uint64_t room = budget > o.committed_run ? budget - o.committed_run : 0;
         if (umax(g0 + need, r) <= room) {
             uint64_t x = need + umin(extra, room - umax(g0 + need, r));
@@ -372,7 +406,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
 }
 
 /* Take `bytes` for an allocation, under the lock. */
-static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes)
+static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
 {
     mem_sdev_t *sd = ld->sd;
     uint64_t spare, grant;
@@ -386,7 +420,7 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes)
         mem_note_peak(ld, MEM_SPARE(LOAD(&sd->avail)));
         return MEM_FIT;
     }
-    mem_fit_t fit = grant_locked(ld, bytes - a, &grant);
+    mem_fit_t fit = grant_locked(ld, bytes - a, &grant, fresh);
     if (fit != MEM_FIT) {
         add_spare(sd, a);
         return fit;
@@ -528,7 +562,7 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
     enter_wait(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
     for (;;) {
         uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
-        fit = take_locked(ld, bytes);
+        fit = take_locked(ld, bytes, 1);
         uint64_t now = util_now_ns();
         if (fit == MEM_OVER_DEVICE && ask_pages_locked(ld, bytes) &&
             deadline < now + MEM_PAGE_WAIT_NS)
@@ -550,21 +584,28 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
     mem_sdev_t *sd = ld->sd;
     uint64_t g = LOAD(&sd->granted) + __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
     uint64_t spare = MEM_SPARE(LOAD(&sd->avail)), used = g > spare ? g - spare : 0;
+    uint64_t outside = clampb(LOAD(&ld->dev->sum_ctx)) + clampb(LOAD(&ld->dev->foreign));
+    uint64_t budget = LOAD(&ld->dev->budget);
+    uint64_t grantable = budget > outside ? budget - outside : 0;
     if (fit == MEM_OVER_LIMIT)
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: this "
-                      "process uses %s of its limit of %s (%s); the program sees "
-                      "CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->name,
-                      util_size(used).s, util_size(LOAD(&sd->limit)).s,
+                      "process uses %s and its contexts %s of its limit of %s (%s); the "
+                      "program sees CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->name,
+                      util_size(used).s, util_size(own_ctx(ld->d)).s,
+                      util_size(LOAD(&sd->limit)).s,
                       mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "the device's whole budget");
     else
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: the "
-                      "device's budget of %s is taken by the processes sharing it%s",
-                      util_size(bytes).s, ld->name, util_size(LOAD(&ld->dev->budget)).s,
+                      "%s it can grant (its budget of %s less %s that contexts and "
+                      "processes outside the table take, as the driver says) is taken by "
+                      "the processes sharing it%s", util_size(bytes).s, ld->name,
+                      util_size(grantable).s, util_size(LOAD(&ld->dev->budget)).s,
+                      util_size(outside).s,
                       mem_p.cfg.wait_ns ? " (waited SALUS_MEM_WAIT_MS)" :
                       "; SALUS_MEM_WAIT_MS=<ms> would wait for them to free memory");
 }
 
-int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes)
+int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
 {
     shm_table_t *t = mem_p.t;
     int lost = 0;
@@ -579,7 +620,11 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes)
         return rc;
     }
     mem_fix_log(t, ld->d);
-    mem_fit_t fit = take_locked(ld, bytes);
+    mem_fit_t fit = take_locked(ld, bytes, fresh);
+    if (fit == MEM_ASK) {
+        shm_unlock(t);
+        return MEM_TAKE_ASK_DRIVER;
+    }
     if (fit == MEM_OVER_DEVICE && (mem_p.cfg.wait_ns || ask_pages_locked(ld, bytes)))
         fit = wait_locked(ld, bytes, &lost);
     if (lost)
@@ -603,7 +648,7 @@ int mem_take_held(mem_local_dev_t *ld, uint64_t bytes)
     if (mem_lock() != 0)
         return __atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE) ? take_as_debt(ld, bytes) : 1;
     mem_fix_log(mem_p.t, ld->d);
-    mem_fit_t fit = take_locked(ld, bytes);
+    mem_fit_t fit = take_locked(ld, bytes, 1);   /* the driver gave it: no reading */
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
     return fit == MEM_FIT ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -630,9 +675,12 @@ static int is_head(shm_table_t *t, int d, uint32_t ticket)
 
 static int admit_fits_locked(mem_local_dev_t *ld, uint64_t reserve)
 {
-    uint64_t mine = umax(LOAD(&ld->sd->granted), reserve), budget = LOAD(&ld->dev->budget);
+    /* Admitted before its context is made: room for one like the last. */
+    uint64_t ctx = own_ctx(ld->d) ? 0 : clampb(LOAD(&ld->dev->ctx_last));
+    uint64_t mine = umax(LOAD(&ld->sd->granted), reserve) + ctx;
     mem_sums_t o;
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
+    uint64_t budget = effective_budget(ld->dev, &o, own_ctx(ld->d));   /* contexts too */
     if (o.committed_run + mine <= budget)
         return 1;
     if (o.held_run + mine > budget)
@@ -692,8 +740,9 @@ uint64_t mem_room_locked(mem_local_dev_t *ld)
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
     uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
     uint64_t used = g > spare ? g - spare : 0;
-    uint64_t limit = LOAD(&sd->limit), budget = LOAD(&ld->dev->budget);
-    uint64_t lim_room = limit > used ? limit - used : 0;
+    uint64_t limit = LOAD(&sd->limit), budget = effective_budget(ld->dev, &o, own_ctx(ld->d));
+    uint64_t mine = used + own_ctx(ld->d);        /* its limit bounds its contexts too */
+    uint64_t lim_room = limit > mine ? limit - mine : 0;
     uint64_t dev_room = budget > o.held_run + used ? budget - o.held_run - used : 0;
     return umin(lim_room, dev_room);
 }
@@ -714,6 +763,9 @@ void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx)
     STORE(&a->wait_dev, 0);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_sdev_t *sd = &a->dev[d];
+        mem_dev_t *cd = shm_device_area(t, d, SHM_AREA_MEM);
+        if (cd && slot >= 0 && slot < SHM_MAX_SLOTS)
+            STORE(&cd->ctx_kib[slot], 0);
         if (!LOAD(&sd->flags) && !LOAD(&sd->granted) && !LOAD(&sd->reserved))
             continue;
         __atomic_store_n(&sd->avail, 0, __ATOMIC_SEQ_CST);

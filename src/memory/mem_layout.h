@@ -123,9 +123,21 @@ typedef struct mem_dev {
     uint32_t next_ticket;  /* admission arrival order */
     uint64_t capacity, headroom, budget;
     mem_reclaim_log_t log;
+    /* What the driver says is taken and no live slot accounts for (other
+     * processes, modules, heaps), as of the last reading (ctxmem.c). */
+    uint64_t foreign;
+    /* The last context measured here: what a job admitted before its
+     * context is made must leave room for. */
+    uint64_t ctx_last;
+    /* What each slot's contexts and modules take here, measured from the
+     * driver (ctxmem.c), in KiB, outside its grant: counted for a live slot
+     * registered here only (a slot's area is zeroed when it is claimed, a
+     * device's is not: registration zeroes its entry). */
+    uint32_t ctx_kib[SHM_MAX_SLOTS];
     /* Cached for monitors after each locked change. */
     uint64_t sum_granted, sum_used, sum_reserved, sum_committed;
     uint32_t queued, pad1;
+    uint64_t sum_ctx;
 } mem_dev_t;
 
 _Static_assert(sizeof(mem_slot_t) <= SHM_SLOT_AREA_BYTES, "mem slot area");
@@ -148,6 +160,9 @@ typedef struct mem_local_dev {
     uint64_t debt;         /* taken while the table's lock was out of reach, not
                               yet in the grant: used = granted + debt - spare
                               (atomic; charged when the lock comes back) */
+    int primary_refs;      /* the process's retains of the primary context
+                              less its releases (mem_p.lock) */
+    int ctx_pending;       /* a context made here is not measured yet (mem_p.lock) */
 } mem_local_dev_t;
 
 /* A memory pool of this process (pool.c): what of the grant on its device
@@ -187,7 +202,9 @@ typedef struct mem_proc {
     int slot;
     drv_t drv;
     mem_config_t cfg;
-    pthread_mutex_t lock;          /* registration of devices */
+    pthread_mutex_t lock;          /* registration of devices; context counts */
+    int created;                   /* contexts created less destroyed (mem_p.lock) */
+    uint64_t ctx_peak;             /* the most its contexts took at once (table lock) */
     mem_local_dev_t dev[MEM_MAX_ORDINALS];
     mem_local_dev_t *by_index[SHM_MAX_DEVICES];   /* registered, by table device */
     mem_pool_t pools[MEM_MAX_POOLS];              /* records claimed under pool.c's lock */
@@ -208,6 +225,13 @@ typedef struct mem_proc {
 
 extern mem_proc_t mem_p;
 
+/* Slot j's context charge on device dev, in bytes (j checked). */
+static inline uint64_t mem_ctx_of(const mem_dev_t *dev, int j)
+{
+    return j >= 0 && j < SHM_MAX_SLOTS ?
+           (uint64_t)__atomic_load_n(&dev->ctx_kib[j], __ATOMIC_RELAXED) << 10 : 0;
+}
+
 /* The registered device of an ordinal (-1: the current context's), or NULL
  * when the module is off or that device passes through uncounted. */
 mem_local_dev_t *mem_local_dev(int device);
@@ -222,7 +246,7 @@ int mem_charge(mem_local_dev_t *ld, uint64_t bytes);
 
 /* ---- account.c: grants, reclaim, waits, admission (table lock) ---------- */
 
-typedef enum { MEM_FIT = 0, MEM_OVER_LIMIT, MEM_OVER_DEVICE } mem_fit_t;
+typedef enum { MEM_FIT = 0, MEM_OVER_LIMIT, MEM_OVER_DEVICE, MEM_ASK } mem_fit_t;
 
 /* The table's lock: 0, or -1 when it cannot be taken.  A time-out suspends
  * the module's use of the lock (said once): the process counts alone,
@@ -271,8 +295,12 @@ static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t spare_after)
 /* The slow path of an allocation: grant more under the lock (waiting up to
  * SALUS_MEM_WAIT_MS when the device is full).  CUDA_SUCCESS with `bytes`
  * taken, CUDA_ERROR_OUT_OF_MEMORY, or 1: the lock is unusable, let it pass
- * uncounted. */
-int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes);
+ * uncounted; or MEM_TAKE_ASK_DRIVER (unless `fresh`): the grant would come
+ * within the headroom of the device's capacity, where the driver's free
+ * memory is to be read first (mem_drv_refresh) and the call made again
+ * with fresh = 1. */
+#define MEM_TAKE_ASK_DRIVER (-1)
+int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh);
 /* Charge `bytes` the driver has already given (a pool or graph memory that
  * grew unseen): as mem_take_slow, but it never waits, counts no refusal and
  * says nothing; CUDA_ERROR_OUT_OF_MEMORY past the limit or the budget (the
@@ -308,6 +336,7 @@ typedef struct mem_sums {
     /* The same sums with each running peer's last iteration's peak kept
      * (max with its run_peak): what grants and admissions must leave. */
     uint64_t committed_run, held_run;
+    uint64_t ctx;          /* sum of the contexts' measured memory */
     uint32_t waiters, queued;
 } mem_sums_t;
 void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s);
@@ -355,6 +384,26 @@ static inline void mem_pool_put(int idx, uint64_t bytes)
 /* Say in the own slot whether peers may ask this process to page out
  * (SALUS_SWAP=on and a pager); at registration and when the pager changes. */
 void mem_page_able_update(void);
+
+/* ---- ctxmem.c: what the driver says (contexts, the foreign use) --------- */
+
+/* Read the driver's free memory on ld's device through the calling
+ * thread's current context (nothing when it is on another device, or the
+ * driver lacks cuMemGetInfo_v2), and set the device's foreign use from it
+ * under the lock.  0, or -1 when nothing was read. */
+int mem_drv_refresh(mem_local_dev_t *ld, int ordinal);
+/* A context was made, or a module loaded, on ld's device (ordinal):
+ * measure what it took and charge it to this process, reading the driver
+ * through the current context, or through the primary context pushed for
+ * the reading (MEM_CHARGE_PRIMARY). */
+enum { MEM_CHARGE_CURRENT = 0, MEM_CHARGE_PRIMARY = 1, MEM_CHARGE_MODULE = 2 };
+void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what);
+/* The most the process's contexts and modules were charged at once. */
+uint64_t mem_ctx_peak(void);
+/* 0 when the calling thread's current context is on `ordinal`. */
+int mem_ctx_current(int ordinal);
+/* The process has no context left on ld's device: its charge goes. */
+void mem_ctx_uncharge(mem_local_dev_t *ld);
 
 /* ---- check.c: the invariants above, under the table lock ---------------- */
 /* NULL when they hold on every registered device; else a description of the

@@ -255,6 +255,8 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     mem_sdev_t *sd = &mem_p.area->dev[d];
     uint64_t budget = dev->budget;
     __atomic_store_n(&sd->limit, limit_of((int)ord, budget), __ATOMIC_RELAXED);
+    if (mem_p.slot >= 0 && mem_p.slot < SHM_MAX_SLOTS)   /* a former slot's charge */
+        __atomic_store_n(&dev->ctx_kib[mem_p.slot], 0, __ATOMIC_RELAXED);
     __atomic_or_fetch(&sd->flags, MEM_SDEV_REGISTERED, __ATOMIC_RELAXED);
     __atomic_store_n(&mem_p.area->magic, MEM_SLOT_MAGIC, __ATOMIC_RELAXED);
     mem_publish_locked(mem_p.t, d);
@@ -269,6 +271,8 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     __atomic_store_n(&ld->sd, sd, __ATOMIC_RELEASE);
     return ld;
 }
+
+static void ctx_measure(mem_local_dev_t *ld, int ordinal);
 
 /* The registered device of an ordinal (MEM_DEV_CURRENT: the current
  * context's), or NULL when it passes through uncounted. */
@@ -285,6 +289,8 @@ static mem_local_dev_t *local_dev(int device)
     pthread_mutex_lock(&mem_p.lock);
     ld = register_locked(ord);
     pthread_mutex_unlock(&mem_p.lock);
+    if (ld)
+        ctx_measure(ld, (int)ord);          /* its contexts made before */
     return ld;
 }
 
@@ -335,6 +341,8 @@ static void postfork_child(void)
     memset(mem_p.graph_charged, 0, sizeof mem_p.graph_charged);
     mem_p.graph_mask = 0;
     pthread_mutex_init(&mem_p.graph_lock, NULL);
+    mem_p.created = 0;                /* contexts are not inherited */
+    mem_p.ctx_peak = 0;
     mem_map_reset();                  /* the stripes, unlocked and empty */
     mem_vmm_postfork(1);
 }
@@ -377,7 +385,12 @@ static inline __attribute__((always_inline)) int charge(mem_local_dev_t *ld, uin
         mem_note_peak(ld, spare);
         return CUDA_SUCCESS;
     }
-    return mem_take_slow(ld, bytes);  /* 1: lock unusable, uncounted */
+    int rc = mem_take_slow(ld, bytes, 0);
+    if (rc == MEM_TAKE_ASK_DRIVER) {        /* near the capacity: ask the driver */
+        mem_drv_refresh(ld, (int)(ld - mem_p.dev));
+        rc = mem_take_slow(ld, bytes, 1);
+    }
+    return rc;                        /* 1: lock unusable, uncounted */
 }
 
 int mem_charge(mem_local_dev_t *ld, uint64_t bytes)
@@ -448,7 +461,7 @@ static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
         mem_give(ld, op->bytes - size);
     } else if (size > op->bytes) {
         uint64_t more = size - op->bytes;
-        if (!mem_take_fast(ld->sd, more, &spare) && mem_take_slow(ld, more) != CUDA_SUCCESS)
+        if (!mem_take_fast(ld->sd, more, &spare) && mem_take_slow(ld, more, 1) != CUDA_SUCCESS)
             return -1;
     }
     op->bytes = size;
@@ -465,6 +478,8 @@ CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle)
         return rc;
     if (rc != CUDA_SUCCESS || handle == 0) {
         mem_give(ld, op->bytes);
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY)  /* the driver knew of more: read it */
+            mem_drv_refresh(ld, (int)(ld - mem_p.dev));
         return rc;
     }
     int cls = mem_kind_class((mem_kind_t)op->kind);
@@ -587,6 +602,119 @@ void mem_context_gone(CUdevice device)
         mem_entry_released(&e);
     }
     free(v);
+}
+
+/* ---- contexts' own memory -------------------------------------------------
+ * Counted per device from the process's own calls: created contexts (their
+ * device is not known at destruction, so all of them count for every
+ * device) and retains of the primary context.  A context registers the
+ * process's memory on its device (it takes memory there; the scheduler
+ * and admission still enroll it only where it launches or allocates) and
+ * is measured at once, so that the driver's reading holds this context
+ * and as little else as can be.  When neither kind is left on a device,
+ * what its contexts were charged there goes. */
+
+static void ctx_measure(mem_local_dev_t *ld, int ordinal)
+{
+    int pending, primary;
+    pthread_mutex_lock(&mem_p.lock);
+    pending = ld->ctx_pending;
+    primary = ld->primary_refs > 0;
+    ld->ctx_pending = 0;
+    pthread_mutex_unlock(&mem_p.lock);
+    if (pending)
+        mem_ctx_charge(ld, ordinal, primary && mem_ctx_current(ordinal) != 0 ?
+                                    MEM_CHARGE_PRIMARY : MEM_CHARGE_CURRENT);
+}
+
+/* The device whose serial lock this thread holds across a context's
+ * driver call and its measure (-1: none).  The lock keeps every other
+ * process's context and module off that device meanwhile, so that the
+ * reading holds this one alone; waited for 2 s at most (a peer that long
+ * in the driver), then the measure is made without it. */
+#define MEM_SERIAL_MS 2000
+static __thread int serial_dev = -1;
+
+static int makes_memory(mem_ctx_event_t ev)
+{
+    return ev == MEM_CTX_CREATED || ev == MEM_CTX_RETAINED || ev == MEM_CTX_MODULE;
+}
+
+void mem_context_begin(mem_ctx_event_t ev, CUdevice device)
+{
+    static int said;
+    if (!is_on() || !makes_memory(ev) || device < -1 || device >= MEM_MAX_ORDINALS)
+        return;
+    if (ev == MEM_CTX_RETAINED &&
+        __atomic_load_n(&mem_p.dev[device].primary_refs, __ATOMIC_RELAXED) > 0)
+        return;                             /* retained already: nothing is made */
+    /* A reserving job is admitted before it makes a context, not after: a
+     * job queued for admission would otherwise hold a context's memory on
+     * the device, and enough of them would keep the head of the queue out
+     * for good. */
+    if (ev != MEM_CTX_MODULE && mem_p.cfg.reserve)
+        mem_admit(device);                  /* a refusal is the allocations' to say */
+    mem_local_dev_t *ld = local_dev(ev == MEM_CTX_MODULE ? MEM_DEV_CURRENT : device);
+    if (!ld || serial_dev >= 0)
+        return;
+    if (shm_device_serial_lock(mem_p.t, ld->d, MEM_SERIAL_MS) == 0)
+        serial_dev = ld->d;
+    else
+        util_log_once(&said, UTIL_LOG_INFO, "memory: a peer has been making a context on "
+                      "device %d for %d ms; this one is measured beside it (the two may share "
+                      "their charges unevenly)", ld->d, MEM_SERIAL_MS);
+}
+
+static void serial_end(void)
+{
+    if (serial_dev >= 0)
+        shm_device_serial_unlock(mem_p.t, serial_dev);
+    serial_dev = -1;
+}
+
+void mem_context_end(mem_ctx_event_t ev, CUdevice device, CUresult rc)
+{
+    if (!is_on() || device < -1 || device >= MEM_MAX_ORDINALS || rc != CUDA_SUCCESS) {
+        serial_end();
+        return;
+    }
+    if (ev == MEM_CTX_MODULE) {             /* charged where it is loaded */
+        mem_local_dev_t *m = local_dev(MEM_DEV_CURRENT);
+        if (m)
+            mem_ctx_charge(m, (int)(m - mem_p.dev), MEM_CHARGE_MODULE);
+        serial_end();
+        return;
+    }
+    mem_local_dev_t *ld = device >= 0 ? &mem_p.dev[device] : NULL;
+    pthread_mutex_lock(&mem_p.lock);
+    if (ev == MEM_CTX_CREATED && ld) {
+        mem_p.created++;
+        ld->ctx_pending = 1;
+    } else if (ev == MEM_CTX_DESTROYED && mem_p.created > 0) {
+        mem_p.created--;
+    } else if (ld && ev == MEM_CTX_RETAINED) {
+        ld->ctx_pending |= ++ld->primary_refs == 1;
+    } else if (ld && ev == MEM_CTX_RELEASED && ld->primary_refs > 0) {
+        ld->primary_refs--;
+    } else if (ld && ev == MEM_CTX_RESET) {
+        ld->primary_refs = 0;
+    }
+    int created = mem_p.created;
+    pthread_mutex_unlock(&mem_p.lock);
+    if (ev == MEM_CTX_CREATED || ev == MEM_CTX_RETAINED) {
+        if (local_dev(device))              /* registers (and measures), or: */
+            ctx_measure(ld, device);
+        serial_end();
+        return;
+    }
+    if (created)
+        return;
+    for (int o = 0; o < MEM_MAX_ORDINALS; o++) {   /* nothing left where refs are 0 */
+        mem_local_dev_t *x = &mem_p.dev[o];
+        if (__atomic_load_n(&x->sd, __ATOMIC_ACQUIRE) && (device < 0 || o == device) &&
+            __atomic_load_n(&x->primary_refs, __ATOMIC_RELAXED) == 0)
+            mem_ctx_uncharge(x);
+    }
 }
 
 /* ---- admission ---------------------------------------------------------- */

@@ -160,8 +160,9 @@ void mem_pools_sync(void);
 void mem_vmm_mapped(uint64_t key, uint64_t handle);
 void mem_vmm_unmapped(uint64_t key, uint64_t span);
 
-/* Admission on `device`, at the process's first allocation there (a context
- * made or retained enrolls nothing: JAX retains one on every visible GPU):
+/* Admission on `device`, before the process makes a context there
+ * (mem_context_begin: a job queued for admission holds no context's
+ * memory) or at its first allocation there:
  * with SALUS_MEM_RESERVE, waits (state waiting-mem) until the job's
  * reservation fits, in arrival order; once per process and device.
  * CUDA_ERROR_OUT_OF_MEMORY when it can never fit (said, with the sizes),
@@ -181,6 +182,27 @@ void mem_iteration_end(void);
  * away, without a call this module sees.  Those the driver no longer knows
  * are given back.  Costs a driver query per live allocation of the device. */
 void mem_context_gone(CUdevice device);
+
+/* A context's life: created (cuCtxCreate,
+ * on `device`), destroyed (-1: its device is not known), the primary
+ * context retained, released or reset on `device`, a module loaded into
+ * the current context (-1).  A context made or a module loaded charges
+ * this process what the driver's free memory shows it took (measured once
+ * per primary context, at the first retain); when the process has no
+ * context left on a device, that charge goes (an unloaded module's stays
+ * until then).  The charge is outside the
+ * process's grant and SALUS_MEM_LIMIT, and inside the device's: grants never
+ * pass the capacity less every context's memory and the use the driver
+ * shows that no process accounts for. */
+typedef enum mem_ctx_event {
+    MEM_CTX_CREATED, MEM_CTX_DESTROYED, MEM_CTX_RETAINED, MEM_CTX_RELEASED, MEM_CTX_RESET,
+    MEM_CTX_MODULE                 /* a module loaded into the current context */
+} mem_ctx_event_t;
+/* Around the driver call: begin before it (a context or module about to
+ * be made takes its device's serial lock, ipc.h, so that no peer's is
+ * made while this one is measured), end after it with its result. */
+void mem_context_begin(mem_ctx_event_t ev, CUdevice device);
+void mem_context_end(mem_ctx_event_t ev, CUdevice device, CUresult rc);
 
 /* The process's own view, applied to what the driver answered:
  * total = its limit (or the budget), free = what it could allocate now;

@@ -31,22 +31,38 @@ static uint64_t used_of(const mem_sdev_t *sd)
     return g > spare ? g - spare : 0;
 }
 
-void mem_view_info(size_t *free_bytes, size_t *total_bytes)
+/* The process's view of ld's device: free = what it could allocate now
+ * (its room); total = its limit, or, without one (a limit of the whole
+ * budget), what it has allocated there and its room: what it could hold
+ * in allocations now, its contexts left out (they are no allocatable
+ * memory).  So a framework that takes a fraction of the total (JAX: 75%)
+ * takes a fraction of what it could have beside the processes already
+ * there, and it fits. */
+static void own_view(mem_local_dev_t *ld, uint64_t *free_out, uint64_t *total_out)
 {
-    mem_local_dev_t *ld = mem_local_dev(-1);
-    if (!ld || !free_bytes || !total_bytes)
-        return;
-    uint64_t limit = LOAD(&ld->sd->limit), room;
+    uint64_t limit = LOAD(&ld->sd->limit), room, used;
     if (mem_lock() == 0) {
         shm_reap_dead(mem_p.t, 1);
         mem_fix_log(mem_p.t, ld->d);
         room = mem_room_locked(ld);
+        used = used_of(ld->sd);
         shm_unlock(mem_p.t);
     } else {
-        uint64_t used = used_of(ld->sd);
+        used = used_of(ld->sd);
         room = limit > used ? limit - used : 0;
     }
-    uint64_t total = umin(limit, *total_bytes);
+    *free_out = room;
+    *total_out = limit < LOAD(&ld->dev->budget) ? limit : used + room;
+}
+
+void mem_view_info(size_t *free_bytes, size_t *total_bytes)
+{
+    mem_local_dev_t *ld = mem_local_dev(-1);
+    uint64_t room, total;
+    if (!ld || !free_bytes || !total_bytes)
+        return;
+    own_view(ld, &room, &total);
+    total = umin(total, *total_bytes);
     *total_bytes = (size_t)total;
     *free_bytes = (size_t)umin(umin(room, *free_bytes), total);
 }
@@ -54,9 +70,11 @@ void mem_view_info(size_t *free_bytes, size_t *total_bytes)
 void mem_view_total(size_t *bytes, CUdevice device)
 {
     mem_local_dev_t *ld = mem_local_dev(device);
+    uint64_t room, total;
     if (!ld || !bytes)
         return;
-    *bytes = (size_t)umin(*bytes, LOAD(&ld->sd->limit));
+    own_view(ld, &room, &total);
+    *bytes = (size_t)umin(*bytes, total);
 }
 
 /* ---- the report ----------------------------------------------------------- */
@@ -64,7 +82,7 @@ void mem_view_total(size_t *bytes, CUdevice device)
 int mem_report_fields(char *buf, size_t cap)
 {
     mem_slot_t *a = mem_p.area;
-    uint64_t used = 0, peak = 0, limit = 0, reserved = 0;
+    uint64_t used = 0, peak = 0, limit = 0, reserved = 0, ctx = mem_ctx_peak();
     if (!a)
         return 0;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
@@ -81,7 +99,7 @@ int mem_report_fields(char *buf, size_t cap)
                     "\"mem_limit_bytes\":%llu,\"mem_reserved_bytes\":%llu,"
                     "\"oom_refusals\":%llu,\"mem_waited_ms\":%llu,"
                     "\"swapped_out_bytes\":%llu,\"swap_outs\":%llu,\"swap_ins\":%llu,"
-                    "\"swap_ms\":%llu",
+                    "\"swap_ms\":%llu,\"mem_context_bytes\":%llu",
                     (unsigned long long)used, (unsigned long long)peak,
                     (unsigned long long)limit, (unsigned long long)reserved,
                     (unsigned long long)LOAD(&a->oom_refusals),
@@ -89,7 +107,8 @@ int mem_report_fields(char *buf, size_t cap)
                     (unsigned long long)LOAD(&a->swapped_out),
                     (unsigned long long)LOAD(&a->swap_outs),
                     (unsigned long long)LOAD(&a->swap_ins),
-                    (unsigned long long)(LOAD(&a->swap_ns) / 1000000));
+                    (unsigned long long)(LOAD(&a->swap_ns) / 1000000),
+                    (unsigned long long)ctx);
 }
 
 /* ---- monitors ------------------------------------------------------------ */

@@ -68,7 +68,7 @@ static const struct entry {
     { "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", (void **)&api.DevicePrimaryCtxRetain, 1 },
     { "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", (void **)&api.DevicePrimaryCtxRelease, 1 },
     { "cuCtxSetCurrent", "cuCtxSetCurrent", (void **)&api.CtxSetCurrent, 0 },
-    { "cuModuleLoad", "cuModuleLoad", (void **)&api.ModuleLoad, 0 },
+    { "cuModuleLoad", "cuModuleLoad", (void **)&api.ModuleLoad, 1 },
     { "cuModuleGetFunction", "cuModuleGetFunction", (void **)&api.ModuleGetFunction, 0 },
     { "cuMemAlloc", "cuMemAlloc_v2", (void **)&api.MemAlloc, 1 },
     { "cuMemFree", "cuMemFree_v2", (void **)&api.MemFree, 1 },

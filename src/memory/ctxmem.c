@@ -1,0 +1,176 @@
+/*
+ * ctxmem.c - memory nobody allocated: what contexts take on a device, and
+ * what the driver shows taken that no process accounts for (other users'
+ * processes, processes without Salus, modules, heaps, local memory), read
+ * from the driver's free memory so that grants never pass what the driver
+ * can give.
+ *
+ * Divided into: reading the driver; the unexplained use; a context's
+ * charge; the foreign use.
+ *
+ * Locking.  The driver is read with no lock held; what it said is applied
+ * under the table's lock, against the live slots' sums at that moment.
+ * The charge of a slot's contexts (mem_dev_t.ctx_kib[slot]) and the device's
+ * foreign use (mem_dev_t.foreign) are written under the table's lock only.
+ *
+ * Measuring.  There is no driver call for the free memory of a device
+ * without a context on it, so a context cannot be measured by the free
+ * memory before and after it: it is measured after, as the use the driver
+ * shows beyond every live slot's allocations and contexts and the foreign
+ * use already known, with the device's serial lock (ipc.h) held from
+ * before the driver made it (memory.c), so that no peer's context or
+ * module is made meanwhile, that is
+ *     unexplained = (capacity - driver free) - sum(used + ctx)
+ *     charge      = min(unexplained - foreign, capacity / 8)
+ * with what passes the bound left as foreign.  The error of one charge is
+ * bounded by what changed on the device between the last reading and this
+ * one that no slot shows yet: a peer's allocation between its reservation
+ * and its driver call (lowers it, at most that allocation), a process
+ * without Salus that grew (raises it), and, only when the serial lock was
+ * not had within 2 s, a peer's context or module made at the same time
+ * (raises it by that much, and the peer's own measure is then lower by as
+ * much: the sum stays right).  A grant can pass what the driver
+ * gives only by what peers allocate between a reading and their driver
+ * call; a driver's CUDA_ERROR_OUT_OF_MEMORY makes the next grant read the
+ * driver again.
+ */
+#include "memory/mem_layout.h"
+#include "util/util.h"
+
+#include <string.h>
+
+#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* ---- reading the driver ---------------------------------------------------- */
+
+int mem_ctx_current(int ordinal)
+{
+    CUdevice cur = -1;
+    return mem_p.drv.ctx_get_device(&cur) == CUDA_SUCCESS && cur == ordinal ? 0 : -1;
+}
+
+/* The driver's free memory of CUDA ordinal `ordinal`, through the calling
+ * thread's current context when it is on that device. */
+static int read_free_current(int ordinal, uint64_t *out)
+{
+    const drv_t *drv = &mem_p.drv;
+    size_t f = 0, t = 0;
+    if (!drv->mem_get_info || mem_ctx_current(ordinal) != 0 ||
+        drv->mem_get_info(&f, &t) != CUDA_SUCCESS || t == 0 || f > t)
+        return -1;
+    *out = f;
+    return 0;
+}
+
+/* The same through the device's primary context, retained and made current
+ * for the reading only (the program holds its own retain meanwhile). */
+static int read_free_primary(int ordinal, uint64_t *out)
+{
+    const drv_t *drv = &mem_p.drv;
+    CUcontext c = NULL, popped;
+    size_t f = 0, t = 0;
+    int rc = -1;
+    if (!drv->mem_get_info || !drv->primary_ctx_retain || !drv->primary_ctx_release ||
+        !drv->ctx_push_current || !drv->ctx_pop_current ||
+        drv->primary_ctx_retain(&c, (CUdevice)ordinal) != CUDA_SUCCESS)
+        return -1;
+    if (drv->ctx_push_current(c) != CUDA_SUCCESS)
+        goto out_release;
+    if (drv->mem_get_info(&f, &t) == CUDA_SUCCESS && t != 0 && f <= t) {
+        *out = f;
+        rc = 0;
+    }
+    drv->ctx_pop_current(&popped);
+out_release:
+    drv->primary_ctx_release((CUdevice)ordinal);
+    return rc;
+}
+
+/* ---- the unexplained use --------------------------------------------------- */
+
+/* What the driver shows taken on ld's device beyond every live slot's
+ * allocations and contexts.  Under the lock. */
+static uint64_t unexplained_locked(mem_local_dev_t *ld, uint64_t free_bytes)
+{
+    mem_sums_t s;
+    mem_sums(mem_p.t, ld->d, -1, &s);
+    uint64_t cap = LOAD(&ld->dev->capacity);
+    uint64_t taken = cap > free_bytes ? cap - free_bytes : 0, known = s.used + s.ctx;
+    return taken > known ? taken - known : 0;
+}
+
+/* ---- a context's charge ---------------------------------------------------- */
+
+/* The most this process's contexts and modules took at once, over its
+ * devices, for the report (the charge itself goes with the contexts). */
+uint64_t mem_ctx_peak(void)
+{
+    return __atomic_load_n(&mem_p.ctx_peak, __ATOMIC_RELAXED);
+}
+
+static void note_peak_locked(void)
+{
+    uint64_t sum = 0;
+    for (int d = 0; d < SHM_MAX_DEVICES; d++)
+        if (mem_p.by_index[d])
+            sum += mem_ctx_of(mem_p.by_index[d]->dev, mem_p.slot);
+    if (sum > mem_ctx_peak())
+        __atomic_store_n(&mem_p.ctx_peak, sum, __ATOMIC_RELAXED);
+}
+
+void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
+{
+    static const char *const whats[] = { "a context", "a context", "a module" };
+    uint64_t f;
+    if (!mem_p.area || mem_p.slot < 0 || mem_p.slot >= SHM_MAX_SLOTS ||
+        (what == MEM_CHARGE_PRIMARY ? read_free_primary(ordinal, &f)
+                                    : read_free_current(ordinal, &f)) != 0 ||
+        mem_lock() != 0)
+        return;
+    mem_fix_log(mem_p.t, ld->d);
+    uint64_t u = unexplained_locked(ld, f), foreign = LOAD(&ld->dev->foreign);
+    uint64_t charge = umin(u > foreign ? u - foreign : 0, LOAD(&ld->dev->capacity) / 8);
+    uint64_t kib = (mem_ctx_of(ld->dev, mem_p.slot) >> 10) + (charge + 1023) / 1024;
+    STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)umin(kib, UINT32_MAX));
+    STORE(&ld->dev->foreign, u - charge);
+    if (what != MEM_CHARGE_MODULE && charge)
+        STORE(&ld->dev->ctx_last, charge);
+    note_peak_locked();
+    mem_publish_locked(mem_p.t, ld->d);
+    shm_unlock(mem_p.t);
+    UTIL_LOG(what == MEM_CHARGE_MODULE ? UTIL_LOG_DEBUG : UTIL_LOG_INFO,
+             "memory: device %d: %s of this process takes %s (the driver's free memory, "
+             "less what the processes sharing it account for)", ordinal,
+             whats[what % 3], util_size(charge).s);
+}
+
+void mem_ctx_uncharge(mem_local_dev_t *ld)
+{
+    if (!mem_p.area || mem_p.slot < 0 || mem_p.slot >= SHM_MAX_SLOTS ||
+        !mem_ctx_of(ld->dev, mem_p.slot) || mem_lock() != 0)
+        return;
+    STORE(&ld->dev->ctx_kib[mem_p.slot], 0);
+    mem_publish_locked(mem_p.t, ld->d);
+    shm_unlock(mem_p.t);
+    mem_wake(ld->dev);
+}
+
+/* ---- the foreign use -------------------------------------------------------- */
+
+int mem_drv_refresh(mem_local_dev_t *ld, int ordinal)
+{
+    uint64_t f;
+    /* Not while a peer makes a context: it would show here as foreign, and
+     * its own measure would then find nothing to charge. */
+    shm_device_serial_wait(mem_p.t, ld->d, 2000);
+    if (read_free_current(ordinal, &f) != 0 || mem_lock() != 0)
+        return -1;
+    mem_fix_log(mem_p.t, ld->d);
+    STORE(&ld->dev->foreign, unexplained_locked(ld, f));
+    mem_publish_locked(mem_p.t, ld->d);
+    shm_unlock(mem_p.t);
+    return 0;
+}
