@@ -1,8 +1,8 @@
 /*
  * nulldrv.c - a libcuda.so.1 whose every export returns at once (see
  * nulldrv_all.c), with real answers where a program or libsalus needs one:
- * two devices (their uuids), device 0 current, version 13.0, a context
- * handle per device.  For the
+ * two devices (their uuids, 80 GiB each, all of it free), device 0
+ * current, version 13.0, a context handle per device.  For the
  * micro-benchmarks: the cost of a launch through libsalus is measured
  * against this floor.  No state, no lock.
  */
@@ -75,4 +75,25 @@ NULL_EXPORT CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 NULL_EXPORT CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
     return the_uuid(uuid, dev);
+}
+
+/* libsalus's memory module sizes its budget from these (a context's charge
+ * is measured from the free figure): a device without memory is refused
+ * with an error on stderr, which is not what these benchmarks measure. */
+#define NULL_MEMORY (80ull << 30)
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    if (!bytes || dev < 0 || dev > 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = (size_t)NULL_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    if (!free || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    *free = *total = (size_t)NULL_MEMORY;
+    return CUDA_SUCCESS;
 }
