@@ -465,17 +465,16 @@ def section_infer(inf):
                 f"{f(p['salus']['p99_ms_max'], 1)} ms), while without it "
                 f"{p['none']['failed']} services failed out of memory and the others' worst p99 "
                 f"was {f(p['none']['p99_ms_max'], 1)} ms.  ")
-    txt += ("Where the two agree it is because simgpu gives time slicing the same engine and "
-            "the same memory, and does not charge the per-process costs that separate MPS "
-            "from Salus on a real GPU: each process's CUDA context, and the memory a "
-            "framework holds for itself (TensorFlow's allocator pool); our services allocate "
-            "only what they use.  Salus's "
-            "contribution here is that a service that does not fit waits for admission "
-            "instead of failing, and that a framework which sizes itself from cuMemGetInfo "
-            "sees its own share.  Our transparent version keeps one process, and one CUDA "
-            f"context, per service: on a real 16 GB GPU, {n} contexts of a few hundred MiB "
-            "each would not fit beside the models, where the paper's Salus ran every model in "
-            "one server process.")
+    txt += ("Each service is a process with its own CUDA context, and simgpu charges a "
+            "context what one takes on a real GPU (`SIMGPU_CTX_MEMORY`, 512 MiB), so on this "
+            f"16 GiB device the contexts of {n} services alone would take "
+            f"{f(n * 0.5, 1)} GiB: that, not the models, bounds how many fit, with or without "
+            "Salus.  The paper's Salus served every model from one server process with one "
+            "context; a transparent layer keeps the programs as they are, one process each, "
+            "and MPS pays the same per-process context.  Salus's contribution here is that a "
+            "service that does not fit waits for admission instead of failing, that its "
+            "context is admitted before it is made, and that a framework which sizes itself "
+            "from cuMemGetInfo sees its own share.")
     out += [txt, ""]
     return "\n".join(out)
 
@@ -493,7 +492,7 @@ def section_micro(mi, tr=None):
              "+30 before a process joined devices at its first launch there"],
             ["ns per allocate/free pair", f(fig.get("alloc_ns_per_pair"), 1),
              f"<= {TARGETS['pair_ns']}", "HAMi-core +880, nvshare +28"],
-            ["handoff latency p50, us", f(fig.get("handoff_us_p50"), 1),
+            ["handoff latency p50, us (drain included)", f(fig.get("handoff_us_p50"), 1),
              f"<= {TARGETS['handoff_p50_us']}", "futex wake p50 5.6"],
             ["handoff latency p99, us", f(fig.get("handoff_us_p99"), 1),
              f"<= {TARGETS['handoff_p99_us']}", "futex wake p99 15"],
@@ -722,10 +721,12 @@ def section_slicing(sl):
            table(["host share", "host ms", "makespan fair, s", "makespan none, s",
                   "fair / none", "GPU busy fair", "GPU busy none", "handoffs, fair"],
                  rows), "",
-           "A handoff is exclusive: the next holder launches only once the last one's "
-           "kernels are done and it has been woken, so each one leaves the GPU idle for a "
-           "wake-up or two; simgpu without Salus queues both processes' kernels and never "
-           "loses only the engine's context-switch penalty between them.", "",
+           "A handoff is exclusive: the next holder submits only once every kernel, copy "
+           "and memset of the last one is done (the drain) and it has been woken, so each "
+           "one leaves the GPU idle for a wake-up and the engine's context-switch penalty "
+           "(simgpu: 100 us); without Salus simgpu queues both processes' kernels ahead, "
+           "so it loses only the penalty.  Host syncs return as the driver's default "
+           "spinning wait does (`SIMGPU_SYNC_SPIN_US`), not tens of microseconds late.", "",
            "The rule (docs/design.md, \"Filling host phases\"): under `fair`, a holder "
            "whose host phase after a boundary is at least `SALUS_FILL_US` (250 us) yields "
            "at every boundary to a waiter with no more GPU time, so the waiter's kernels "
