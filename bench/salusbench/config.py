@@ -92,6 +92,8 @@ class Scale:
     seed: int = 1
     publish: bool = False       # copy the report to bench/REPORT.md + bench/report/
     unbounded: bool = True      # training: fifo and srtf again without memory limits
+    swap: bool = True           # training: the Salus policies again with paging on
+                                # (not in quick: CI's bench-quick keeps its length)
     extra: dict = field(default_factory=dict)
 
 
@@ -102,10 +104,11 @@ SCALES = {
                   publish=True),
     "quick": Scale("quick", train_jobs=16, count_scale=40, load=2.0,
                    hyper_models=["superres_128", "resnet50_50"], hyper_jobs=6, hyper_job_s=0.6,
-                   infer_models=14, infer_copies=[1, 3], infer_seconds=3.0),
+                   infer_models=14, infer_copies=[1, 3], infer_seconds=3.0, swap=False),
     "tiny": Scale("tiny", train_jobs=4, count_scale=400, load=2.0,
                   hyper_models=["superres_128"], hyper_jobs=2, hyper_job_s=0.15,
-                  infer_models=2, infer_copies=[1], infer_seconds=0.5, unbounded=False),
+                  infer_models=2, infer_copies=[1], infer_seconds=0.5, unbounded=False,
+                  swap=False),
 }
 
 

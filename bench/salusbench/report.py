@@ -21,7 +21,8 @@ POLICY_KEYS = ["avg_jct_s", "p95_jct_s", "makespan_s", "utilization", "failed_jo
 TRAINING_KEYS = ["fifo", "srtf", "fair", "pack", "none", "ideal_srtf"]
 MIXED_KEYS = ["p50_ms", "p99_ms", "training_avg_jct_s"]
 SLICING_KEYS = ["host_share", "salus_makespan_s", "none_makespan_s", "salus_busy", "none_busy"]
-SUMMARY_KEYS = ["training", "hyperparam", "inference", "mixed", "slicing",
+SWAP_KEYS = ["fifo", "srtf", "fair", "pack"]
+SUMMARY_KEYS = ["training", "training_swap", "hyperparam", "inference", "mixed", "slicing",
                 "overhead_ns_per_launch",
                 "overhead_ns_per_launch_contended", "overhead_ns_per_launch_two_devices",
                 "alloc_ns_per_pair", "handoff_us"]
@@ -78,7 +79,10 @@ def summary(tr, hp, inf, mi, mx=None, sl=None):
     mixed = {pol: {k: st.get(k) for k in MIXED_KEYS}
              for pol, st in ((mx or {}).get("policies") or {}).items()}
     slicing = [{k: row.get(k) for k in SLICING_KEYS} for row in (sl or {}).get("shares") or []]
-    return {"training": training, "hyperparam": hyper, "inference": infer, "mixed": mixed,
+    swap = {k: {key: st.get(key) for key in POLICY_KEYS}
+            for k, st in ((tr or {}).get("swap") or {}).items()}
+    return {"training": training, "training_swap": swap, "hyperparam": hyper,
+            "inference": infer, "mixed": mixed,
             "slicing": slicing,
             "overhead_ns_per_launch": fig.get("overhead_ns_per_launch"),
             "overhead_ns_per_launch_contended": fig.get("overhead_ns_per_launch_contended"),
@@ -107,6 +111,16 @@ def check_summary(path):
             p.append(f"training.{pol} missing")
             continue
         p += [f"training.{pol}.{k} missing" for k in POLICY_KEYS if k not in o]
+    sw = s.get("training_swap")
+    if not isinstance(sw, dict):
+        p.append("training_swap is not an object")
+    elif sw:
+        for pol in SWAP_KEYS:
+            o = sw.get(pol)
+            if not isinstance(o, dict):
+                p.append(f"training_swap.{pol} missing")
+                continue
+            p += [f"training_swap.{pol}.{k} missing" for k in POLICY_KEYS if k not in o]
     for k in ("hyperparam", "inference", "mixed"):
         if not isinstance(s.get(k), dict) or not s.get(k):
             p.append(f"{k} is not a non-empty object")
@@ -258,6 +272,8 @@ def section_training(tr, timing):
                            f(U[p]["makespan_s"], 1), f(U[p]["utilization"]),
                            U[p]["failed_jobs"]] for p in ("fifo", "srtf")]))
         out.append("")
+    if tr.get("swap"):
+        out += [section_training_swap(tr), ""]
     out += [training_meaning(tr), ""]
     sal = [(p, P[p].get("salus") or {}) for p in ("fifo", "srtf", "fair", "pack")]
     sw = ", ".join(f"{p} {s.get('switches', 'n/a')}" for p, s in sal)
@@ -284,6 +300,37 @@ def section_training(tr, timing):
         "a synchronization of the context at every switch, and wake-up latencies of a few "
         "hundred microseconds per iteration on this host.")
     out.append("")
+    return "\n".join(out)
+
+
+def section_training_swap(tr):
+    """The trace again with paging on (training.json's "swap")."""
+    S, P = tr["swap"], tr["policies"]
+    rows = []
+    for p in SWAP_KEYS:
+        st = S.get(p)
+        if not st:
+            continue
+        pg = st.get("paging") or {}
+        rows.append([p, f(st["avg_jct_s"]), f(P.get(p, {}).get("avg_jct_s")),
+                     f(st["makespan_s"], 1), f(st["utilization"]), st["failed_jobs"],
+                     pg.get("swap_outs", 0), pg.get("swap_ins", 0), f(pg.get("swap_s"), 1)])
+    out = ["**With paging** (`SALUS_SWAP=on`, no reservations).  The same trace on the same "
+           "budget: a job that does not fit waits while the jobs the policy would run last "
+           "are paged out to host memory, at simgpu's PCIe bandwidth:", "",
+           table(["policy, paging", "avg JCT s", "avg JCT s without paging", "makespan s",
+                  "utilization", "failed", "page-outs", "page-ins", "s paging (summed)"],
+                 rows), ""]
+    ideal_jct = (P.get("ideal_srtf") or {}).get("avg_jct_s")
+    srtf, fifo = (S.get("srtf") or {}).get("avg_jct_s"), (S.get("fifo") or {}).get("avg_jct_s")
+    if srtf and ideal_jct and fifo:
+        over = srtf / ideal_jct - 1.0
+        gain = fifo / srtf
+        out.append(f"Goals: `srtf` with paging within 15% of the offline ideal SRTF with every "
+                   f"job resident ({f(ideal_jct)} s): {f(srtf)} s, {f(100 * over, 0)}% over, "
+                   + ("met" if over <= 0.15 else "not met")
+                   + f"; at least 1.5x better than `fifo` with paging: {f(gain)}x, "
+                   + ("met" if gain >= 1.5 else "not met") + ".")
     return "\n".join(out)
 
 

@@ -50,6 +50,43 @@ def timeline(kernels, results, first, start_s, span_s):
     return {"t0_s": start_s, "t1_s": start_s + span_s, "jobs": out}
 
 
+SWAP_POLICIES = ("fifo", "srtf", "fair", "pack")
+
+
+def swap_counters(run):
+    """Sums over the jobs' SALUS_REPORT lines of what paging did."""
+    rows = list(analysis.iter_jsonl(run.report_path))
+    return {"swap_outs": sum(r.get("swap_outs", 0) for r in rows),
+            "swap_ins": sum(r.get("swap_ins", 0) for r in rows),
+            "swapped_out_bytes": sum(r.get("swapped_out_bytes", 0) for r in rows),
+            "swap_s": sum(r.get("swap_ms", 0.0) for r in rows) / 1e3}
+
+
+def run_swap(jobs, work, workdir, plot, walls):
+    """The same trace and budget with paging on (SALUS_SWAP=on), no
+    reservations: a job that does not fit waits while the jobs the policy
+    runs last are paged out, instead of waiting for admission."""
+    out = {}
+    for policy in SWAP_POLICIES:
+        # A tighter safety net than the other runs': a paging run that stalls
+        # shows as failed jobs instead of holding the bench for many minutes.
+        r = runner.run_jobs(jobs, policy, workdir, f"{policy}-swap", deadline_s=2 * work + 60,
+                            reserve=False, extra_env={"SALUS_SWAP": "on"})
+        st, raw = analysis.policy_stats(r)
+        st["failures"] = analysis.failures(r)
+        st["salus"] = salus_counters(r)
+        st["paging"] = swap_counters(r)
+        out[policy] = st
+        plot["jct"][f"{policy} (paging)"] = raw["jcts"]
+        walls[f"{policy}-swap"] = r.wall_s
+        pg = st["paging"]
+        print(f"bench: training {policy}, paging: avg JCT {st['avg_jct_s'] or 0:.2f} s, "
+              f"makespan {st['makespan_s']:.1f} s, failed {st['failed_jobs']}, "
+              f"{pg['swap_outs']} page-outs, {pg['swapped_out_bytes'] / 2**30:.1f} GiB, "
+              f"{pg['swap_s']:.1f} s paging ({r.wall_s:.0f} s)", flush=True)
+    return out
+
+
 def run(scale, out_dir):
     pre = presets.load()
     jobs, gen = tracegen.training_trace(scale, presets.training_presets(pre))
@@ -93,6 +130,7 @@ def run(scale, out_dir):
             print(f"bench: training {policy}, no memory limit: avg JCT "
                   f"{st['avg_jct_s'] or 0:.2f} s, makespan {st['makespan_s']:.1f} s "
                   f"({r.wall_s:.0f} s)", flush=True)
+    swap = run_swap(jobs, work, workdir, plot, walls) if scale.swap else {}
     best, ideal_jct = ideal.stats(jobs)
     figures["ideal_srtf"] = best
     plot["jct"]["ideal_srtf"] = ideal_jct
@@ -113,6 +151,7 @@ def run(scale, out_dir):
         "budget_gib": BUDGET / 2**30,
         "policies": figures,
         "unbounded": unbounded,
+        "swap": swap,
         "wall_s": walls,
         "seed": scale.seed,
         "trace": [{"name": j.name, "model": j.model, "minutes": j.minutes,
