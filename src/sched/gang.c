@@ -153,8 +153,11 @@ int sched_gang_can_take_locked(shm_table_t *t, int slot, int d, uint64_t except,
     uint64_t g = gang_of(t, slot);
     if (!g)
         return 1;
-    if (yielding(t, slot, now, slice_ns))
-        return 0;                            /* until every member has handed over */
+    sched_slot_t *me = sched_slot(t, slot);
+    if (yielding(t, slot, now, slice_ns) &&
+        __atomic_load_n(&me->iterations, __ATOMIC_RELAXED) + 1 >= me->gang_yield)
+        return 0;     /* it has yielded: not until every member has; one short of the
+                         count runs up to it (its peers may wait for its work) */
     for (int s = 0; s < SHM_MAX_SLOTS; s++) {
         sched_slot_t *m = gang_of(t, s) == g ? sched_slot(t, s) : NULL;
         uint32_t set = m ? devset_of(m) : 0;

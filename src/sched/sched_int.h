@@ -413,8 +413,11 @@ uint64_t sched_gang_id(const char *name);
 /* Whether `slot` may be granted device d now: 1 when it has no gang, or when
  * its gang is not yielding and every other device of its members is free,
  * or held by a member, or by a member of gang `except` (a holder's gang
- * deciding whether to yield: what it holds would be handed over).  A yield
- * decided more than slice_ns ago is abandoned (a member that counts its
+ * deciding whether to yield: what it holds would be handed over).  A member
+ * of a yielding gang that has reached the yield's count is not a candidate
+ * until the whole gang has handed over; one short of it is (it lost its
+ * device on the way, at rest or idle, and its peers wait for its work).  A
+ * yield decided more than slice_ns ago is abandoned (a member that counts its
  * iterations otherwise never reaches it): the gang may be granted again. */
 int  sched_gang_can_take_locked(shm_table_t *t, int slot, int d, uint64_t except,
                                 uint64_t now, uint64_t slice_ns);
