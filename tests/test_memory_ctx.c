@@ -5,7 +5,8 @@
  * says is free (less 64 MiB) get no CUDA_ERROR_OUT_OF_MEMORY from the
  * driver; a grant the driver could not give is refused by Salus; two
  * JAX-like processes that preallocate 75% of the total they are told both
- * start and run; a context counts against SALUS_MEM_LIMIT.
+ * start and run; a context counts against SALUS_MEM_LIMIT; a reservation
+ * stays the job's when the budget shrinks after its admission.
  *
  * Children are this binary again (`--child <role> <dir>`), spawned with
  * deadlines; each reports "key value" lines on stdout and its counters in
@@ -145,6 +146,34 @@ static int child_limit(const char *dir)
     return 0;
 }
 
+/* hold <MiB>: a context and one allocation of that size, held until "stop". */
+static int child_hold(const char *dir, const char *mib)
+{
+    CUdeviceptr p = 0;
+    if (setup_ctx())
+        return 1;
+    say("alloc", cuMemAlloc(&p, strtoull(mib, NULL, 10) * MB));
+    wait_for(dir, "stop");
+    if (p)
+        cuMemFree(p);
+    return 0;
+}
+
+/* reserved <MiB>: a context (admitted under SALUS_MEM_RESERVE first), then
+ * at "go" one allocation of that size, held until "stop". */
+static int child_reserved(const char *dir, const char *mib)
+{
+    CUdeviceptr p = 0;
+    if (setup_ctx())
+        return 1;
+    wait_for(dir, "go");
+    say("alloc", cuMemAlloc(&p, strtoull(mib, NULL, 10) * MB));
+    wait_for(dir, "stop");
+    if (p)
+        cuMemFree(p);
+    return 0;
+}
+
 static int child_main(int argc, char **argv)
 {
     if (argc < 2)
@@ -153,6 +182,8 @@ static int child_main(int argc, char **argv)
     if (!strcmp(argv[0], "greedy") && argc >= 3) return child_greedy(argv[1], argv[2]);
     if (!strcmp(argv[0], "jax")) return child_jax(argv[1]);
     if (!strcmp(argv[0], "limit")) return child_limit(argv[1]);
+    if (!strcmp(argv[0], "hold") && argc >= 3) return child_hold(argv[1], argv[2]);
+    if (!strcmp(argv[0], "reserved") && argc >= 3) return child_reserved(argv[1], argv[2]);
     return 100;
 }
 
@@ -365,6 +396,34 @@ static void test_context_counts_against_limit(void **state)
     run_end(&r);
 }
 
+/* A reservation is the job's whatever happens after its admission: 3 GiB
+ * reserved on the 8 GiB device, then a process without Salus takes 3.8 GiB
+ * (and its context), so the table's budget less what the driver shows
+ * taken (2.8 GiB) no longer covers the reservation, while the driver still
+ * has 3.2 GiB free: the reserved job's 3 GiB is granted, and the driver
+ * gives it. */
+static void test_reservation_kept_when_budget_shrinks(void **state)
+{
+    (void)state;
+    run_t r;
+    tu_proc_t res, foreign;
+    const char *const reserve[] = { "SALUS_MEM_RESERVE=3G", NULL };
+    const char *const bare[] = { "LD_PRELOAD=", NULL };
+    run_start(&r, "ctx-reserve");
+    spawn(&res, &r, reserve, "reserved", "3072");
+    assert_int_equal(reported(&res, "setup", 20000), CUDA_SUCCESS);
+    spawn(&foreign, &r, bare, "hold", "3891");
+    assert_int_equal(reported(&foreign, "alloc", 20000), CUDA_SUCCESS);
+    touch(&r, "go");
+    long long rc = reported(&res, "alloc", 20000);
+    touch(&r, "stop");
+    assert_int_equal(tu_wait(&res, 20000), 0);
+    assert_int_equal(tu_wait(&foreign, 20000), 0);
+    assert_int_equal(rc, CUDA_SUCCESS);
+    assert_int_equal(report_num(&r, res.pid, "oom_refusals"), 0);
+    run_end(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--child"))
@@ -375,6 +434,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_grant_capped_by_driver),
         cmocka_unit_test(test_two_preallocating),
         cmocka_unit_test(test_context_counts_against_limit),
+        cmocka_unit_test(test_reservation_kept_when_budget_shrinks),
     };
     return cmocka_run_group_tests_name("memory_ctx", tests, NULL, NULL);
 }

@@ -379,6 +379,14 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     limit = limit > ctx ? limit - ctx : 0;        /* its contexts count against it */
     if (g0 > limit || need > limit - g0)
         return MEM_OVER_LIMIT;
+    if (g0 + need <= r) {
+        /* Within its reservation: admission set it aside, and every peer's
+         * grant counts it as committed, so it is this process's whatever
+         * the budget reads now (contexts measured since, foreign use). */
+        STORE(&sd->granted, g0 + need);
+        *grant = need;
+        return MEM_FIT;
+    }
     uint64_t extra = need < ld->chunk ? umin(ld->chunk, limit - g0 - need) : 0;
     int reclaimed = 0;
     for (int attempt = 0; attempt < 4; attempt++) {
