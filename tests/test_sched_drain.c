@@ -12,6 +12,8 @@
  *   threads  two threads launching on two streams;
  *   hold     SIGKILLed with work queued (simgpu cuts a dead process's work,
  *            as the driver tears its contexts down).
+ * A peer whose iterations begin with a memset and a copy (gated as launches
+ * are) against the queued job, under fair and fifo.
  * Under pack, overlap is allowed: a job's submissions cross a queued peer's.
  * The job starts first and takes the GPU; the peer joins once the job is
  * registered, so that the GPU changes hands while the job has work left.
@@ -97,7 +99,8 @@ static int printed_queued(void *arg)
 /* The job (pattern) against a plain peer under policy; returns the count of
  * cross submissions in the trace, after checking that both ran.  The peer
  * has the higher priority (priority preempts at the job's boundaries). */
-static long run_pair(const char *policy, const char *pattern, const char *iters)
+static long run_pair_with(const char *policy, const char *pattern, const char *iters,
+                          const char *peer_pattern)
 {
     tu_unique_name("sdr", state_name, sizeof state_name);
     tu_unique_name("stdr", table_name, sizeof table_name);
@@ -113,7 +116,7 @@ static long run_pair(const char *policy, const char *pattern, const char *iters)
         fail_msg("the job never registered");
     if (hold && !tu_await(printed_queued, &job, CHILD_MS))
         fail_msg("the job never queued its work");
-    spawn_client(&peer, policy, 80, "plain", "40", "500");
+    spawn_client(&peer, policy, 80, peer_pattern, "40", "500");
     if (hold && !strcmp(policy, "pack")) {      /* nothing waits: killed after */
         finish(&peer, "peer");
         kill(job.pid, SIGKILL);
@@ -151,6 +154,11 @@ static long run_pair(const char *policy, const char *pattern, const char *iters)
     return cross;
 }
 
+static long run_pair(const char *policy, const char *pattern, const char *iters)
+{
+    return run_pair_with(policy, pattern, iters, "plain");
+}
+
 static int built(void)
 {
     return tu_built("sim/libcuda.so.1") && tu_built("libsalus.so") &&
@@ -173,6 +181,24 @@ static int built(void)
 #define TEST_FNS(pol) PATTERNS(TEST_FN, pol)
 POLICIES(TEST_FNS)
 
+/* A waiter's copies and memsets wait as its launches do: a peer that
+ * begins each iteration with them, against a job with 32 iterations queued. */
+static void test_fair_copies(void **state)
+{
+    (void)state;
+    if (!built())
+        skip();
+    assert_int_equal(run_pair_with("fair", "queue", "60", "copies"), 0);
+}
+
+static void test_fifo_copies(void **state)
+{
+    (void)state;
+    if (!built())
+        skip();
+    assert_int_equal(run_pair_with("fifo", "queue", "60", "copies"), 0);
+}
+
 /* Under pack nothing is gated: the peer submits into the held job's queue. */
 static void test_pack_overlaps(void **state)
 {
@@ -189,6 +215,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         POLICIES(TEST_ROWS)
+        cmocka_unit_test(test_fair_copies),
+        cmocka_unit_test(test_fifo_copies),
         cmocka_unit_test(test_pack_overlaps),
     };
     return cmocka_run_group_tests_name("exclusive handoffs", tests, NULL, NULL);

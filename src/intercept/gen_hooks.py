@@ -20,6 +20,7 @@ can be binary-searched, and each category's arguments in a fixed order:
   LIFE     kind (HOOK_LIFE_*, intercept.h's), dev
   CAPTURE  kind (HOOK_CAPTURE_*, intercept.h's)
   MEMOP    -
+  COPY     stream
   RESOLVE  -
 
 An export this toolkit's header does not declare is dropped with a comment, so
@@ -41,6 +42,7 @@ CATEGORIES = {
     "LIFE": ["kind", "dev"],
     "CAPTURE": ["kind"],
     "MEMOP": [],
+    "COPY": ["stream"],
     "RESOLVE": [],
 }
 # A kind names a constant of the module that handles the call, pasted with

@@ -17,7 +17,7 @@ const char *const hook_names[HOOK_COUNT] = { HOOK_LIST(NAME_) };
 const hook_category_t hook_categories[HOOK_COUNT] = { HOOK_LIST(CATEGORY_) };
 
 const char *const hook_category_names[HOOK_CAT_COUNT] = {
-    "LAUNCH", "SYNC", "ALLOC", "FREE", "INFO", "LIFE", "CAPTURE", "MEMOP", "RESOLVE",
+    "LAUNCH", "SYNC", "ALLOC", "FREE", "INFO", "LIFE", "CAPTURE", "MEMOP", "COPY", "RESOLVE",
 };
 
 #define BASE_(cat, export, base, ...) #base,
@@ -55,5 +55,6 @@ int hook_find(const char *export_name)
 #define LAUNCH_ID_LIFE(export)
 #define LAUNCH_ID_CAPTURE(export)
 #define LAUNCH_ID_MEMOP(export)
+#define LAUNCH_ID_COPY(export)
 #define LAUNCH_ID_RESOLVE(export)
 const hook_id_t hook_launch_ids[HOOK_LAUNCHES] = { HOOK_LIST(LAUNCH_ID_) };

@@ -65,6 +65,7 @@ typedef enum hook_category {
     HOOK_CAT_LIFE,     /* driver and context lifecycle */
     HOOK_CAT_CAPTURE,  /* stream capture: begin, end, the thread's mode, queries */
     HOOK_CAT_MEMOP,    /* memory held past its allocation: mappings, pools (memops.c) */
+    HOOK_CAT_COPY,     /* copies and memsets: GPU work, gated as launches are */
     HOOK_CAT_RESOLVE,  /* cuGetProcAddress */
     HOOK_CAT_COUNT
 } hook_category_t;
@@ -101,6 +102,7 @@ int hook_find(const char *export_name);
 #define HOOK_IS_LAUNCH_LIFE 0
 #define HOOK_IS_LAUNCH_CAPTURE 0
 #define HOOK_IS_LAUNCH_MEMOP 0
+#define HOOK_IS_LAUNCH_COPY 0
 #define HOOK_IS_LAUNCH_RESOLVE 0
 #define HOOK_LAUNCHES (0 HOOK_LIST(HOOK_IS_LAUNCH_))
 extern const hook_id_t hook_launch_ids[HOOK_LAUNCHES];

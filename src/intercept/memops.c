@@ -247,5 +247,6 @@ static CUresult hook_memop_cuMemMapArrayAsync_ptsz(CUarrayMapInfo *list, unsigne
 #define MEMOP_WRAP_INFO(export)
 #define MEMOP_WRAP_LIFE(export)
 #define MEMOP_WRAP_CAPTURE(export)
+#define MEMOP_WRAP_COPY(export)
 #define MEMOP_WRAP_RESOLVE(export)
 HOOK_LIST(MEMOP_WRAPPER_)

@@ -292,6 +292,15 @@ static int hook_recorded(CUstream stream, int pt)
     return rc == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+/* A synchronous copy submits GPU work before the host waits for it: it
+ * passes the gate as an asynchronous one does (one relaxed load when the
+ * gate is fast).  The legacy stream never captures. */
+static inline void hook_copy_gate(hook_block_t *b)
+{
+    if (!SCHED_GATE_FAST(sched_gate_value(&b->s)))
+        hook_thread_gated(b, NULL);
+}
+
 /* ---- the wrappers -------------------------------------------------------- */
 
 /* Where a launch goes when the thread's gate is not OPEN (SCHED_SELECT in
@@ -326,6 +335,22 @@ static int hook_recorded(CUstream stream, int pt)
 #define GATED_CAPTURE(...)
 #define GATED_MEMOP(...)
 #define GATED_RESOLVE(...)
+/* A copy or memset's gated path: the same, without the detector's count
+ * (copies are not kernels: the launch count and kernel hash are the
+ * boundary detector's token, and copies would blur its period). */
+#define GATED_COPY(export, base, version, pt, stream)                          \
+    static __attribute__((noinline, cold)) CUresult CUDAAPI                     \
+    hook_gated_##export CU_PARAMS_##export                                      \
+    {                                                                           \
+        hook_block_t *b = hook_tls;                                             \
+        if (b == &hook_unregistered) {                                          \
+            b = hook_thread_register();                                         \
+            hook_add(&b->c.calls[HOOK_##export], 1);                            \
+        }                                                                       \
+        if (!hook_recorded((CUstream)(stream), pt))                             \
+            hook_thread_gated(b, NULL);                                         \
+        return HOOK_REAL(export) CU_ARGS_##export;                              \
+    }
 HOOK_LIST(GATED_)
 
 #define HOOK_WRAPPER_(cat, ...) HOOK_WRAP_##cat(__VA_ARGS__)
@@ -347,6 +372,8 @@ HOOK_LIST(GATED_)
     {                                                                           \
         hook_block_t *b = hook_enter(HOOK_##export);                            \
         int waits = (when) != 0;                                                \
+        if ((kind) == SCHED_SYNC_COPY)                                          \
+            hook_copy_gate(b);                                                  \
         if (waits)                                                              \
             sched_sync_begin(&b->s, kind, (const void *)(object));              \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
@@ -418,6 +445,18 @@ HOOK_LIST(GATED_)
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         hook_on_capture(kind, rc);                                              \
         return rc;                                                              \
+    }
+
+/* Copies and memsets enqueue GPU work: the holder copies, a waiter's copy
+ * waits, as a launch does (the fast path: count, one relaxed load of the
+ * gate, tail-call). */
+#define HOOK_WRAP_COPY(export, base, version, pt, stream)                        \
+    SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
+    {                                                                           \
+        hook_block_t *b = hook_tls;                                             \
+        hook_add(&b->c.calls[HOOK_##export], 1);                                \
+        return SCHED_SELECT(&b->s, HOOK_REAL(export), hook_gated_##export)      \
+            CU_ARGS_##export;                                                   \
     }
 
 /* Hand-written in resolver.c, and in memops.c. */

@@ -17,7 +17,9 @@
  *   threads  two threads, each with its own stream: two kernels, a sync of
  *            that stream;
  *   hold     the iterations' kernels queued without a sync; prints "queued"
- *            and waits to be killed.
+ *            and waits to be killed;
+ *   copies   a memset, a copy to the device (asynchronous both) and a
+ *            kernel, then a copy back that blocks the host (its only sync).
  * It ends with a context synchronize and prints "done <CUresult>"; it exits
  * 0 only when every call succeeded.
  */
@@ -125,6 +127,21 @@ static CUresult threads(void)
     return rc[0] != CUDA_SUCCESS ? rc[0] : rc[1];
 }
 
+static CUresult copies(void)
+{
+    enum { BYTES = 1 << 20 };
+    static char host[BYTES];
+    CUdeviceptr d;
+    TRY(cuMemAlloc(&d, BYTES));
+    for (int i = 0; i < iters; i++) {
+        TRY(cuMemsetD8Async(d, (unsigned char)i, BYTES, NULL));
+        TRY(cuMemcpyHtoDAsync(d, host, BYTES, NULL));
+        TRY(launch(NULL, kernel_ns));
+        TRY(cuMemcpyDtoH(host, d, BYTES));
+    }
+    return cuMemFree(d);
+}
+
 static CUresult hold(void)
 {
     for (int i = 0; i < iters; i++)
@@ -155,6 +172,7 @@ int main(int argc, char **argv)
         rc = !strcmp(p, "plain") ? plain() : !strcmp(p, "side") ? side() :
              !strcmp(p, "poll") ? poll_loop() : !strcmp(p, "queue") ? queue() :
              !strcmp(p, "threads") ? threads() : !strcmp(p, "hold") ? hold() :
+             !strcmp(p, "copies") ? copies() :
              CUDA_ERROR_INVALID_VALUE;
     }
     if (!rc)

@@ -76,7 +76,7 @@ static const struct entry {
     { "cuLaunchKernelEx", "cuLaunchKernelEx", (void **)&api.LaunchKernelEx, 1 },
     { "cuStreamSynchronize", "cuStreamSynchronize", (void **)&api.StreamSynchronize, 1 },
     { "cuCtxSynchronize", "cuCtxSynchronize", (void **)&api.CtxSynchronize, 1 },
-    { "cuMemcpyHtoD", "cuMemcpyHtoD_v2", (void **)&api.MemcpyHtoD, 0 },
+    { "cuMemcpyHtoD", "cuMemcpyHtoD_v2", (void **)&api.MemcpyHtoD, 1 },
     { "cuMemcpyDtoH", "cuMemcpyDtoH_v2", (void **)&api.MemcpyDtoH, 1 },
 };
 #define N_ENTRIES (int)(sizeof entries / sizeof entries[0])
