@@ -128,5 +128,9 @@ def failures(run):
             continue
         why = r.line.get("error") or ("killed" if r.killed else f"exit {r.rc}")
         why = "out of memory" if "OUT_OF_MEMORY" in why or "out of memory" in why.lower() else why
+        err = r.stderr or ""
+        if why == "out of memory" and ("PrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY" in err or
+                                       "CtxCreate: CUDA_ERROR_OUT_OF_MEMORY" in err):
+            why = "out of memory for its context"
         out[why[:80]] = out.get(why[:80], 0) + 1
     return out

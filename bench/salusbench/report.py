@@ -206,8 +206,10 @@ context-switch penalty (`SIMGPU_CTX_SWITCH_US`, 100 us, measured on an A100)
 whenever consecutive kernels belong to different contexts; memory capacity
 (16 GiB here, the paper's P100) charged per allocation, with
 `CUDA_ERROR_OUT_OF_MEMORY` when full; copies at PCIe and HBM bandwidth;
-synchronization that sleeps until the GPU work is done; one JSON trace line
-per kernel.  The processes are the real workload programs, the real
+a CUDA context's own memory (`SIMGPU_CTX_MEMORY`, 512 MiB); synchronization
+that waits until the GPU work is done (sleeping, then spinning its last
+200 us as the driver's default wait does); one JSON trace line per kernel,
+copy and memset.  The processes are the real workload programs, the real
 libsalus (interposition, lease, futex handoffs, memory accounting), the real
 kernel scheduler of the host.
 
@@ -331,6 +333,19 @@ def section_training_swap(tr):
                    + ("met" if over <= 0.15 else "not met")
                    + f"; at least 1.5x better than `fifo` with paging: {f(gain)}x, "
                    + ("met" if gain >= 1.5 else "not met") + ".")
+    why = {}
+    for p in SWAP_KEYS:
+        for k, v in ((S.get(p) or {}).get("failures") or {}).items():
+            why[k] = why.get(k, 0) + v
+    if why:
+        out.append("")
+        out.append("Why jobs failed with paging, over the four policies: "
+                   + ", ".join(f"{k} {v}" for k, v in sorted(why.items(), key=lambda x: -x[1]))
+                   + ".  Without reservations every job makes its context when it arrives; a "
+                   "context cannot be paged, so once the contexts of the jobs that arrived fill "
+                   "the device, a newcomer's context creation fails in the driver, before "
+                   "paging can act.  Admitting a job's context only when it fits, and queueing "
+                   "the rest, is the next step (issue 13 stays open).")
     return "\n".join(out)
 
 
