@@ -102,13 +102,17 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* A stable, distinct UUID per device, shaped as a random (version 4) one. */
+/* A stable, distinct UUID per device, shaped as a random (version 4) one.
+ * The state's name is part of the seed: two states are two machines' GPUs,
+ * so two tables on two states never look like two tables on one GPU, and
+ * one state's devices keep their UUIDs across processes and runs. */
 static void device_uuid(CUdevice dev, char out[16])
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    const char *seed = "simgpu";
-    for (const char *p = seed; *p; p++)
-        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    const char *seeds[2] = { "simgpu", sim_state_name() };
+    for (int s = 0; s < 2; s++)
+        for (const char *p = seeds[s]; *p; p++)
+            h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
     for (int i = 0; i < 16; i++) {
         h = (h ^ (unsigned)(dev + 1) ^ (unsigned)i) * 0x100000001b3ull;
         out[i] = (char)(h >> 56);

@@ -352,6 +352,8 @@ void sim_engine_reap(int dev);
 void sim_engine_cut_own(int dev, uint64_t ctx_id, uint64_t rest);
 uint64_t sim_new_ctx_id(void);
 void sim_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The shared state's name (SIMGPU_STATE, else /simgpu-<uid>) once attached. */
+const char *sim_state_name(void);
 int sim_log_enabled(void);
 
 /* ---- object.c: handles and ranges -------------------------------------- */

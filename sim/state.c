@@ -423,6 +423,11 @@ void sim_engine_cut_own(int dev, uint64_t ctx_id, uint64_t rest)
 
 /* ---- opening the state -------------------------------------------------- */
 
+const char *sim_state_name(void)
+{
+    return state_name;
+}
+
 static CUresult pick_name(void)
 {
     const char *v = getenv("SIMGPU_STATE");
