@@ -174,10 +174,26 @@ static int child_reserved(const char *dir, const char *mib)
     return 0;
 }
 
+/* hold-at <MiB> <go>: a context, then at the parent's file <go> one
+ * allocation of that size, held until "stop". */
+static int child_hold_at(const char *dir, const char *mib, const char *go)
+{
+    CUdeviceptr p = 0;
+    if (setup_ctx())
+        return 1;
+    wait_for(dir, go);
+    say("alloc", cuMemAlloc(&p, strtoull(mib, NULL, 10) * MB));
+    wait_for(dir, "stop");
+    if (p)
+        cuMemFree(p);
+    return 0;
+}
+
 static int child_main(int argc, char **argv)
 {
     if (argc < 2)
         return 100;
+    if (!strcmp(argv[0], "hold-at") && argc >= 4) return child_hold_at(argv[1], argv[2], argv[3]);
     if (!strcmp(argv[0], "share")) return child_share(argv[1]);
     if (!strcmp(argv[0], "greedy") && argc >= 3) return child_greedy(argv[1], argv[2]);
     if (!strcmp(argv[0], "jax")) return child_jax(argv[1]);
@@ -210,10 +226,18 @@ static void run_start(run_t *r, const char *tag)
     }
 }
 
+static void unlink_claims(const char *table)
+{
+    char claim[512];
+    while (tu_claim_of(table, claim, sizeof claim) == 0)
+        assert_int_equal(unlink(claim), 0);
+}
+
 static void run_end(run_t *r)
 {
     shm_unlink(r->state);
     shm_unlink(r->table);
+    unlink_claims(r->table);
 }
 
 static void touch(const run_t *r, const char *name)
@@ -225,8 +249,8 @@ static void touch(const run_t *r, const char *name)
 
 /* A child under libsalus on the run's 8 GiB simgpu; vars: NAME=value, NULL
  * ended. */
-static void spawn(tu_proc_t *p, const run_t *r, const char *const *vars, const char *role,
-                  const char *arg)
+static void spawn2(tu_proc_t *p, const run_t *r, const char *const *vars, const char *role,
+                   const char *arg, const char *arg2)
 {
     tu_env_t env;
     tu_env_init(&env);
@@ -244,9 +268,16 @@ static void spawn(tu_proc_t *p, const run_t *r, const char *const *vars, const c
         snprintf(name, sizeof name, "%.*s", (int)(eq - vars[i]), vars[i]);
         tu_env_set(&env, name, "%s", eq + 1);
     }
-    char *argv[] = { self_path, "--child", (char *)role, (char *)r->dir, (char *)arg, NULL };
+    char *argv[] = { self_path, "--child", (char *)role, (char *)r->dir, (char *)arg,
+                     (char *)arg2, NULL };
     assert_int_equal(tu_spawn(p, argv, &env), 0);
     tu_env_free(&env);
+}
+
+static void spawn(tu_proc_t *p, const run_t *r, const char *const *vars, const char *role,
+                  const char *arg)
+{
+    spawn2(p, r, vars, role, arg, NULL);
 }
 
 /* The value reported by a child for key, waiting up to timeout_ms for it. */
@@ -424,6 +455,117 @@ static void test_reservation_kept_when_budget_shrinks(void **state)
     run_end(&r);
 }
 
+/* ---- two tables on one GPU ----------------------------------------------- */
+
+/* A second table on the run's GPU (the same simgpu state, its own report). */
+static void run_beside(run_t *b, const run_t *a, const char *tag)
+{
+    run_start(b, tag);
+    snprintf(b->state, sizeof b->state, "%s", a->state);
+}
+
+static int said_shared(const tu_proc_t *p)
+{
+    char *err = tu_read_file(p->err_path, NULL);
+    int said = err && strstr(err, "both hand out the memory of GPU-") != NULL;
+    free(err);
+    return said;
+}
+
+/* Tables A and B on one 8 GiB GPU.  B's process makes its context beside
+ * A's (it reads the driver then), then A allocates 5 GiB: 3 GiB more is
+ * what B's table alone would grant (its budget less the two contexts), but
+ * the driver has 2 GiB.  B was told at its first look at the GPU that A
+ * claims it, says so naming A's SALUS_TABLE, and reads the driver at every
+ * grant: Salus refuses, the driver is never asked. */
+static void test_two_tables_one_gpu(void **state)
+{
+    (void)state;
+    run_t a, b;
+    tu_proc_t pa, pb;
+    run_start(&a, "tables-a");
+    run_beside(&b, &a, "tables-b");
+    spawn2(&pa, &a, NULL, "hold-at", "5120", "go");
+    assert_int_equal(reported(&pa, "setup", 20000), CUDA_SUCCESS);
+    spawn2(&pb, &b, NULL, "hold-at", "3072", "go");
+    assert_int_equal(reported(&pb, "setup", 20000), CUDA_SUCCESS);
+    touch(&a, "go");
+    assert_int_equal(reported(&pa, "alloc", 20000), CUDA_SUCCESS);
+    touch(&b, "go");
+    long long rc = reported(&pb, "alloc", 20000);
+    touch(&a, "stop");
+    touch(&b, "stop");
+    assert_int_equal(tu_wait(&pa, 20000), 0);
+    assert_int_equal(tu_wait(&pb, 20000), 0);
+    assert_int_equal(rc, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(report_num(&b, pb.pid, "oom_refusals"), 1);
+    assert_false(said_shared(&pa));               /* the GPU's first table */
+    assert_true(said_shared(&pb));
+    char *err = tu_read_file(pb.err_path, NULL), want[128];
+    snprintf(want, sizeof want, "SALUS_TABLE=%s", a.table);
+    assert_non_null(strstr(err, want));
+    free(err);
+    char claim[512];
+    assert_int_equal(tu_claim_of(a.table, claim, sizeof claim), 0);
+    assert_int_equal(tu_claim_of(b.table, claim, sizeof claim), -1);
+    run_end(&b);
+    run_end(&a);
+}
+
+/* A's claim outlives A's processes (and A's table is still there, as
+ * tables stay): B, on the same GPU once none of A's processes holds the
+ * claim, takes it over without a word. */
+static void test_stale_claim_taken_over(void **state)
+{
+    (void)state;
+    run_t a, b;
+    tu_proc_t p;
+    char claim[512];
+    run_start(&a, "stale-a");
+    run_beside(&b, &a, "stale-b");
+    spawn(&p, &a, NULL, "greedy", "64");
+    assert_int_equal(tu_wait(&p, 20000), 0);
+    assert_int_equal(reported(&p, "alloc", 100), CUDA_SUCCESS);
+    assert_int_equal(tu_claim_of(a.table, claim, sizeof claim), 0);
+    assert_int_equal(access(claim, F_OK), 0);
+    char table_path[128];
+    snprintf(table_path, sizeof table_path, "/dev/shm%s", a.table);
+    assert_int_equal(access(table_path, F_OK), 0);
+    spawn(&p, &b, NULL, "greedy", "64");
+    assert_int_equal(tu_wait(&p, 20000), 0);
+    assert_int_equal(reported(&p, "alloc", 100), CUDA_SUCCESS);
+    assert_false(said_shared(&p));
+    assert_int_equal(tu_claim_of(a.table, claim, sizeof claim), -1);
+    assert_int_equal(tu_claim_of(b.table, claim, sizeof claim), 0);
+    run_end(&b);
+    run_end(&a);
+}
+
+/* Two simgpu states are two GPUs: two tables, one on each, never warn, and
+ * each claims its own. */
+static void test_two_states_never_warn(void **state)
+{
+    (void)state;
+    run_t a, b;
+    tu_proc_t pa, pb;
+    char ca[512], cb[512];
+    run_start(&a, "apart-a");
+    run_start(&b, "apart-b");
+    spawn(&pa, &a, NULL, "greedy", "64");
+    spawn(&pb, &b, NULL, "greedy", "64");
+    assert_int_equal(tu_wait(&pa, 20000), 0);
+    assert_int_equal(tu_wait(&pb, 20000), 0);
+    assert_int_equal(reported(&pa, "alloc", 100), CUDA_SUCCESS);
+    assert_int_equal(reported(&pb, "alloc", 100), CUDA_SUCCESS);
+    assert_false(said_shared(&pa));
+    assert_false(said_shared(&pb));
+    assert_int_equal(tu_claim_of(a.table, ca, sizeof ca), 0);
+    assert_int_equal(tu_claim_of(b.table, cb, sizeof cb), 0);
+    assert_string_not_equal(ca, cb);
+    run_end(&b);
+    run_end(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--child"))
@@ -435,6 +577,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_two_preallocating),
         cmocka_unit_test(test_context_counts_against_limit),
         cmocka_unit_test(test_reservation_kept_when_budget_shrinks),
+        cmocka_unit_test(test_two_tables_one_gpu),
+        cmocka_unit_test(test_stale_claim_taken_over),
+        cmocka_unit_test(test_two_states_never_warn),
     };
     return cmocka_run_group_tests_name("memory_ctx", tests, NULL, NULL);
 }

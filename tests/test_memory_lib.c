@@ -57,11 +57,18 @@ static CUresult fk_total_mem(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* The fake GPUs of a test's table (its name is in their UUIDs): test
+ * binaries running at once have GPUs of their own, so that their tables
+ * never claim one GPU (ipc's claim files). */
 static CUresult fk_uuid(CUuuid *uuid, CUdevice dev)
 {
+    uint32_t tag = 2166136261u;
+    for (const char *c = fk_table; *c; c++)
+        tag = (tag ^ (unsigned char)*c) * 16777619u;
     memset(uuid, 0, sizeof *uuid);
     memcpy(uuid->bytes, "fakegpu", 7);
     uuid->bytes[8] = (char)dev;
+    memcpy(uuid->bytes + 12, &tag, 4);
     return CUDA_SUCCESS;
 }
 

@@ -47,7 +47,7 @@ int drv_current_device(const drv_t *d, int *ordinal)
  * A driver that answers an error, or writes nothing, gets the ordinal form:
  * zeros are not an identity (two GPUs would share one lease). */
 
-void drv_device_uuid(const drv_t *d, int ordinal, uint8_t uuid[16])
+int drv_device_uuid(const drv_t *d, int ordinal, uint8_t uuid[16])
 {
     static const uint8_t zero[16];
     CUuuid u;
@@ -55,10 +55,11 @@ void drv_device_uuid(const drv_t *d, int ordinal, uint8_t uuid[16])
     if (d && d->device_get_uuid && d->device_get_uuid(&u, (CUdevice)ordinal) == CUDA_SUCCESS &&
         memcmp(u.bytes, zero, sizeof zero) != 0) {
         memcpy(uuid, u.bytes, 16);
-        return;
+        return 0;
     }
     char name[17];
     memset(name, 0, sizeof name);
     snprintf(name, sizeof name, "ordinal:%d", ordinal);
     memcpy(uuid, name, 16);
+    return 1;
 }

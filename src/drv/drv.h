@@ -107,8 +107,10 @@ int drv_current_device(const drv_t *d, int *ordinal);
  * uuid, or "ordinal:<n>" (zero-padded to 16 bytes) from a driver that has
  * none, so that every process names a GPU the same way whatever ordinal
  * CUDA_VISIBLE_DEVICES gives it.  Never fails; a driver call, so callers
- * keep it out of locks and off fast paths (ipc caches it per table). */
-void drv_device_uuid(const drv_t *d, int ordinal, uint8_t uuid[16]);
+ * keep it out of locks and off fast paths (ipc caches it per table).
+ * Returns 0 for the driver's uuid, 1 for the stand-in (which names no GPU
+ * beyond this machine's view: ipc claims no GPU by it). */
+int  drv_device_uuid(const drv_t *d, int ordinal, uint8_t uuid[16]);
 
 #pragma GCC visibility pop
 

@@ -13,6 +13,8 @@
  * acquire load; two threads that miss at once both look up and store the
  * same index (an index is never given back, and a uuid has one index).
  * fork(): the child keeps the cache, as it keeps the table's mapping.
+ * A device's first lookup in a process also checks the GPU's claim
+ * (claim.c): once per process and device, off every fast path.
  */
 #include "ipc/shm_layout.h"
 #include "drv/drv.h"
@@ -32,13 +34,15 @@ int shm_device_of(shm_table_t *t, const drv_t *drv, int ordinal)
     if (v > 0 && v <= SHM_MAX_DEVICES)
         return v - 1;
     uint8_t uuid[16];
-    drv_device_uuid(drv, ordinal, uuid);         /* a driver call: outside the lock */
+    int stand_in = drv_device_uuid(drv, ordinal, uuid);  /* a driver call: outside the lock */
     if (shm_lock(t) != 0)
         return -2;
     int d = shm_device_index_locked(t, uuid);
     shm_unlock(t);
     if (d < 0)
         return -1;
+    if (!stand_in)                  /* registered first: a claim names a table that has it */
+        shm_device_claim(t, d, uuid);
     __atomic_store_n(&t->ordinal_index[ordinal], (int8_t)(d + 1), __ATOMIC_RELEASE);
     return d;
 }

@@ -178,6 +178,22 @@ int  shm_device_uuid(shm_table_t *t, int device, uint8_t out[16]);
 struct drv;
 int  shm_device_of(shm_table_t *t, const struct drv *drv, int ordinal);
 
+/* Two tables on one GPU.  A GPU's first table names itself in a claim file,
+ * /dev/shm/salus-gpu-<uuid in hex> (world-readable: tables of other users
+ * must see it), which each of its processes holds a read lock on while it
+ * lives; a process of another table that finds the claim naming a table
+ * and held marks the device shared in its own table (and in the other's,
+ * when it may write it) and says so once.  A claim nobody holds is stale
+ * and taken over.  shm_device_of checks it at a process's first lookup of an
+ * ordinal, outside the table's lock.  Returns 1 shared, 0 ours, -1 not known
+ * (no /dev/shm, a claim we cannot read). */
+int  shm_device_claim(shm_table_t *t, int device, const uint8_t uuid[16]);
+/* 1 when device index d is marked shared with another table, else 0. */
+int  shm_device_shared(shm_table_t *t, int device);
+/* The claim file's path for a GPU UUID (buf of SHM_CLAIM_PATH_BYTES). */
+#define SHM_CLAIM_PATH_BYTES 64
+void shm_claim_path(const uint8_t uuid[16], char *buf, size_t len);
+
 /* A device's serial lock: what processes must not do at once on device
  * index d (memory's reading of the driver around a context made, so that
  * one process's reading holds no other's context).  A POSIX record lock on

@@ -64,7 +64,10 @@ typedef struct shm_header {
     uint8_t  dev_uuid[SHM_MAX_DEVICES][16];
     uint32_t lock;               /* the lock word: see above and lock.c */
     uint32_t guest_gen[SHM_GUESTS]; /* bumped by each process lent guest i */
-    uint8_t pad1[60];
+    /* 1: another table hands out device d's memory too (claim.c); atomic,
+     * set once, never cleared while the table lives. */
+    uint8_t  dev_shared[SHM_MAX_DEVICES];
+    uint8_t pad1[60 - SHM_MAX_DEVICES];
 } __attribute__((aligned(64))) shm_header_t;
 
 typedef struct shm_slot_id {

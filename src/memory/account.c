@@ -19,7 +19,8 @@
  * What grants and admissions may commit on a device is its budget less
  * every slot's contexts and the foreign use the driver last showed
  * (ctxmem.c measures both); a grant that comes within the headroom of that
- * asks for a fresh reading first.
+ * asks for a fresh reading first, and so does every grant on a GPU another
+ * table shares (ipc's claim: the other's grants show only in the driver).
  *
  * Death.  A process killed anywhere gives back exactly its slot: its grant
  * and reservation stop counting once the slot is freed (by whoever reaps
@@ -367,7 +368,8 @@ static uint64_t effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint
  * within its limit, and within the device's effective budget once what the
  * others commit is counted, after reclaiming their spare and reaping the
  * dead if need be.  A grant that would come within the headroom of the
- * capacity asks for a driver reading first (MEM_ASK) unless `fresh`.
+ * capacity, or on a GPU another table shares, asks for a driver reading
+ * first (MEM_ASK) unless `fresh`.
  * Returns MEM_FIT with *grant set, or why not. */
 static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *grant, int fresh)
 {
@@ -393,7 +395,10 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
         mem_sums_t o;
         mem_sums(t, ld->d, mem_p.slot, &o);
         uint64_t budget = effective_budget(dev, &o, own_ctx(ld->d));
-        if (!fresh && o.committed_run + umax(g0 + need, r) + LOAD(&dev->headroom) > budget)
+        /* Another table hands out this GPU too (ipc's claim): what it
+         * granted shows only in the driver, so every grant reads it. */
+        if (!fresh && (o.committed_run + umax(g0 + need, r) + LOAD(&dev->headroom) > budget ||
+                       shm_device_shared(t, ld->d)))
             return MEM_ASK;
         uint64_t room = budget > o.committed_run ? budget - o.committed_run : 0;
         if (umax(g0 + need, r) <= room) {

@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -90,12 +91,64 @@ static char tu_names[TU_MAX_NAMES][64];
 static int tu_nnames;
 static pid_t tu_names_pid;
 
+/* Each claim file in /dev/shm, with the table it names: `fn` returns 1 to
+ * stop. */
+static void each_claim(int (*fn)(const char *path, const char *table, void *arg), void *arg)
+{
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *e;
+    if (!dir)
+        return;
+    while ((e = readdir(dir)) != NULL) {
+        char p[512], *text, name[128];
+        unsigned uid;
+        if (strncmp(e->d_name, "salus-gpu-", 10) != 0)
+            continue;
+        snprintf(p, sizeof p, "/dev/shm/%s", e->d_name);
+        text = tu_read_file(p, NULL);
+        int stop = text && sscanf(text, "%u %127s", &uid, name) == 2 && fn(p, name, arg);
+        free(text);
+        if (stop)
+            break;
+    }
+    closedir(dir);
+}
+
+struct claim_find { const char *table; char *path; size_t len; int found; };
+
+static int claim_match(const char *path, const char *table, void *arg)
+{
+    struct claim_find *f = arg;
+    if (strcmp(table, f->table) != 0)
+        return 0;
+    snprintf(f->path, f->len, "%s", path);
+    f->found = 1;
+    return 1;
+}
+
+int tu_claim_of(const char *table, char *path, size_t len)
+{
+    struct claim_find f = { table, path, len, 0 };
+    each_claim(claim_match, &f);
+    return f.found ? 0 : -1;
+}
+
+static int claim_unlink_ours(const char *path, const char *table, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < tu_nnames; i++)
+        if (strcmp(table, tu_names[i]) == 0)
+            unlink(path);
+    return 0;
+}
+
 static void unlink_names(void)
 {
     if (getpid() != tu_names_pid)
         return;
     for (int i = 0; i < tu_nnames; i++)
         shm_unlink(tu_names[i]);
+    each_claim(claim_unlink_ours, NULL);
 }
 
 const char *tu_unique_name(const char *prefix, char *buf, size_t len)

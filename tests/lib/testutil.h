@@ -27,6 +27,10 @@ const char *tu_tmpdir(void);
 /* "/<prefix>-<pid>-<n>": a shared-memory name no other test uses; it is
  * unlinked when the test binary exits. */
 const char *tu_unique_name(const char *prefix, char *buf, size_t len);
+/* The GPU claim file (/dev/shm/salus-gpu-<uuid>) that names table `table`:
+ * 0 with its path, -1 when none does.  The names tu_unique_name handed out
+ * have their claims unlinked with them. */
+int tu_claim_of(const char *table, char *path, size_t len);
 
 /* An environment: the test's own, with variables set or removed. */
 typedef struct tu_env {
