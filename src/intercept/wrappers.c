@@ -218,10 +218,12 @@ static void hook_modules_start(void)
         return;
     static const sched_hooks_t hooks = { .boundary = mem_iteration_end,
                                          .waiting = mem_page_serve,
-                                         .tenure = mem_page_in_before_run };
+                                         .tenure = mem_page_in_before_run,
+                                         .paged_out = mem_page_is_out };
     sched_init(&drv);
     if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
         mem_set_rank(sched_rank_locked);
+        mem_set_gpu_wait(sched_wait_mem);
         sched_set_hooks(&hooks);
     }
 }

@@ -532,11 +532,39 @@ static void leave_wait(mem_slot_t *a, int d, uint64_t since, int locked)
         shm_set_state(mem_p.t, mem_p.slot, state_before);
 }
 
+/* With paging on: queue for table device d's GPU (the scheduler's, through
+ * mem_p.gpu_wait), so that the holder yields to this process by the policy
+ * and peers waiting at the gate can be asked to page out for it.  Outside
+ * the lock. */
+static void queue_for_gpu(int d)
+{
+    void (*fn)(int) = __atomic_load_n(&mem_p.gpu_wait, __ATOMIC_ACQUIRE);
+    mem_local_dev_t *ld = d >= 0 && d < SHM_MAX_DEVICES ?
+                          __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE) : NULL;
+    if (fn && ld && __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
+        fn((int)(ld - mem_p.dev));
+}
+
+/* Paging could free what `bytes` lacks on ld's device (peers that may be
+ * paged hold it): worth waiting for, whatever SALUS_MEM_WAIT_MS says.
+ * Under the lock. */
+static int pageable_locked(mem_local_dev_t *ld, uint64_t bytes)
+{
+    uint64_t (*movable)(mem_local_dev_t *) =
+        __atomic_load_n(&mem_p.page_movable, __ATOMIC_ACQUIRE);
+    if (!movable || !__atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
+        return 0;
+    uint64_t room = mem_room_locked(ld);
+    return bytes > room && movable(ld) >= bytes - room;
+}
+
 /* Sleep until memory is returned on dev (or a slice passes), with the lock
- * released; 0 with the lock held again, -1 if it cannot be taken again. */
+ * released, queued for the GPU with paging on; 0 with the lock held again,
+ * -1 if it cannot be taken again. */
 static int sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d)
 {
     shm_unlock(mem_p.t);
+    queue_for_gpu(d);
     shm_futex_wait(&dev->wake_seq, seq, umin(max_ns, MEM_WAIT_SLICE_NS));
     if (mem_lock() != 0)
         return -1;
@@ -580,6 +608,9 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
         if (fit == MEM_OVER_DEVICE && ask_pages_locked(ld, bytes) &&
             deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
+        if (fit == MEM_OVER_DEVICE && pageable_locked(ld, bytes) &&
+            deadline < now + 2 * MEM_WAIT_SLICE_NS)
+            deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait */
         if (fit != MEM_OVER_DEVICE || now >= deadline)
             break;
         if (sleep_unlocked(ld->dev, seq, deadline - now, ld->d) != 0) {
@@ -638,7 +669,8 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
         shm_unlock(t);
         return MEM_TAKE_ASK_DRIVER;
     }
-    if (fit == MEM_OVER_DEVICE && (mem_p.cfg.wait_ns || ask_pages_locked(ld, bytes)))
+    if (fit == MEM_OVER_DEVICE && (mem_p.cfg.wait_ns || ask_pages_locked(ld, bytes) ||
+                                   pageable_locked(ld, bytes)))
         fit = wait_locked(ld, bytes, &lost);
     if (lost)
         return 1;

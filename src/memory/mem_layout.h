@@ -221,6 +221,12 @@ typedef struct mem_proc {
      * what is asked of peers (0: nobody can be).  A pointer, so that this
      * file's bottom (account.c) depends on no other. */
     uint64_t (*page_ask)(mem_local_dev_t *ld, uint64_t need);
+    /* With the pager too: what paging could free on ld's device (the
+     * memory of live peers that may be paged), under the table lock. */
+    uint64_t (*page_movable)(mem_local_dev_t *ld);
+    /* The scheduler's queue (mem_set_gpu_wait), called by a wait for
+     * memory with paging on, outside the lock. */
+    void (*gpu_wait)(int ordinal);
 } mem_proc_t;
 
 extern mem_proc_t mem_p;

@@ -245,6 +245,15 @@ void mem_set_pager(const mem_pager_t *pager);
 typedef int (*mem_rank_fn)(shm_table_t *t, int device, int slot);
 void mem_set_rank(mem_rank_fn fn);
 
+/* A process whose allocation or admission waits for memory with paging on
+ * queues for the device's GPU (sched_wait_mem, which the interception layer
+ * registers) at each slice of its wait, outside the table lock: the holder
+ * yields to it by the policy, and peers waiting at the gate are asked to
+ * page out for it.  The wait goes on, whatever SALUS_MEM_WAIT_MS says, as
+ * long as paging could free what it lacks. */
+typedef void (*mem_gpu_wait_fn)(int ordinal);
+void mem_set_gpu_wait(mem_gpu_wait_fn fn);
+
 /* In this process while it waits for the GPU (the scheduler's wait loop
  * calls it at each look): page out what a peer asked of it, if anything.
  * One relaxed load when nothing is asked. */
@@ -253,6 +262,9 @@ void mem_page_serve(void);
  * launch): page back in what is paged out there, asking peers to page out
  * if the device lacks the room; waits until it is in. */
 void mem_page_in_before_run(int device);
+/* This process has memory paged out now (on any device): 1 or 0.  One
+ * relaxed load. */
+int mem_page_is_out(void);
 /* The host memory this process may page to (SALUS_SWAP_LIMIT; default half
  * of the host's MemAvailable when first asked), for the allocator's
  * staging pool. */

@@ -5,9 +5,9 @@
  * what a process was asked, pages a process back in before it runs, and
  * keeps the counters the report and the monitors show.
  *
- * Divided into: the seam and the policy's order; asking peers (under the
- * table lock); serving a request (in the process asked); paging back in
- * before a tenure; the host bound.
+ * Divided into: the seam, the policy's order and the scheduler's queue;
+ * asking peers (under the table lock); serving a request (in the process
+ * asked); paging back in before a tenure; the host bound.
  *
  * The protocol, in the table (mem_slot_t's page_* words):
  *   - a process that needs memory the device does not have (an allocation,
@@ -59,15 +59,18 @@ static mem_pager_t pager_copy;
 static mem_rank_fn rank_fn;
 
 static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need);
+static uint64_t movable_locked(mem_local_dev_t *ld);
 
 void mem_set_pager(const mem_pager_t *p)
 {
     if (p && p->page_out && p->page_in && p->paged_out_bytes) {
         pager_copy = *p;
         __atomic_store_n(&pager, &pager_copy, __ATOMIC_RELEASE);
+        __atomic_store_n(&mem_p.page_movable, movable_locked, __ATOMIC_RELEASE);
         __atomic_store_n(&mem_p.page_ask, ask_locked, __ATOMIC_RELEASE);
     } else {
         __atomic_store_n(&mem_p.page_ask, NULL, __ATOMIC_RELEASE);
+        __atomic_store_n(&mem_p.page_movable, NULL, __ATOMIC_RELEASE);
         __atomic_store_n(&pager, NULL, __ATOMIC_RELEASE);
     }
     mem_page_able_update();
@@ -76,6 +79,11 @@ void mem_set_pager(const mem_pager_t *p)
 void mem_set_rank(mem_rank_fn fn)
 {
     __atomic_store_n(&rank_fn, fn, __ATOMIC_RELEASE);
+}
+
+void mem_set_gpu_wait(mem_gpu_wait_fn fn)
+{
+    __atomic_store_n(&mem_p.gpu_wait, fn, __ATOMIC_RELEASE);
 }
 
 /* The process may be paged: SALUS_SWAP=on and a pager.  Peers ask only
@@ -130,6 +138,26 @@ static int victim(shm_table_t *t, int d, int j, int my_rank, uint64_t now, cand_
     c->rank = r < 0 ? INT_MAX : r;
     c->used = g - spare;
     return 1;
+}
+
+/* What paging could free on ld's device: the memory of the live peers that
+ * may be paged and are not full, whatever they do now (one that runs or
+ * rests waits for the GPU later, or ends). */
+static uint64_t movable_locked(mem_local_dev_t *ld)
+{
+    shm_table_t *t = mem_p.t;
+    uint64_t sum = 0;
+    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
+        mem_slot_t *a = j == mem_p.slot ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
+        if (!a || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
+            (LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE)
+            continue;
+        const mem_sdev_t *sd = &a->dev[ld->d];
+        uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+        if (g <= MEM_MAX_BYTES && g > spare)
+            sum += g - spare;
+    }
+    return sum;
 }
 
 /* Ask the peers the policy runs last to page out `need` bytes on ld's
@@ -285,6 +313,12 @@ void mem_page_in_before_run(int device)
     if (said)
         util_info("memory: device %d: paged in after %llu ms", device,
                   (unsigned long long)((util_now_ns() - start) / 1000000));
+}
+
+int mem_page_is_out(void)
+{
+    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    return a && LOAD(&a->swapped_out) != 0;
 }
 
 /* ---- the host bound ---------------------------------------------------------

@@ -1,10 +1,11 @@
 /*
  * gate.c - the process's side of scheduling: registration, the launch slow
- * path, the sync hooks (the detector's input), the iteration hint, fork and
- * exit.  The gate words and the process record are proc.c's.
+ * path, a process waiting for memory, the sync hooks (the detector's input),
+ * the iteration hint, fork and exit.  The gate words and the process record
+ * are proc.c's.
  *
- * Divided into: registration; devices; the launch slow path; syncs and
- * hints; fork and exit.
+ * Divided into: registration; devices; the launch slow path; waiting for
+ * memory; syncs and hints; fork and exit.
  *
  * Locks: p->mu guards the process's bookkeeping (config, detector, kernel
  * sequence, iteration timing, registration).  Order: p->mu, then the lock of
@@ -262,6 +263,47 @@ const uint32_t *sched_launch_slow(const void *work)
     }
     sched_acquire(p, d);
     return sched_proc_gate();
+}
+
+/* ---- a process waiting for memory (sched.h) --------------------------------------
+ * Queued as sched_acquire queues (enqueued, the holder CONTENDED, a free GPU
+ * granted by policy), but the caller does not wait here: it waits for
+ * memory, and takes the GPU at its next launch, or has it by then. */
+
+static int queue_for_mem_locked(sched_proc_t *p, int d, uint64_t now, int *to)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (dev->lease == sched_lease_of(p->slot, p->gen) ||
+        !(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED))
+        return 0;
+    sched_unmark_stopped_locked(p->t, p->slot);
+    sched_enqueue_locked(p->t, d, p->slot, now);
+    if (sched_lease_holder(p->t, dev->lease) < 0)
+        *to = sched_grant_pick_locked(p->t, d, now, 0);
+    sched_gate_update_locked(p->t, p->slot);
+    return dev->lease != sched_lease_of(p->slot, p->gen);
+}
+
+void sched_wait_mem(int ordinal)
+{
+    sched_proc_t *p = &sched_p;
+    if (ensure_registered(p) != SCHED_P_ACTIVE)
+        return;
+    int d = table_device(p, ordinal), to = SCHED_NO_SLOT, rc;
+    if (d < 0)
+        return;
+    if ((rc = shm_lock(p->t)) != 0) {
+        sched_lock_failed(p, rc);
+        return;
+    }
+    uint64_t now = sched_now();
+    int queued = queue_for_mem_locked(p, d, now, &to);
+    shm_unlock(p->t);
+    if (to >= 0 && to != p->slot)
+        sched_wake(p->t, to);
+    bump_activity(p->me);                /* busy: not idle, not at rest */
+    if (!queued)                         /* its slice starts when it can run */
+        __atomic_store_n(&p->me->boundary_ns, now, __ATOMIC_RELAXED);
 }
 
 /* ---- syncs and hints -------------------------------------------------------------- */

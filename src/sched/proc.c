@@ -163,12 +163,14 @@ void sched_captures_reset(void)
 static void (*hook_boundary)(void);
 static void (*hook_waiting)(void);
 static void (*hook_tenure)(int d);
+static int (*hook_paged_out)(void);
 
 void sched_set_hooks(const sched_hooks_t *h)
 {
     __atomic_store_n(&hook_boundary, h ? h->boundary : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&hook_waiting, h ? h->waiting : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&hook_tenure, h ? h->tenure : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&hook_paged_out, h ? h->paged_out : NULL, __ATOMIC_RELEASE);
 }
 
 void sched_hook_boundary(void)
@@ -190,6 +192,12 @@ void sched_hook_tenure(int d)
     void (*fn)(int) = __atomic_load_n(&hook_tenure, __ATOMIC_ACQUIRE);
     if (fn)
         fn(d);
+}
+
+int sched_hook_paged_out(void)
+{
+    int (*fn)(void) = __atomic_load_n(&hook_paged_out, __ATOMIC_ACQUIRE);
+    return fn ? fn() : 0;
 }
 
 /* At exit: launches made by exit handlers pass. */

@@ -164,13 +164,32 @@ void sched_set_clock(sched_clock_fn fn);
  *             out what peers asked of it);
  *   tenure    the process got the lease of table device `device` and is
  *             about to run: before its tenure's first launch, outside the
- *             locks (memory pages its memory back in; it may wait). */
+ *             locks (memory pages its memory back in; it may wait);
+ *   paged_out the process, waiting for the GPU, has memory paged out (1):
+ *             it does not take the GPU from a live holder (idle, at rest,
+ *             past its max slice, stopped), which may hold the memory that
+ *             paging it out freed: its page-in would wait for that memory
+ *             while holding the GPU, and the holder, waiting for the GPU
+ *             in turn, could not run to free it.  It waits for a grant at
+ *             the holder's boundary, exit or death. */
 typedef struct sched_hooks {
     void (*boundary)(void);
     void (*waiting)(void);
     void (*tenure)(int device);
+    int (*paged_out)(void);
 } sched_hooks_t;
 void sched_set_hooks(const sched_hooks_t *hooks);
+
+/* The process waits for memory on CUDA ordinal `ordinal` with paging on
+ * (memory's wait, through the hook intercept registers, outside the table
+ * lock, at each slice of the wait): it is queued for that device's GPU as a
+ * launch would queue it, without waiting for the grant, so that the holder
+ * yields to it at a boundary by the policy and, once waiting at the gate,
+ * can be asked to page out.  A holder that waits so (or a process granted
+ * the GPU meanwhile) counts as busy and as not yet into its slice: waiters
+ * do not take the GPU back from it as idle or past its max slice while its
+ * peers page out for it. */
+void sched_wait_mem(int ordinal);
 
 /* How late the process in `slot` runs on table device `device` in the
  * policy's order: 0 the holder, 1 + its place among the waiters in the

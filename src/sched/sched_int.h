@@ -365,6 +365,7 @@ void sched_captures_reset(void);
 void sched_hook_boundary(void);
 void sched_hook_waiting(void);
 void sched_hook_tenure(int d);
+int sched_hook_paged_out(void);
 
 /* ---- access (every file): the areas, a lease word ------------------------ */
 #define SCHED_NO_SLOT (-1)

@@ -429,8 +429,8 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
         shm_reap_dead(p->t, 0);            /* the reap hook hands the lease on */
         return got(p, dev);
     }
-    if (!shares(dev))
-        return W_WAIT;
+    if (!shares(dev) || sched_hook_paged_out())
+        return W_WAIT;                       /* paged out: waits for a grant (sched.h) */
     note_blocked(p, d, h);
     int stuck = poll_partial(p, d, h, lease);
     if (stuck < 0)
@@ -477,7 +477,7 @@ static int poll_rest(sched_proc_t *p, int d, uint64_t *next_ns)
     uint64_t lease = __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE);
     int h = sched_lease_holder(p->t, lease);
     *next_ns = SCHED_POLL_NS;
-    if (h < 0 || lease == my_lease(p) || !shares(dev))
+    if (h < 0 || lease == my_lease(p) || !shares(dev) || sched_hook_paged_out())
         return W_WAIT;
     sched_slot_t *hs = sched_slot(p->t, h);
     uint64_t act = __atomic_load_n(&hs->activity, __ATOMIC_RELAXED);
