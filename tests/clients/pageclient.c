@@ -1,0 +1,97 @@
+/*
+ * pageclient.c - a training job whose memory a peer may page out: it
+ * allocates <MiB> with cuMemAlloc_v2 (in 512 MiB blocks), writes a pattern
+ * of each byte's address through the driver, says "ready", runs
+ * <iterations> of two salus_spin kernels of <kernel_us> and a stream
+ * synchronize (an iteration boundary), then reads every byte back.  For
+ * test_memory_preempt, over simgpu with libsalus preloaded (SALUS_SWAP=on).
+ *
+ *   pageclient <kernels.cubin> <MiB> <iterations> <kernel_us>
+ *
+ * Prints "ready" once its memory holds the pattern, then
+ * "done <CUresult> bad <blocks whose bytes changed>"; exits 0 only when
+ * every call succeeded and every byte is intact.
+ */
+#include <cuda.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MiB   (1ull << 20)
+#define BLOCK (512 * MiB)
+#define BUF   (64 * MiB)
+#define TRY(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) return r_; } while (0)
+
+static uint64_t *buf;
+
+static uint64_t pat(uint64_t addr)
+{
+    return (addr >> 3) * 0x9e3779b97f4a7c15ull | 1;
+}
+
+static CUresult fill(CUdeviceptr p)
+{
+    for (uint64_t off = 0; off < BLOCK; off += BUF) {
+        for (uint64_t i = 0; i < BUF / 8; i++)
+            buf[i] = pat(p + off + i * 8);
+        TRY(cuMemcpyHtoD(p + off, buf, BUF));
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult check(CUdeviceptr p, int *bad)
+{
+    for (uint64_t off = 0; off < BLOCK; off += BUF) {
+        TRY(cuMemcpyDtoH(buf, p + off, BUF));
+        for (uint64_t i = 0; i < BUF / 8; i++)
+            if (buf[i] != pat(p + off + i * 8)) {
+                ++*bad;
+                return CUDA_SUCCESS;
+            }
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult run(const char *cubin, int blocks, int iters, unsigned long long ns, int *bad)
+{
+    CUcontext ctx;
+    CUmodule m;
+    CUfunction spin;
+    CUdeviceptr p[64];
+    TRY(cuInit(0));
+    TRY(cuDevicePrimaryCtxRetain(&ctx, 0));
+    TRY(cuCtxSetCurrent(ctx));
+    TRY(cuModuleLoad(&m, cubin));
+    TRY(cuModuleGetFunction(&spin, m, "salus_spin"));
+    for (int b = 0; b < blocks; b++) {
+        TRY(cuMemAlloc_v2(&p[b], BLOCK));
+        TRY(fill(p[b]));
+    }
+    printf("ready\n");
+    fflush(stdout);
+    void *args[] = { &ns };
+    for (int i = 0; i < iters; i++) {
+        TRY(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        TRY(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        TRY(cuStreamSynchronize(NULL));
+    }
+    for (int b = 0; b < blocks; b++)
+        TRY(check(p[b], bad));
+    return CUDA_SUCCESS;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: pageclient <kernels.cubin> <MiB> <iterations> <kernel_us>\n");
+        return 2;
+    }
+    int blocks = (int)(strtoull(argv[2], NULL, 10) * MiB / BLOCK), bad = 0;
+    buf = malloc(BUF);
+    if (!buf || blocks < 1 || blocks > 64)
+        return 2;
+    CUresult rc = run(argv[1], blocks, atoi(argv[3]), strtoull(argv[4], NULL, 10) * 1000ull, &bad);
+    printf("done %d bad %d\n", (int)rc, bad);
+    return rc == CUDA_SUCCESS && bad == 0 ? 0 : 1;
+}

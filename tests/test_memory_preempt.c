@@ -1,0 +1,94 @@
+/*
+ * test_memory_preempt.c - priority preemption on a full device with paging
+ * (SALUS_SWAP=on), over simgpu with libsalus preloaded into pageclient:
+ *
+ *   - a low-priority job holds 3 GiB of a 4 GiB device and runs; a
+ *     high-priority job that needs 3 GiB arrives.  Its allocation waits for
+ *     memory (SALUS_MEM_WAIT_MS=0: without paging it would be refused at
+ *     once), queued for the GPU meanwhile, so that the low job yields at a
+ *     boundary and, waiting at the gate, is paged out for it.  Both finish,
+ *     nothing fails, and every byte of both jobs' memory is intact.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <fcntl.h>
+
+#include "lib/testutil.h"
+
+#define CHILD_MS 240000
+
+static char state_name[64], table_name[64];
+
+static void spawn(tu_proc_t *p, int priority, const char *iters)
+{
+    char client[512], cubin[512];
+    char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
+                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                     "3072", (char *)iters, "2000", NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    tu_env_set(&env, "SIMGPU_MEMORY", "4G");
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
+    tu_env_set(&env, "SALUS_SWAP", "on");
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
+    tu_env_set(&env, "SALUS_POLICY", "priority");
+    tu_env_set(&env, "SALUS_PRIORITY", "%d", priority);
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    tu_env_unset(&env, "SALUS_REPORT");
+    assert_int_equal(tu_spawn(p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static int printed_ready(void *arg)
+{
+    char *out = tu_read_file(((tu_proc_t *)arg)->out_path, NULL);
+    int yes = out && strstr(out, "ready") != NULL;
+    free(out);
+    return yes;
+}
+
+static void finish(tu_proc_t *p, const char *who)
+{
+    int rc = tu_wait(p, CHILD_MS);
+    char *out = tu_read_file(p->out_path, NULL), *err = tu_read_file(p->err_path, NULL);
+    if (rc != 0 || !out || !strstr(out, "done 0 bad 0"))
+        fail_msg("the %s job exited %d: %s / %s", who, rc, out ? out : "", err ? err : "");
+    free(out);
+    free(err);
+}
+
+static void test_priority_preempts_full_device(void **state)
+{
+    (void)state;
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
+        !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient"))
+        skip();
+    tu_unique_name("smp", state_name, sizeof state_name);
+    tu_unique_name("stmp", table_name, sizeof table_name);
+    tu_proc_t low, high;
+    spawn(&low, 10, "1000");              /* longer than the high job's 50 */
+    if (!tu_await(printed_ready, &low, CHILD_MS))
+        fail_msg("the low job never filled its memory");
+    spawn(&high, 90, "50");
+    finish(&high, "high-priority");
+    finish(&low, "low-priority");
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_priority_preempts_full_device),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
