@@ -87,7 +87,7 @@ run() {   # <mode: salus|none>
     pids=""
     t0=$(now_ms)
     launch "$mode" long 10 3G "$train" $LONG
-    launch "$mode" serve 50 1G "$infer" $SERVE
+    launch "$mode" serve 50 2G "$infer" $SERVE
     if [ "$mode" = salus ]; then
         snapshot 700 "long and serve share the GPU"
     fi
