@@ -5,7 +5,8 @@
  *
  * Divided into: the lock; sums over slots; the reclaim log; reclaiming
  * spare; grants (take, give, shrink); waits and wakes; admission; the
- * process's room; reap and repair hooks; a new limit set by a monitor.
+ * process's room (the reap and repair hooks and a monitor's new limit are
+ * slot_hooks.c's).
  *
  * Locking.  Every change of a grant (sd.granted), of a reservation, of a
  * slot's wait and of a device's identity or budget is made under the table's
@@ -296,7 +297,7 @@ void mem_fix_log(shm_table_t *t, int d)
  * the CAS; granted follows the CAS; the log is cleared last.  A death at any
  * point leaves either no CAS (the log's tag is not in avail: nothing to do)
  * or a CAS without its granted write (mem_fix_log subtracts take). */
-static uint64_t reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j)
+uint64_t mem_reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j)
 {
     mem_sdev_t *sd = &area_of(t, j)->dev[d];
     uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
@@ -328,7 +329,7 @@ static uint64_t reclaim_locked(shm_table_t *t, mem_dev_t *dev, int d, int self)
     uint64_t taken = 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++)
         if (j != self && shm_slot_gen(t, j) != 0)
-            taken += reclaim_one(t, dev, d, j);
+            taken += mem_reclaim_one(t, dev, d, j);
     return taken;
 }
 
@@ -790,109 +791,4 @@ uint64_t mem_room_locked(mem_local_dev_t *ld)
     uint64_t lim_room = limit > mine ? limit - mine : 0;
     uint64_t dev_room = budget > o.held_run + used ? budget - o.held_run - used : 0;
     return umin(lim_room, dev_room);
-}
-
-/* ---- reap and repair hooks -------------------------------------------------
- * Called under the lock by whichever process frees a slot (its own at exit,
- * a dead peer's).  Device sums need nothing: the slot drops out of them when
- * it is freed.  The hook zeroes the slot's accounting (monitors read it
- * without the lock) and wakes those waiting for memory. */
-void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx)
-{
-    (void)ctx;
-    mem_slot_t *a = area;
-    if (!a)
-        return;
-    if (slot == shm_self_peek(t))
-        __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);   /* released: stop */
-    STORE(&a->wait_dev, 0);
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        mem_sdev_t *sd = &a->dev[d];
-        mem_dev_t *cd = shm_device_area(t, d, SHM_AREA_MEM);
-        if (cd && slot >= 0 && slot < SHM_MAX_SLOTS)
-            STORE(&cd->ctx_kib[slot], 0);
-        if (!LOAD(&sd->flags) && !LOAD(&sd->granted) && !LOAD(&sd->reserved))
-            continue;
-        __atomic_store_n(&sd->avail, 0, __ATOMIC_SEQ_CST);
-        STORE(&sd->granted, 0);
-        STORE(&sd->reserved, 0);
-        STORE(&sd->flags, 0);
-        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        mem_publish_locked(t, d);
-        mem_wake(dev);
-    }
-}
-
-void mem_repair_hook(shm_table_t *t, void *ctx)
-{
-    (void)ctx;
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        if (LOAD(&dev->magic) != MEM_DEV_MAGIC)
-            continue;
-        mem_fix_log(t, d);
-        mem_publish_locked(t, d);
-    }
-}
-
-/* ---- a new limit (salus limit) ----------------------------------------------
- * A monitor sets the limit of the process in (slot, gen) on each of its
- * devices, under the lock.  Below what the process holds, the limit stops
- * its growth: its spare beyond its reservation is taken back at once (with
- * the reclaim protocol, so the owner's lock-free takes stay exact), no grant
- * passes the limit, and it allocates again once it has freed below the limit.
- * The invariant sd.granted <= sd.limit holds again then; until then
- * sd.granted <= max(sd.limit, what it held when the limit came). */
-int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
-                        mem_limit_change_t *out)
-{
-    uint64_t probe;
-    if (!t || slot < 0 || slot >= SHM_MAX_SLOTS || !text || !out ||
-        util_parse_size(text, 1, &probe) != 0)
-        return -EINVAL;
-    int rc = shm_lock(t);
-    if (rc != 0)
-        return rc;
-    mem_slot_t *a = area_of(t, slot);
-    if (!a || shm_slot_gen(t, slot) != gen || !shm_slot_alive(t, slot) ||
-        LOAD(&a->magic) != MEM_SLOT_MAGIC) {
-        shm_unlock(t);
-        return -ESRCH;
-    }
-    mem_limit_change_t c = { 0 };
-    for (int d = 0; d < SHM_MAX_DEVICES && rc == 0; d++) {
-        mem_sdev_t *sd = &a->dev[d];
-        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        uint64_t v, budget = LOAD(&dev->budget);
-        if (!(LOAD(&sd->flags) & MEM_SDEV_REGISTERED) || LOAD(&dev->magic) != MEM_DEV_MAGIC)
-            continue;
-        if (util_parse_size(text, budget, &v) != 0 || v == 0)
-            rc = -EINVAL;                        /* 0 would refuse every allocation */
-        else if (v < LOAD(&sd->reserved))
-            rc = -EBUSY;                         /* below its guaranteed reservation */
-        c.reserved += LOAD(&sd->reserved);
-        uint64_t g = clampb(LOAD(&sd->granted)), spare = MEM_SPARE(LOAD(&sd->avail));
-        c.used += g > spare ? g - spare : 0;
-        c.limit = v > budget ? budget : v;
-        c.devices++;
-    }
-    for (int d = 0; d < SHM_MAX_DEVICES && rc == 0; d++) {
-        mem_sdev_t *sd = &a->dev[d];
-        mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        uint64_t v, budget = LOAD(&dev->budget);
-        if (!(LOAD(&sd->flags) & MEM_SDEV_REGISTERED) || LOAD(&dev->magic) != MEM_DEV_MAGIC ||
-            util_parse_size(text, budget, &v) != 0)
-            continue;
-        STORE(&sd->limit, v > budget ? budget : v);
-        if (clampb(LOAD(&sd->granted)) > LOAD(&sd->limit))
-            reclaim_one(t, dev, d, slot);        /* its spare, not what it holds */
-        mem_publish_locked(t, d);
-        mem_wake(dev);                           /* a raised limit may let it go on */
-    }
-    shm_unlock(t);
-    if (rc == 0 && c.devices == 0)
-        rc = -ENODEV;                            /* registered on no device yet */
-    if (rc == 0)
-        *out = c;
-    return rc;
 }

@@ -354,6 +354,9 @@ void mem_sums_live(shm_table_t *t, int d, mem_sums_t *s);
 void mem_fix_log(shm_table_t *t, int d);
 /* Recompute the monitor sums of device d, under the lock. */
 void mem_publish_locked(shm_table_t *t, int d);
+/* (account.c) Under the lock: take slot j's spare on d back (a limit that
+ * fell below what it holds); what was taken. */
+uint64_t mem_reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j);
 void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx);
 void mem_repair_hook(shm_table_t *t, void *ctx);
 
