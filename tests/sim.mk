@@ -13,30 +13,36 @@
 #                    batches): conditions, time model, a wait on another
 #                    process's write, a wait that never comes
 #   test_simgpu_mp   several processes on one state (capacity, reclaim after
-#                    SIGKILL, fork, engine serialization, shared trace,
-#                    state validation)
+#                    SIGKILL, context memory, fork, engine serialization,
+#                    shared trace, a dead process's work cut)
+#   test_simgpu_state the state and loading, each in a process of its own
+#                    (validation, first process fixes the configuration,
+#                    before cuInit, -Bsymbolic under a preload, SIMGPU_LOG);
+#                    it and test_simgpu_mp share test_simgpu_mp_lib.c
 SIM_TEST_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)
 SIM_TEST_OBJS := $(B)/obj/tests/test_simgpu_util.o $(SIM_LIB)
 
-$(B)/obj/tests/test_simgpu_util.o: | $(B)/.deps-test
+$(B)/obj/tests/test_simgpu_util.o $(B)/obj/tests/test_simgpu_mp_lib.o: | $(B)/.deps-test
+SIM_MP_OBJS := $(SIM_TEST_OBJS) $(B)/obj/tests/test_simgpu_mp_lib.o
 $(eval $(call salus_test,test_simgpu,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_exec,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_capture,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mem,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
-$(eval $(call salus_test,test_simgpu_mp,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_mp,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_state,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_memop,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 
 # The tests load the workloads' cubin and PTX.
 $(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_capture \
     $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_memop \
-    $(B)/tests/test_simgpu_mp: | $(WL_CUBIN) $(WL_PTX)
+    $(B)/tests/test_simgpu_mp $(B)/tests/test_simgpu_state: | $(WL_CUBIN) $(WL_PTX)
 
-# A library exporting driver names, for the -Bsymbolic check of test_simgpu_mp.
+# A library exporting driver names, for the -Bsymbolic check of test_simgpu_state.
 SIM_SHIM := $(B)/tests/libsimgpu_shim.so
 $(SIM_SHIM): tests/test_simgpu_shim.c | $(B)/.deps-test
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -o $@ $<
-$(B)/tests/test_simgpu_mp: | $(SIM_SHIM)
+$(B)/tests/test_simgpu_state: | $(SIM_SHIM)
 
 # ---- test_simgpu_image: device images of other architectures and containers --
 SIMIMG     := $(B)/tests/simimg

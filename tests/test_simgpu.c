@@ -5,7 +5,8 @@
  * kernels, bad handles and unimplemented calls.
  *
  * The time model, graphs, pools, arrays and VMM have their own binaries
- * (test_simgpu_exec, test_simgpu_mem); several processes, test_simgpu_mp.
+ * (test_simgpu_exec, test_simgpu_mem); several processes, test_simgpu_mp;
+ * the state and loading, test_simgpu_state.
  */
 #include <setjmp.h>
 #include <stdarg.h>

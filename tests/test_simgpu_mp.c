@@ -1,13 +1,15 @@
 /*
  * test_simgpu_mp.c - several processes on one simgpu state: capacity shared
- * and OOM, reclaim after SIGKILL (every kind of memory), fork children,
- * concurrent allocation races, the engine serialized across processes with
- * the context-switch penalty, several processes appending to one trace,
- * state validation and first-process-wins configuration.
+ * and OOM, reclaim after SIGKILL (every kind of memory), context memory, fork
+ * children, concurrent allocation races, the engine serialized across
+ * processes with the context-switch penalty, several processes appending to
+ * one trace, a dead process's queued work cut.  The state itself (its
+ * validation, its configuration, loading) is test_simgpu_state.c.
  *
- * Children are this binary again (`--child <role> ...`), spawned with a
- * deadline by testutil; the parent is a simgpu process of the same state
- * where a test needs it.  Children report on stdout, one "key value" a line.
+ * Children are this binary again (`--child <role> ...`, test_simgpu_mp_lib.c),
+ * spawned with a deadline by testutil; the parent is a simgpu process of the
+ * same state where a test needs it.  Children report on stdout, one
+ * "key value" a line.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,40 +19,24 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/testutil.h"
-
-/* test_simgpu_util.c */
-extern char simt_state[], simt_trace[];
-int simt_init(const char *tag);
-uint64_t simt_free(void);
+#include "test_simgpu_mp_lib.h"
 
 #define CK(x) assert_int_equal((x), CUDA_SUCCESS)
 #define CKE(x, e) assert_int_equal((x), (e))
-#define MiB (1ull << 20)
-#define GiB (1ull << 30)
-#define MS 1000000ull
 /* What each context takes by default (SIMGPU_CTX_MEMORY). */
 #define CTX_MEM (512 * MiB)
 
 static uint64_t sim_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 /* ---- children ------------------------------------------------------------------------------ */
-
-static void say(const char *key, long long v)
-{
-    printf("%s %lld\n", key, v);
-    fflush(stdout);
-}
 
 static int file_exists(void *path)
 {
@@ -71,7 +57,7 @@ static int child_setup(void)
         rc = cuDevicePrimaryCtxRetain(&c, 0);
     if (!rc)
         rc = cuCtxSetCurrent(c);
-    say("setup", rc);
+    mp_say("setup", rc);
     return rc ? 1 : 0;
 }
 
@@ -81,7 +67,7 @@ static int child_alloc(char **argv)
     if (child_setup())
         return 1;
     CUdeviceptr p;
-    say("allocated", cuMemAlloc(&p, strtoull(argv[0], NULL, 0)));
+    mp_say("allocated", cuMemAlloc(&p, strtoull(argv[0], NULL, 0)));
     for (int i = 0; i < 30000; i++)
         usleep(1000);
     return 0;
@@ -108,7 +94,7 @@ static int child_hold_all(void)
               cuDeviceGetDefaultMemPool(&pool, 0) ||
               cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) ||
               cuMemAllocAsync(&p, 64 * MiB, NULL) || cuArrayCreate(&a, &d);
-    say("held", bad);
+    mp_say("held", bad);
     for (int i = 0; i < 30000; i++)
         usleep(1000);
     return 0;
@@ -121,7 +107,7 @@ static int child_race(char **argv)
         return 1;
     wait_file(argv[1]);
     CUdeviceptr p;
-    say("allocated", cuMemAlloc(&p, strtoull(argv[0], NULL, 0)));
+    mp_say("allocated", cuMemAlloc(&p, strtoull(argv[0], NULL, 0)));
     for (int i = 0; i < 30000; i++)
         usleep(1000);
     return 0;
@@ -137,7 +123,7 @@ static int child_churn(char **argv)
         CUdeviceptr p;
         bad = cuMemAlloc(&p, 1 + (size_t)(i * 7919) % (3 * MiB)) || cuMemFree(p);
     }
-    say("churned", bad);
+    mp_say("churned", bad);
     return 0;
 }
 
@@ -152,7 +138,7 @@ static int child_spin(char **argv)
     if (cuModuleLoad(&m, tu_build_path("workloads/kernels.cubin", path, sizeof path)) ||
         cuModuleGetFunction(&f, m, "salus_spin"))
         return 2;
-    say("ready", 0);
+    mp_say("ready", 0);
     wait_file(argv[2]);
     int iters = atoi(argv[0]);
     unsigned long long ns = strtoull(argv[1], NULL, 0);
@@ -180,81 +166,9 @@ static int child_queue(char **argv)
     int bad = 0;
     for (int i = 0; i < atoi(argv[0]); i++)
         bad |= cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != CUDA_SUCCESS;
-    say("queued", bad);
+    mp_say("queued", bad);
     for (int i = 0; i < 30000; i++)
         usleep(1000);
-    return 0;
-}
-
-/* info: what this process sees of the state. */
-static int child_info(void)
-{
-    CUresult rc = cuInit(0);
-    say("init", rc);
-    int n = -1;
-    say("count_rc", cuDeviceGetCount(&n));
-    if (rc)
-        return 0;
-    say("devices", n);
-    size_t total = 0;
-    cuDeviceTotalMem(&total, 0);
-    say("total", (long long)total);
-    return 0;
-}
-
-/* preinit: the answers before cuInit, then cuInit itself. */
-static int child_preinit(void)
-{
-    int n, v;
-    CUdeviceptr p;
-    CUcontext c;
-    void *pfn;
-    say("count", cuDeviceGetCount(&n));
-    say("alloc", cuMemAlloc(&p, 16));
-    say("current", cuCtxGetCurrent(&c));
-    say("version", cuDriverGetVersion(&v));
-    say("procaddr", cuGetProcAddress_v2("cuInit", &pfn, 12000, 0, NULL));
-    say("init_flags", cuInit(1));
-    say("init", cuInit(0));
-    say("count_after", cuDeviceGetCount(&n));
-    return 0;
-}
-
-/* symbolic: run with a library preloaded that exports cuInit, cuMemAlloc_v2
- * and cuDeviceGetUuid; simgpu must answer and call its own functions. */
-static int child_symbolic(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW);
-    PFN_cuGetProcAddress_v12000 gpa = h ? dlsym(h, "cuGetProcAddress_v2") : NULL;
-    PFN_cuInit_v2000 init = NULL;
-    PFN_cuMemAlloc_v3020 alloc = NULL;
-    PFN_cuDeviceGetUuid_v11040 uuid2 = NULL;
-    PFN_cuDevicePrimaryCtxRetain_v7000 retain = NULL;
-    PFN_cuCtxSetCurrent_v4000 set = NULL;
-    if (!gpa)
-        return 2;
-    say("preloaded", cuInit(0));        /* the direct call: the preloaded one */
-    gpa("cuInit", (void **)&init, 12000, 0, NULL);
-    gpa("cuMemAlloc", (void **)&alloc, 12000, 0, NULL);
-    gpa("cuDeviceGetUuid", (void **)&uuid2, 12000, 0, NULL);
-    gpa("cuDevicePrimaryCtxRetain", (void **)&retain, 12000, 0, NULL);
-    gpa("cuCtxSetCurrent", (void **)&set, 12000, 0, NULL);
-    say("same", alloc == dlsym(h, "cuMemAlloc_v2") && alloc != dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
-    CUcontext c;
-    CUdeviceptr p;
-    CUuuid u;
-    say("init", init(0));
-    say("ctx", retain(&c, 0) || set(c));
-    say("alloc", alloc(&p, 4096));
-    say("uuid", uuid2(&u, 0));          /* cuDeviceGetUuid_v2 calls cuDeviceGetUuid */
-    return 0;
-}
-
-/* stub: under SIMGPU_LOG=1, an unimplemented call says so. */
-static int child_stub(void)
-{
-    say("init", cuInit(0));
-    say("stub", cuMipmappedArrayDestroy(NULL));
     return 0;
 }
 
@@ -286,18 +200,18 @@ static int child_ctxmem(void)
     CUresult rc = cuInit(0);
     if (!rc)
         rc = ctx_create(&c1);
-    say("create", rc);
+    mp_say("create", rc);
     if (rc)
         return 0;
-    say("free1", free_now());
-    say("create2", ctx_create(&c2));
-    say("free2", free_now());
-    say("load", cuModuleLoadData(&m, ctxmem_ptx));
-    say("free3", free_now());
-    say("unload", cuModuleUnload(m));
-    say("free4", free_now());
-    say("destroy", cuCtxDestroy(c2));
-    say("free5", free_now());
+    mp_say("free1", free_now());
+    mp_say("create2", ctx_create(&c2));
+    mp_say("free2", free_now());
+    mp_say("load", cuModuleLoadData(&m, ctxmem_ptx));
+    mp_say("free3", free_now());
+    mp_say("unload", cuModuleUnload(m));
+    mp_say("free4", free_now());
+    mp_say("destroy", cuCtxDestroy(c2));
+    mp_say("free5", free_now());
     return 0;
 }
 
@@ -311,49 +225,11 @@ static int child_main(int argc, char **argv)
     if (!strcmp(argv[0], "churn") && argc >= 2) return child_churn(argv + 1);
     if (!strcmp(argv[0], "spin") && argc >= 4) return child_spin(argv + 1);
     if (!strcmp(argv[0], "queue") && argc >= 3) return child_queue(argv + 1);
-    if (!strcmp(argv[0], "info")) return child_info();
-    if (!strcmp(argv[0], "preinit")) return child_preinit();
-    if (!strcmp(argv[0], "symbolic")) return child_symbolic();
-    if (!strcmp(argv[0], "stub")) return child_stub();
     if (!strcmp(argv[0], "ctxmem")) return child_ctxmem();
     return 100;
 }
 
 /* ---- the parent's helpers --------------------------------------------------------------- */
-
-static char self_path[512];
-
-static void env_for(tu_env_t *env, const char *state)
-{
-    tu_env_init(env);
-    tu_env_simgpu(env, state);
-}
-
-static void spawn(tu_proc_t *p, const tu_env_t *env, const char *role, const char *a1,
-                  const char *a2, const char *a3)
-{
-    char *argv[] = { self_path, "--child", (char *)role, (char *)a1, (char *)a2, (char *)a3,
-                     NULL };
-    assert_int_equal(tu_spawn(p, argv, env), 0);
-}
-
-/* The value reported by a child for key, waiting up to timeout_ms for it. */
-static long long reported(tu_proc_t *p, const char *key, int timeout_ms)
-{
-    char needle[64], line[256];
-    snprintf(needle, sizeof needle, "%s ", key);
-    uint64_t deadline = tu_now_ns() + (uint64_t)timeout_ms * MS;
-    do {
-        char *out = tu_read_file(p->out_path, NULL);
-        int found = out && tu_find_line(out, needle, 0, line, sizeof line) == 0;
-        free(out);
-        if (found)
-            return strtoll(line + strlen(needle), NULL, 10);
-        tu_sleep_ms(2);
-    } while (tu_now_ns() < deadline);
-    fail_msg("child %d never reported %s", (int)p->pid, key);
-    return -1;
-}
 
 static void kill_and_wait(tu_proc_t *p)
 {
@@ -368,15 +244,15 @@ static void test_capacity_shared_and_reclaim(void **state)
     (void)state;
     tu_env_t env;
     tu_proc_t a, b;
-    env_for(&env, simt_state);
+    mp_env(&env, simt_state);
     uint64_t f0 = simt_free();
-    spawn(&a, &env, "alloc", "10737418240", NULL, NULL);         /* 10 GiB */
-    assert_int_equal(reported(&a, "allocated", 10000), CUDA_SUCCESS);
+    mp_spawn(&a, &env, "alloc", "10737418240", NULL, NULL);         /* 10 GiB */
+    assert_int_equal(mp_reported(&a, "allocated", 10000), CUDA_SUCCESS);
     assert_int_equal(f0 - simt_free(), 10 * GiB + CTX_MEM);     /* the parent sees it */
     CUdeviceptr p;
     CKE(cuMemAlloc(&p, 8 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
-    spawn(&b, &env, "alloc", "7516192768", NULL, NULL);         /* 7 GiB: no room either */
-    assert_int_equal(reported(&b, "allocated", 10000), CUDA_ERROR_OUT_OF_MEMORY);
+    mp_spawn(&b, &env, "alloc", "7516192768", NULL, NULL);         /* 7 GiB: no room either */
+    assert_int_equal(mp_reported(&b, "allocated", 10000), CUDA_ERROR_OUT_OF_MEMORY);
     kill_and_wait(&b);
     /* SIGKILL the holder: its 10 GiB are the parent's to take, at once. */
     kill_and_wait(&a);
@@ -396,10 +272,10 @@ static void test_reclaim_every_kind(void **state)
     (void)state;
     tu_env_t env;
     tu_proc_t a;
-    env_for(&env, simt_state);
+    mp_env(&env, simt_state);
     uint64_t f0 = simt_free();
-    spawn(&a, &env, "hold-all", NULL, NULL, NULL);
-    assert_int_equal(reported(&a, "held", 10000), 0);
+    mp_spawn(&a, &env, "hold-all", NULL, NULL, NULL);
+    assert_int_equal(mp_reported(&a, "held", 10000), 0);
     assert_int_equal(f0 - simt_free(), 4 * 64 * MiB + CTX_MEM); /* the array is 64 MiB too */
     kill_and_wait(&a);
     assert_int_equal(simt_free(), f0);
@@ -419,31 +295,29 @@ static void test_context_memory(void **state)
     for (int i = 0; i < 3; i++) {
         tu_env_t env;
         tu_proc_t p;
-        env_for(&env, simt_state);
+        mp_env(&env, simt_state);
         if (cases[i].ctx)
             tu_env_set(&env, "SIMGPU_CTX_MEMORY", "%s", cases[i].ctx);
-        char *argv[] = { self_path, "--child", "ctxmem", NULL };
-        assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
+        mp_run(&env, "ctxmem", &p);
         uint64_t b = cases[i].bytes;
-        long long f1 = reported(&p, "free1", 100), f2 = reported(&p, "free2", 100);
-        assert_int_equal(reported(&p, "create", 100), CUDA_SUCCESS);
-        assert_int_equal(reported(&p, "create2", 100), CUDA_SUCCESS);
-        assert_int_equal(reported(&p, "load", 100), CUDA_SUCCESS);
+        long long f1 = mp_reported(&p, "free1", 100), f2 = mp_reported(&p, "free2", 100);
+        assert_int_equal(mp_reported(&p, "create", 100), CUDA_SUCCESS);
+        assert_int_equal(mp_reported(&p, "create2", 100), CUDA_SUCCESS);
+        assert_int_equal(mp_reported(&p, "load", 100), CUDA_SUCCESS);
         assert_int_equal(f0 - f1, b);
         assert_int_equal(f1 - f2, b);
-        assert_int_equal(f2 - reported(&p, "free3", 100), 512);   /* the PTX text, rounded */
-        assert_int_equal(reported(&p, "free4", 100), f2);
-        assert_int_equal(reported(&p, "free5", 100), f1);
+        assert_int_equal(f2 - mp_reported(&p, "free3", 100), 512);   /* the PTX text, rounded */
+        assert_int_equal(mp_reported(&p, "free4", 100), f2);
+        assert_int_equal(mp_reported(&p, "free5", 100), f1);
         assert_int_equal(simt_free(), f0);                        /* gone with the process */
         tu_env_free(&env);
     }
     tu_env_t env;
     tu_proc_t p;
-    env_for(&env, simt_state);
+    mp_env(&env, simt_state);
     tu_env_set(&env, "SIMGPU_CTX_MEMORY", "32G");
-    char *argv[] = { self_path, "--child", "ctxmem", NULL };
-    assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
-    assert_int_equal(reported(&p, "create", 100), CUDA_ERROR_OUT_OF_MEMORY);
+    mp_run(&env, "ctxmem", &p);
+    assert_int_equal(mp_reported(&p, "create", 100), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(simt_free(), f0);
     tu_env_free(&env);
 }
@@ -457,18 +331,18 @@ static void test_allocation_race(void **state)
     char start[512];
     snprintf(start, sizeof start, "%s/race-start", tu_tmpdir());
     unlink(start);
-    env_for(&env, simt_state);
+    mp_env(&env, simt_state);
     uint64_t f0 = simt_free();
     for (int i = 0; i < 3; i++)
-        spawn(&c[i], &env, "race", "6442450944", start, NULL);
+        mp_spawn(&c[i], &env, "race", "6442450944", start, NULL);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(reported(&c[i], "setup", 10000), 0);
+        assert_int_equal(mp_reported(&c[i], "setup", 10000), 0);
     uint64_t f1 = simt_free();                  /* less their contexts */
     assert_int_equal(f0 - f1, 3 * CTX_MEM);
     close(open(start, O_CREAT | O_WRONLY, 0644));
     int ok = 0, oom = 0;
     for (int i = 0; i < 3; i++) {
-        long long rc = reported(&c[i], "allocated", 20000);
+        long long rc = mp_reported(&c[i], "allocated", 20000);
         ok += rc == CUDA_SUCCESS;
         oom += rc == CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -486,12 +360,12 @@ static void test_concurrent_churn(void **state)
     (void)state;
     tu_env_t env;
     tu_proc_t c[3];
-    env_for(&env, simt_state);
+    mp_env(&env, simt_state);
     uint64_t f0 = simt_free();
     for (int i = 0; i < 3; i++)
-        spawn(&c[i], &env, "churn", "3000", NULL, NULL);
+        mp_spawn(&c[i], &env, "churn", "3000", NULL, NULL);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(reported(&c[i], "churned", 30000), 0);
+        assert_int_equal(mp_reported(&c[i], "churned", 30000), 0);
         assert_int_equal(tu_wait(&c[i], 10000), 0);
     }
     assert_int_equal(simt_free(), f0);
@@ -570,15 +444,15 @@ static long run_spinners(int n, const char *iters, const char *ns, tu_kernel_t *
     unlink(trace);
     unlink(start);
     tu_env_t env;
-    env_for(&env, simt_state);
+    mp_env(&env, simt_state);
     tu_env_set(&env, "SIMGPU_TRACE", "%s", trace);
     tu_proc_t c[8];
     for (int i = 0; i < n; i++) {
-        spawn(&c[i], &env, "spin", iters, ns, start);
+        mp_spawn(&c[i], &env, "spin", iters, ns, start);
         pids[i] = c[i].pid;
     }
     for (int i = 0; i < n; i++)
-        assert_int_equal(reported(&c[i], "ready", 10000), 0);
+        assert_int_equal(mp_reported(&c[i], "ready", 10000), 0);
     close(open(start, O_CREAT | O_WRONLY, 0644));
     for (int i = 0; i < n; i++)
         assert_int_equal(tu_wait(&c[i], 30000), 0);
@@ -636,13 +510,12 @@ static void test_trace_appends(void **state)
 static void test_dead_process_work_cut(void **state)
 {
     (void)state;
-    extern CUfunction simt_spin;
     tu_env_t env;
     tu_proc_t a;
-    env_for(&env, simt_state);
+    mp_env(&env, simt_state);
     tu_env_set(&env, "SIMGPU_TRACE", "%s", simt_trace);     /* ours: we write the cut */
-    spawn(&a, &env, "queue", "20", "50000000", NULL);
-    assert_int_equal(reported(&a, "queued", 10000), 0);
+    mp_spawn(&a, &env, "queue", "20", "50000000", NULL);
+    assert_int_equal(mp_reported(&a, "queued", 10000), 0);
     kill_and_wait(&a);
     unsigned long long ns = MS;
     void *args[] = { &ns };
@@ -683,131 +556,11 @@ static void test_dead_process_work_cut(void **state)
     tu_env_free(&env);
 }
 
-/* ---- the state itself ----------------------------------------------------------------------- */
-
-static void run_info(const char *state, const char *memory, const char *devices, tu_proc_t *p)
-{
-    tu_env_t env;
-    env_for(&env, state);
-    if (memory)
-        tu_env_set(&env, "SIMGPU_MEMORY", "%s", memory);
-    else
-        tu_env_unset(&env, "SIMGPU_MEMORY");
-    if (devices)
-        tu_env_set(&env, "SIMGPU_DEVICES", "%s", devices);
-    char *argv[] = { self_path, "--child", "info", NULL };
-    assert_int_equal(tu_run(argv, &env, 10000, p), 0);
-    tu_env_free(&env);
-}
-
-static void test_bad_state_refused(void **state)
-{
-    (void)state;
-    char name[64];
-    tu_unique_name("simgpu-bad", name, sizeof name);
-    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
-    assert_true(fd >= 0);
-    char junk[4096];
-    memset(junk, 0x5a, sizeof junk);
-    for (int i = 0; i < 64; i++)
-        assert_int_equal(write(fd, junk, sizeof junk), sizeof junk);
-    close(fd);
-    tu_proc_t p;
-    run_info(name, "16G", NULL, &p);            /* exits normally: no crash */
-    assert_int_equal(reported(&p, "init", 100), CUDA_ERROR_SYSTEM_DRIVER_MISMATCH);
-    assert_int_equal(reported(&p, "count_rc", 100), CUDA_ERROR_NOT_INITIALIZED);
-    char *err = tu_read_file(p.err_path, NULL);
-    assert_non_null(strstr(err, "not a simgpu state"));
-    free(err);
-    shm_unlink(name);
-    run_info("no-slash", "16G", NULL, &p);
-    assert_int_equal(reported(&p, "init", 100), CUDA_ERROR_INVALID_VALUE);
-}
-
-static void test_first_process_fixes_config(void **state)
-{
-    (void)state;
-    char name[64];
-    tu_unique_name("simgpu-cfg", name, sizeof name);
-    tu_proc_t p;
-    run_info(name, "8G", "3", &p);
-    assert_int_equal(reported(&p, "devices", 100), 3);
-    assert_int_equal(reported(&p, "total", 100), 8 * GiB);
-    run_info(name, "16G", "1", &p);             /* too late: a note, and the first's values */
-    assert_int_equal(reported(&p, "devices", 100), 3);
-    assert_int_equal(reported(&p, "total", 100), 8 * GiB);
-    char *err = tu_read_file(p.err_path, NULL);
-    assert_int_equal(tu_count_lines(err, "SIMGPU_MEMORY ignored"), 1);
-    assert_int_equal(tu_count_lines(err, "SIMGPU_DEVICES ignored"), 1);
-    free(err);
-    run_info(name, NULL, NULL, &p);             /* nothing asked: nothing to say */
-    err = tu_read_file(p.err_path, NULL);
-    assert_int_equal(tu_count_lines(err, "ignored"), 0);
-    free(err);
-    shm_unlink(name);
-}
-
-static void test_before_cuinit(void **state)
-{
-    (void)state;
-    tu_env_t env;
-    tu_proc_t p;
-    env_for(&env, simt_state);
-    char *argv[] = { self_path, "--child", "preinit", NULL };
-    assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
-    assert_int_equal(reported(&p, "count", 100), CUDA_ERROR_NOT_INITIALIZED);
-    assert_int_equal(reported(&p, "alloc", 100), CUDA_ERROR_NOT_INITIALIZED);
-    assert_int_equal(reported(&p, "current", 100), CUDA_ERROR_NOT_INITIALIZED);
-    assert_int_equal(reported(&p, "version", 100), CUDA_SUCCESS);
-    assert_int_equal(reported(&p, "procaddr", 100), CUDA_SUCCESS);
-    assert_int_equal(reported(&p, "init_flags", 100), CUDA_ERROR_INVALID_VALUE);
-    assert_int_equal(reported(&p, "init", 100), CUDA_SUCCESS);
-    assert_int_equal(reported(&p, "count_after", 100), CUDA_SUCCESS);
-    tu_env_free(&env);
-}
-
-static void test_symbolic_under_preload(void **state)
-{
-    (void)state;
-    tu_env_t env;
-    tu_proc_t p;
-    char shim[512];
-    env_for(&env, simt_state);
-    tu_env_set(&env, "LD_PRELOAD", "%s", tu_build_path("tests/libsimgpu_shim.so", shim,
-                                                       sizeof shim));
-    char *argv[] = { self_path, "--child", "symbolic", NULL };
-    assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
-    assert_int_equal(reported(&p, "preloaded", 100), 999);
-    assert_int_equal(reported(&p, "same", 100), 1);
-    assert_int_equal(reported(&p, "init", 100), CUDA_SUCCESS);
-    assert_int_equal(reported(&p, "ctx", 100), 0);
-    assert_int_equal(reported(&p, "alloc", 100), CUDA_SUCCESS);
-    assert_int_equal(reported(&p, "uuid", 100), CUDA_SUCCESS);
-    tu_env_free(&env);
-}
-
-static void test_log_unimplemented(void **state)
-{
-    (void)state;
-    tu_env_t env;
-    tu_proc_t p;
-    env_for(&env, simt_state);
-    tu_env_set(&env, "SIMGPU_LOG", "1");
-    char *argv[] = { self_path, "--child", "stub", NULL };
-    assert_int_equal(tu_run(argv, &env, 10000, &p), 0);
-    assert_int_equal(reported(&p, "stub", 100), CUDA_ERROR_NOT_SUPPORTED);
-    char *err = tu_read_file(p.err_path, NULL);
-    assert_int_equal(tu_count_lines(err, "cuMipmappedArrayDestroy is not implemented"), 1);
-    free(err);
-    tu_env_free(&env);
-}
-
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--child"))
         return child_main(argc - 2, argv + 2);
-    tu_build_path("tests/test_simgpu_mp", self_path, sizeof self_path);
-    if (simt_init("simgpu-mp"))
+    if (mp_init("test_simgpu_mp", "simgpu-mp"))
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capacity_shared_and_reclaim),
@@ -819,11 +572,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_engine_serialized_across_processes),
         cmocka_unit_test(test_trace_appends),
         cmocka_unit_test(test_dead_process_work_cut),
-        cmocka_unit_test(test_bad_state_refused),
-        cmocka_unit_test(test_first_process_fixes_config),
-        cmocka_unit_test(test_before_cuinit),
-        cmocka_unit_test(test_symbolic_under_preload),
-        cmocka_unit_test(test_log_unimplemented),
     };
     return cmocka_run_group_tests_name("simgpu processes", tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
  * test_simgpu_shim.c - a preloadable library that exports driver names, as
- * libsalus does, each answering 999.  test_simgpu_mp preloads it to check
+ * libsalus does, each answering 999.  test_simgpu_state preloads it to check
  * that simgpu (linked -Bsymbolic) keeps resolving its own functions: in
  * cuGetProcAddress's answers and in its internal calls.
  */
