@@ -91,6 +91,35 @@ static void test_fair_fills_host_phases(void **state)
     free(e);
 }
 
+/* A pair's host phases are filled from their first boundary: a job's host
+ * time after each sync is sampled while the detector still learns its
+ * loop, so the holder hands over at the first boundary after the waiter
+ * came, instead of running alone until a boundary had been sampled (three
+ * iterations more, each with its host phase unfilled). */
+static void test_fair_fills_from_the_first_boundary(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 12, .kernels = 2, .kernel_us = 2000, .sync = 1,
+                .quantum_ms = 60000, .host_us = 2000, .fill_us = 250 };
+    job_t b = a;
+    b.id = 1;
+    b.after = 1;
+    ev_t *e;
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
+    assert_int_equal(n, 48);
+    assert_no_overlap(e, n);
+    uint64_t came = sh->first_ns[1], b0 = first_start(e, n, 1);
+    int alone = 0;                   /* a's kernels begun while b waited */
+    for (int i = 0; i < n; i++)
+        alone += e[i].job == 0 && e[i].start >= came && e[i].start < b0;
+    /* The iteration under way when b came (its sync may be the detector's
+     * first, which is no boundary yet), then one more at most. */
+    if (alone > 2 * a.kernels)
+        fail_msg("a began %d kernels while b waited: %d iterations before its first "
+                 "handover", alone, alone / a.kernels);
+    free(e);
+}
+
 static void test_fair_three_jobs(void **state)
 {
     (void)state;
@@ -430,6 +459,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fair_alternates_whole_iterations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_fills_host_phases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_fills_from_the_first_boundary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_three_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_preempts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_one_after_another, setup, teardown),

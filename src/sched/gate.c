@@ -40,29 +40,43 @@ static void mark_rest(sched_slot_t *me)
 
 /* The first launch since a boundary (every boundary PROBEs the gate, so it
  * comes here): the host time since the boundary is a sample of the
- * process's host phase, which fair fills with a waiter's work.  The slot
- * shows the least of the last SCHED_GAP_SAMPLES (of those there are, from
- * the first: waiting for a full window left a newcomer's host phases
- * unfilled for its first iterations, about 1% of a minute-long pair of
- * jobs; an early sample too long only hands over at a boundary more, which
- * costs a handoff, never a stall).  Under p->mu (samples are the
- * process's). */
+ * process's host phase, which fair fills with a waiter's work.  Before the
+ * detector has found the loop's period, the host time after every sync is
+ * a sample too: the first boundary then finds the phase measured, instead
+ * of leaving a newcomer's first iterations unfilled (two host phases of
+ * each job of a pair; an early sample too long only hands over at a
+ * boundary more, which costs a handoff, never a stall).  The slot shows
+ * the least of the last SCHED_GAP_SAMPLES (of those there are, from the
+ * first).  The phase is the process's own record (gap_from_ns, and the
+ * activity then), not the slot's boundary_ns and rest_activity: a sync
+ * inside an iteration is no rest that a waiter may take the GPU at. */
 static void note_host_gap(sched_proc_t *p)
 {
-    sched_slot_t *me = p->me;
-    uint64_t act = __atomic_load_n(&me->activity, __ATOMIC_RELAXED);
-    uint64_t b = __atomic_load_n(&me->boundary_ns, __ATOMIC_RELAXED), now = sched_now();
-    if (act != __atomic_load_n(&me->rest_activity, __ATOMIC_RELAXED) || !b || now <= b ||
-        now - b > 10ull * 1000000000ull)   /* idle, not a phase of the loop */
+    uint64_t from = __atomic_load_n(&p->gap_from_ns, __ATOMIC_RELAXED), now = sched_now();
+    if (!from || __atomic_load_n(&p->me->activity, __ATOMIC_RELAXED) !=
+                     __atomic_load_n(&p->gap_activity, __ATOMIC_RELAXED))
+        return;
+    __atomic_store_n(&p->gap_from_ns, 0, __ATOMIC_RELAXED);      /* one sample a phase */
+    if (now <= from || now - from > 10ull * 1000000000ull)      /* idle, not a phase */
         return;
     pthread_mutex_lock(&p->mu);
-    p->gaps[p->gap_n++ % SCHED_GAP_SAMPLES] = now - b;
+    p->gaps[p->gap_n++ % SCHED_GAP_SAMPLES] = now - from;
     uint64_t least = UINT64_MAX;
     int have = p->gap_n < SCHED_GAP_SAMPLES ? (int)p->gap_n : SCHED_GAP_SAMPLES;
     for (int i = 0; i < have; i++)
         least = p->gaps[i] < least ? p->gaps[i] : least;
-    __atomic_store_n(&me->host_gap_ns, least, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->me->host_gap_ns, least, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&p->mu);
+}
+
+/* A host phase to sample begins at `now` (after the activity bump of the
+ * sync that ends before it); the next launch takes the slow path to end it. */
+static void open_host_gap(sched_proc_t *p, uint64_t now)
+{
+    __atomic_store_n(&p->gap_activity, __atomic_load_n(&p->me->activity, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&p->gap_from_ns, now, __ATOMIC_RELAXED);
+    sched_probe_boundary(p->me);
 }
 
 /* Whether anyone waits on a device the process uses (seq_cst: see below). */
@@ -334,6 +348,8 @@ static void iteration_restart(sched_proc_t *p, int boundary, uint64_t now)
     p->last_boundary_ns = boundary ? now : 0;
     p->waited_mark_ns = __atomic_load_n(&p->me->waited_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&p->me->iterations, p->det.iterations, __ATOMIC_RELAXED);
+    if (boundary)                  /* a boundary all the same: rest and host phase time from it */
+        __atomic_store_n(&p->me->boundary_ns, now, __ATOMIC_RELAXED);
 }
 
 /* The first thread to enter a sync says what it waits on, for a peer that
@@ -426,8 +442,11 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
     else if (boundary)
         iteration_done(p, now);
     p->last_sync_ns = now;
+    int learning = !p->det.period;
     pthread_mutex_unlock(&p->mu);
     bump_activity(p->me);
+    if (boundary || learning)
+        open_host_gap(p, now);
     if (boundary) {
         sched_hook_boundary();
         mark_rest(p->me);
@@ -450,6 +469,7 @@ SALUS_EXPORT void salus_iteration_end(void)
         return;
     sched_hook_boundary();
     bump_activity(p->me);
+    open_host_gap(p, sched_now());
     mark_rest(p->me);
     if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
         sched_yield_point(p, 1);

@@ -329,6 +329,8 @@ typedef struct sched_proc {
     uint64_t registered_ns;       /* when the process registered */
     uint64_t gaps[SCHED_GAP_SAMPLES];   /* the last host gaps after boundaries */
     uint32_t gap_n;               /* samples taken */
+    uint64_t gap_from_ns;         /* a host phase to sample began (atomic), 0: none */
+    uint64_t gap_activity;        /* me->activity then (atomic): unchanged = still in it */
     uint64_t suspended_ns;        /* SUSPENDED since (atomic) */
     uint64_t retry_ns;            /* SUSPENDED: next try of the lock (atomic) */
     uint64_t backoff_ns;          /* SUSPENDED: the wait after a failed try */
