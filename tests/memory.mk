@@ -47,3 +47,10 @@ $(B)/tests/test_memory_preempt: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
 $(B)/tests/clients/pageclient: tests/clients/pageclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl
+# With paging on, contexts admitted before they are made, in the policy's
+# order: admitclient jobs over simgpu.
+$(eval $(call salus_test,test_memory_admit,,))
+$(B)/tests/test_memory_admit: $(SIM_LIB) $(B)/libsalus.so $(B)/tests/clients/admitclient
+$(B)/tests/clients/admitclient: tests/clients/admitclient.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS)

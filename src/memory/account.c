@@ -1,12 +1,12 @@
 /*
  * account.c - the shared side of memory accounting: grants of device budget
  * to processes, their return, the reclaim of peers' spare, waits for memory,
- * admission of reserving jobs, and what happens when a process dies.
+ * and what happens when a process dies.
  *
  * Divided into: the lock; sums over slots; the reclaim log; reclaiming
- * spare; grants (take, give, shrink); waits and wakes; admission; the
- * process's room (the reap and repair hooks and a monitor's new limit are
- * slot_hooks.c's).
+ * spare; grants (take, give, shrink); waits and wakes; the process's room
+ * (admission, before a reservation or a context, is admit.c's; the reap and
+ * repair hooks and a monitor's new limit are slot_hooks.c's).
  *
  * Locking.  Every change of a grant (sd.granted), of a reservation, of a
  * slot's wait and of a device's identity or budget is made under the table's
@@ -46,11 +46,6 @@
 #include <limits.h>
 #include <string.h>
 
-#define MEM_WAIT_SLICE_NS (20ull * 1000 * 1000)
-/* While peers are asked to page out (their requests pending), a wait goes
- * on at least this long past each look: a peer serves within its wait
- * loop's poll (10 ms) plus its copy's time. */
-#define MEM_PAGE_WAIT_NS  (1000ull * 1000 * 1000)
 
 static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -71,7 +66,7 @@ mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
 
 /* What this process's contexts take on table device d (ctxmem.c): part of
  * what its limit bounds, outside its grant. */
-static uint64_t own_ctx(int d)
+uint64_t mem_own_ctx(int d)
 {
     mem_local_dev_t *ld = mem_p.by_index[d];
     return ld && ld->dev ? mem_ctx_of(ld->dev, mem_p.slot) : 0;
@@ -186,7 +181,7 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
     for (;;) {
         uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
         uint64_t used = g + d > spare ? g + d - spare : 0;
-        if (used + own_ctx(ld->d) + bytes > LOAD(&sd->limit))
+        if (used + mem_own_ctx(ld->d) + bytes > LOAD(&sd->limit))
             return CUDA_ERROR_OUT_OF_MEMORY;
         if (__atomic_compare_exchange_n(&ld->debt, &d, d + bytes, 1, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
@@ -324,7 +319,7 @@ uint64_t mem_reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j)
     }
 }
 
-static uint64_t reclaim_locked(shm_table_t *t, mem_dev_t *dev, int d, int self)
+uint64_t mem_reclaim_all_locked(shm_table_t *t, mem_dev_t *dev, int d, int self)
 {
     uint64_t taken = 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++)
@@ -358,7 +353,7 @@ static void add_spare(mem_sdev_t *sd, uint64_t bytes)
  * last showed, so that nothing Salus grants is refused by the driver for
  * memory Salus could have known of, and the headroom stays free for the
  * contexts of processes yet to come. */
-static uint64_t effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint64_t own_ctx)
+uint64_t mem_effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint64_t own_ctx)
 {
     uint64_t budget = LOAD(&dev->budget);
     uint64_t taken = o->ctx + own_ctx + clampb(LOAD(&dev->foreign));
@@ -378,7 +373,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     mem_sdev_t *sd = ld->sd;
     mem_dev_t *dev = ld->dev;
     uint64_t g0 = clampb(LOAD(&sd->granted)), r = LOAD(&sd->reserved);
-    uint64_t limit = LOAD(&sd->limit), ctx = own_ctx(ld->d);
+    uint64_t limit = LOAD(&sd->limit), ctx = mem_own_ctx(ld->d);
     limit = limit > ctx ? limit - ctx : 0;        /* its contexts count against it */
     if (g0 > limit || need > limit - g0)
         return MEM_OVER_LIMIT;
@@ -395,7 +390,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     for (int attempt = 0; attempt < 4; attempt++) {
         mem_sums_t o;
         mem_sums(t, ld->d, mem_p.slot, &o);
-        uint64_t budget = effective_budget(dev, &o, own_ctx(ld->d));
+        uint64_t budget = mem_effective_budget(dev, &o, mem_own_ctx(ld->d));
         /* Another table hands out this GPU too (ipc's claim): what it
          * granted shows only in the driver, so every grant reads it. */
         if (!fresh && (o.committed_run + umax(g0 + need, r) + LOAD(&dev->headroom) > budget ||
@@ -409,7 +404,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
             return MEM_FIT;
         }
         if (!reclaimed && budget > o.held_run && umax(g0 + need, r) <= budget - o.held_run) {
-            reclaim_locked(t, dev, ld->d, mem_p.slot);      /* enough spare out there */
+            mem_reclaim_all_locked(t, dev, ld->d, mem_p.slot);      /* enough spare out there */
             reclaimed = 1;
             continue;
         }
@@ -506,7 +501,7 @@ void mem_pool_drain(mem_pool_t *p)
 static int waiting;
 static shm_state_t state_before;
 
-static void enter_wait(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64_t bytes)
+void mem_wait_enter(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64_t bytes)
 {
     shm_ident_t id;
     if (waiting++ == 0) {
@@ -522,7 +517,7 @@ static void enter_wait(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uin
     mem_publish_locked(mem_p.t, d);
 }
 
-static void leave_wait(mem_slot_t *a, int d, uint64_t since, int locked)
+void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked)
 {
     __atomic_store_n(&a->wait_dev, 0, __ATOMIC_SEQ_CST);
     STORE(&a->wait_kind, MEM_WAIT_NONE);
@@ -537,7 +532,7 @@ static void leave_wait(mem_slot_t *a, int d, uint64_t since, int locked)
  * mem_p.gpu_wait), so that the holder yields to this process by the policy
  * and peers waiting at the gate can be asked to page out for it.  Outside
  * the lock. */
-static void queue_for_gpu(int d)
+void mem_queue_for_gpu(int d)
 {
     void (*fn)(int) = __atomic_load_n(&mem_p.gpu_wait, __ATOMIC_ACQUIRE);
     mem_local_dev_t *ld = d >= 0 && d < SHM_MAX_DEVICES ?
@@ -549,7 +544,7 @@ static void queue_for_gpu(int d)
 /* Paging could free what `bytes` lacks on ld's device (peers that may be
  * paged hold it): worth waiting for, whatever SALUS_MEM_WAIT_MS says.
  * Under the lock. */
-static int pageable_locked(mem_local_dev_t *ld, uint64_t bytes)
+int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t (*movable)(mem_local_dev_t *) =
         __atomic_load_n(&mem_p.page_movable, __ATOMIC_ACQUIRE);
@@ -562,10 +557,10 @@ static int pageable_locked(mem_local_dev_t *ld, uint64_t bytes)
 /* Sleep until memory is returned on dev (or a slice passes), with the lock
  * released, queued for the GPU with paging on; 0 with the lock held again,
  * -1 if it cannot be taken again. */
-static int sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d)
+int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d)
 {
     shm_unlock(mem_p.t);
-    queue_for_gpu(d);
+    mem_queue_for_gpu(d);
     shm_futex_wait(&dev->wake_seq, seq, umin(max_ns, MEM_WAIT_SLICE_NS));
     if (mem_lock() != 0)
         return -1;
@@ -576,7 +571,7 @@ static int sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d)
 /* With a pager (page.c): ask the peers the policy runs last to page out
  * what `bytes` lacks on ld's device; what is asked (0: nobody can be).
  * Under the lock. */
-static uint64_t ask_pages_locked(mem_local_dev_t *ld, uint64_t bytes)
+uint64_t mem_ask_pages_locked(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t (*ask)(mem_local_dev_t *, uint64_t) =
         __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE);
@@ -601,25 +596,25 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
                   "SALUS_MEM_WAIT_MS, or as long as peers page out); salus-top shows it "
                   "waiting-mem", util_size(bytes).s, ld->d,
                   (unsigned long long)(mem_p.cfg.wait_ns / 1000000));
-    enter_wait(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
+    mem_wait_enter(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
     for (;;) {
         uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
         fit = take_locked(ld, bytes, 1);
         uint64_t now = util_now_ns();
-        if (fit == MEM_OVER_DEVICE && ask_pages_locked(ld, bytes) &&
+        if (fit == MEM_OVER_DEVICE && mem_ask_pages_locked(ld, bytes) &&
             deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
-        if (fit == MEM_OVER_DEVICE && pageable_locked(ld, bytes) &&
+        if (fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes) &&
             deadline < now + 2 * MEM_WAIT_SLICE_NS)
             deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait */
         if (fit != MEM_OVER_DEVICE || now >= deadline)
             break;
-        if (sleep_unlocked(ld->dev, seq, deadline - now, ld->d) != 0) {
+        if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d) != 0) {
             *lost = 1;
             break;
         }
     }
-    leave_wait(a, ld->d, start, !*lost);
+    mem_wait_leave(a, ld->d, start, !*lost);
     return fit;
 }
 
@@ -636,7 +631,7 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: this "
                       "process uses %s and its contexts %s of its limit of %s (%s); the "
                       "program sees CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->name,
-                      util_size(used).s, util_size(own_ctx(ld->d)).s,
+                      util_size(used).s, util_size(mem_own_ctx(ld->d)).s,
                       util_size(LOAD(&sd->limit)).s,
                       mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "the device's whole budget");
     else
@@ -670,8 +665,8 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
         shm_unlock(t);
         return MEM_TAKE_ASK_DRIVER;
     }
-    if (fit == MEM_OVER_DEVICE && (mem_p.cfg.wait_ns || ask_pages_locked(ld, bytes) ||
-                                   pageable_locked(ld, bytes)))
+    if (fit == MEM_OVER_DEVICE && (mem_p.cfg.wait_ns || mem_ask_pages_locked(ld, bytes) ||
+                                   mem_pageable_locked(ld, bytes)))
         fit = wait_locked(ld, bytes, &lost);
     if (lost)
         return 1;
@@ -700,83 +695,6 @@ int mem_take_held(mem_local_dev_t *ld, uint64_t bytes)
     return fit == MEM_FIT ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* ---- admission -------------------------------------------------------------
- * Arrival order: a ticket per request; a waiter is admitted when no live
- * slot waits on the device with an earlier ticket and its reservation fits
- * beside what the others commit (their grants and reservations; their spare
- * is reclaimed if that makes the difference). */
-
-static int is_head(shm_table_t *t, int d, uint32_t ticket)
-{
-    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
-        if (j == mem_p.slot || shm_slot_gen(t, j) == 0)
-            continue;
-        mem_slot_t *a = area_of(t, j);
-        if (LOAD(&a->wait_dev) == (uint32_t)d + 1 && LOAD(&a->wait_kind) == MEM_WAIT_ADMIT &&
-            (int32_t)(LOAD(&a->wait_ticket) - ticket) < 0)
-            return 0;
-    }
-    return 1;
-}
-
-static int admit_fits_locked(mem_local_dev_t *ld, uint64_t reserve)
-{
-    /* Admitted before its context is made: room for one like the last. */
-    uint64_t ctx = own_ctx(ld->d) ? 0 : clampb(LOAD(&ld->dev->ctx_last));
-    uint64_t mine = umax(LOAD(&ld->sd->granted), reserve) + ctx;
-    mem_sums_t o;
-    mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
-    uint64_t budget = effective_budget(ld->dev, &o, own_ctx(ld->d));   /* contexts too */
-    if (o.committed_run + mine <= budget)
-        return 1;
-    if (o.held_run + mine > budget)
-        return 0;
-    reclaim_locked(mem_p.t, ld->dev, ld->d, mem_p.slot);
-    mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
-    return o.committed_run + mine <= budget;
-}
-
-CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
-{
-    shm_table_t *t = mem_p.t;
-    mem_slot_t *a = mem_p.area;
-    int d = ld->d, waited = 0, lost = 0;
-    if (mem_lock() != 0)
-        return CUDA_SUCCESS;          /* said: runs without its reservation */
-    mem_fix_log(t, d);
-    uint32_t ticket = ld->dev->next_ticket++;
-    uint64_t start = util_now_ns();
-    enter_wait(a, d, MEM_WAIT_ADMIT, ticket, reserve);
-    for (;;) {
-        uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
-        if (is_head(t, d, ticket) && admit_fits_locked(ld, reserve))
-            break;
-        if (is_head(t, d, ticket))
-            ask_pages_locked(ld, reserve);  /* paging makes the room, if peers can page */
-        if (!waited++)
-            util_info("memory: waiting for admission on %s: %s reserved "
-                      "(SALUS_MEM_RESERVE) does not fit yet beside the jobs running",
-                      ld->name, util_size(reserve).s);
-        if (sleep_unlocked(ld->dev, seq, MEM_WAIT_SLICE_NS, d) != 0) {
-            lost = 1;
-            break;
-        }
-        shm_reap_dead(t, 1);
-    }
-    if (!lost) {
-        STORE(&ld->sd->reserved, reserve);
-        __atomic_or_fetch(&ld->sd->flags, MEM_SDEV_ADMITTED, __ATOMIC_RELAXED);
-    }
-    leave_wait(a, d, start, !lost);
-    if (!lost)
-        shm_unlock(t);
-    mem_wake(ld->dev);                /* the next in line looks again */
-    if (waited)
-        util_info("memory: admitted on %s after %llu ms", ld->name,
-                  (unsigned long long)((util_now_ns() - start) / 1000000));
-    return CUDA_SUCCESS;
-}
-
 /* ---- the process's room, for its view ----------------------------------- */
 
 uint64_t mem_room_locked(mem_local_dev_t *ld)
@@ -786,8 +704,9 @@ uint64_t mem_room_locked(mem_local_dev_t *ld)
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
     uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
     uint64_t used = g > spare ? g - spare : 0;
-    uint64_t limit = LOAD(&sd->limit), budget = effective_budget(ld->dev, &o, own_ctx(ld->d));
-    uint64_t mine = used + own_ctx(ld->d);        /* its limit bounds its contexts too */
+    uint64_t limit = LOAD(&sd->limit);
+    uint64_t budget = mem_effective_budget(ld->dev, &o, mem_own_ctx(ld->d));
+    uint64_t mine = used + mem_own_ctx(ld->d);        /* its limit bounds its contexts too */
     uint64_t lim_room = limit > mine ? limit - mine : 0;
     uint64_t dev_room = budget > o.held_run + used ? budget - o.held_run - used : 0;
     return umin(lim_room, dev_room);

@@ -121,6 +121,28 @@ static void note_peak_locked(void)
         __atomic_store_n(&mem_p.ctx_peak, sum, __ATOMIC_RELAXED);
 }
 
+/* What admission charged for a context before it was made (admit.c) goes:
+ * the measure, or the driver's refusal, replaces it.  Under the lock. */
+static void drop_precharge_locked(mem_local_dev_t *ld)
+{
+    uint64_t kib = mem_ctx_of(ld->dev, mem_p.slot) >> 10, pre = (ld->ctx_precharge + 1023) / 1024;
+    if (!ld->ctx_precharge)
+        return;
+    STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)(kib > pre ? kib - pre : 0));
+    ld->ctx_precharge = 0;
+}
+
+void mem_ctx_precharge_drop(mem_local_dev_t *ld)
+{
+    if (!ld->ctx_precharge || !mem_p.area || mem_p.slot < 0 || mem_p.slot >= SHM_MAX_SLOTS ||
+        mem_lock() != 0)
+        return;
+    drop_precharge_locked(ld);
+    mem_publish_locked(mem_p.t, ld->d);
+    shm_unlock(mem_p.t);
+    mem_wake(ld->dev);
+}
+
 void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
 {
     static const char *const whats[] = { "a context", "a context", "a module" };
@@ -131,6 +153,7 @@ void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
         mem_lock() != 0)
         return;
     mem_fix_log(mem_p.t, ld->d);
+    drop_precharge_locked(ld);        /* this measure replaces admission's estimate */
     uint64_t u = unexplained_locked(ld, f), foreign = LOAD(&ld->dev->foreign);
     uint64_t charge = umin(u > foreign ? u - foreign : 0, LOAD(&ld->dev->capacity) / 8);
     uint64_t kib = (mem_ctx_of(ld->dev, mem_p.slot) >> 10) + (charge + 1023) / 1024;
@@ -153,6 +176,7 @@ void mem_ctx_uncharge(mem_local_dev_t *ld)
         !mem_ctx_of(ld->dev, mem_p.slot) || mem_lock() != 0)
         return;
     STORE(&ld->dev->ctx_kib[mem_p.slot], 0);
+    ld->ctx_precharge = 0;
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
     mem_wake(ld->dev);

@@ -82,6 +82,8 @@ typedef struct mem_sdev {
 #define MEM_PAGE_FULL     2u   /* could not serve a request: not asked until it pages in */
 #define MEM_PAGE_OUT_BUSY 4u   /* paging out now */
 #define MEM_PAGE_IN_BUSY  8u   /* paging in now */
+#define MEM_PAGE_SWAP     16u  /* SALUS_SWAP=on (with or without a pager yet): the
+                                  device's admission follows the policy (admit.c) */
 
 typedef struct mem_slot {
     uint32_t magic;        /* MEM_SLOT_MAGIC once the process registered */
@@ -163,6 +165,9 @@ typedef struct mem_local_dev {
     int primary_refs;      /* the process's retains of the primary context
                               less its releases (mem_p.lock) */
     int ctx_pending;       /* a context made here is not measured yet (mem_p.lock) */
+    uint64_t ctx_precharge;   /* charged to its contexts at admission, before the
+                                 first is made (admit.c), until it is measured
+                                 (ctxmem.c); under the table lock */
 } mem_local_dev_t;
 
 /* A memory pool of this process (pool.c): what of the grant on its device
@@ -227,6 +232,9 @@ typedef struct mem_proc {
     /* The scheduler's queue (mem_set_gpu_wait), called by a wait for
      * memory with paging on, outside the lock. */
     void (*gpu_wait)(int ordinal);
+    /* The policy's order of two admission waiters (mem_set_admit_order),
+     * under the table lock: <0 slot a first, >0 slot b first, 0 either. */
+    int (*admit_order)(shm_table_t *t, int device, int a, int b);
 } mem_proc_t;
 
 extern mem_proc_t mem_p;
@@ -329,8 +337,13 @@ static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
         __builtin_expect(__atomic_load_n(&ld->dev->waiters, __ATOMIC_SEQ_CST) != 0, 0))
         mem_give_slow(ld, MEM_SPARE(w));
 }
-/* Admission of the process on ld's device (SALUS_MEM_RESERVE). */
+/* Admission of the process on ld's device (admit.c): SALUS_MEM_RESERVE's
+ * reservation (waits until it fits), and with paging on, room for the
+ * process's first context there (waits up to SALUS_MEM_WAIT_MS, longer
+ * while paging makes the room).  Both before the context is made. */
 CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve);
+void mem_ctx_admit(mem_local_dev_t *ld);
+
 /* Room for this process on d, under the lock: what it could still take. */
 uint64_t mem_room_locked(mem_local_dev_t *ld);
 /* Over the live (not free) slots but `skip` (-1: none), on device d; exact
@@ -359,6 +372,37 @@ void mem_publish_locked(shm_table_t *t, int d);
 uint64_t mem_reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j);
 void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx);
 void mem_repair_hook(shm_table_t *t, void *ctx);
+
+/* ---- account.c's parts that admission (admit.c) shares ------------------ */
+#define MEM_WAIT_SLICE_NS (20ull * 1000 * 1000)
+/* While peers are asked to page out (their requests pending), a wait goes
+ * on at least this long past each look: a peer serves within its wait
+ * loop's poll (10 ms) plus its copy's time. */
+#define MEM_PAGE_WAIT_NS  (1000ull * 1000 * 1000)
+/* What this process's contexts take on table device d. */
+uint64_t mem_own_ctx(int d);
+/* Under the lock: every peer's spare above its reservation on d, taken
+ * back (self excepted); what was taken. */
+uint64_t mem_reclaim_all_locked(shm_table_t *t, mem_dev_t *dev, int d, int self);
+/* The slot's wait words and state (waiting-mem), under the lock: enter
+ * with its kind, admission ticket and bytes; leave adds the time waited
+ * since `since` (locked: publish the device's sums). */
+void mem_wait_enter(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64_t bytes);
+void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked);
+/* With paging on, queue for table device d's GPU (outside the lock). */
+void mem_queue_for_gpu(int d);
+/* Under the lock: paging could free what `bytes` lacks on ld's device. */
+int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes);
+/* Sleep for memory returned on dev (a slice at most) with the lock
+ * released, queued for the GPU with paging on; 0 with the lock held
+ * again, -1 if it cannot be taken again. */
+int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d);
+/* Under the lock: ask the peers the policy runs last to page out what
+ * `bytes` lacks on ld's device; what is asked (0: nobody can be). */
+uint64_t mem_ask_pages_locked(mem_local_dev_t *ld, uint64_t bytes);
+/* What grants may commit on the device, less its contexts and foreign
+ * use (own_ctx: the caller's contexts). */
+uint64_t mem_effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint64_t own_ctx);
 
 /* Give back what pool p keeps beyond its live allocations (its slack):
  * p destroyed, or the driver released it (account.c). */
@@ -393,6 +437,9 @@ static inline void mem_pool_put(int idx, uint64_t bytes)
 /* Say in the own slot whether peers may ask this process to page out
  * (SALUS_SWAP=on and a pager); at registration and when the pager changes. */
 void mem_page_able_update(void);
+/* At start-up, with SALUS_SWAP=on: the process's waits ask peers to page
+ * out from the first (an admission before it has a pager of its own). */
+void mem_page_asking_start(void);
 
 /* ---- ctxmem.c: what the driver says (contexts, the foreign use) --------- */
 
@@ -413,6 +460,8 @@ uint64_t mem_ctx_peak(void);
 int mem_ctx_current(int ordinal);
 /* The process has no context left on ld's device: its charge goes. */
 void mem_ctx_uncharge(mem_local_dev_t *ld);
+/* A context admitted (its estimate charged, admit.c) was not made. */
+void mem_ctx_precharge_drop(mem_local_dev_t *ld);
 
 /* ---- check.c: the invariants above, under the table lock ---------------- */
 /* NULL when they hold on every registered device; else a description of the

@@ -89,6 +89,7 @@ static int start(const drv_t *drv, shm_table_t *t)
     if (!t)
         return -1;                    /* the table said why */
     mem_p.t = t;
+    mem_page_asking_start();          /* with paging on, its waits may ask peers */
     shm_set_hooks(t, SHM_AREA_MEM, mem_reap_hook, mem_repair_hook, NULL);
     shm_set_check(t, SHM_AREA_MEM, mem_check_hook);
     return 0;
@@ -657,6 +658,13 @@ void mem_context_begin(mem_ctx_event_t ev, CUdevice device)
     mem_local_dev_t *ld = local_dev(ev == MEM_CTX_MODULE ? MEM_DEV_CURRENT : device);
     if (!ld || serial_dev >= 0)
         return;
+    /* With paging on, a context, which cannot be paged, waits for its room
+     * in the policy's order (admit.c), before the serial lock. */
+    if (ev != MEM_CTX_MODULE && mem_p.cfg.swap && !mem_p.cfg.reserve) {
+        pthread_mutex_lock(&admit_lock);
+        mem_ctx_admit(ld);
+        pthread_mutex_unlock(&admit_lock);
+    }
     if (shm_device_serial_lock(mem_p.t, ld->d, MEM_SERIAL_MS) == 0)
         serial_dev = ld->d;
     else
@@ -675,6 +683,9 @@ static void serial_end(void)
 void mem_context_end(mem_ctx_event_t ev, CUdevice device, CUresult rc)
 {
     if (!is_on() || device < -1 || device >= MEM_MAX_ORDINALS || rc != CUDA_SUCCESS) {
+        if (is_on() && device >= 0 && device < MEM_MAX_ORDINALS &&
+            __atomic_load_n(&mem_p.dev[device].sd, __ATOMIC_ACQUIRE))
+            mem_ctx_precharge_drop(&mem_p.dev[device]);   /* admitted, not made */
         serial_end();
         return;
     }

@@ -164,7 +164,11 @@ void mem_vmm_unmapped(uint64_t key, uint64_t span);
  * (mem_context_begin: a job queued for admission holds no context's
  * memory) or at its first allocation there:
  * with SALUS_MEM_RESERVE, waits (state waiting-mem) until the job's
- * reservation fits, in arrival order; once per process and device.
+ * reservation fits, in arrival order (the policy's once paging is
+ * possible: mem_set_admit_order); once per process and device.
+ * Without a reservation but with paging on (SALUS_SWAP=on), the first
+ * context a process makes on a device is admitted the same way
+ * (mem_context_begin waits): see admit.c.
  * CUDA_ERROR_OUT_OF_MEMORY when it can never fit (said, with the sizes),
  * which the allocation then answers. */
 CUresult mem_admit(CUdevice device);
@@ -253,6 +257,15 @@ void mem_set_rank(mem_rank_fn fn);
  * long as paging could free what it lacks. */
 typedef void (*mem_gpu_wait_fn)(int ordinal);
 void mem_set_gpu_wait(mem_gpu_wait_fn fn);
+
+/* The policy's order of two processes waiting for admission on table device
+ * `device` (the scheduler's, sched_admit_order_locked, which the interception
+ * layer registers): <0 slot a is admitted first, >0 slot b, 0 the policy
+ * does not tell them apart (arrival decides).  Followed once paging is
+ * possible on the device (a live process there may be paged); without it,
+ * admission goes in arrival order.  Called under the table lock. */
+typedef int (*mem_admit_order_fn)(shm_table_t *t, int device, int a, int b);
+void mem_set_admit_order(mem_admit_order_fn fn);
 
 /* In this process while it waits for the GPU (the scheduler's wait loop
  * calls it at each look): page out what a peer asked of it, if anything.

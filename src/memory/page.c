@@ -76,6 +76,16 @@ void mem_set_pager(const mem_pager_t *p)
     mem_page_able_update();
 }
 
+/* With paging on, this process's waits (an admission before its first
+ * context, before it has a pager of its own) may ask peers to page out. */
+void mem_page_asking_start(void)
+{
+    if (!mem_p.cfg.swap)
+        return;
+    __atomic_store_n(&mem_p.page_movable, movable_locked, __ATOMIC_RELEASE);
+    __atomic_store_n(&mem_p.page_ask, ask_locked, __ATOMIC_RELEASE);
+}
+
 void mem_set_rank(mem_rank_fn fn)
 {
     __atomic_store_n(&rank_fn, fn, __ATOMIC_RELEASE);
@@ -97,6 +107,8 @@ void mem_page_able_update(void)
         __atomic_or_fetch(&a->page_flags, MEM_PAGE_ABLE, __ATOMIC_RELEASE);
     else
         __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_ABLE, __ATOMIC_RELEASE);
+    if (mem_p.cfg.swap)
+        __atomic_or_fetch(&a->page_flags, MEM_PAGE_SWAP, __ATOMIC_RELEASE);
 }
 
 /* ---- asking peers (under the table lock) --------------------------------- */
@@ -240,7 +252,10 @@ void mem_page_serve(void)
         __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
         if (rc == CUDA_SUCCESS && freed)
             count(a, &a->swap_outs, freed, util_now_ns() - t0);
-        if (rc != CUDA_SUCCESS || freed < want) {
+        /* Less than asked because less was resident (it freed memory
+         * since it was asked) is not a full host. */
+        if (rc != CUDA_SUCCESS ||
+            (freed < want && (!pg->resident_bytes || pg->resident_bytes(ordinal_of(ld)) > 0))) {
             static int said;
             __atomic_or_fetch(&a->page_flags, MEM_PAGE_FULL, __ATOMIC_RELAXED);
             util_log_once(&said, UTIL_LOG_WARN, "memory: asked to page out %s on device %d, "

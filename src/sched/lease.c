@@ -210,7 +210,7 @@ static int waiter_valid(shm_table_t *t, const sched_dev_t *dev, int s, int holde
  * without a declared length, the time left until the job's end (SALUS_END_TIME:
  * a batch system's time limit, an upper bound the job is known to respect),
  * which needs no measurement. */
-static void cand_fill(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_t *c)
+void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_t *c)
 {
     sched_slot_t *s = sched_slot(t, slot);
     int prio = __atomic_load_n(&s->priority, __ATOMIC_RELAXED);
@@ -229,6 +229,7 @@ static void cand_fill(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_
     uint64_t gap = __atomic_load_n(&s->host_gap_ns, __ATOMIC_RELAXED);
     c->host_gap_ns = gap < 3600ull * 1000000000ull ? gap : 0;
     c->remaining_ns = SCHED_REMAINING_UNKNOWN;
+    c->left = c->declared ? (declared > done ? declared - done : 0) : 0;
     if (c->declared && c->measured) {
         uint64_t left = declared > done ? declared - done : 0;
         c->remaining_ns = left > (UINT64_MAX - 1) / iter_ns ? UINT64_MAX - 1 : left * iter_ns;
@@ -274,7 +275,7 @@ static void view_build(shm_table_t *t, int d, uint64_t now, sched_view_t *v, uin
     int holder = sched_lease_holder(t, dev->lease);
     v->has_holder = holder >= 0;
     if (v->has_holder) {
-        cand_fill(t, holder, d, now, &v->holder);
+        sched_cand_fill_locked(t, holder, d, now, &v->holder);
         v->held_ns = now > dev->since_ns ? now - dev->since_ns : 0;
     }
     for (int s = 0; s < SHM_MAX_SLOTS; s++) {
@@ -289,7 +290,7 @@ static void view_build(shm_table_t *t, int d, uint64_t now, sched_view_t *v, uin
         if (!sched_gang_can_take_locked(t, s, d, except, now, sched_dev_max_slice_ns(dev)))
             continue;                            /* its gang cannot have all: kept */
         sched_cand_t *c = &v->waiters[v->n++];
-        cand_fill(t, s, d, now, c);
+        sched_cand_fill_locked(t, s, d, now, c);
         c->ticket = dev->wait[s].ticket;
     }
     drop_orphans(t, v);

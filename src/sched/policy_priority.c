@@ -28,6 +28,15 @@ static int prio_pick(const sched_view_t *v)
     return best;
 }
 
+/* Admission: latency-sensitive first, then the higher priority. */
+static int prio_admit(const sched_cand_t *a, const sched_cand_t *b)
+{
+    int o = sched_latency_order(a, b);
+    if (o != 0)
+        return -o;
+    return a->priority == b->priority ? 0 : a->priority > b->priority ? -1 : 1;
+}
+
 static int prio_yield(const sched_view_t *v, int pick)
 {
     if (pick < 0 || !v->has_holder)
@@ -44,4 +53,5 @@ const sched_policy_ops_t sched_policy_priority = {
     .flags = SCHED_POL_GATED | SCHED_POL_SHARES,
     .pick = prio_pick,
     .yield = prio_yield,
+    .admit = prio_admit,
 };

@@ -50,6 +50,17 @@ static int srtf_pick(const sched_view_t *v)
     return best;
 }
 
+/* Admission, before either has run: by class, then the remaining time
+ * where both are known (SALUS_END_TIME), else the declared iterations
+ * left (no iteration is measured yet). */
+static int srtf_admit(const sched_cand_t *a, const sched_cand_t *b)
+{
+    int c = srtf_cmp(a, b);
+    if (c != 0 || srtf_class(a) != 0 || a->left == b->left)
+        return c;
+    return a->left < b->left ? -1 : 1;
+}
+
 static int srtf_yield(const sched_view_t *v, int pick)
 {
     if (pick < 0 || !v->has_holder)
@@ -64,4 +75,5 @@ const sched_policy_ops_t sched_policy_srtf = {
     .flags = SCHED_POL_GATED | SCHED_POL_SHARES,
     .pick = srtf_pick,
     .yield = srtf_yield,
+    .admit = srtf_admit,
 };

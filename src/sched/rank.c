@@ -1,8 +1,10 @@
 /*
- * rank.c - the policy's order of one device's processes, for memory's
+ * rank.c - the policy's order of one device's processes, for memory: its
  * choice of whom to page out (the jobs the policy would run last go
- * first).  sched and memory never call each other: intercept hands
- * sched_rank_locked to memory (mem_set_rank).
+ * first), and its order of admission (jobs that have not run yet, by what
+ * they declared).  sched and memory never call each other: intercept hands
+ * sched_rank_locked and sched_admit_order_locked to memory (mem_set_rank,
+ * mem_set_admit_order).
  *
  * The order is the policy's own: its pick, asked again with each pick
  * taken out, as the releaser would grant them one after another if nothing
@@ -32,4 +34,29 @@ int sched_rank_locked(shm_table_t *t, int d, int slot)
         v.waiters[pick] = v.waiters[--v.n];
     }
     return -1;
+}
+
+/* Admission: the policy's own comparison of two slots that registered with
+ * the scheduler (their declared iterations, priority, latency target and
+ * end were written under the lock at registration), over the device's
+ * policy; 0 for a slot not registered or a policy without one. */
+int sched_admit_order_locked(shm_table_t *t, int d, int a, int b)
+{
+    sched_cand_t ca, cb;
+    if (!t || d < 0 || d >= SHM_MAX_DEVICES || a < 0 || a >= SHM_MAX_SLOTS || b < 0 ||
+        b >= SHM_MAX_SLOTS)
+        return 0;
+    sched_dev_t *dev = sched_dev(t, d);
+    sched_slot_t *sa = sched_slot(t, a), *sb = sched_slot(t, b);
+    if (!dev || __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC || !sa ||
+        !sb || __atomic_load_n(&sa->magic, __ATOMIC_ACQUIRE) != SCHED_SLOT_MAGIC ||
+        __atomic_load_n(&sb->magic, __ATOMIC_ACQUIRE) != SCHED_SLOT_MAGIC)
+        return 0;
+    const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
+    if (!ops->admit)
+        return 0;
+    uint64_t now = sched_now();
+    sched_cand_fill_locked(t, a, d, now, &ca);
+    sched_cand_fill_locked(t, b, d, now, &cb);
+    return ops->admit(&ca, &cb);
 }

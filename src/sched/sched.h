@@ -197,6 +197,15 @@ void sched_wait_mem(int ordinal);
  * for memory's choice of whom to page (handed over by intercept). */
 int sched_rank_locked(shm_table_t *t, int device, int slot);
 
+/* The policy's order of two processes waiting for memory admission on table
+ * device `device`, before they have run (memory's admission, handed over by
+ * intercept): <0 slot a first, >0 slot b first, 0 the policy does not tell
+ * them apart.  From what each registered (SALUS_ITERATIONS, SALUS_PRIORITY,
+ * SALUS_LATENCY_MS, SALUS_END_TIME): srtf the fewest declared iterations
+ * left, priority the highest; fair, fifo and pack: 0 (arrival).  0 too for
+ * a slot the scheduler does not know.  Under the table lock. */
+int sched_admit_order_locked(shm_table_t *t, int device, int a, int b);
+
 /* ---- boundaries ------------------------------------------------------------ */
 typedef enum sched_sync_kind {
     SCHED_SYNC_STREAM, SCHED_SYNC_CTX, SCHED_SYNC_EVENT, SCHED_SYNC_COPY

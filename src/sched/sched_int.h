@@ -255,6 +255,7 @@ typedef struct sched_cand {
     uint64_t remaining_ns;        /* srtf; SCHED_REMAINING_UNKNOWN */
     int measured;                 /* srtf: iteration time known */
     int declared;                 /* srtf: SALUS_ITERATIONS given */
+    uint64_t left;                /* srtf: declared iterations not done yet */
     uint32_t latency_ms;          /* SALUS_LATENCY_MS: served first, 0: not */
     uint64_t host_gap_ns;         /* its host phase after a boundary, 0: unknown */
 } sched_cand_t;
@@ -279,6 +280,9 @@ typedef struct sched_policy_ops {
     int (*pick)(const sched_view_t *v);
     /* At a boundary of the holder, with `pick` chosen: 1 to hand over now. */
     int (*yield)(const sched_view_t *v, int pick);
+    /* Memory's admission of two jobs that have not run yet (rank.c): <0 a
+     * first, >0 b first, 0 arrival decides.  NULL: arrival order. */
+    int (*admit)(const sched_cand_t *a, const sched_cand_t *b);
 } sched_policy_ops_t;
 
 /* Never NULL: an out-of-range policy gets fair's (policy.c). */
@@ -478,6 +482,8 @@ void sched_vtime_lift_locked(shm_table_t *t, int d, int slot, uint64_t now);
 /* Build the view of a device, dropping stale waiters and leaving out
  * stopped ones (they cannot use the GPU until they continue). */
 void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *v);
+/* What the policies see of one slot on device d (lease.c), under the lock. */
+void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_t *c);
 /* Hand device d to `to` (may be SCHED_NO_SLOT: free it); ends the current
  * tenure.  Wakes `to` when wake is set (else the caller wakes it after the
  * unlock with sched_wake). */

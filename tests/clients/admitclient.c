@@ -1,0 +1,46 @@
+/*
+ * admitclient.c - a job that holds its context and memory until killed:
+ * it retains the primary context of device 0, prints "ctx <ns>" (the
+ * CLOCK_MONOTONIC time the driver made it), allocates <MiB> (0: nothing)
+ * with cuMemAlloc_v2, prints "ready" and waits for a signal.  For
+ * test_memory_admit, over simgpu with libsalus preloaded: the order in
+ * which queued jobs get their contexts.
+ *
+ *   admitclient <MiB>
+ *
+ * Exits 1 with the failing call's CUresult printed when a call fails.
+ */
+#include <cuda.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    CUcontext ctx;
+    CUdeviceptr p;
+    struct timespec ts;
+    CUresult rc;
+    if (argc != 2) {
+        fprintf(stderr, "usage: admitclient <MiB>\n");
+        return 2;
+    }
+    unsigned long long mib = strtoull(argv[1], NULL, 10);
+    if ((rc = cuInit(0)) != CUDA_SUCCESS || (rc = cuDevicePrimaryCtxRetain(&ctx, 0)) != CUDA_SUCCESS ||
+        (rc = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS)
+        goto out_fail;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    printf("ctx %lld\n", (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec);
+    fflush(stdout);
+    if (mib && (rc = cuMemAlloc_v2(&p, mib << 20)) != CUDA_SUCCESS)
+        goto out_fail;
+    printf("ready\n");
+    fflush(stdout);
+    for (;;)
+        pause();
+out_fail:
+    printf("failed %d\n", (int)rc);
+    return 1;
+}

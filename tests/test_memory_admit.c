@@ -1,0 +1,233 @@
+/*
+ * test_memory_admit.c - with paging on (SALUS_SWAP=on), a job's context is
+ * admitted before it is made, in the policy's order, over simgpu with
+ * libsalus preloaded into admitclient (contexts of 512 MiB on a 4 GiB
+ * device, whose budget is 3.75 GiB):
+ *
+ *   - a job without paging holds 2.5 GiB and its context (3 GiB), another
+ *     holds a context: no room is left for a third.  Three jobs with
+ *     paging on arrive and wait for the room of a context (which cannot be
+ *     paged), without failing in the driver.  The blocker is killed: room
+ *     for one context at a time.  Each admitted job is killed once it has
+ *     its context, so that the next is admitted: the three get their
+ *     contexts in the policy's order, not their arrival's: srtf the fewest
+ *     declared iterations first, priority the highest first.
+ *   - at the deadline (SALUS_MEM_WAIT_MS, nothing to page) the waiter is
+ *     let through, says why, and the driver answers: out of memory when
+ *     256 MiB are left on the device.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <fcntl.h>
+
+#include "lib/testutil.h"
+
+#define CHILD_MS 60000
+
+static char state_name[64], table_name[64];
+
+typedef struct job {
+    const char *policy;
+    int swap, priority;
+    const char *iterations, *mib, *wait_ms;
+} job_t;
+
+static void spawn(tu_proc_t *p, const job_t *j)
+{
+    char client[512];
+    char *argv[] = { (char *)tu_build_path("tests/clients/admitclient", client, sizeof client),
+                     (char *)j->mib, NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    tu_env_set(&env, "SIMGPU_MEMORY", "4G");
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "512M");
+    tu_env_set(&env, "SALUS_SWAP", j->swap ? "on" : "off");
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "%s", j->wait_ms ? j->wait_ms : "120000");
+    tu_env_set(&env, "SALUS_POLICY", "%s", j->policy);
+    tu_env_set(&env, "SALUS_PRIORITY", "%d", j->priority);
+    tu_env_set(&env, "SALUS_LOG", "info");
+    if (j->iterations)
+        tu_env_set(&env, "SALUS_ITERATIONS", "%s", j->iterations);
+    else
+        tu_env_unset(&env, "SALUS_ITERATIONS");
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    tu_env_unset(&env, "SALUS_MEM_RESERVE");
+    tu_env_unset(&env, "SALUS_REPORT");
+    assert_int_equal(tu_spawn(p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+typedef struct look {
+    const tu_proc_t *p;
+    const char *text;
+    int err;              /* 1: its stderr, 0: its stdout */
+} look_t;
+
+static int has(const tu_proc_t *p, const char *text, int err)
+{
+    char *s = tu_read_file(err ? p->err_path : p->out_path, NULL);
+    int yes = s && strstr(s, text) != NULL;
+    free(s);
+    return yes;
+}
+
+static int shows(void *arg)
+{
+    const look_t *l = arg;
+    return has(l->p, l->text, l->err);
+}
+
+static void await_text(const tu_proc_t *p, const char *text, int err, const char *who)
+{
+    look_t l = { p, text, err };
+    if (!tu_await(shows, &l, CHILD_MS)) {
+        char *out = tu_read_file(p->out_path, NULL), *e = tu_read_file(p->err_path, NULL);
+        fail_msg("%s never showed \"%s\": %s / %s", who, text, out ? out : "", e ? e : "");
+    }
+}
+
+static void kill_job(tu_proc_t *p)
+{
+    kill(p->pid, SIGKILL);
+    tu_wait(p, CHILD_MS);
+}
+
+typedef struct any_ctx {
+    tu_proc_t *w;
+    int n, found;
+} any_ctx_t;
+
+static int one_has_ctx(void *arg)
+{
+    any_ctx_t *a = arg;
+    for (int i = 0; i < a->n; i++)
+        if (has(&a->w[i], "ctx ", 0) || has(&a->w[i], "failed", 0)) {
+            a->found = i;
+            return 1;
+        }
+    return 0;
+}
+
+static int prepared(void)
+{
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
+        !tu_built("tests/clients/admitclient"))
+        return 0;
+    tu_unique_name("sma", state_name, sizeof state_name);
+    tu_unique_name("stma", table_name, sizeof table_name);
+    return 1;
+}
+
+/* The device full but for less than a context: a job without paging with
+ * `mib`, and a blocker with its context alone. */
+static void fill_device(tu_proc_t *holder, tu_proc_t *blocker, const char *policy,
+                        const char *mib)
+{
+    job_t h = { policy, 0, 0, NULL, mib, NULL }, b = { policy, 0, 0, NULL, "0", NULL };
+    spawn(holder, &h);
+    await_text(holder, "ready", 0, "the holder");
+    spawn(blocker, &b);
+    await_text(blocker, "ready", 0, "the blocker");
+}
+
+/* Three jobs queued for their contexts, admitted in the order `expect`
+ * (indexes into jobs). */
+static void admitted_in_order(const char *policy, const job_t jobs[3], const int expect[3])
+{
+    static const char *const names[] = { "the first to arrive", "the second", "the third" };
+    tu_proc_t holder, blocker, w[3];
+    fill_device(&holder, &blocker, policy, "2560");
+    for (int i = 0; i < 3; i++) {
+        spawn(&w[i], &jobs[i]);
+        await_text(&w[i], "waits for room", 1, names[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_false(has(&w[i], "ctx ", 0));
+    kill_job(&blocker);                  /* room for one context at a time */
+    for (int k = 0; k < 3; k++) {
+        any_ctx_t a = { w, 3, -1 };
+        if (!tu_await(one_has_ctx, &a, CHILD_MS))
+            fail_msg("no queued job got its context after the blocker went (%s)", policy);
+        char *out = tu_read_file(w[a.found].out_path, NULL);
+        if (a.found != expect[k] || !strstr(out, "ctx "))
+            fail_msg("%s: admitted %d-th: %s (%s), expected %s", policy, k + 1,
+                     names[a.found], out ? out : "", names[expect[k]]);
+        free(out);
+        kill_job(&w[a.found]);           /* its context goes: the next is admitted */
+        w[a.found].out_path[0] = 0;      /* done: read as empty */
+    }
+    kill_job(&holder);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
+static void test_admitted_in_srtf_order(void **state)
+{
+    (void)state;
+    if (!prepared())
+        skip();
+    static const job_t jobs[3] = {
+        { "srtf", 1, 50, "3000", "0", NULL },
+        { "srtf", 1, 50, "1000", "0", NULL },
+        { "srtf", 1, 50, "2000", "0", NULL },
+    };
+    static const int expect[3] = { 1, 2, 0 };
+    admitted_in_order("srtf", jobs, expect);
+}
+
+static void test_admitted_in_priority_order(void **state)
+{
+    (void)state;
+    if (!prepared())
+        skip();
+    static const job_t jobs[3] = {
+        { "priority", 1, 20, "1000", "0", NULL },
+        { "priority", 1, 80, "1000", "0", NULL },
+        { "priority", 1, 50, "1000", "0", NULL },
+    };
+    static const int expect[3] = { 1, 2, 0 };
+    admitted_in_order("priority", jobs, expect);
+}
+
+/* Nothing to page and the deadline passed: the driver is called and says. */
+static void test_deadline_lets_the_driver_answer(void **state)
+{
+    (void)state;
+    if (!prepared())
+        skip();
+    tu_proc_t holder, blocker, w;
+    fill_device(&holder, &blocker, "fair", "2816");   /* 256 MiB left on the device */
+    job_t j = { "fair", 1, 50, "1000", "0", "200" };
+    spawn(&w, &j);
+    int rc = tu_wait(&w, CHILD_MS);
+    char *out = tu_read_file(w.out_path, NULL), *err = tu_read_file(w.err_path, NULL);
+    if (rc != 1 || !out || !strstr(out, "failed 2") || !err ||
+        !strstr(err, "the driver answers whether it fits"))
+        fail_msg("exit %d: %s / %s", rc, out ? out : "", err ? err : "");
+    free(out);
+    free(err);
+    kill_job(&blocker);
+    kill_job(&holder);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_admitted_in_srtf_order),
+        cmocka_unit_test(test_admitted_in_priority_order),
+        cmocka_unit_test(test_deadline_lets_the_driver_answer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
