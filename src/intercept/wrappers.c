@@ -223,7 +223,7 @@ static void hook_modules_start(void)
     sched_init(&drv);
     if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
         mem_set_rank(sched_rank_locked);
-        mem_set_admit_order(sched_admit_order_locked);
+        mem_set_admit_order(sched_admit_order_locked, sched_enroll);
         mem_set_gpu_wait(sched_wait_mem);
         sched_set_hooks(&hooks);
     }

@@ -557,10 +557,11 @@ int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes)
 /* Sleep until memory is returned on dev (or a slice passes), with the lock
  * released, queued for the GPU with paging on; 0 with the lock held again,
  * -1 if it cannot be taken again. */
-int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d)
+int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d, int queue)
 {
     shm_unlock(mem_p.t);
-    mem_queue_for_gpu(d);
+    if (queue)
+        mem_queue_for_gpu(d);
     shm_futex_wait(&dev->wake_seq, seq, umin(max_ns, MEM_WAIT_SLICE_NS));
     if (mem_lock() != 0)
         return -1;
@@ -609,7 +610,7 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
             deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait */
         if (fit != MEM_OVER_DEVICE || now >= deadline)
             break;
-        if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d) != 0) {
+        if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d, 1) != 0) {
             *lost = 1;
             break;
         }

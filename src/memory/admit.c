@@ -50,9 +50,19 @@
 static inline uint64_t umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
 static inline uint64_t clampb(uint64_t v) { return v > MEM_MAX_BYTES ? MEM_MAX_BYTES : v; }
 
-void mem_set_admit_order(mem_admit_order_fn fn)
+void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal))
 {
+    __atomic_store_n(&mem_p.sched_enroll, enroll, __ATOMIC_RELEASE);
     __atomic_store_n(&mem_p.admit_order, fn, __ATOMIC_RELEASE);
+}
+
+/* The scheduler knows this process (its declared length, priority) before
+ * it is ordered among the waiters.  Outside the lock. */
+static void enroll(mem_local_dev_t *ld)
+{
+    void (*fn)(int) = __atomic_load_n(&mem_p.sched_enroll, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn((int)(ld - mem_p.dev));
 }
 
 /* ---- the order of the waiters --------------------------------------------- */
@@ -169,7 +179,7 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
     shm_table_t *t = mem_p.t;
     mem_slot_t *a = mem_p.area;
     int d = ld->d, waited = 0, lost = 0;
-    mem_queue_for_gpu(d);             /* the scheduler knows it before it is ordered */
+    enroll(ld);
     if (mem_lock() != 0)
         return CUDA_SUCCESS;          /* said: runs without its reservation */
     mem_fix_log(t, d);
@@ -181,13 +191,12 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
         int head = is_head(t, d, ticket);
         if (head && fits_locked(ld, reserve, ctx_need(ld)))
             break;
-        if (head)                     /* paging makes the room, if peers can page */
-            mem_ask_pages_locked(ld, reserve + ctx_need(ld));
+        int asked = head && mem_ask_pages_locked(ld, reserve + ctx_need(ld)) != 0;
         if (!waited++)
             util_info("memory: waiting for admission on %s: %s reserved "
                       "(SALUS_MEM_RESERVE) does not fit yet beside the jobs running",
                       ld->name, util_size(reserve).s);
-        if (mem_sleep_unlocked(ld->dev, seq, MEM_WAIT_SLICE_NS, d) != 0) {
+        if (mem_sleep_unlocked(ld->dev, seq, MEM_WAIT_SLICE_NS, d, asked) != 0) {
             lost = 1;
             break;
         }
@@ -238,7 +247,7 @@ void mem_ctx_admit(mem_local_dev_t *ld)
     int d = ld->d, entered = 0, lost = 0, passed = 0;
     if (!a || !ctx_need(ld))
         return;                       /* none measured yet: the first is measured */
-    mem_queue_for_gpu(d);             /* the scheduler knows it before it is ordered */
+    enroll(ld);
     if (mem_lock() != 0)
         return;                       /* said: the driver answers */
     mem_fix_log(t, d);
@@ -256,9 +265,10 @@ void mem_ctx_admit(mem_local_dev_t *ld)
                       "(paging on: contexts cannot be paged)", ld->name);
         }
         uint64_t now = util_now_ns();
+        int asked = head && mem_ask_pages_locked(ld, ctx);
         if (!head)                    /* its time counts from the head of the queue */
             deadline = now + mem_p.cfg.wait_ns;
-        else if (mem_ask_pages_locked(ld, ctx) && deadline < now + MEM_PAGE_WAIT_NS)
+        else if (asked && deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;           /* peers page out: wait for them */
         if (head && mem_pageable_locked(ld, ctx) && deadline < now + 2 * MEM_WAIT_SLICE_NS)
             deadline = now + 2 * MEM_WAIT_SLICE_NS;      /* they will, once they wait */
@@ -266,7 +276,11 @@ void mem_ctx_admit(mem_local_dev_t *ld)
             passed = 1;
             break;
         }
-        if (mem_sleep_unlocked(ld->dev, seq, head ? deadline - now : MEM_WAIT_SLICE_NS, d) != 0) {
+        /* Queued for the GPU only while peers page out for it, so that the
+         * holder yields and is paged too if need be: held otherwise, the
+         * GPU would stall the jobs it waits for. */
+        if (mem_sleep_unlocked(ld->dev, seq, head ? deadline - now : MEM_WAIT_SLICE_NS, d,
+                               asked) != 0) {
             lost = 1;
             break;
         }

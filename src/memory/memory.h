@@ -265,7 +265,11 @@ void mem_set_gpu_wait(mem_gpu_wait_fn fn);
  * possible on the device (a live process there may be paged); without it,
  * admission goes in arrival order.  Called under the table lock. */
 typedef int (*mem_admit_order_fn)(shm_table_t *t, int device, int a, int b);
-void mem_set_admit_order(mem_admit_order_fn fn);
+/* enroll(ordinal): registers the process with the scheduler on that device
+ * (sched_enroll) before it waits, without queueing it for the GPU: a job
+ * waiting for admission has nothing to launch, and holding the GPU would
+ * stall the jobs it waits for. */
+void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal));
 
 /* In this process while it waits for the GPU (the scheduler's wait loop
  * calls it at each look): page out what a peer asked of it, if anything.

@@ -298,6 +298,13 @@ static int queue_for_mem_locked(sched_proc_t *p, int d, uint64_t now, int *to)
     return dev->lease != sched_lease_of(p->slot, p->gen);
 }
 
+void sched_enroll(int ordinal)
+{
+    sched_proc_t *p = &sched_p;
+    if (ensure_registered(p) == SCHED_P_ACTIVE)
+        (void)table_device(p, ordinal);
+}
+
 void sched_wait_mem(int ordinal)
 {
     sched_proc_t *p = &sched_p;

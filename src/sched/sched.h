@@ -190,6 +190,10 @@ void sched_set_hooks(const sched_hooks_t *hooks);
  * do not take the GPU back from it as idle or past its max slice while its
  * peers page out for it. */
 void sched_wait_mem(int ordinal);
+/* Register the process with the scheduler and join CUDA ordinal's device,
+ * without queueing for its GPU: memory's admission, before the process's
+ * first launch, orders it by what it registered (sched_admit_order_locked). */
+void sched_enroll(int ordinal);
 
 /* How late the process in `slot` runs on table device `device` in the
  * policy's order: 0 the holder, 1 + its place among the waiters in the
