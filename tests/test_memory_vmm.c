@@ -385,9 +385,9 @@ static int query_child(void *arg)
     TRUE(rc == CUDA_SUCCESS && start == a);
     TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 5, &rc) == 1 &&
          size == 3072 * 1024);
-    int ipc = 1;
+    int ipc = 0;                      /* libsalus's own handles (vmm_ipc.c) */
     TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a, &rc) == 1 &&
-         ipc == 0);
+         ipc == 1);
     /* The driver sees the chunk under them; memory answers the allocation. */
     CK(cuMemGetAddressRange_v2(&base, &size, a + 10));
     TRUE(size >= 2 * MiB);

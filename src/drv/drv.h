@@ -83,7 +83,18 @@
     X(memcpy_dtoh_async,     (void *dst, CUdeviceptr src, size_t bytes, CUstream stream),  \
                                                                   "cuMemcpyDtoHAsync_v2", NULL) \
     X(memcpy_htod_async,     (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream), \
-                                                                  "cuMemcpyHtoDAsync_v2", NULL)
+                                                                  "cuMemcpyHtoDAsync_v2", NULL) \
+    DRV_IPC_CALLS(X)
+
+/* What IPC on paged memory needs besides (vmm_ipc.c): a chunk's POSIX file
+ * descriptor, and a chunk made of another process's descriptor. */
+#define DRV_IPC_CALLS(X)                                                                \
+    X(mem_export_to_shareable_handle, (void *shared, CUmemGenericAllocationHandle h,      \
+                              CUmemAllocationHandleType type, unsigned long long flags),  \
+                                                  "cuMemExportToShareableHandle", NULL)   \
+    X(mem_import_from_shareable_handle, (CUmemGenericAllocationHandle *h, void *os,       \
+                              CUmemAllocationHandleType type),                            \
+                                                  "cuMemImportFromShareableHandle", NULL)
 
 #define DRV_FIELD_(field, params, name, fallback) CUresult (CUDAAPI *field) params;
 typedef struct drv {

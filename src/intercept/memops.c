@@ -4,10 +4,13 @@
  * keeps what is freed into it (stream-ordered allocations, the pools'
  * calls), and a device its graphs' allocations (graph memory); a VMM handle
  * lives until it is released and its last mapping is gone (cuMemMap,
- * cuMemUnmap, cuMemMapArrayAsync).
+ * cuMemUnmap, cuMemMapArrayAsync); a virtualized allocation exported
+ * over CUDA IPC stays resident, and an imported one mapped, until the
+ * handle is done with (cuIpcGetMemHandle, cuIpcOpenMemHandle,
+ * cuIpcCloseMemHandle: memory's vmm_ipc.c).
  *
- * Divided into: pools; graph memory; mappings; the wrappers, expanded from
- * the list.
+ * Divided into: pools; graph memory; mappings; IPC handles; the wrappers,
+ * expanded from the list.
  *
  * Each row's wrapper counts the call and hands its arguments to
  * hook_memop_<export>, written here by hand, which calls the driver and
@@ -229,6 +232,44 @@ static CUresult hook_memop_cuMemMapArrayAsync_ptsz(CUarrayMapInfo *list, unsigne
     if (rc == CUDA_SUCCESS && list)
         hook_array_mapped(list, count);
     return rc;
+}
+
+/* ---- IPC handles -------------------------------------------------------------
+ * Memory answers for paged (virtualized) memory and for its own handles;
+ * every other pointer, handle and address goes to the driver unchanged. */
+
+static CUresult hook_memop_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
+{
+    CUresult rc;
+    if (mem_ipc_get(handle, p, &rc))
+        return rc;
+    return HOOK_REAL(cuIpcGetMemHandle)(handle, p);
+}
+
+static CUresult hook_memop_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle,
+                                              unsigned int flags)
+{
+    CUresult rc;
+    if (mem_ipc_open(p, &handle, flags, &rc))
+        return rc;
+    return HOOK_REAL(cuIpcOpenMemHandle)(p, handle, flags);
+}
+
+static CUresult hook_memop_cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle handle,
+                                                 unsigned int flags)
+{
+    CUresult rc;
+    if (mem_ipc_open(p, &handle, flags, &rc))
+        return rc;
+    return HOOK_REAL(cuIpcOpenMemHandle_v2)(p, handle, flags);
+}
+
+static CUresult hook_memop_cuIpcCloseMemHandle(CUdeviceptr p)
+{
+    CUresult rc;
+    if (mem_ipc_close(p, &rc))
+        return rc;
+    return HOOK_REAL(cuIpcCloseMemHandle)(p);
 }
 
 /* ---- the wrappers ---------------------------------------------------------- */

@@ -102,6 +102,11 @@ typedef struct mem_slot {
     uint64_t swapped_out;  /* bytes paged out now, over its devices */
     uint64_t swap_outs, swap_ins, swap_bytes, swap_ns;   /* counters, both ways */
     mem_sdev_t dev[SHM_MAX_DEVICES];
+    /* Memory that paging cannot move: virtualized allocations exported
+     * over CUDA IPC (vmm_ipc.c), on table device pinned_dev - 1 (0: none).
+     * The owner's; page.c leaves it out of what a peer can page out. */
+    uint64_t pinned;
+    uint32_t pinned_dev, pad_pinned;
 } mem_slot_t;
 
 /* Written under the lock before a reclaimer changes another slot's avail

@@ -92,6 +92,9 @@ typedef struct mem_vdev {
     size_t nranges;
     /* Figures. */
     uint64_t resident, paged_out;  /* physical bytes on the device; live bytes staged */
+    /* Exports of small allocations (vmm_ipc.c) live or still imported: while
+     * nonzero the small region is pinned (never paged out). */
+    uint32_t small_pins;
 } mem_vdev_t;
 
 /* One virtualized allocation. */
@@ -103,6 +106,7 @@ typedef struct mem_valloc {
     uint8_t big;                   /* own reservation and chunk */
     uint8_t out;                   /* big: paged out */
     uint8_t charged;               /* big: its chunk is in the budget */
+    uint8_t exported;              /* has an IPC handle (vmm_ipc.c): pinned resident */
     uint64_t bytes;                /* big: reservation and chunk size */
     CUmemGenericAllocationHandle h;   /* big: the chunk, 0 when paged out */
     void *stage;                   /* big, paged out: its copy */
@@ -128,6 +132,16 @@ typedef struct mem_vm {
     mem_vmap_t granules;           /* big: granule address -> mem_valloc_t */
     uint64_t next_id;
     uint64_t staged;               /* bytes of pinned staging held */
+    int no_fd;                     /* the driver refused chunks with a POSIX fd
+                                      handle type: chunks made without, no IPC */
+    /* vmm_ipc.c's, set at its first export (so before an allocation is
+     * exported), called by the files below it without naming it: an
+     * exported allocation is being freed (its pin goes, or stays while
+     * importers map it): 1 when its chunk's charge is kept for them (the
+     * caller does not give it back); a fork() child forgets its parent's
+     * exports, imports and server. */
+    int (*ipc_freed)(mem_valloc_t *a);
+    void (*ipc_forget)(void);
 } mem_vm_t;
 
 extern mem_vm_t mem_vm;
@@ -148,6 +162,14 @@ static inline void mem_vm_granules(const mem_vdev_t *v, uint64_t p, uint64_t n,
 {
     *first = (p - v->base) / v->gran;
     *last = (p + n - 1 - v->base) / v->gran;
+}
+/* vmm_alloc.c: the virtualized allocation holding p, or NULL. */
+mem_valloc_t *mem_vm_find_locked(uint64_t p);
+/* Whether cuIpcGetMemHandle can be answered for virtualized memory
+ * (vmm_ipc.c): chunks have POSIX fds and the driver exports them. */
+static inline int mem_vm_ipc_able(void)
+{
+    return !mem_vm.no_fd && mem_p.drv.mem_export_to_shareable_handle != NULL;
 }
 /* vmm_page.c: bring a paged-out small region back. */
 CUresult mem_vm_small_in(mem_vdev_t *v, uint64_t *restored);

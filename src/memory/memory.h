@@ -351,8 +351,22 @@ int mem_vfree(CUdeviceptr p, CUresult *rc);
 int mem_vrange(CUdeviceptr p, CUdeviceptr *base, size_t *size);
 /* cuPointerGetAttribute: 1 and *rc when memory answers for a virtualized
  * allocation (range start and size, context, buffer id, legacy IPC
- * capability: none), 0 when the driver answers. */
+ * capability: libsalus's handles below), 0 when the driver answers. */
 int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc);
+
+/* ---- CUDA IPC on paged memory (vmm_ipc.c) ------------------------------------
+ * The driver makes no legacy IPC handle for VMM memory, so libsalus makes
+ * its own: cuIpcGetMemHandle of a virtualized allocation pins it resident
+ * and writes a handle naming this process and the allocation; the
+ * cuIpcOpenMemHandle of a process with libsalus (paging on or off) that
+ * receives it obtains the allocation's physical chunks from this process
+ * as POSIX file descriptors over a unix socket and maps them.  Each returns
+ * 1 and *rc when memory answered, 0 when the driver answers (a pointer
+ * that is not virtualized, a handle or address that is not libsalus's). */
+int mem_ipc_get(CUipcMemHandle *handle, CUdeviceptr p, CUresult *rc);
+int mem_ipc_open(CUdeviceptr *out, const CUipcMemHandle *handle, unsigned int flags,
+                 CUresult *rc);
+int mem_ipc_close(CUdeviceptr p, CUresult *rc);
 
 /* The primitives of paging, run in the process that owns the memory while
  * its program is stopped (at the gate, or at rest with its work drained),

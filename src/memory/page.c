@@ -126,6 +126,14 @@ static int runs_after(const cand_t *a, const cand_t *b)
     return a->used > b->used;          /* then the larger: fewer processes page */
 }
 
+/* What slot area a holds on device d that paging cannot move (exported
+ * over CUDA IPC): at most `held`. */
+static uint64_t pinned_on(const mem_slot_t *a, int d, uint64_t held)
+{
+    uint64_t p = LOAD(&a->pinned);
+    return LOAD(&a->pinned_dev) == (uint32_t)d + 1 ? umin(p, held) : 0;
+}
+
 /* Slot j as a victim on d: 1 and *c filled when it may be asked. */
 static int victim(shm_table_t *t, int d, int j, int my_rank, uint64_t now, cand_t *c)
 {
@@ -140,7 +148,7 @@ static int victim(shm_table_t *t, int d, int j, int my_rank, uint64_t now, cand_
         return 0;
     const mem_sdev_t *sd = &a->dev[d];
     uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
-    if (g > MEM_MAX_BYTES || g <= spare)
+    if (g > MEM_MAX_BYTES || g <= spare || g - spare <= pinned_on(a, d, g - spare))
         return 0;
     mem_rank_fn rk = __atomic_load_n(&rank_fn, __ATOMIC_ACQUIRE);
     int r = rk ? rk(t, d, j) : -1;
@@ -148,13 +156,13 @@ static int victim(shm_table_t *t, int d, int j, int my_rank, uint64_t now, cand_
         return 0;                      /* holds the GPU, or runs before the asker */
     c->slot = j;
     c->rank = r < 0 ? INT_MAX : r;
-    c->used = g - spare;
+    c->used = g - spare - pinned_on(a, d, g - spare);
     return 1;
 }
 
 /* What paging could free on ld's device: the memory of the live peers that
  * may be paged and are not full, whatever they do now (one that runs or
- * rests waits for the GPU later, or ends). */
+ * rests waits for the GPU later, or ends), less what they pinned. */
 static uint64_t movable_locked(mem_local_dev_t *ld)
 {
     shm_table_t *t = mem_p.t;
@@ -167,7 +175,7 @@ static uint64_t movable_locked(mem_local_dev_t *ld)
         const mem_sdev_t *sd = &a->dev[ld->d];
         uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
         if (g <= MEM_MAX_BYTES && g > spare)
-            sum += g - spare;
+            sum += g - spare - pinned_on(a, ld->d, g - spare);
     }
     return sum;
 }

@@ -261,6 +261,8 @@ static void free_locked(mem_valloc_t *a)
 {
     mem_vdev_t *v = &mem_vm.dev[a->ordinal];
     if (!a->big) {
+        if (a->exported)
+            mem_vm.ipc_freed(a);
         small_untouch(v, a->base, a->size);
         mem_jem_free(&v->jem, a->base);
         return;
@@ -270,9 +272,12 @@ static void free_locked(mem_valloc_t *a)
     if (a->out) {
         mem_vm_drop_stage(a);
     } else {
+        /* An importer's mapping keeps an exported chunk alive, and its
+         * charge with it (vmm_ipc.c gives it back at the last close). */
+        int kept = a->exported && mem_vm.ipc_freed(a);
         mem_vm_unback(a->base, a->bytes, a->h);
         v->resident -= a->bytes;
-        if (a->charged)
+        if (a->charged && !kept)
             mem_vm_uncharge(a->ordinal, a->bytes);
     }
     mem_p.drv.mem_address_free(a->base, a->bytes);
@@ -302,7 +307,7 @@ int mem_vfree(CUdeviceptr p, CUresult *rc)
  * its base, else by a walk over the live allocations (an interior pointer
  * of a small allocation: rare, and linear in the live allocations). */
 
-static mem_valloc_t *find_locked(uint64_t p)
+mem_valloc_t *mem_vm_find_locked(uint64_t p)
 {
     mem_valloc_t *a = mem_vmap_get(&mem_vm.allocs, p);
     if (a)
@@ -332,7 +337,7 @@ int mem_vrange(CUdeviceptr p, CUdeviceptr *base, size_t *size)
     if (!mem_swap_on())
         return -1;
     pthread_mutex_lock(&mem_vm.lock);
-    mem_valloc_t *a = find_locked(p);
+    mem_valloc_t *a = mem_vm_find_locked(p);
     if (a) {
         if (base)
             *base = a->base;
@@ -352,14 +357,14 @@ int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc)
         attr != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)
         return 0;                     /* the driver answers the mapping as well */
     pthread_mutex_lock(&mem_vm.lock);
-    mem_valloc_t *a = find_locked(p);
+    mem_valloc_t *a = mem_vm_find_locked(p);
     if (a) {
         switch ((int)attr) {
         case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a->base; break;
         case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a->size; break;
         case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a->ctx; break;
         case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a->id; break;
-        default: *(int *)data = 0; break;   /* no legacy IPC handle for VMM memory */
+        default: *(int *)data = mem_vm_ipc_able(); break;   /* vmm_ipc.c's handles */
         }
     }
     pthread_mutex_unlock(&mem_vm.lock);

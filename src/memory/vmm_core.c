@@ -139,6 +139,8 @@ static void forget(void)
     memset(&mem_vm.allocs, 0, sizeof mem_vm.allocs);
     memset(&mem_vm.granules, 0, sizeof mem_vm.granules);
     mem_vm.staged = 0;
+    if (mem_vm.ipc_forget)
+        mem_vm.ipc_forget();
 }
 
 /* ---- contexts, budget and physical chunks ------------------------------------ */
@@ -174,7 +176,10 @@ void mem_vm_uncharge(int ordinal, uint64_t bytes)
 }
 
 /* Physical memory for [at, at + bytes) of v's device: created, mapped,
- * readable and writable by the device.  Uncharged: the caller charges. */
+ * readable and writable by the device.  Uncharged: the caller charges.
+ * Chunks may be exported as POSIX file descriptors (vmm_ipc.c: CUDA IPC on
+ * paged memory), which costs nothing until one is; a driver that refuses
+ * the handle type gets chunks without it from then on, and no IPC. */
 CUresult mem_vm_back(mem_vdev_t *v, CUdeviceptr at, size_t bytes,
                      CUmemGenericAllocationHandle *out)
 {
@@ -184,7 +189,16 @@ CUresult mem_vm_back(mem_vdev_t *v, CUdeviceptr at, size_t bytes,
     CUmemAccessDesc acc = { .location = prop.location,
                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CUmemGenericAllocationHandle h = 0;
-    CUresult rc = d->mem_create(&h, bytes, &prop, 0);
+    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
+    if (!mem_vm.no_fd) {
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        rc = d->mem_create(&h, bytes, &prop, 0);
+        if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_NOT_SUPPORTED)
+            mem_vm.no_fd = 1;
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    }
+    if (mem_vm.no_fd)
+        rc = d->mem_create(&h, bytes, &prop, 0);
     if (rc != CUDA_SUCCESS)
         return rc;
     if ((rc = d->mem_map(at, bytes, 0, h, 0)) != CUDA_SUCCESS)

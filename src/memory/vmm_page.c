@@ -70,8 +70,8 @@ static long bigs(int ordinal, int out, mem_valloc_t ***list)
         return -1;
     for (size_t i = 0; m->key && i <= m->mask; i++) {
         mem_valloc_t *a = m->val[i];
-        if (a && a->big && a->ordinal == ordinal && a->out == out)
-            v[n++] = a;
+        if (a && a->big && a->ordinal == ordinal && a->out == out && !a->exported)
+            v[n++] = a;               /* an exported one is pinned (never out) */
     }
     qsort(v, (size_t)n, sizeof *v, by_bytes_desc);
     *list = v;
@@ -355,7 +355,8 @@ CUresult mem_page_out(int ordinal, uint64_t want, uint64_t *freed)
     /* The program's work on its memory ends before the copies start. */
     if ((rc = mem_p.drv.ctx_synchronize()) == CUDA_SUCCESS)
         rc = bigs_out(v, want, &got);
-    if (rc == CUDA_SUCCESS && (want == 0 || got < want) && v->size && !v->small_out)
+    if (rc == CUDA_SUCCESS && (want == 0 || got < want) && v->size && !v->small_out &&
+        !v->small_pins)               /* an exported small allocation pins it */
         rc = small_out(v, &got);
     mem_vm_leave();
 out_unlock:
