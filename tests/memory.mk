@@ -56,7 +56,7 @@ $(B)/tests/clients/admitclient: tests/clients/admitclient.c
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS)
 # CUDA IPC on paged memory (vmm_ipc.c): ipcclient producers and consumers
 # over simgpu, a pageclient job paging the producer out.
-$(eval $(call salus_test,test_memory_ipc,,))
+$(eval $(call salus_test,test_memory_ipc,$(MEM_TEST_OBJS),))
 $(B)/tests/test_memory_ipc: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                             $(B)/tests/clients/ipcclient $(B)/tests/clients/pageclient
 $(B)/tests/clients/ipcclient: tests/clients/ipcclient.c

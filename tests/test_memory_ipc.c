@@ -13,6 +13,9 @@
  *     other byte intact.  Handles with any byte changed, or random, are
  *     refused without a crash; the handle of an exporter that has ended is
  *     refused at once.
+ *   - the exporter frees an allocation an importer maps: the importer's
+ *     bytes stay, and the allocation stays charged to the exporter (the
+ *     table's view of its slot) until the importer closes it.
  *   - without libsalus, with paging off and with it on, cuIpcGetMemHandle
  *     of the program's own VMM mapping is the driver's answer
  *     (CUDA_ERROR_INVALID_VALUE, as the driver answers for VMM memory); of
@@ -36,7 +39,9 @@
 
 #include <cuda.h>
 
+#include "ipc/ipc.h"
 #include "lib/testutil.h"
+#include "memory/memory.h"
 
 #define CHILD_MS 240000
 
@@ -188,6 +193,62 @@ static void test_ipc_paged_out_while_exported(void **state)
     shm_unlink(table_name);
 }
 
+/* The bytes pid's slot of table t uses, or -1 when it has none. */
+static int64_t slot_used(shm_table_t *t, pid_t pid)
+{
+    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+        shm_ident_t id;
+        mem_slot_view_t v;
+        if (shm_slot_ident(t, s, &id) == 0 && id.pid == pid && mem_view_slot(t, s, &v) == 0)
+            return (int64_t)v.used;
+    }
+    return -1;
+}
+
+typedef struct used_goal {
+    shm_table_t *t;
+    pid_t pid;
+    int64_t below;
+} used_goal_t;
+
+static int used_below(void *arg)
+{
+    used_goal_t *g = arg;
+    int64_t u = slot_used(g->t, g->pid);
+    return u >= 0 && u < g->below;
+}
+
+static void test_ipc_freed_while_imported(void **state)
+{
+    (void)state;
+    if (!built())
+        skip();
+    names();
+    tu_proc_t lender, keeper;
+    shm_table_t *t = NULL;
+    client(&lender, "lend", 10);
+    await_said(&lender, "exported", "exporter");
+    client(&keeper, "keep", 50);
+    await_said(&keeper, "opened bad 0", "importer");
+    touch("free");
+    await_said(&lender, "freed 0", "exporter");
+    shm_open_opts_t o = { .name = table_name, .read_only = 1 };
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    /* Freed, but mapped by the importer: still the exporter's charge. */
+    assert_true(slot_used(t, lender.pid) >= (int64_t)(768u << 20));
+    touch("close");
+    finish(&keeper, "closed 0 bad 0", "importer");
+    used_goal_t g = { t, lender.pid, 768ll << 20 };
+    if (!tu_await(used_below, &g, 10000))
+        fail_msg("the exporter still holds %lld bytes after the last import closed",
+                 (long long)slot_used(t, lender.pid));
+    touch("stop");
+    finish(&lender, "freed 0", "exporter");
+    shm_close_table(t);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 /* plain's two answers under libsalus (salus), with paging swap. */
 static void plain(int salus, const char *swap, int want_alloc, int want_vmm)
 {
@@ -225,6 +286,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ipc_passes_through),
         cmocka_unit_test(test_ipc_paged_out_while_exported),
+        cmocka_unit_test(test_ipc_freed_while_imported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,13 @@
  *       opens both handles, checks pattern 1, writes pattern 2: "opened";
  *       once <dir>/write2 exists writes pattern 3 and reads it back:
  *       "wrote <CUresult>"; closes both: "closed <CUresult>".
+ *   ipcclient lend <dir>
+ *       allocates and exports X with pattern 1: "exported"; once <dir>/free
+ *       exists frees X: "freed <CUresult>"; exits once <dir>/stop exists.
+ *   ipcclient keep <dir>
+ *       opens X's handle, checks pattern 1, writes pattern 2: "opened";
+ *       once <dir>/close exists (its exporter has freed X) checks that X
+ *       still holds pattern 2, closes it: "closed <CUresult> bad <n>".
  *   ipcclient fuzz <dir>
  *       opens and closes X's handle, then each of 64 handles with one byte
  *       changed and 8 of random bytes, which must all be refused:
@@ -167,6 +174,27 @@ static CUresult produce(const char *cubin, int blocks, unsigned long long ns, in
     return CUDA_SUCCESS;
 }
 
+/* The exporter frees an allocation that an importer maps. */
+static CUresult lend(void)
+{
+    CUdeviceptr x;
+    CUipcMemHandle h[2];
+    TRY(context());
+    TRY(cuMemAlloc_v2(&x, X_BYTES));
+    TRY(fill(x, X_BYTES, 1));
+    TRY(cuIpcGetMemHandle(&h[0], x));
+    h[1] = h[0];
+    if (write_handles(h, 2) != 0)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    say("exported\n", 0, 0);
+    if (await_file("free") != 0)
+        return CUDA_ERROR_TIMEOUT;
+    CUresult rc = cuMemFree_v2(x);
+    say("freed %ld\n", rc, 0);
+    TRY(rc);
+    return await_file("stop") == 0 ? CUDA_SUCCESS : CUDA_ERROR_TIMEOUT;
+}
+
 /* ---- the consumers ------------------------------------------------------------ */
 
 static int read_handles(CUipcMemHandle h[2])
@@ -207,6 +235,25 @@ static CUresult consume(int *bad)
     TRY(cuIpcCloseMemHandle(s));
     say("closed %ld\n", 0, 0);
     return CUDA_SUCCESS;
+}
+
+static CUresult keep(int *bad)
+{
+    CUipcMemHandle h[2];
+    CUdeviceptr x;
+    if (read_handles(h) != 0)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    TRY(context());
+    TRY(cuIpcOpenMemHandle(&x, h[0], 0));
+    TRY(check(x, X_BYTES, 1, bad));
+    TRY(fill(x, X_BYTES, 2));
+    say("opened bad %ld\n", *bad, 0);
+    if (await_file("close") != 0)
+        return CUDA_ERROR_TIMEOUT;
+    TRY(check(x, X_BYTES, 2, bad));
+    CUresult rc = cuIpcCloseMemHandle(x);
+    say("closed %ld bad %ld\n", rc, *bad);
+    return rc;
 }
 
 static CUresult fuzz(int *bad)
@@ -289,6 +336,10 @@ int main(int argc, char **argv)
         printf("done %d bad %d\n", (int)rc, bad);
     } else if (!strcmp(argv[1], "consume") && argc == 3) {
         rc = consume(&bad);
+    } else if (!strcmp(argv[1], "lend") && argc == 3) {
+        rc = lend();
+    } else if (!strcmp(argv[1], "keep") && argc == 3) {
+        rc = keep(&bad);
     } else if (!strcmp(argv[1], "fuzz") && argc == 3) {
         rc = fuzz(&bad);
     } else if (!strcmp(argv[1], "dead") && argc == 3) {
@@ -303,6 +354,7 @@ int main(int argc, char **argv)
     return rc == CUDA_SUCCESS && bad == 0 ? 0 : 1;
 usage:
     fprintf(stderr, "usage: ipcclient produce <dir> <kernels.cubin> <MiB> <kernel_us> | "
-                    "consume <dir> | fuzz <dir> | dead <dir> | plain\n");
+                    "consume <dir> | lend <dir> | keep <dir> | fuzz <dir> | dead <dir> | "
+                    "plain\n");
     return 2;
 }
