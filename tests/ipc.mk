@@ -2,6 +2,8 @@ IPC_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/
 $(eval $(call salus_test,test_ipc,$(IPC_OBJS),))
 $(eval $(call salus_test,test_ipc_lock,$(IPC_OBJS),))
 $(eval $(call salus_test,test_ipc_open,$(IPC_OBJS),))
+# test_ipc_claim: the GPU claim files as tables are made and removed.
+$(eval $(call salus_test,test_ipc_claim,$(IPC_OBJS),))
 # test_ipc_open runs hosts (salus-train under libsalus over simgpu) and salus-top.
 $(B)/tests/test_ipc_open: | $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
 # The table fuzzer: the tools' collection and JSON output and the modules

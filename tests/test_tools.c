@@ -338,10 +338,13 @@ static void test_reset(void **state)
 
     kill(j.p.pid, SIGKILL);             /* it dies: the table is stale */
     tu_wait(&j.p, 10000);
+    char claim[512];                    /* the job's GPU claim, nobody's now */
+    assert_int_equal(tu_claim_of(tt_table, claim, sizeof claim), 0);
     o = TT_TOOL("bin/salus", "reset", "-t", tt_table);
     if (o.rc != 0 || !tt_contains(o.out, "removed table"))
         fail_msg("salus reset of a stale table: rc %d: %s%s", o.rc, o.out, o.err);
     assert_false(table_exists());
+    assert_int_equal(tu_claim_of(tt_table, claim, sizeof claim), -1);  /* gone with it */
     tt_out_free(&o);
     o = TT_TOOL("bin/salus", "reset", "-t", tt_table);
     assert_int_equal(o.rc, 0);
@@ -360,9 +363,16 @@ static void test_reset_force(void **state)
     if (o.rc != 0 || !tt_contains(o.out, "removed table") || !tt_contains(o.out, "1 process"))
         fail_msg("salus reset --force: rc %d: %s%s", o.rc, o.out, o.err);
     assert_false(table_exists());
+    char claim[512];                        /* the live job's claim stays */
+    assert_int_equal(tu_claim_of(tt_table, claim, sizeof claim), 0);
     tt_out_free(&o);
     tu_sleep_ms(100);
     tt_job_stop(&j);                        /* the job went on with the old table */
+    o = TT_TOOL("bin/salus", "reset", "-t", tt_table);
+    assert_int_equal(o.rc, 0);
+    assert_true(tt_contains(o.out, "nothing to remove"));
+    assert_int_equal(tu_claim_of(tt_table, claim, sizeof claim), -1);  /* its job ended */
+    tt_out_free(&o);
 }
 
 /* ---- arguments and help ------------------------------------------------------------- */

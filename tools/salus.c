@@ -304,6 +304,7 @@ static int reset_one(const char *name, const char *group, int force)
     char who[2048];
     int n = 0, rc = top_open_table(name, group, 0, &t);
     if (rc == -ENOENT) {
+        shm_forget_claims(name);                 /* what a removal left, if anything */
         printf("no table %s: nothing to remove\n", name);
         return TOP_EXIT_OK;
     }
@@ -367,6 +368,10 @@ static int reset_all(int force)
     if (!removed && !kept)
         printf("no table to remove\n");
     top_snap_free(&s);
+    int claims = shm_forget_claims(NULL);       /* of tables removed some other way */
+    if (claims > 0)
+        printf("removed %d GPU claim%s of tables that are gone\n", claims,
+               claims == 1 ? "" : "s");
     return rc;
 }
 

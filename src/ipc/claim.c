@@ -6,7 +6,7 @@
  * grant on it by the driver's free memory (account.c).
  *
  * Divided into: names and holding; reading a claim; telling the other
- * table; claiming.
+ * table; claiming; forgetting the claims of removed tables.
  *
  * The claim is /dev/shm/salus-gpu-<32 hex of the UUID>, mode 0644, one line
  * "<uid> <table name>".  It is made with O_CREAT|O_EXCL|O_NOFOLLOW and
@@ -24,6 +24,13 @@
  * for stale.  A claim of another user in the sticky /dev/shm cannot be
  * replaced: it stays, said at debug level.
  *
+ * A table's removal (shm_unlink_table) removes the claims naming it that
+ * nobody holds, so that removed tables leave no files behind; a claim is
+ * removed under a write lock on its first byte, which the kernel grants only
+ * while no process holds its read lock: a live table's claim stays, and so
+ * does another user's, which this user cannot open for writing.  Never one
+ * that this process holds: closing any fd of the file would drop its lock.
+ *
  * No lock: called outside the table's lock; the shared flags are bytes of
  * the table's header set with a relaxed store and never cleared, read
  * relaxed (a grant that misses a flag set meanwhile is one grant capped
@@ -32,6 +39,7 @@
 #include "ipc/shm_layout.h"
 #include "util/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -70,15 +78,23 @@ static int claim_held(int fd)
     return fl.l_type != F_UNLCK;
 }
 
+/* The claim each device's lock is held on, and by which process (a forked
+ * child inherits the array, not the locks).  The file's identity is written
+ * before the pid is released, so that a reader that sees our pid sees it. */
+static struct {
+    int pid;
+    dev_t dev;
+    ino_t ino;
+} held[SHM_MAX_DEVICES];
+
 /* Hold a read lock on the claim for as long as this process lives: what
  * tells another table that ours uses the GPU (the kernel drops it when the
  * process ends; a forked child holds none, its parent does).  The fd stays
  * open: closing any fd of the file would drop the lock. */
 static void hold_claim(const char *path, int device)
 {
-    static int held[SHM_MAX_DEVICES];
     struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-    if (__atomic_load_n(&held[device], __ATOMIC_RELAXED) == getpid())
+    if (__atomic_load_n(&held[device].pid, __ATOMIC_RELAXED) == getpid())
         return;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
@@ -88,10 +104,40 @@ static void hold_claim(const char *path, int device)
         close(fd);
         return;
     }
-    __atomic_store_n(&held[device], getpid(), __ATOMIC_RELAXED);
+    held[device].dev = st.st_dev;
+    held[device].ino = st.st_ino;
+    __atomic_store_n(&held[device].pid, getpid(), __ATOMIC_RELEASE);
+}
+
+/* Whether this process holds its lock on the file st describes. */
+static int held_here(const struct stat *st)
+{
+    for (int d = 0; d < SHM_MAX_DEVICES; d++)
+        if (__atomic_load_n(&held[d].pid, __ATOMIC_ACQUIRE) == getpid() &&
+            held[d].dev == st->st_dev && held[d].ino == st->st_ino)
+            return 1;
+    return 0;
 }
 
 /* ---- reading a claim ------------------------------------------------------ */
+
+/* What the claim open at fd names: 0 with name and uid, 1 when it names
+ * none yet (empty, short, garbled). */
+static int parse_claim(int fd, char name[SHM_TABLE_NAME_BYTES], unsigned *uid)
+{
+    char buf[CLAIM_BYTES + 1], tn[SHM_TABLE_NAME_BYTES];
+    unsigned u;
+    ssize_t n = pread(fd, buf, CLAIM_BYTES, 0);
+    if (n <= 0)
+        return 1;
+    buf[n] = '\0';
+    if (sscanf(buf, "%u %63s", &u, tn) != 2 || !memchr(buf, '\n', (size_t)n) ||
+        tn[0] != '/' || !util_table_name_ok(tn))
+        return 1;
+    snprintf(name, SHM_TABLE_NAME_BYTES, "%s", tn);
+    *uid = u;
+    return 0;
+}
 
 /* The table a claim names: 0 with name, uid and *live (a process of that
  * table holds the claim), 1 when it names none yet (empty, short,
@@ -99,7 +145,6 @@ static void hold_claim(const char *path, int device)
 static int read_once(const char *path, char name[SHM_TABLE_NAME_BYTES], unsigned *uid,
                      int *live)
 {
-    char buf[CLAIM_BYTES + 1];
     struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
@@ -108,20 +153,10 @@ static int read_once(const char *path, char name[SHM_TABLE_NAME_BYTES], unsigned
         close(fd);
         return -EPERM;                   /* not a claim: someone put it there */
     }
-    ssize_t n = pread(fd, buf, CLAIM_BYTES, 0);
+    int rc = parse_claim(fd, name, uid);
     *live = claim_held(fd) != 0;              /* unknown: taken for live */
     close(fd);
-    if (n <= 0)
-        return 1;
-    buf[n] = '\0';
-    char tn[SHM_TABLE_NAME_BYTES];
-    unsigned u;
-    if (sscanf(buf, "%u %63s", &u, tn) != 2 || !memchr(buf, '\n', (size_t)n) ||
-        tn[0] != '/' || !util_table_name_ok(tn))
-        return 1;
-    snprintf(name, SHM_TABLE_NAME_BYTES, "%s", tn);
-    *uid = u;
-    return 0;
+    return rc;
 }
 
 static int read_claim(const char *path, char name[SHM_TABLE_NAME_BYTES], unsigned *uid,
@@ -257,4 +292,78 @@ int shm_device_shared(shm_table_t *t, int device)
     if (!t || device < 0 || device >= SHM_MAX_DEVICES)
         return 0;
     return __atomic_load_n(&t->map->hdr.dev_shared[device], __ATOMIC_RELAXED) == 1;
+}
+
+/* ---- forgetting the claims of removed tables ------------------------------ */
+
+/* Whether a claim naming table tn is one to forget: it names `name`, or
+ * with name NULL, a table whose object is gone. */
+static int claim_of(const char *tn, const char *name)
+{
+    char path[SHM_TABLE_NAME_BYTES + 16];
+    struct stat st;
+    if (name)
+        return strcmp(tn, name) == 0;
+    snprintf(path, sizeof path, "%s%s", SHM_DIR, tn);
+    return lstat(path, &st) != 0 && errno == ENOENT;
+}
+
+/* Remove the claim at path when it is one to forget and nobody holds it:
+ * opened for writing (another user's cannot be), read, write-locked (refused
+ * while any process holds its read lock), checked to be still the file at
+ * path (not one renamed over it meanwhile), unlinked; closing the fd drops
+ * our lock.  A process of a new table that comes to hold it in the
+ * microseconds of our lock is refused its lock and goes on without, as a
+ * reader between a claim's creation and its maker's lock does.  1 removed,
+ * 0 not. */
+static int forget_one(const char *path, const char *name)
+{
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+    struct stat st, now;
+    char tn[SHM_TABLE_NAME_BYTES];
+    unsigned uid;
+    int removed = 0;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || held_here(&st))
+        return 0;
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > CLAIM_BYTES ||
+        held_here(&st) || parse_claim(fd, tn, &uid) != 0 || !claim_of(tn, name) ||
+        fcntl(fd, F_SETLK, &fl) != 0)
+        goto out_close;
+    if (lstat(path, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+        removed = unlink(path) == 0;
+out_close:
+    close(fd);
+    return removed;
+}
+
+/* A claim's file name: salus-gpu- and 32 hex digits (not a taker's
+ * temporary .new-<pid>). */
+static int claim_file_name(const char *n)
+{
+    if (strncmp(n, "salus-gpu-", 10) != 0 || strlen(n) != 42)
+        return 0;
+    return strspn(n + 10, "0123456789abcdef") == 32;
+}
+
+int shm_forget_claims(const char *name)
+{
+    if (name && (name[0] != '/' || !util_table_name_ok(name)))
+        return -EINVAL;
+    DIR *dir = opendir(SHM_DIR);
+    if (!dir)
+        return -errno;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        char path[SHM_CLAIM_PATH_BYTES];
+        if (!claim_file_name(e->d_name))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", SHM_DIR, e->d_name);
+        n += forget_one(path, name);
+    }
+    closedir(dir);
+    return n;
 }

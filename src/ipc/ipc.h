@@ -106,7 +106,10 @@ int  shm_default_name(char *buf, size_t len, int quiet);
 int  shm_open_table(const shm_open_opts_t *opts, shm_table_t **out);
 void shm_close_table(shm_table_t *t);
 const char *shm_table_name(const shm_table_t *t);
-/* Remove a table by name (salus reset). */
+/* Remove a table by name (salus reset, the tests' teardown): its object,
+ * then the GPU claims naming it that no process holds (shm_forget_claims).
+ * 0, or -errno of the removal (-ENOENT: no such table; its claims are
+ * forgotten all the same). */
 int  shm_unlink_table(const char *name);
 
 /* ---- the lock ------------------------------------------------------------
@@ -193,6 +196,11 @@ int  shm_device_shared(shm_table_t *t, int device);
 /* The claim file's path for a GPU UUID (buf of SHM_CLAIM_PATH_BYTES). */
 #define SHM_CLAIM_PATH_BYTES 64
 void shm_claim_path(const uint8_t uuid[16], char *buf, size_t len);
+/* Remove the claims that name table `name` (NULL: any table whose object is
+ * gone) and that no process holds: never a live table's, never another
+ * user's (this user cannot write it), never one this process holds.  The
+ * number removed, or -errno (-EINVAL: a bad name; no /dev/shm). */
+int  shm_forget_claims(const char *name);
 
 /* A device's serial lock: what processes must not do at once on device
  * index d (memory's reading of the driver around a context made, so that

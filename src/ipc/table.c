@@ -463,7 +463,10 @@ int shm_unlink_table(const char *name)
 {
     if (!valid_name(name))
         return -EINVAL;
-    return shm_unlink(name) == 0 ? 0 : -errno;
+    int rc = shm_unlink(name) == 0 ? 0 : -errno;
+    if (rc == 0 || rc == -ENOENT)            /* removed, or gone already */
+        shm_forget_claims(name);
+    return rc;
 }
 
 /* ---- the process's own table -------------------------------------------- */
