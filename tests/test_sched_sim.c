@@ -71,11 +71,11 @@ static int teardown(void **state)
     (void)state;
     char own[80];
     shm_unlink(state_name);
-    shm_unlink(table_name);
+    shm_unlink_table(table_name);          /* and the GPU claims naming it */
     snprintf(own, sizeof own, "%s-own", state_name);
     shm_unlink(own);
     snprintf(own, sizeof own, "%s-own", table_name);
-    shm_unlink(own);
+    shm_unlink_table(own);
     return 0;
 }
 

@@ -142,13 +142,21 @@ static int claim_unlink_ours(const char *path, const char *table, void *arg)
     return 0;
 }
 
+/* The library's removal of a table with the GPU claims naming it
+ * (src/ipc/table.c), in the binaries that link the ipc module: weak, so
+ * that the others link too.  Those remove the claims naming their names
+ * themselves: their tables are made by children under libsalus. */
+extern int shm_unlink_table(const char *name) __attribute__((weak));
+
 static void unlink_names(void)
 {
     if (getpid() != tu_names_pid)
         return;
     for (int i = 0; i < tu_nnames; i++)
-        shm_unlink(tu_names[i]);
-    each_claim(claim_unlink_ours, NULL);
+        if (!shm_unlink_table || shm_unlink_table(tu_names[i]) == -EINVAL)
+            shm_unlink(tu_names[i]);
+    if (!shm_unlink_table)
+        each_claim(claim_unlink_ours, NULL);
 }
 
 const char *tu_unique_name(const char *prefix, char *buf, size_t len)
