@@ -21,7 +21,10 @@
  *   - paging's copies take simgpu's PCIe time (SIMGPU_PCIE_GBPS) each way;
  *   - a process SIGKILLed while paged out leaves nothing on the device nor
  *     in the table;
- *   - a preloaded libsalus leaves the program's malloc as it was.
+ *   - a preloaded libsalus leaves the program's malloc as it was;
+ *   - a driver that refuses chunks with POSIX fd handles gets chunks
+ *     without (asked once), and cuIpcGetMemHandle of paged memory answers
+ *     CUDA_ERROR_NOT_SUPPORTED instead of a handle.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -53,6 +56,9 @@ static void *sym(const char *name)
     return dlsym(RTLD_DEFAULT, name);
 }
 
+/* Changes the driver's table before memory starts, when set. */
+static void (*patch_drv)(drv_t *d);
+
 /* In the child: simgpu of `mem` bytes, a context, a table (these names, or
  * new ones when NULL), paging on. */
 static int setup_named(const char *mem, const char *state_name, const char *table_name)
@@ -71,6 +77,8 @@ static int setup_named(const char *mem, const char *state_name, const char *tabl
     CK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CK(cuCtxSetCurrent(ctx));
     TRUE(drv_resolve(sym, &d) == 0);
+    if (patch_drv)
+        patch_drv(&d);
     TRUE(mem_init(&d, NULL) == 0);
     TRUE(mem_swap_on());
     return 0;
@@ -619,6 +627,55 @@ static void test_client_allocations(void **state)
     assert_string_equal(line, "alloc ok vmm=1");
 }
 
+/* ---- a driver without POSIX fd handles (vmm_core.c, vmm_ipc.c) ------------------- */
+
+static CUresult (*real_create)(CUmemGenericAllocationHandle *h, size_t size,
+                               const CUmemAllocationProp *prop, unsigned long long flags);
+static int fd_refusals;
+
+static CUresult create_no_fd(CUmemGenericAllocationHandle *h, size_t size,
+                             const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    if (prop && prop->requestedHandleTypes) {
+        fd_refusals++;
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return real_create(h, size, prop, flags);
+}
+
+static void refuse_fd(drv_t *d)
+{
+    real_create = d->mem_create;
+    d->mem_create = create_no_fd;
+}
+
+static int no_fd_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr a, b;
+    CUipcMemHandle h;
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+    int ipc = 1;
+    patch_drv = refuse_fd;
+    if (setup("4G"))
+        return 1;
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 4 * MiB, 1, 0));
+    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 4 * MiB, 1, 0));
+    TRUE(fd_refusals == 1);           /* asked once */
+    TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a, &rc) == 1 &&
+         ipc == 0);
+    TRUE(mem_ipc_get(&h, a, &rc) == 1 && rc == CUDA_ERROR_NOT_SUPPORTED);
+    TRUE(mem_vfree(a, &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(mem_vfree(b, &rc) == 1 && rc == CUDA_SUCCESS);
+    return 0;
+}
+
+static void test_no_fd_handles(void **state)
+{
+    (void)state;
+    run_child(no_fd_child, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_sigkill_while_out),
         cmocka_unit_test(test_malloc_unchanged),
         cmocka_unit_test(test_client_allocations),
+        cmocka_unit_test(test_no_fd_handles),
     };
     return cmocka_run_group_tests_name("memory_vmm", tests, NULL, NULL);
 }

@@ -193,12 +193,18 @@ CUresult mem_vm_back(mem_vdev_t *v, CUdeviceptr at, size_t bytes,
     if (!mem_vm.no_fd) {
         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         rc = d->mem_create(&h, bytes, &prop, 0);
-        if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_NOT_SUPPORTED)
-            mem_vm.no_fd = 1;
         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
     }
-    if (mem_vm.no_fd)
-        rc = d->mem_create(&h, bytes, &prop, 0);
+    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) {
+        /* Refused for the handle type (a platform without it)? */
+        if ((rc = d->mem_create(&h, bytes, &prop, 0)) == CUDA_SUCCESS && !mem_vm.no_fd) {
+            static int said;
+            mem_vm.no_fd = 1;
+            util_log_once(&said, UTIL_LOG_INFO, "memory: the driver makes no POSIX file "
+                          "descriptor handles for paged memory here: CUDA IPC of it "
+                          "(cuIpcGetMemHandle) needs SALUS_SWAP=off");
+        }
+    }
     if (rc != CUDA_SUCCESS)
         return rc;
     if ((rc = d->mem_map(at, bytes, 0, h, 0)) != CUDA_SUCCESS)
