@@ -140,6 +140,17 @@ static void touch(const char *name)
     close(fd);
 }
 
+/* pid's slot in table t: 0 and *v, or -1. */
+static int slot_view(shm_table_t *t, pid_t pid, mem_slot_view_t *v)
+{
+    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+        shm_ident_t id;
+        if (shm_slot_ident(t, s, &id) == 0 && id.pid == pid && mem_view_slot(t, s, v) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 /* A number of pid's line in the report. */
 static double report_num(pid_t pid, const char *key)
 {
@@ -169,6 +180,14 @@ static void test_ipc_paged_out_while_exported(void **state)
     tu_proc_t prod, fz, cons, high, dd;
     spawn(&prod, pargv, 1, "on", 10);
     await_said(&prod, "exported", "producer");
+    /* X and S's granule are pinned (published for page.c), Y is not. */
+    shm_table_t *t = NULL;
+    mem_slot_view_t v;
+    shm_open_opts_t o = { .name = table_name, .read_only = 1 };
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    assert_int_equal(slot_view(t, prod.pid, &v), 0);
+    assert_int_equal(v.pinned, (768u + 2u) << 20);
+    shm_close_table(t);
     /* Garbled handles are refused, the valid one opens. */
     client(&fz, "fuzz", 50);
     finish(&fz, "refused 72 of 72", "fuzzer");
@@ -196,13 +215,8 @@ static void test_ipc_paged_out_while_exported(void **state)
 /* The bytes pid's slot of table t uses, or -1 when it has none. */
 static int64_t slot_used(shm_table_t *t, pid_t pid)
 {
-    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
-        shm_ident_t id;
-        mem_slot_view_t v;
-        if (shm_slot_ident(t, s, &id) == 0 && id.pid == pid && mem_view_slot(t, s, &v) == 0)
-            return (int64_t)v.used;
-    }
-    return -1;
+    mem_slot_view_t v;
+    return slot_view(t, pid, &v) == 0 ? (int64_t)v.used : -1;
 }
 
 typedef struct used_goal {
@@ -234,14 +248,20 @@ static void test_ipc_freed_while_imported(void **state)
     await_said(&lender, "freed 0", "exporter");
     shm_open_opts_t o = { .name = table_name, .read_only = 1 };
     assert_int_equal(shm_open_table(&o, &t), 0);
-    /* Freed, but mapped by the importer: still the exporter's charge. */
-    assert_true(slot_used(t, lender.pid) >= (int64_t)(768u << 20));
+    /* Freed, but mapped by the importer: still the exporter's charge, and
+     * not movable. */
+    mem_slot_view_t v;
+    assert_int_equal(slot_view(t, lender.pid, &v), 0);
+    assert_true(v.used >= 768u << 20);
+    assert_int_equal(v.pinned, 768u << 20);
     touch("close");
     finish(&keeper, "closed 0 bad 0", "importer");
     used_goal_t g = { t, lender.pid, 768ll << 20 };
     if (!tu_await(used_below, &g, 10000))
         fail_msg("the exporter still holds %lld bytes after the last import closed",
                  (long long)slot_used(t, lender.pid));
+    assert_int_equal(slot_view(t, lender.pid, &v), 0);
+    assert_int_equal(v.pinned, 0);
     touch("stop");
     finish(&lender, "freed 0", "exporter");
     shm_close_table(t);

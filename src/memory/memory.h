@@ -293,6 +293,7 @@ typedef struct mem_slot_view {
     uint64_t run_peak;       /* its last whole iteration's peak (mem_iteration_end) */
     uint64_t swapped_out;    /* paged out to the host now */
     uint64_t swap_outs, swap_ins, swap_ms;   /* page-outs, page-ins, time both took */
+    uint64_t pinned;         /* paging cannot move it: exported over CUDA IPC */
     int32_t  paging;         /* 1 paging out or in now, 0 not */
     uint64_t oom_refusals, waited_ms;
     uint32_t devices;        /* bit d: uses table device d */

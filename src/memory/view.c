@@ -148,6 +148,7 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
     v.swap_outs = LOAD(&a->swap_outs);
     v.swap_ins = LOAD(&a->swap_ins);
     v.swap_ms = LOAD(&a->swap_ns) / 1000000;
+    v.pinned = umin(LOAD(&a->pinned), MEM_MAX_BYTES);
     v.paging = (LOAD(&a->page_flags) & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)) != 0;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (shm_slot_gen(t, slot) != gen)
