@@ -19,6 +19,7 @@ TRAIN = os.path.join(BUILD, "bin", "salus-train")
 INFER = os.path.join(BUILD, "bin", "salus-infer")
 LIBSALUS = os.path.join(BUILD, "libsalus.so")
 SIMGPU_DIR = os.path.join(BUILD, "sim")
+SALUS = os.path.join(BUILD, "bin", "salus")      # removes a run's table (runner)
 
 def load_json(out_dir, name):
     """The JSON file `name` of out_dir (a step's result), or None when it is
@@ -35,10 +36,12 @@ def use_snapshot(out_dir):
     out_dir/.build), so that a rebuild of build/ during a run (by someone
     else working on the tree) cannot mix two versions in one experiment:
     a new libsalus refuses a table made by the old one."""
-    global TRAIN, INFER, LIBSALUS, SIMGPU_DIR
+    global TRAIN, INFER, LIBSALUS, SIMGPU_DIR, SALUS
     snap = os.path.join(out_dir, ".build")
     files = {"bin/salus-train": TRAIN, "bin/salus-infer": INFER, "libsalus.so": LIBSALUS,
              "sim/libcuda.so.1": os.path.join(SIMGPU_DIR, "libcuda.so.1")}
+    if os.path.exists(SALUS):
+        files["bin/salus"] = SALUS
     for ext in ("cubin", "ptx"):            # salus-train finds <bin>/../workloads/kernels.*
         src = os.path.join(os.path.dirname(os.path.dirname(TRAIN)), "workloads", f"kernels.{ext}")
         if os.path.exists(src):
@@ -56,6 +59,8 @@ def use_snapshot(out_dir):
     INFER = os.path.join(snap, "bin", "salus-infer")
     LIBSALUS = os.path.join(snap, "libsalus.so")
     SIMGPU_DIR = os.path.join(snap, "sim")
+    if "bin/salus" in files:
+        SALUS = os.path.join(snap, "bin", "salus")
 
 
 GPU_MEMORY = os.environ.get("SALUS_BENCH_GPU_MEMORY", "16G")   # the paper's P100: 16 GB

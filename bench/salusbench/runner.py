@@ -78,6 +78,22 @@ def _unlink_shm(name):
         pass
 
 
+def _remove_table(name):
+    """Remove a run's table with `salus reset`, which removes the GPU claims
+    naming it too (its jobs are reaped: --force only skips the check for
+    live processes); without the tool, the table alone."""
+    if os.path.exists(config.SALUS):
+        try:
+            done = subprocess.run([config.SALUS, "reset", "--force", "-t", name],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  timeout=30)
+            if done.returncode == 0:
+                return
+        except (OSError, subprocess.SubprocessError):
+            pass
+    _unlink_shm(name)
+
+
 def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_env=None,
              reserve=True):
     """Run `jobs` under `policy` ("none" or a SALUS_POLICY); returns a Run.
@@ -140,11 +156,12 @@ def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_
             p.kill()
         _reap(procs, block=True)
         _unlink_shm(state)
-        _unlink_shm(table)
+        _remove_table(table)
         for j in jobs:                  # jobs given a GPU of their own
-            for k in ("SIMGPU_STATE", "SALUS_TABLE"):
-                if k in j.env:
-                    _unlink_shm(j.env[k])
+            if "SIMGPU_STATE" in j.env:
+                _unlink_shm(j.env["SIMGPU_STATE"])
+            if "SALUS_TABLE" in j.env:
+                _remove_table(j.env["SALUS_TABLE"])
     return Run(policy=policy, results=results, trace_path=trace, report_path=report,
                t0_ns=t0, wall_s=(time.monotonic_ns() - t0) / 1e9)
 
