@@ -35,6 +35,14 @@ $(B)/tests/test_memory_vmm: $(SIM_LIB) $(B)/libsalus.so $(B)/tests/clients/vmmcl
 $(B)/tests/clients/vmmclient: tests/clients/vmmclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl
+# Stream-ordered allocations with paging on (vmm_async.c) over simgpu, and
+# through libsalus: tests/clients/asyncclient.
+$(eval $(call salus_test,test_memory_async,$(MEM_TEST_OBJS),$(MEM_VMM_LIBS)))
+$(B)/tests/test_memory_async: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
+                              $(B)/tests/clients/asyncclient | $(MEM_JEMALLOC)
+$(B)/tests/clients/asyncclient: tests/clients/asyncclient.c
+	@mkdir -p $(@D)
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS)
 # Memory nobody allocated (contexts, the driver's free memory, the own view
 # without a limit): processes of this binary under libsalus over simgpu.
 MEM_CTX_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)

@@ -84,7 +84,8 @@
                                                                   "cuMemcpyDtoHAsync_v2", NULL) \
     X(memcpy_htod_async,     (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream), \
                                                                   "cuMemcpyHtoDAsync_v2", NULL) \
-    DRV_IPC_CALLS(X)
+    DRV_IPC_CALLS(X)                                                                    \
+    DRV_ASYNC_CALLS(X)
 
 /* What IPC on paged memory needs besides (vmm_ipc.c): a chunk's POSIX file
  * descriptor, and a chunk made of another process's descriptor. */
@@ -95,6 +96,19 @@
     X(mem_import_from_shareable_handle, (CUmemGenericAllocationHandle *h, void *os,       \
                               CUmemAllocationHandleType type),                            \
                                                   "cuMemImportFromShareableHandle", NULL)
+
+/* What paging's stream-ordered frees need (vmm_async.c): an event of
+ * libsalus's own recorded on the program's stream, queried later; the
+ * device's default pool, which stream-ordered allocations are virtualized
+ * from. */
+#define DRV_ASYNC_CALLS(X)                                                              \
+    X(event_create,          (CUevent *ev, unsigned int flags),   "cuEventCreate", NULL)  \
+    X(event_record,          (CUevent ev, CUstream stream),       "cuEventRecord", NULL)  \
+    X(event_query,           (CUevent ev),                        "cuEventQuery", NULL)   \
+    X(event_synchronize,     (CUevent ev),                        "cuEventSynchronize", NULL) \
+    X(event_destroy,         (CUevent ev),                        "cuEventDestroy_v2", NULL) \
+    X(device_get_default_mem_pool, (CUmemoryPool *pool, CUdevice dev),                   \
+                                                                  "cuDeviceGetDefaultMemPool", NULL)
 
 #define DRV_FIELD_(field, params, name, fallback) CUresult (CUDAAPI *field) params;
 typedef struct drv {

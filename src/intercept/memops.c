@@ -38,12 +38,36 @@ static CUresult hook_pool_allocated(mem_op_t *op, CUresult rc, CUdeviceptr *dptr
     return rc;
 }
 
+/* With paging on, memory serves an allocation from the device's default
+ * pool itself (virtualized, memory.h's rule), unless a stream capture is
+ * in progress: a captured allocation is a graph's, the driver's.  1 and
+ * *rc the answer, or 0: the driver's pool. */
+static int hook_pool_valloc(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, int dev,
+                            CUresult *rc)
+{
+    if (__builtin_expect(!mem_swap_on(), 1) || sched_captures() != 0)
+        return 0;
+    CUresult r = mem_valloc_async(dptr, bytes, pool, dev);
+    if (r == CUDA_ERROR_NOT_SUPPORTED)
+        return 0;
+    if (r == CUDA_SUCCESS) {
+        hook_block_t *b = hook_block();
+        hook_add(&b->c.allocs, 1);
+        hook_add(&b->c.bytes_allocated, bytes);
+    }
+    *rc = r;
+    return 1;
+}
+
 /* The allocation's device is its stream's (the pool's, when one is named). */
 #define HOOK_POOL_ALLOC(export, kind, pool, stream, ...)                        \
     do {                                                                        \
         mem_op_t op;                                                            \
-        CUresult rc = mem_pool_alloc_begin(kind, pool, mem_stream_device(stream), \
-                                           bytes, &op);                         \
+        int dev_ = mem_stream_device(stream);                                   \
+        CUresult rc;                                                            \
+        if (hook_pool_valloc(dptr, bytes, pool, dev_, &rc))                     \
+            return rc;                                                          \
+        rc = mem_pool_alloc_begin(kind, pool, dev_, bytes, &op);                \
         if (rc != CUDA_SUCCESS)                                                 \
             return rc;                                                          \
         rc = HOOK_REAL(export)(__VA_ARGS__);                                    \
@@ -93,8 +117,20 @@ static CUresult hook_memop_cuMemPoolDestroy(CUmemoryPool pool)
 static CUresult hook_memop_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
     CUresult rc = HOOK_REAL(cuMemPoolTrimTo)(pool, keep);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         mem_pool_trimmed(pool);
+        mem_async_settle();           /* paging's stream-ordered frees, done since */
+    }
+    return rc;
+}
+
+/* A pool other devices may access: paging's memory is its own device's. */
+static CUresult hook_memop_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map,
+                                              size_t count)
+{
+    CUresult rc = HOOK_REAL(cuMemPoolSetAccess)(pool, map, count);
+    if (rc == CUDA_SUCCESS)
+        mem_async_pool_access(pool, map, count);
     return rc;
 }
 
@@ -126,8 +162,10 @@ static CUresult hook_memop_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 static CUresult hook_memop_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
     CUresult rc = HOOK_REAL(cuDeviceSetMemPool)(dev, pool);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         mem_pool_set_current((int)dev, pool);
+        mem_async_pool_set((int)dev, pool);
+    }
     return rc;
 }
 

@@ -192,8 +192,9 @@ static inline int hook_valloc(hook_block_t *b, mem_kind_t kind, CUdeviceptr *out
 
 /* Which ALLOC and FREE rows paging serves, by their kind: the positional
  * arguments of cuMemAlloc_v2 (a0 out, a1 size), of cuMemAllocPitch_v2 (a0
- * out, a1 pitch, a2 width, a3 height, a4 element size) and of cuMemFree_v2
- * (a0); every other kind goes to the driver. */
+ * out, a1 pitch, a2 width, a3 height, a4 element size), of cuMemFree_v2
+ * (a0) and of cuMemFreeAsync[_ptsz] (a0, a1 stream; pt: the per-thread
+ * form); every other kind goes to the driver. */
 #define HOOK_VALLOC_MEM_KIND_DEVICE  hook_valloc(b, MEM_KIND_DEVICE, a0, NULL, a1, 1, 0, &rc)
 #define HOOK_VALLOC_MEM_KIND_PITCH   hook_valloc(b, MEM_KIND_PITCH, a0, a1, a2, a3, a4, &rc)
 #define HOOK_VALLOC_MEM_KIND_MANAGED 0
@@ -201,10 +202,10 @@ static inline int hook_valloc(hook_block_t *b, mem_kind_t kind, CUdeviceptr *out
 #define HOOK_VALLOC_MEM_KIND_POOL    0
 #define HOOK_VALLOC_MEM_KIND_VMM     0
 #define HOOK_VALLOC_MEM_KIND_ARRAY   0
-#define HOOK_VFREE_MEM_KIND_DEVICE   (mem_swap_on() && mem_vfree(a0, &rc))
-#define HOOK_VFREE_MEM_KIND_ASYNC    0
-#define HOOK_VFREE_MEM_KIND_VMM      0
-#define HOOK_VFREE_MEM_KIND_ARRAY    0
+#define HOOK_VFREE_MEM_KIND_DEVICE(pt) (mem_swap_on() && mem_vfree(a0, &rc))
+#define HOOK_VFREE_MEM_KIND_ASYNC(pt)  (mem_swap_on() && hook_vfree_async(a0, a1, pt, &rc))
+#define HOOK_VFREE_MEM_KIND_VMM(pt)    0
+#define HOOK_VFREE_MEM_KIND_ARRAY(pt)  0
 
 /* Memory admission and the scheduler start when the program initializes
  * the driver, over the real driver's contract (drv.h); both stay dormant
@@ -293,6 +294,15 @@ static int hook_recorded(CUstream stream, int pt)
     CUresult rc = pt ? HOOK_REAL(cuStreamIsCapturing_ptsz)(stream, &st)
                      : HOOK_REAL(cuStreamIsCapturing)(stream, &st);
     return rc == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* cuMemFreeAsync of a pointer paging serves: released once its stream has
+ * passed the free (memory.h); a free recorded into a capture cannot be
+ * ordered so, and memory keeps the allocation. */
+static int hook_vfree_async(CUdeviceptr p, CUstream s, int pt, CUresult *rc)
+{
+    int captured = hook_recorded(s, pt);
+    return mem_vfree_async(p, pt && s == NULL ? CU_STREAM_PER_THREAD : s, captured, rc);
 }
 
 /* A synchronous copy submits GPU work before the host waits for it: it
@@ -408,7 +418,7 @@ HOOK_LIST(GATED_)
         hook_block_t *b = hook_enter(HOOK_##export);                            \
         mem_op_t op;                                                            \
         CUresult rc;                                                            \
-        if (HOOK_VFREE_##kind) {                                                \
+        if (HOOK_VFREE_##kind(pt)) {                                                \
             hook_add(&b->c.frees, 1);                                           \
             return rc;                                                          \
         }                                                                       \

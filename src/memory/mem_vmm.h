@@ -178,4 +178,26 @@ uint64_t mem_vm_need_in(const mem_vdev_t *v);
 /* Forget a big allocation's staged copy (freed while paged out). */
 void mem_vm_drop_stage(mem_valloc_t *a);
 
+/* vmm_alloc.c: a virtualized allocation of `size` bytes on `ordinal`
+ * (CUDA_ERROR_NOT_SUPPORTED: paging could not start there), and the
+ * release of one already out of mem_vm.allocs (its record stays the
+ * caller's to free). */
+CUresult mem_vm_alloc_locked(int ordinal, uint64_t size, CUdeviceptr *out);
+void mem_vm_free_locked(mem_valloc_t *a);
+/* vmm_async.c's stream-ordered frees, reached through these pointers
+ * (vmm_core.c's; NULL until its first allocation) so that the files
+ * beneath it need not name it: release those whose stream has passed
+ * them, and forget them all in a fork child. */
+typedef struct mem_vm_async_ops {
+    void (*settle_locked)(void);
+    void (*forget)(void);
+} mem_vm_async_ops_t;
+extern const mem_vm_async_ops_t *mem_vm_async;
+static inline void mem_vm_async_settle_locked(void)
+{
+    const mem_vm_async_ops_t *o = __atomic_load_n(&mem_vm_async, __ATOMIC_ACQUIRE);
+    if (o)
+        o->settle_locked();
+}
+
 #endif /* SALUS_MEM_VMM_H */

@@ -330,9 +330,10 @@ int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text
  * With SALUS_SWAP=on, the process's cuMemAlloc_v2 and cuMemAllocPitch_v2
  * are served from device ranges libsalus reserves and backs itself (VMM),
  * so that their memory can be paged out to pinned host memory and back in
- * at the same addresses.  Stream-ordered allocations (cuMemAllocAsync, pools),
- * managed memory, arrays and the program's own VMM handles stay ordinary
- * and resident.  Every function is safe to call with paging off. */
+ * at the same addresses, and so are stream-ordered allocations from a
+ * device's default pool (vmm_async.c, below).  Other pools, managed
+ * memory, arrays and the program's own VMM handles stay ordinary and
+ * resident.  Every function is safe to call with paging off. */
 
 /* 1 when this process's allocations are virtualized. */
 int mem_swap_on(void);
@@ -368,6 +369,40 @@ int mem_ipc_get(CUipcMemHandle *handle, CUdeviceptr p, CUresult *rc);
 int mem_ipc_open(CUdeviceptr *out, const CUipcMemHandle *handle, unsigned int flags,
                  CUresult *rc);
 int mem_ipc_close(CUdeviceptr p, CUresult *rc);
+
+/* Stream-ordered allocations (vmm_async.c).  With paging on,
+ * cuMemAllocAsync (pool NULL: the current pool) and cuMemAllocFromPoolAsync
+ * (pool named) of `bytes` ordered on a stream of `device` (mem_stream_device)
+ * are virtualized when: the stream's device is the current context's, the
+ * pool is that device's default pool (named, or current: the program set
+ * no other with cuDeviceSetMemPool), the program gave no other device
+ * access to it (cuMemPoolSetAccess), and no stream capture is in progress
+ * in the process (the caller checks: a captured allocation is a graph's,
+ * and stays the driver's).  Pools the program made stay the driver's
+ * (pool.c), IPC-exportable ones among them.  CUDA_ERROR_NOT_SUPPORTED: not
+ * virtualized, the caller goes to the driver (mem_pool_alloc_begin);
+ * anything else is the answer.  The memory is usable from every stream at
+ * once, charged as cuMemAlloc_v2's is (its chunks), and freed by
+ * mem_vfree (cuMemFree_v2) or: */
+CUresult mem_valloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device);
+/* cuMemFreeAsync of p on `stream` (the per-thread stream named as
+ * CU_STREAM_PER_THREAD): 1 and *rc when p is virtualized, 0 when it is not
+ * (the driver's).  Its memory is released once the work queued on the
+ * stream before this call has completed (an event of libsalus's own,
+ * looked at by later allocations, synchronizations, trims and page-outs);
+ * `captured` (the stream is capturing): the free cannot be ordered, and
+ * the allocation stays live until the process ends (said once). */
+int mem_vfree_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc);
+/* Release the stream-ordered frees whose streams have passed them; one
+ * relaxed load when none is waiting.  After synchronizations and trims. */
+void mem_async_settle(void);
+/* The frees waiting for their streams (tests, figures). */
+size_t mem_async_pending(void);
+/* After the driver accepted cuDeviceSetMemPool(device, pool) and
+ * cuMemPoolSetAccess(pool, ...): whether the device's stream-ordered
+ * allocations are still from its default pool, and only its own. */
+void mem_async_pool_set(int device, CUmemoryPool pool);
+void mem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
 
 /* The primitives of paging, run in the process that owns the memory while
  * its program is stopped (at the gate, or at rest with its work drained),

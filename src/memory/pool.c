@@ -381,6 +381,7 @@ void mem_graph_changed(int device)
  * from their slack).  No pool: one load. */
 void mem_pools_sync(void)
 {
+    mem_async_settle();                   /* paging's stream-ordered frees too */
     uint64_t graphs = __atomic_load_n(&mem_p.graph_mask, __ATOMIC_RELAXED);
     if (__builtin_expect(graphs != 0, 0))
         graph_reread(graphs);

@@ -246,6 +246,7 @@ CUresult mem_valloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t wid
     if (size > MEM_MAX_BYTES)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&mem_vm.lock);
+    mem_vm_async_settle_locked();     /* stream-ordered frees done since */
     CUresult rc = valloc_locked(ordinal, size, out);
     pthread_mutex_unlock(&mem_vm.lock);
     if (rc == CUDA_SUCCESS && kind == MEM_KIND_PITCH)
@@ -300,6 +301,17 @@ int mem_vfree(CUdeviceptr p, CUresult *rc)
         *rc = CUDA_SUCCESS;
     }
     return a != NULL;
+}
+
+/* For vmm_async.c's stream-ordered allocations and deferred frees. */
+CUresult mem_vm_alloc_locked(int ordinal, uint64_t size, CUdeviceptr *out)
+{
+    return valloc_locked(ordinal, size, out);
+}
+
+void mem_vm_free_locked(mem_valloc_t *a)
+{
+    free_locked(a);
 }
 
 /* ---- queries ------------------------------------------------------------------------

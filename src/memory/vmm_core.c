@@ -14,6 +14,7 @@
 #include <string.h>
 
 mem_vm_t mem_vm = { .lock = PTHREAD_MUTEX_INITIALIZER };
+const mem_vm_async_ops_t *mem_vm_async;   /* set by vmm_async.c */
 
 /* ---- the maps ---------------------------------------------------------------
  * Linear probing, deletion by backward shift (no tombstones), at most half
@@ -141,6 +142,9 @@ static void forget(void)
     mem_vm.staged = 0;
     if (mem_vm.ipc_forget)
         mem_vm.ipc_forget();
+    const mem_vm_async_ops_t *o = __atomic_load_n(&mem_vm_async, __ATOMIC_ACQUIRE);
+    if (o)
+        o->forget();
 }
 
 /* ---- contexts, budget and physical chunks ------------------------------------ */
