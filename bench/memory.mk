@@ -31,7 +31,9 @@ bench-memory-quick: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
 
 # The same with paging on (SALUS_SWAP=on): what libsalus adds when it serves
 # the allocations itself (1 MiB: sub-allocated by its jemalloc) over the null
-# driver's VMM calls.  $(BENCH_OUT)/micro_memory_swap.json.
+# driver's VMM calls, stream-ordered ones included (async_ns_per_pair: an
+# event recorded per free, queried at the next allocation).
+# $(BENCH_OUT)/micro_memory_swap.json.
 .PHONY: bench-memory-swap
 bench-memory-swap: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
 	@mkdir -p $(BENCH_OUT)

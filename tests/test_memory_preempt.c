@@ -7,7 +7,10 @@
  *     memory (SALUS_MEM_WAIT_MS=0: without paging it would be refused at
  *     once), queued for the GPU meanwhile, so that the low job yields at a
  *     boundary and, waiting at the gate, is paged out for it.  Both finish,
- *     nothing fails, and every byte of both jobs' memory is intact.
+ *     nothing fails, and every byte of both jobs' memory is intact;
+ *   - the same, at half the sizes, with both jobs' memory from
+ *     cuMemAllocAsync (the default pool's stream-ordered allocations, which
+ *     paging serves too; without it the high job is refused).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,16 +30,17 @@
 
 static char state_name[64], table_name[64];
 
-static void spawn(tu_proc_t *p, int priority, const char *iters)
+static void spawn(tu_proc_t *p, int priority, const char *iters, int async)
 {
     char client[512], cubin[512];
     char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
                      (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
-                     "3072", (char *)iters, "2000", NULL };
+                     async ? "1536" : "3072", (char *)iters, "2000", async ? "async" : NULL,
+                     NULL };
     tu_env_t env;
     tu_env_init(&env);
     tu_env_salus(&env, state_name, table_name);
-    tu_env_set(&env, "SIMGPU_MEMORY", "4G");
+    tu_env_set(&env, "SIMGPU_MEMORY", async ? "2G" : "4G");
     tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
     tu_env_set(&env, "SALUS_SWAP", "on");
     tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
@@ -66,29 +70,41 @@ static void finish(tu_proc_t *p, const char *who)
     free(err);
 }
 
-static void test_priority_preempts_full_device(void **state)
+static void preempt(int async)
 {
-    (void)state;
     if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
         !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient"))
         skip();
     tu_unique_name("smp", state_name, sizeof state_name);
     tu_unique_name("stmp", table_name, sizeof table_name);
     tu_proc_t low, high;
-    spawn(&low, 10, "1000");              /* longer than the high job's 50 */
+    spawn(&low, 10, "1000", async);       /* longer than the high job's 50 */
     if (!tu_await(printed_ready, &low, CHILD_MS))
         fail_msg("the low job never filled its memory");
-    spawn(&high, 90, "50");
+    spawn(&high, 90, "50", async);
     finish(&high, "high-priority");
     finish(&low, "low-priority");
     shm_unlink(state_name);
     shm_unlink(table_name);
 }
 
+static void test_priority_preempts_full_device(void **state)
+{
+    (void)state;
+    preempt(0);
+}
+
+static void test_priority_preempts_async_memory(void **state)
+{
+    (void)state;
+    preempt(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_priority_preempts_full_device),
+        cmocka_unit_test(test_priority_preempts_async_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,3 +155,19 @@ NULL_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int flags)
     *s = (CUstream)&the_ctx;
     return CUDA_SUCCESS;
 }
+
+/* Paging's stream-ordered frees: an event of libsalus's own per free,
+ * recorded on the stream and queried (complete at once: nulldrv_all.c). */
+static struct { int dummy; } the_event;
+
+NULL_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int flags)
+{
+    (void)flags;
+    *e = (CUevent)&the_event;
+    return CUDA_SUCCESS;
+}
+
+NULL_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return cuDeviceGetMemPool(pool, dev);
+}

@@ -4,7 +4,9 @@
  * matched by address in a per-process map: the figure must not grow with
  * it), and to a stream-ordered pair (cuMemAllocAsync + cuMemFreeAsync on the
  * legacy stream, from the device's pool, which keeps what is freed into
- * it), over a null driver whose calls return at once.
+ * it; with SALUS_SWAP=on, served by paging's allocator, which releases
+ * each free once an event recorded on the stream has completed), over a
+ * null driver whose calls return at once.
  *
  *   alloc_overhead --nulldrv DIR --libsalus PATH --out FILE.json
  *                  [--pairs N] [--repeats R] [--rounds K]

@@ -6,7 +6,11 @@
  * synchronize (an iteration boundary), then reads every byte back.  For
  * test_memory_preempt, over simgpu with libsalus preloaded (SALUS_SWAP=on).
  *
- *   pageclient <kernels.cubin> <MiB> <iterations> <kernel_us>
+ *   pageclient <kernels.cubin> <MiB> <iterations> <kernel_us> [async]
+ *
+ * With "async" the blocks are allocated with cuMemAllocAsync on the legacy
+ * stream (the device's default pool: paged as well) and freed with
+ * cuMemFreeAsync at the end.
  *
  * Prints "ready" once its memory holds the pattern, then
  * "done <CUresult> bad <blocks whose bytes changed>"; exits 0 only when
@@ -17,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MiB   (1ull << 20)
 #define BLOCK (512 * MiB)
@@ -53,7 +58,8 @@ static CUresult check(CUdeviceptr p, int *bad)
     return CUDA_SUCCESS;
 }
 
-static CUresult run(const char *cubin, int blocks, int iters, unsigned long long ns, int *bad)
+static CUresult run(const char *cubin, int blocks, int iters, unsigned long long ns, int async,
+                    int *bad)
 {
     CUcontext ctx;
     CUmodule m;
@@ -65,7 +71,7 @@ static CUresult run(const char *cubin, int blocks, int iters, unsigned long long
     TRY(cuModuleLoad(&m, cubin));
     TRY(cuModuleGetFunction(&spin, m, "salus_spin"));
     for (int b = 0; b < blocks; b++) {
-        TRY(cuMemAlloc_v2(&p[b], BLOCK));
+        TRY(async ? cuMemAllocAsync(&p[b], BLOCK, NULL) : cuMemAlloc_v2(&p[b], BLOCK));
         TRY(fill(p[b]));
     }
     printf("ready\n");
@@ -78,20 +84,25 @@ static CUresult run(const char *cubin, int blocks, int iters, unsigned long long
     }
     for (int b = 0; b < blocks; b++)
         TRY(check(p[b], bad));
-    return CUDA_SUCCESS;
+    for (int b = 0; b < blocks && async; b++)
+        TRY(cuMemFreeAsync(p[b], NULL));
+    return async ? cuStreamSynchronize(NULL) : CUDA_SUCCESS;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: pageclient <kernels.cubin> <MiB> <iterations> <kernel_us>\n");
+    int async = argc == 6 && strcmp(argv[5], "async") == 0;
+    if (argc != 5 && !async) {
+        fprintf(stderr, "usage: pageclient <kernels.cubin> <MiB> <iterations> <kernel_us> "
+                        "[async]\n");
         return 2;
     }
     int blocks = (int)(strtoull(argv[2], NULL, 10) * MiB / BLOCK), bad = 0;
     buf = malloc(BUF);
     if (!buf || blocks < 1 || blocks > 64)
         return 2;
-    CUresult rc = run(argv[1], blocks, atoi(argv[3]), strtoull(argv[4], NULL, 10) * 1000ull, &bad);
+    CUresult rc = run(argv[1], blocks, atoi(argv[3]), strtoull(argv[4], NULL, 10) * 1000ull,
+                      async, &bad);
     printf("done %d bad %d\n", (int)rc, bad);
     return rc == CUDA_SUCCESS && bad == 0 ? 0 : 1;
 }
