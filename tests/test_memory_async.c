@@ -9,7 +9,8 @@
  *     page-in, cuMemFreeAsync and cuMemFree_v2 both free it;
  *   - a block freed with cuMemFreeAsync behind a kernel still running on
  *     its stream is not handed out again (to another stream) before that
- *     kernel ends, and is released once the stream has passed the free;
+ *     kernel ends, and is released once the stream has passed the free,
+ *     or before a context may go;
  *   - accounting is exact after thousands of stream-ordered allocations and
  *     frees on two streams: the table's figure is what is mapped, and
  *     nothing is left once everything is freed and paged out;
@@ -253,6 +254,17 @@ static int no_reuse_child(void *arg)
             return 1;
         }
     }
+    /* Before a context goes, a deferred free is waited for and released. */
+    CUdeviceptr a;
+    CUresult rc;
+    unsigned long long ns = 20000000ull;
+    void *args[] = { &ns };
+    uint64_t resident = mem_resident_bytes(0);
+    CK(mem_valloc_async(&a, 4 * MiB, NULL, MEM_DEV_CURRENT));
+    CK(cuLaunchKernel(k.fn, 1, 1, 1, 1, 1, 1, 0, k.s1, args, NULL));
+    TRUE(mem_vfree_async(a, k.s1, 0, &rc) == 1 && mem_async_pending() == 1);
+    mem_async_context_ending();
+    TRUE(mem_async_pending() == 0 && mem_resident_bytes(0) == resident);
     return 0;
 }
 

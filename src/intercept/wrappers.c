@@ -252,6 +252,8 @@ static inline void hook_mem_before_life(hook_life_kind_t kind, int dev)
     int ev = hook_ctx_event(kind);
     if (ev >= 0)
         mem_context_begin((mem_ctx_event_t)ev, dev);
+    if (kind == HOOK_LIFE_RELEASE || kind == HOOK_LIFE_RESET || kind == HOOK_LIFE_DESTROY)
+        mem_async_context_ending();   /* paging's events go before their context */
 }
 
 static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult rc)

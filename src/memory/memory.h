@@ -396,6 +396,10 @@ int mem_vfree_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc);
 /* Release the stream-ordered frees whose streams have passed them; one
  * relaxed load when none is waiting.  After synchronizations and trims. */
 void mem_async_settle(void);
+/* Before a context may go (cuCtxDestroy, a primary context released or
+ * reset): the frees waiting for their streams are waited for, and
+ * libsalus's events destroyed, so that none outlives its context. */
+void mem_async_context_ending(void);
 /* The frees waiting for their streams (tests, figures). */
 size_t mem_async_pending(void);
 /* After the driver accepted cuDeviceSetMemPool(device, pool) and

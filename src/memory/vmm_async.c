@@ -33,7 +33,11 @@
  * that a deferred block is never copied).  Events of one stream complete
  * in the order they were recorded, so a look stops at a stream's first
  * event not yet complete.  An allocation the device has no room for waits
- * for the deferred frees of its device before it is refused.
+ * for the deferred frees of its device before it is refused.  Before a
+ * context may go, every deferred free is waited for and every idle event
+ * destroyed (mem_async_context_ending), so that no event handle of
+ * libsalus's outlives its context: a stale one could name a later event
+ * of the program's.
  * A host function (cuLaunchHostFunc) instead of the event would be called
  * at the right time, but may not call the driver, which unmapping does,
  * and costs a driver thread's wake-up per free; an event is recorded and
@@ -214,9 +218,12 @@ static int busy(const CUstream *list, int n, CUstream s)
     return 0;
 }
 
-/* Release the deferred frees whose event completed (wait: of ordinal wait - 1,
- * waited for; 0: none waited for).  An event the driver cannot answer for
- * (its context destroyed, and its work with it) counts as completed. */
+#define WAIT_NONE (-2)
+#define WAIT_ALL  (-1)
+
+/* Release the deferred frees whose event completed; those of ordinal `wait`
+ * (or every one: WAIT_ALL) are waited for, WAIT_NONE waits for none.  An
+ * event the driver cannot answer for counts as completed. */
 static void settle_locked(int wait)
 {
     const drv_t *d = &mem_p.drv;
@@ -226,7 +233,7 @@ static void settle_locked(int wait)
     for (size_t i = 0; i < va.npend; i++) {
         pend_t *p = &va.pend[i];
         CUresult r = CUDA_ERROR_NOT_READY;
-        if (wait && p->a->ordinal == wait - 1 && d->event_synchronize)
+        if ((wait == WAIT_ALL || p->a->ordinal == wait) && d->event_synchronize)
             r = d->event_synchronize(p->ev);
         else if (!busy(later, nlater, p->stream))
             r = d->event_query(p->ev);
@@ -249,7 +256,7 @@ static void settle_locked(int wait)
 static void settle_any_locked(void)
 {
     if (va.npend)
-        settle_locked(0);
+        settle_locked(WAIT_NONE);
 }
 
 /* A fork() child forgets its parent's frees and events (vmm_core.c). */
@@ -268,7 +275,23 @@ void mem_async_settle(void)
         return;
     if (pthread_mutex_trylock(&mem_vm.lock) != 0)
         return;                       /* a page-out in progress settles them */
-    settle_locked(0);
+    settle_locked(WAIT_NONE);
+    pthread_mutex_unlock(&mem_vm.lock);
+}
+
+/* Before a context may go (cuCtxDestroy, a primary context released or
+ * reset): libsalus's events may be in it, and a handle of a context gone
+ * may name a later event of the program's.  Every deferred free is waited
+ * for and released, and every idle event destroyed, while their context
+ * is still there; the next free makes a new event. */
+void mem_async_context_ending(void)
+{
+    if (__builtin_expect(!__atomic_load_n(&mem_vm_async, __ATOMIC_ACQUIRE), 1))
+        return;                       /* no stream-ordered allocation yet */
+    pthread_mutex_lock(&mem_vm.lock);
+    settle_locked(WAIT_ALL);
+    while (va.nidle > 0)
+        event_put_locked(va.idle[--va.nidle].ev, NULL, 0);
     pthread_mutex_unlock(&mem_vm.lock);
 }
 
@@ -284,7 +307,7 @@ CUresult mem_valloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int
     settle_any_locked();
     CUresult rc = mem_vm_alloc_locked(ord, bytes, out);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && va.npend) {
-        settle_locked(ord + 1);       /* what this device's streams are freeing */
+        settle_locked(ord);           /* what this device's streams are freeing */
         rc = mem_vm_alloc_locked(ord, bytes, out);
     }
     pthread_mutex_unlock(&mem_vm.lock);
