@@ -48,14 +48,17 @@ static void *sym(const char *name)
     return dlsym(RTLD_DEFAULT, name);
 }
 
+/* The child's simgpu state and table, named by the parent (which removes
+ * them at its exit). */
+static char state_name[96], table_name[96];
+
 /* In the child: simgpu of `mem` bytes, a context, a table, paging on. */
 static int setup(const char *mem)
 {
-    char state[96], table[96];
     drv_t d;
     CUcontext ctx;
-    setenv("SIMGPU_STATE", tu_unique_name("async-sim", state, sizeof state), 1);
-    setenv("SALUS_TABLE", tu_unique_name("async-tab", table, sizeof table), 1);
+    setenv("SIMGPU_STATE", state_name, 1);
+    setenv("SALUS_TABLE", table_name, 1);
     setenv("SIMGPU_MEMORY", mem, 1);
     setenv("SALUS_SWAP", "on", 1);
     unsetenv("SALUS_MEM_LIMIT");
@@ -116,6 +119,8 @@ static int check(CUdeviceptr p, uint64_t n, uint64_t seed)
 static void run_child(int (*fn)(void *), void *arg)
 {
     int told = -1;
+    tu_unique_name("async-sim", state_name, sizeof state_name);
+    tu_unique_name("async-tab", table_name, sizeof table_name);
     pid_t pid = tu_fork_teller(fn, arg, &told);
     assert_true(pid > 0);
     kill(pid, SIGKILL);
