@@ -238,8 +238,8 @@ static void test_simgpu_steps(void **state)
 
     /* The PyTorch steps around the test double: all pass over simgpu. */
     static const char *const torch_steps[] = { "torch-graph", "torch-retain", "torch-six",
-                                               "torch-compile", "torch-loader" };
-    for (int i = 0; i < 5; i++)
+                                               "torch-compile", "torch-loader", "torch-ipc" };
+    for (int i = 0; i < 6; i++)
         expect_step(out, torch_steps[i], "PASS");
     step_line(out, "torch-six", status, fig, sizeof fig);
     assert_non_null(strstr(fig, "driver OOM: none"));
@@ -253,7 +253,7 @@ static void test_simgpu_steps(void **state)
     char *md = tu_read_file(path, NULL);
     assert_non_null(md);
     assert_int_equal(tu_count_lines(md, "| overlap-"), 10);
-    assert_int_equal(tu_count_lines(md, "| torch-"), 5);
+    assert_int_equal(tu_count_lines(md, "| torch-"), 6);
     assert_int_equal(tu_count_lines(md, "| procaddr-cudart | PASS |"), 1);
     assert_int_equal(tu_count_lines(md, "bench/gpu/check.sh on simgpu"), 1);
     free(md);
@@ -261,7 +261,7 @@ static void test_simgpu_steps(void **state)
     char *js = tu_read_file(path, NULL);
     assert_non_null(js);
     assert_int_equal(tu_json_need(js, "pass") + tu_json_need(js, "fail") +
-                     tu_json_need(js, "skip"), 17);
+                     tu_json_need(js, "skip"), 18);
     assert_int_equal(tu_json_need(js, "simgpu"), 1);
     assert_int_equal(rc, tu_json_need(js, "fail") > 0 ? 1 : 0);
     free(js);
@@ -270,20 +270,22 @@ static void test_simgpu_steps(void **state)
 /* Each PyTorch judgement fails on what it must refuse: a graph whose
  * replays differ from eager, freed memory a pool keeps that Salus does not
  * count, an out-of-memory that Salus did not refuse (the driver's), a
- * compiled function with no launches.  The exit code says so. */
+ * compiled function with no launches, a shared tensor whose producer does
+ * not see its consumer's values.  The exit code says so. */
 static void test_torch_judgements_fail(void **state)
 {
     (void)state;
     if (!all_built())
         skip();
     char out[600];
-    int rc = run_check("bad", "torch-graph,torch-retain,torch-six,torch-compile",
-                       "graph,retain,six,compile", out, sizeof out);
+    int rc = run_check("bad", "torch-graph,torch-retain,torch-six,torch-compile,torch-ipc",
+                       "graph,retain,six,compile,ipc", out, sizeof out);
     assert_int_equal(rc, 1);
     expect_step(out, "torch-graph", "FAIL");
     expect_step(out, "torch-retain", "FAIL");
     expect_step(out, "torch-six", "FAIL");
     expect_step(out, "torch-compile", "FAIL");
+    expect_step(out, "torch-ipc", "FAIL");
     char status[8], fig[2048];
     step_line(out, "torch-six", status, fig, sizeof fig);
     assert_non_null(strstr(fig, "driver OOM: [5]"));

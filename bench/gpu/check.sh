@@ -24,10 +24,11 @@
 #                  and pack in the patterns of its section 1: how much their
 #                  kernels overlapped (bench/gpu/sharing.sh says each step)
 #      procaddr-*  the driver's cuGetProcAddress answers against its exports
-#      torch-graph, torch-retain, torch-six, torch-compile, torch-loader
-#                  capture beside a waiting peer, cudaMallocAsync retention,
+#      torch-graph, torch-retain, torch-six, torch-compile, torch-loader,
+#      torch-ipc   capture beside a waiting peer, cudaMallocAsync retention,
 #                  six processes taking their free memory, torch.compile's
-#                  hooks, a SIGKILLed DataLoader job
+#                  hooks, a SIGKILLed DataLoader job, a CUDA tensor shared
+#                  between processes with paging on (SALUS_SWAP=on)
 #   6. jax         with SALUS_MEM_LIMIT=8G JAX preallocates ~75% of 8G
 #   7. client-*    the third-party clients of make test (cuda-bindings with
 #                  and without the per-thread default stream, cuda-core,
@@ -42,7 +43,7 @@
 # short).  CHECK_STEPS=build,overlap,... runs only those steps (of build
 # overhead sched overlap procaddr torch torch-sharing jax clients, or one of
 # torch-sharing's: torch-graph, torch-retain, torch-six, torch-compile,
-# torch-loader).
+# torch-loader, torch-ipc).
 #
 # --simgpu runs steps 2, 3, 5 (overlap, procaddr) and 7 over simgpu
 # (build/sim) instead of a GPU: a test of this script on a machine without

@@ -22,6 +22,10 @@
 #   torch-compile  a torch.compile (Triton) function: per-hook counts
 #   torch-loader   DataLoader(num_workers=2, fork) holder SIGKILLed: the peer
 #                  goes on and the memory comes back
+#   torch-ipc      torch.multiprocessing shares a CUDA tensor (CUDA IPC on
+#                  the caching allocator's segment) with SALUS_SWAP=on, where
+#                  libsalus makes the handles: each side sees the other's
+#                  values
 #
 # Over simgpu (--simgpu) the overlap and procaddr-cudart steps run (the
 # trace's submit-to-end intervals stand in for the stamps, which simgpu's
@@ -387,17 +391,29 @@ print("PASS" if ok else "FAIL","peer: %d steps after the SIGKILL (%d before); dr
         "$OUT" "$killed_at" "$rp" "$f0" "$f1" "$f2" "$f3")"
 }
 
+torch_ipc() {
+    local name=torch-ipc rc=0
+    tenv "$name" "SALUS_SWAP=on"
+    timeout "$(tmo 120)" "${TENV[@]}" "$PY" "$TS" ipc --mib 64 \
+        >"$OUT/$name.json" 2>"$OUT/$name.err" || rc=$?
+    verdict "$name" "$(py 'import json,sys
+d,rc=json.loads(sys.argv[1]),sys.argv[2]
+ok=rc=="0" and d.get("child_saw") is True and d.get("parent_sees") is True and d.get("child_exit")==0
+print("PASS" if ok else "FAIL","%s MiB shared with SALUS_SWAP=%s: the consumer saw the producer values: %s, the producer sees the consumer values: %s; exits %s/%s%s" % (d.get("mib"),d.get("swap"),d.get("child_saw"),d.get("parent_sees"),d.get("child_exit"),rc,("; "+d["error"]) if d.get("error") else ""))' \
+        "$(last_json "$OUT/$name.json")" "$rc")"
+}
+
 step_torch_sharing() {
     local s
     if ! torch_sharing_ready; then
         local why="no GPU"
         [ "$HAVE_GPU" = 1 ] && why="python3 has no PyTorch with CUDA (or libsalus is not built)"
-        for s in torch-graph torch-retain torch-six torch-compile torch-loader; do
+        for s in torch-graph torch-retain torch-six torch-compile torch-loader torch-ipc; do
             result SKIP "$s" "$why"
         done
         return
     fi
-    for s in graph retain six compile loader; do
+    for s in graph retain six compile loader ipc; do
         want torch-sharing || want "torch-$s" || continue
         out_of_time "torch-$s" && continue
         "torch_$s"

@@ -19,6 +19,10 @@ what a user's jobs do that simgpu cannot show.
                                                  or U exists; step stamps and the
                                                  view's used memory to F
   torch_sharing.py probe                         a few kernels (for the resolver log)
+  torch_sharing.py ipc --mib N                   a CUDA tensor of N MiB shared with a
+                                                 spawned process (torch.multiprocessing:
+                                                 CUDA IPC), each side writing values
+                                                 the other checks
 
 Each prints one JSON line last (its figures; whether they pass is check.sh's
 call), exits 0 when it ran, 3 when PyTorch or CUDA is missing, 1 on an
@@ -245,6 +249,41 @@ def cmd_loader(a):
     emit(pid=os.getpid(), steps=len(rows))
 
 
+def ipc_child(q, r):
+    """The consumer: the producer's values, then its own."""
+    import torch
+    t = q.get()
+    saw = bool((t == 1.0).all().item())
+    t.fill_(2.0)
+    torch.cuda.synchronize()
+    r.put(saw)
+    del t
+
+
+def cmd_ipc(a):
+    """torch.multiprocessing shares a CUDA tensor: cudaIpcGetMemHandle on the
+    caching allocator's segment, cudaIpcOpenMemHandle in the consumer (with
+    SALUS_SWAP=on, libsalus's own handles over the VMM API)."""
+    torch = need_torch()
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q, r = ctx.Queue(), ctx.Queue()
+    t = torch.full((a.mib * (1 << 20) // 4,), 1.0, device="cuda")
+    torch.cuda.synchronize()
+    p = ctx.Process(target=ipc_child, args=(q, r))
+    p.start()
+    q.put(t)
+    try:
+        saw = r.get(timeout=a.wait)
+    except Exception:                                    # noqa: BLE001
+        saw = None
+    p.join(a.wait)
+    torch.cuda.synchronize()
+    sees = bool((t == 2.0).all().item())
+    emit(mib=a.mib, swap=os.environ.get("SALUS_SWAP", ""), child_saw=saw, parent_sees=sees,
+         child_exit=p.exitcode)
+
+
 def cmd_probe(a):
     torch = need_torch()
     x = torch.randn(512, 512, device="cuda")
@@ -275,10 +314,14 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--until")
     sub.add_parser("probe")
+    p = sub.add_parser("ipc")
+    p.add_argument("--mib", type=int, default=64)
+    p.add_argument("--wait", type=float, default=60)
     a = ap.parse_args()
     try:
         {"spin": cmd_spin, "graph": cmd_graph, "retain": cmd_retain, "take": cmd_take,
-         "compile": cmd_compile, "loader": cmd_loader, "probe": cmd_probe}[a.cmd](a)
+         "compile": cmd_compile, "loader": cmd_loader, "probe": cmd_probe,
+         "ipc": cmd_ipc}[a.cmd](a)
     except SystemExit:
         raise
     except Exception as e:                               # noqa: BLE001

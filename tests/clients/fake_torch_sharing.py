@@ -17,6 +17,9 @@ runs for real; the framework's own work is the driver API through ctypes
   loader   steps that sync, holding N MiB, with two fork()ed children that
            never use CUDA (DataLoader's workers) and exit with their parent
   probe    cuGetProcAddress_v2 of a few entry points, as the runtime asks
+  ipc      cuMemAlloc of N MiB set to 1.0f, cuIpcGetMemHandle, a child
+           (ipc-child) that opens the handle, checks 1.0f and sets 2.0f,
+           then checks 2.0f here: torch.multiprocessing's CUDA IPC
 
 CHECK_FAKE_BAD=COMMAND,... makes those commands report a result check.sh must
 FAIL (the test shows that each judgement can fail).
@@ -25,6 +28,8 @@ import argparse
 import ctypes
 import json
 import os
+import struct
+import subprocess
 import sys
 import time
 
@@ -206,6 +211,65 @@ def cmd_probe(a):
     emit(pid=os.getpid(), ok=True)
 
 
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def words(cu, p, n, value):
+    """Whether the n bytes at device address p are all the float value."""
+    buf = ctypes.create_string_buffer(n)
+    fn = cu.lib.cuMemcpyDtoH_v2
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
+    cu.ok(fn(buf, p, n), "cuMemcpyDtoH")
+    return buf.raw == struct.pack("<f", value) * (n // 4)
+
+
+def set_words(cu, p, n, value):
+    fn = cu.lib.cuMemsetD32_v2
+    fn.argtypes = [ctypes.c_uint64, ctypes.c_uint, ctypes.c_size_t]
+    cu.ok(fn(p, struct.unpack("<I", struct.pack("<f", value))[0], n // 4), "cuMemsetD32")
+    cu.sync()
+
+
+def cmd_ipc(a):
+    cu = Cuda()
+    n = a.mib * MIB
+    rc, p = cu.alloc(n)
+    if rc:
+        emit(error=f"cuMemAlloc: {rc}")
+        return
+    set_words(cu, p, n, 1.0)
+    h = IpcHandle()
+    fn = cu.lib.cuIpcGetMemHandle
+    fn.argtypes = [ctypes.POINTER(IpcHandle), ctypes.c_uint64]
+    cu.ok(fn(ctypes.byref(h), p), "cuIpcGetMemHandle")
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "ipc-child",
+                            "--mib", str(a.mib), "--handle", bytes(h).hex()],
+                           capture_output=True, text=True, timeout=a.wait, check=False)
+    lines = [l for l in child.stdout.splitlines() if l.startswith("{")]
+    saw = json.loads(lines[-1]).get("saw") if lines else None
+    sees = words(cu, p, n, 2.0) and "ipc" not in BAD
+    cu.free(p)
+    emit(mib=a.mib, swap=os.environ.get("SALUS_SWAP", ""), child_saw=saw, parent_sees=sees,
+         child_exit=child.returncode)
+
+
+def cmd_ipc_child(a):
+    cu = Cuda()
+    n = a.mib * MIB
+    h = IpcHandle.from_buffer_copy(bytes.fromhex(a.handle))
+    d = ctypes.c_uint64()
+    fn = cu.lib.cuIpcOpenMemHandle_v2
+    fn.argtypes = [ctypes.POINTER(ctypes.c_uint64), IpcHandle, ctypes.c_uint]
+    cu.ok(fn(ctypes.byref(d), h, 1), "cuIpcOpenMemHandle")
+    saw = words(cu, d.value, n, 1.0)
+    set_words(cu, d.value, n, 2.0)
+    fn = cu.lib.cuIpcCloseMemHandle
+    fn.argtypes = [ctypes.c_uint64]
+    cu.ok(fn(d.value), "cuIpcCloseMemHandle")
+    emit(saw=saw)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -229,9 +293,15 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--until")
     sub.add_parser("probe")
+    p = sub.add_parser("ipc")
+    p.add_argument("--mib", type=int, default=64)
+    p.add_argument("--wait", type=float, default=60)
+    p = sub.add_parser("ipc-child")
+    p.add_argument("--mib", type=int, default=64)
+    p.add_argument("--handle", required=True)
     a = ap.parse_args()
     try:
-        globals()["cmd_" + a.cmd](a)
+        globals()["cmd_" + a.cmd.replace("-", "_")](a)
     except Exception as e:                               # noqa: BLE001
         emit(error=f"{type(e).__name__}: {e}"[:400])
         return 1
