@@ -42,7 +42,7 @@ $(B)/tests/test_memory_async: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                               $(B)/tests/clients/asyncclient | $(MEM_JEMALLOC)
 $(B)/tests/clients/asyncclient: tests/clients/asyncclient.c
 	@mkdir -p $(@D)
-	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS)
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl
 # Memory nobody allocated (contexts, the driver's free memory, the own view
 # without a limit): processes of this binary under libsalus over simgpu.
 MEM_CTX_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)

@@ -18,7 +18,8 @@
  *     the default pool are virtualized; a pool the program made, the
  *     default pool once another is current or shared with other devices,
  *     and allocations made during a stream capture stay the driver's; a
- *     free of virtualized memory captured into a graph leaves it allocated.
+ *     free of virtualized memory captured into a graph leaves it allocated;
+ *     the per-thread exports are served as the legacy ones.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -369,10 +370,10 @@ static void test_client(void **state)
     char line[512];
     client(0, line, sizeof line);                /* the driver's own pools throughout */
     assert_string_equal(line, "async ok default=0 frompool=0 created=0 current=0 "
-                              "captured=0 restored=0 shared=0");
+                              "captured=0 restored=0 shared=0 ptsz=0");
     client(1, line, sizeof line);
     assert_string_equal(line, "async ok default=1 frompool=1 created=0 current=0 "
-                              "captured=0 restored=1 shared=0");
+                              "captured=0 restored=1 shared=0 ptsz=1");
 }
 
 int main(void)

@@ -10,8 +10,11 @@
  * cuMemAllocFromPoolAsync from the default pool (frompool) and from a pool
  * it made (created), with cuMemAllocAsync while its pool is the current
  * one (current) and once the default pool is current again (restored),
- * during a stream capture (captured), and once the default pool is shared
- * with the second device (shared).  Each allocation's bytes go through and
+ * during a stream capture (captured), once the default pool is shared
+ * with the second device (shared), and before that through the per-thread
+ * exports on the per-thread stream (ptsz: cuMemAllocAsync_ptsz, freed by
+ * cuMemFreeAsync_ptsz, looked up as a program built for per-thread
+ * default streams gets them).  Each allocation's bytes go through and
  * back, and the driver's queries answer its own base and size; the first
  * is freed by cuMemFreeAsync inside the capture and stays usable after
  * it.  Prints "async ok default=<1 if mapped through VMM> frompool=..."
@@ -19,6 +22,7 @@
  */
 #include <cuda.h>
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +70,7 @@ int main(void)
     CUmemoryPool dflt, made;
     CUdeviceptr a, b, c, d, e, f, g;
     CUgraph graph;
-    int v[7];
+    int v[8];
     CK(cuInit(0));
     CK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CK(cuCtxSetCurrent(ctx));
@@ -88,6 +92,18 @@ int main(void)
     v[0] = vmm(a), v[1] = vmm(b), v[2] = vmm(c), v[3] = vmm(d), v[5] = vmm(e);
     if (one(a, 1000, 1) || one(b, 3 * MiB, 2) || one(c, 5000, 3) || one(d, 1 * MiB, 4) ||
         one(e, 7000, 5))
+        return 1;
+
+    /* The per-thread forms, NULL naming the per-thread stream. */
+    CUresult (*alloc_pt)(CUdeviceptr *, size_t, CUstream) =
+        (CUresult (*)(CUdeviceptr *, size_t, CUstream))dlsym(RTLD_DEFAULT, "cuMemAllocAsync_ptsz");
+    CUresult (*free_pt)(CUdeviceptr, CUstream) =
+        (CUresult (*)(CUdeviceptr, CUstream))dlsym(RTLD_DEFAULT, "cuMemFreeAsync_ptsz");
+    CUdeviceptr h;
+    TRUE(alloc_pt && free_pt);
+    CK(alloc_pt(&h, 5 * MiB, NULL));
+    v[7] = vmm(h);
+    if (one(h, 5 * MiB, 8))
         return 1;
 
     /* A capture: its allocation is the graph's, and a free of memory made
@@ -117,9 +133,10 @@ int main(void)
     CK(cuMemFree_v2(d));
     CK(cuMemFree_v2(e));                 /* stream-ordered memory, freed plainly */
     CK(cuMemFreeAsync(f, NULL));
+    CK(free_pt(h, NULL));
     CK(cuCtxSynchronize());
     TRUE(cuMemFree_v2(e) != CUDA_SUCCESS);   /* freed: the driver's answer */
     printf("async ok default=%d frompool=%d created=%d current=%d captured=%d restored=%d "
-           "shared=%d\n", v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+           "shared=%d ptsz=%d\n", v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
     return 0;
 }
