@@ -316,13 +316,23 @@ def section_training_swap(tr):
         pg = st.get("paging") or {}
         rows.append([p, f(st["avg_jct_s"]), f(P.get(p, {}).get("avg_jct_s")),
                      f(st["makespan_s"], 1), f(st["utilization"]), st["failed_jobs"],
-                     pg.get("swap_outs", 0), pg.get("swap_ins", 0), f(pg.get("swap_s"), 1)])
+                     pg.get("swap_outs", 0), pg.get("swap_ins", 0),
+                     f(pg.get("swap_bytes", 0) / 2**30, 1), f(pg.get("swap_s"), 1)])
     out = ["**With paging** (`SALUS_SWAP=on`, no reservations).  The same trace on the same "
-           "budget: a job that does not fit waits while the jobs the policy would run last "
-           "are paged out to host memory, at simgpu's PCIe bandwidth:", "",
+           "budget: a job's context is admitted before it is made, in the policy's order, and "
+           "a job that does not fit waits while the jobs the policy would run last are paged "
+           "out to host memory, at simgpu's PCIe bandwidth:", "",
            table(["policy, paging", "avg JCT s", "avg JCT s without paging", "makespan s",
-                  "utilization", "failed", "page-outs", "page-ins", "s paging (summed)"],
-                 rows), ""]
+                  "utilization", "failed", "page-outs", "page-ins", "GiB paged",
+                  "s paging (summed)"], rows), ""]
+    lost = [f"`{p}` {f(100 * S[p]['paging']['swap_s'] / S[p]['makespan_s'], 1)}%"
+            for p in SWAP_KEYS if S.get(p) and (S[p].get("paging") or {}).get("swap_s")
+            and S[p].get("makespan_s")]
+    if lost:
+        out.append("GPU time lost to paging is at most the copies' summed time (a page-in holds "
+                   "the GPU, a page-out runs while its job waits): of the makespan, "
+                   + ", ".join(lost) + ".")
+        out.append("")
     ideal_jct = (P.get("ideal_srtf") or {}).get("avg_jct_s")
     srtf, fifo = (S.get("srtf") or {}).get("avg_jct_s"), (S.get("fifo") or {}).get("avg_jct_s")
     if srtf and ideal_jct and fifo:
@@ -333,20 +343,47 @@ def section_training_swap(tr):
                    + ("met" if over <= 0.15 else "not met")
                    + f"; at least 1.5x better than `fifo` with paging: {f(gain)}x, "
                    + ("met" if gain >= 1.5 else "not met") + ".")
+    else:
+        none = [f"`{p}`" for p, v in (("srtf", srtf), ("fifo", fifo)) if not v]
+        out.append("Goals: not measurable: " + (" and ".join(none) + " finished no job with "
+                                                 "paging." if none else "no ideal figure."))
     why = {}
     for p in SWAP_KEYS:
         for k, v in ((S.get(p) or {}).get("failures") or {}).items():
             why[k] = why.get(k, 0) + v
     if why:
         out.append("")
-        out.append("Why jobs failed with paging, over the four policies: "
-                   + ", ".join(f"{k} {v}" for k, v in sorted(why.items(), key=lambda x: -x[1]))
-                   + ".  Without reservations every job makes its context when it arrives; a "
-                   "context cannot be paged, so once the contexts of the jobs that arrived fill "
-                   "the device, a newcomer's context creation fails in the driver, before "
-                   "paging can act.  Admitting a job's context only when it fits, and queueing "
-                   "the rest, is the next step (issue 13 stays open).")
+        largest = max([j.get("peak_mib", 0) for j in tr.get("trace") or []] or [0]) / 1024
+        out.append(swap_failures_text(S, why, largest))
     return "\n".join(out)
+
+
+def swap_failures_text(S, why, largest_gib):
+    """Why jobs failed with paging, each reason said only where it counted."""
+    t = ("Why jobs failed with paging, over the four policies: "
+         + ", ".join(f"{k} {v}" for k, v in sorted(why.items(), key=lambda x: -x[1])) + ".")
+    ctx = why.get("out of memory for its context", 0)
+    t += ("  Contexts are admitted before they are made: " +
+          (f"{ctx} still failed in the driver, let through at the end of their admission's "
+           "wait (`SALUS_MEM_WAIT_MS` at the head of the queue) with the device full."
+           if ctx else "none failed for want of context memory."))
+    bound = sum((S.get(p) or {}).get("paging", {}).get("host_bound_jobs", 0) for p in SWAP_KEYS)
+    avail = max([(S.get(p) or {}).get("paging", {}).get("host_available", 0)
+                 for p in SWAP_KEYS] or [0])
+    if bound:
+        t += (f"  {bound} jobs were asked to page out more than their host staging bound "
+              "allowed (`SALUS_SWAP_LIMIT`, by default half the host's available memory: "
+              f"{f(avail / 2**31, 1)} GiB on this host, against peaks of up to "
+              f"{f(largest_gib, 1)} GiB per job in this trace); what they could not page stayed resident while they "
+              "waited for the GPU, and they were asked no more.")
+    if why.get("out of memory"):
+        t += ("  'out of memory': an iteration's allocation waited `SALUS_MEM_WAIT_MS` for "
+              "memory that paging could not free, holding the GPU meanwhile (`srtf` runs every "
+              "newcomer first, for one iteration that measures it), and was refused.")
+    if why.get("killed"):
+        t += ("  'killed': the run's safety deadline (twice the trace's work, plus 60 s) ended "
+              "jobs still waiting.")
+    return t
 
 
 def training_meaning(tr):

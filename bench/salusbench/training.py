@@ -63,6 +63,19 @@ def swap_counters(run):
             "swap_s": sum(r.get("swap_ms", 0.0) for r in rows) / 1e3}
 
 
+def host_available():
+    """The host's MemAvailable in bytes (0: unknown): each paging job's
+    default host staging bound is half of it."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def run_swap(jobs, work, workdir, plot, walls):
     """The same trace and budget with paging on (SALUS_SWAP=on), no
     reservations: a job that does not fit waits while the jobs the policy
@@ -77,6 +90,10 @@ def run_swap(jobs, work, workdir, plot, walls):
         st["failures"] = analysis.failures(r)
         st["salus"] = salus_counters(r)
         st["paging"] = swap_counters(r)
+        # jobs asked to page out more than their host staging bound allowed
+        st["paging"]["host_bound_jobs"] = sum(1 for x in r.results
+                                              if "host staging bound" in (x.stderr or ""))
+        st["paging"]["host_available"] = host_available()
         out[policy] = st
         plot["jct"][f"{policy} (paging)"] = raw["jcts"]
         walls[f"{policy}-swap"] = r.wall_s

@@ -266,21 +266,22 @@ void mem_ctx_admit(mem_local_dev_t *ld)
         }
         uint64_t now = util_now_ns();
         int asked = head && mem_ask_pages_locked(ld, ctx);
+        int pageable = head && mem_pageable_locked(ld, ctx);
         if (!head)                    /* its time counts from the head of the queue */
             deadline = now + mem_p.cfg.wait_ns;
         else if (asked && deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;           /* peers page out: wait for them */
-        if (head && mem_pageable_locked(ld, ctx) && deadline < now + 2 * MEM_WAIT_SLICE_NS)
+        if (pageable && deadline < now + 2 * MEM_WAIT_SLICE_NS)
             deadline = now + 2 * MEM_WAIT_SLICE_NS;      /* they will, once they wait */
         if (head && now >= deadline) {
             passed = 1;
             break;
         }
-        /* Queued for the GPU only while peers page out for it, so that the
-         * holder yields and is paged too if need be: held otherwise, the
-         * GPU would stall the jobs it waits for. */
+        /* Queued for the GPU only while paging can make its room, so that
+         * the holder yields and is paged too if need be: held otherwise,
+         * the GPU would stall the jobs it waits for. */
         if (mem_sleep_unlocked(ld->dev, seq, head ? deadline - now : MEM_WAIT_SLICE_NS, d,
-                               asked) != 0) {
+                               asked || pageable) != 0) {
             lost = 1;
             break;
         }
