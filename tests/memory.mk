@@ -70,3 +70,8 @@ $(B)/tests/test_memory_ipc: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
 $(B)/tests/clients/ipcclient: tests/clients/ipcclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl
+# No thrashing: two pageclient jobs that together exceed a simgpu device
+# share it under fair with paging on.
+$(eval $(call salus_test,test_memory_thrash,,))
+$(B)/tests/test_memory_thrash: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
+                               $(B)/tests/clients/pageclient

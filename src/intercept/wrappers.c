@@ -220,7 +220,8 @@ static void hook_modules_start(void)
     static const sched_hooks_t hooks = { .boundary = mem_iteration_end,
                                          .waiting = mem_page_serve,
                                          .tenure = mem_page_in_before_run,
-                                         .paged_out = mem_page_is_out };
+                                         .paged_out = mem_page_is_out,
+                                         .keep = mem_page_keep_locked };
     sched_init(&drv);
     if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
         mem_set_rank(sched_rank_locked);

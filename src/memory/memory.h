@@ -282,6 +282,12 @@ void mem_page_in_before_run(int device);
 /* This process has memory paged out now (on any device): 1 or 0.  One
  * relaxed load. */
 int mem_page_is_out(void);
+/* This process holds table device `device` and the policy would hand it to
+ * the process in `slot` at a boundary: 1 when it keeps it instead, since
+ * it is within its minimum residency and that process has more paged out
+ * than the device has room for (it could only come back by paging this
+ * one out, not before the residency ends).  Under the table lock. */
+int mem_page_keep_locked(shm_table_t *t, int device, int slot);
 /* The host memory this process may page to (SALUS_SWAP_LIMIT; default half
  * of the host's MemAvailable when first asked), for the allocator's
  * staging pool. */

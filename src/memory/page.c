@@ -338,6 +338,29 @@ void mem_page_in_before_run(int device)
                   (unsigned long long)((util_now_ns() - start) / 1000000));
 }
 
+/* The holder keeps the GPU at a boundary rather than hand it to a waiter
+ * that is paged out and cannot come back while the holder is resident:
+ * granted, the waiter would hold the GPU idle until the residency ends
+ * (victim() leaves the holder alone until then), so that under fair, with
+ * a quantum shorter than the residency, the GPU would idle for most of
+ * every 8p (test_memory_thrash).  The residency is the rule's time to run,
+ * and the holder runs it.  A waiter whose paged-out bytes (over its
+ * devices: a bound on what it needs here) fit in the room is let in. */
+int mem_page_keep_locked(shm_table_t *t, int device, int slot)
+{
+    mem_slot_t *me = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    if (!me || t != mem_p.t || device < 0 || device >= SHM_MAX_DEVICES || slot == mem_p.slot ||
+        (LOAD(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
+        util_now_ns() >= LOAD(&me->page_resident_until))
+        return 0;
+    mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
+    mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[device], __ATOMIC_ACQUIRE);
+    if (!a || !ld || !ld->sd || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
+        return 0;
+    uint64_t out = LOAD(&a->swapped_out);
+    return out > 0 && out <= MEM_MAX_BYTES && out > mem_room_locked(ld);
+}
+
 int mem_page_is_out(void)
 {
     mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);

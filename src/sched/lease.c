@@ -568,8 +568,9 @@ int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t 
     if (pick < 0)
         return SCHED_NO_SLOT;
     if (boundary && (ops->yield(&v, pick) || orphan(t, slot))) {
-        if (!gang)
-            return v.waiters[pick].slot;
+        if (!gang)      /* memory's residency may keep it from a paged-out waiter */
+            return sched_hook_keep_locked(t, d, v.waiters[pick].slot) ? SCHED_NO_SLOT
+                                                                       : v.waiters[pick].slot;
         int now_too = sched_gang_yield_locked(t, slot, now, slice);
         gates_of_gang_locked(t, slot);       /* the members' syncs look from now on */
         return now_too ? handover_to_locked(t, d, now, 1) : SCHED_NO_SLOT;

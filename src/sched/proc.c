@@ -164,6 +164,7 @@ static void (*hook_boundary)(void);
 static void (*hook_waiting)(void);
 static void (*hook_tenure)(int d);
 static int (*hook_paged_out)(void);
+static int (*hook_keep)(shm_table_t *t, int d, int slot);
 
 void sched_set_hooks(const sched_hooks_t *h)
 {
@@ -171,6 +172,7 @@ void sched_set_hooks(const sched_hooks_t *h)
     __atomic_store_n(&hook_waiting, h ? h->waiting : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&hook_tenure, h ? h->tenure : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&hook_paged_out, h ? h->paged_out : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&hook_keep, h ? h->keep : NULL, __ATOMIC_RELEASE);
 }
 
 void sched_hook_boundary(void)
@@ -198,6 +200,12 @@ int sched_hook_paged_out(void)
 {
     int (*fn)(void) = __atomic_load_n(&hook_paged_out, __ATOMIC_ACQUIRE);
     return fn ? fn() : 0;
+}
+
+int sched_hook_keep_locked(shm_table_t *t, int d, int slot)
+{
+    int (*fn)(shm_table_t *, int, int) = __atomic_load_n(&hook_keep, __ATOMIC_ACQUIRE);
+    return fn ? fn(t, d, slot) : 0;
 }
 
 /* At exit: launches made by exit handlers pass. */

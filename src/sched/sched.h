@@ -171,12 +171,21 @@ void sched_set_clock(sched_clock_fn fn);
  *             paging it out freed: its page-in would wait for that memory
  *             while holding the GPU, and the holder, waiting for the GPU
  *             in turn, could not run to free it.  It waits for a grant at
- *             the holder's boundary, exit or death. */
+ *             the holder's boundary, exit or death;
+ *   keep      the process holds table device `device` and, at a boundary,
+ *             the policy would hand it to the waiter in `slot`: 1 to keep
+ *             it, because that waiter has memory paged out that can only
+ *             come back once this process is paged out, and this process
+ *             is within its minimum residency (memory's rule against
+ *             thrashing: the waiter could not run before the residency
+ *             ends, and the GPU would idle meanwhile).  Under the table
+ *             lock: it reads the table only. */
 typedef struct sched_hooks {
     void (*boundary)(void);
     void (*waiting)(void);
     void (*tenure)(int device);
     int (*paged_out)(void);
+    int (*keep)(shm_table_t *t, int device, int slot);
 } sched_hooks_t;
 void sched_set_hooks(const sched_hooks_t *hooks);
 

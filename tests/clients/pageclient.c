@@ -1,6 +1,7 @@
 /*
  * pageclient.c - a training job whose memory a peer may page out: it
- * allocates <MiB> with cuMemAlloc_v2 (in 512 MiB blocks), writes a pattern
+ * allocates <MiB> with cuMemAlloc_v2 (in blocks of 512 MiB, or one block
+ * of <MiB> when that is less), writes a pattern
  * of each byte's address through the driver, says "ready", runs
  * <iterations> of two salus_spin kernels of <kernel_us> and a stream
  * synchronize (an iteration boundary), then reads every byte back.  For
@@ -24,11 +25,11 @@
 #include <string.h>
 
 #define MiB   (1ull << 20)
-#define BLOCK (512 * MiB)
-#define BUF   (64 * MiB)
+#define BUF_MAX (64 * MiB)
 #define TRY(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) return r_; } while (0)
 
 static uint64_t *buf;
+static uint64_t block_bytes, buf_bytes;     /* a block, the copy buffer */
 
 static uint64_t pat(uint64_t addr)
 {
@@ -37,19 +38,19 @@ static uint64_t pat(uint64_t addr)
 
 static CUresult fill(CUdeviceptr p)
 {
-    for (uint64_t off = 0; off < BLOCK; off += BUF) {
-        for (uint64_t i = 0; i < BUF / 8; i++)
+    for (uint64_t off = 0; off < block_bytes; off += buf_bytes) {
+        for (uint64_t i = 0; i < buf_bytes / 8; i++)
             buf[i] = pat(p + off + i * 8);
-        TRY(cuMemcpyHtoD(p + off, buf, BUF));
+        TRY(cuMemcpyHtoD(p + off, buf, buf_bytes));
     }
     return CUDA_SUCCESS;
 }
 
 static CUresult check(CUdeviceptr p, int *bad)
 {
-    for (uint64_t off = 0; off < BLOCK; off += BUF) {
-        TRY(cuMemcpyDtoH(buf, p + off, BUF));
-        for (uint64_t i = 0; i < BUF / 8; i++)
+    for (uint64_t off = 0; off < block_bytes; off += buf_bytes) {
+        TRY(cuMemcpyDtoH(buf, p + off, buf_bytes));
+        for (uint64_t i = 0; i < buf_bytes / 8; i++)
             if (buf[i] != pat(p + off + i * 8)) {
                 ++*bad;
                 return CUDA_SUCCESS;
@@ -71,7 +72,8 @@ static CUresult run(const char *cubin, int blocks, int iters, unsigned long long
     TRY(cuModuleLoad(&m, cubin));
     TRY(cuModuleGetFunction(&spin, m, "salus_spin"));
     for (int b = 0; b < blocks; b++) {
-        TRY(async ? cuMemAllocAsync(&p[b], BLOCK, NULL) : cuMemAlloc_v2(&p[b], BLOCK));
+        TRY(async ? cuMemAllocAsync(&p[b], block_bytes, NULL)
+                  : cuMemAlloc_v2(&p[b], block_bytes));
         TRY(fill(p[b]));
     }
     printf("ready\n");
@@ -97,8 +99,11 @@ int main(int argc, char **argv)
                         "[async]\n");
         return 2;
     }
-    int blocks = (int)(strtoull(argv[2], NULL, 10) * MiB / BLOCK), bad = 0;
-    buf = malloc(BUF);
+    uint64_t total = strtoull(argv[2], NULL, 10) * MiB;
+    block_bytes = total < 512 * MiB ? total : 512 * MiB;
+    buf_bytes = block_bytes < BUF_MAX ? block_bytes : BUF_MAX;
+    int blocks = block_bytes && block_bytes % buf_bytes == 0 ? (int)(total / block_bytes) : 0, bad = 0;
+    buf = malloc(buf_bytes);
     if (!buf || blocks < 1 || blocks > 64)
         return 2;
     CUresult rc = run(argv[1], blocks, atoi(argv[3]), strtoull(argv[4], NULL, 10) * 1000ull,
