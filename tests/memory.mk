@@ -29,9 +29,15 @@ $(B)/tests/test_memory_drv: $(SIM_LIB) $(B)/libsalus.so $(MEM_CLIENT)
 # jemalloc linked in as libsalus links it.
 MEM_VMM_LIBS := $(MEM_JEMALLOC_LINK) -L$(B)/sim -l:libcuda.so.1 \
                 -Wl,-rpath,$(abspath $(B)/sim) -lm
-$(eval $(call salus_test,test_memory_vmm,$(MEM_TEST_OBJS),$(MEM_VMM_LIBS)))
+MEM_VMM_OBJS := $(MEM_TEST_OBJS) $(B)/obj/tests/test_memory_vmm_lib.o
+$(B)/obj/tests/test_memory_vmm_lib.o: | $(B)/.deps-test
+$(eval $(call salus_test,test_memory_vmm,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
 $(B)/tests/test_memory_vmm: $(SIM_LIB) $(B)/libsalus.so $(B)/tests/clients/vmmclient \
                             | $(MEM_JEMALLOC)
+# A job SIGKILLed while paged out, paging out and paging in, beside a
+# survivor, with the same allocator over simgpu.
+$(eval $(call salus_test,test_memory_pagekill,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
+$(B)/tests/test_memory_pagekill: $(SIM_LIB) | $(MEM_JEMALLOC)
 $(B)/tests/clients/vmmclient: tests/clients/vmmclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl

@@ -32,7 +32,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,100 +41,11 @@
 #include <unistd.h>
 
 #include "lib/testutil.h"
-#include "memory/mem_vmm.h"
-
-#define MiB (1ull << 20)
-#define GiB (1ull << 30)
-#define CK(x) do { CUresult rc_ = (x); if (rc_ != CUDA_SUCCESS) { \
-    fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)rc_); return 1; } } while (0)
-#define TRUE(x) do { if (!(x)) { \
-    fprintf(stderr, "%s:%d: not true: %s\n", __FILE__, __LINE__, #x); return 1; } } while (0)
-
-static void *sym(const char *name)
-{
-    return dlsym(RTLD_DEFAULT, name);
-}
-
-/* Changes the driver's table before memory starts, when set. */
-static void (*patch_drv)(drv_t *d);
-
-/* In the child: simgpu of `mem` bytes, a context, a table (these names, or
- * new ones when NULL), paging on. */
-static int setup_named(const char *mem, const char *state_name, const char *table_name)
-{
-    char state[96], table[96];
-    drv_t d;
-    CUcontext ctx;
-    setenv("SIMGPU_STATE", state_name ? state_name
-                                      : tu_unique_name("vmm-sim", state, sizeof state), 1);
-    setenv("SALUS_TABLE", table_name ? table_name
-                                     : tu_unique_name("vmm-tab", table, sizeof table), 1);
-    setenv("SIMGPU_MEMORY", mem, 1);
-    setenv("SALUS_SWAP", "on", 1);
-    unsetenv("SALUS_MEM_LIMIT");
-    CK(cuInit(0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CK(cuCtxSetCurrent(ctx));
-    TRUE(drv_resolve(sym, &d) == 0);
-    if (patch_drv)
-        patch_drv(&d);
-    TRUE(mem_init(&d, NULL) == 0);
-    TRUE(mem_swap_on());
-    return 0;
-}
+#include "test_memory_vmm_lib.h"
 
 static int setup(const char *mem)
 {
     return setup_named(mem, NULL, NULL);
-}
-
-static uint64_t dev_free(void)
-{
-    size_t f = 0, t = 0;
-    cuMemGetInfo(&f, &t);
-    return f;
-}
-
-/* The table's figure of this process's use of device 0. */
-static uint64_t table_used(void)
-{
-    mem_slot_view_t v;
-    shm_table_t *t = shm_process_table();
-    if (!t || mem_view_slot(t, shm_self(t), &v) != 0)
-        return UINT64_MAX;
-    return v.used;
-}
-
-/* The pattern: a function of the device address, never 0. */
-static inline uint64_t pat(uint64_t addr, uint64_t seed)
-{
-    return ((addr >> 3) * 0x9e3779b97f4a7c15ull ^ seed) | 1;
-}
-
-static int fill(CUdeviceptr p, uint64_t n, uint64_t seed, uint64_t *buf, size_t cap)
-{
-    for (uint64_t off = 0; off < n; off += cap) {
-        uint64_t len = n - off < cap ? n - off : cap;
-        for (uint64_t i = 0; i < len / 8; i++)
-            buf[i] = pat(p + off + i * 8, seed);
-        CK(cuMemcpyHtoD(p + off, buf, len));
-    }
-    return 0;
-}
-
-static int check(CUdeviceptr p, uint64_t n, uint64_t seed, uint64_t *buf, size_t cap)
-{
-    for (uint64_t off = 0; off < n; off += cap) {
-        uint64_t len = n - off < cap ? n - off : cap;
-        CK(cuMemcpyDtoH(buf, p + off, len));
-        for (uint64_t i = 0; i < len / 8; i++)
-            if (buf[i] != pat(p + off + i * 8, seed)) {
-                fprintf(stderr, "byte %#llx of %#llx changed\n",
-                        (unsigned long long)(off + i * 8), (unsigned long long)p);
-                return 1;
-            }
-    }
-    return 0;
 }
 
 /* Out, checked released; in, checked back. */

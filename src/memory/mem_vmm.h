@@ -200,4 +200,14 @@ static inline void mem_vm_async_settle_locked(void)
         o->settle_locked();
 }
 
+/* A test seam: called, when set, half-way through a page-out (the first
+ * big allocation's chunk released and its budget returned, the others'
+ * copies staged and still mapped) and a page-in (the first big
+ * allocation's chunk charged and mapped again, its copy back submitted,
+ * the staging of all still held), under mem_vm.lock, so that a test can
+ * park the process there and SIGKILL it (test_memory_pagekill).  NULL in
+ * every program. */
+typedef enum mem_vm_phase { MEM_VM_HALF_OUT = 1, MEM_VM_HALF_IN } mem_vm_phase_t;
+extern void (*mem_vm_phase_hook)(mem_vm_phase_t phase);
+
 #endif /* SALUS_MEM_VMM_H */

@@ -18,6 +18,9 @@
  * the staged bytes copied back and the staging freed.  Memory that has no
  * live allocation any more (freed while out) is neither backed nor copied.
  *
+ * A test seam (mem_vm_phase_hook) parks the process half-way through each
+ * direction, where tests SIGKILL it.
+ *
  * Lock: mem_vm.lock, held throughout (mem_vmm.h).
  */
 #include "memory/mem_vmm.h"
@@ -27,6 +30,15 @@
 #include <string.h>
 
 #define COALESCE_GAP (64u << 10)     /* live ranges this close are copied as one */
+
+void (*mem_vm_phase_hook)(mem_vm_phase_t phase);
+
+static void phase(mem_vm_phase_t at)
+{
+    void (*fn)(mem_vm_phase_t) = mem_vm_phase_hook;
+    if (fn)
+        fn(at);
+}
 
 /* ---- the staging bound ----------------------------------------------------------
  * SALUS_SWAP_LIMIT (page.c's mem_swap_limit): what the host can spare. */
@@ -119,6 +131,8 @@ static CUresult bigs_out(mem_vdev_t *v, uint64_t want, uint64_t *freed)
         a->charged = 0;
         v->resident -= a->bytes;
         v->paged_out += a->size;
+        if (i == 0)
+            phase(MEM_VM_HALF_OUT);
     }
     free(list);
     *freed += got;
@@ -147,6 +161,8 @@ static CUresult bigs_in(mem_vdev_t *v, uint64_t *restored)
         if ((rc = mem_p.drv.memcpy_htod_async(a->base, a->stage, a->size, v->stream)) !=
             CUDA_SUCCESS)
             break;
+        if (k == 0)
+            phase(MEM_VM_HALF_IN);
     }
     CUresult sync = k ? mem_p.drv.stream_synchronize(v->stream) : CUDA_SUCCESS;
     for (long i = 0; i < k && sync == CUDA_SUCCESS; i++) {
