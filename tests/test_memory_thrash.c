@@ -19,8 +19,9 @@
  *     T in which they paged S0 + S1 (the reports' swap_ms, in and out),
  *     satisfy (n - 1) * 8 * c <= (n - 1) * 8 * p <= T - S0 - S1:
  *     n <= 1 + (T - S0 - S1) / (8 c).  Without the rule the two jobs page
- *     at every handoff (measured on a loaded 2-core machine: 263 page-ins
- *     each against the bound's 88, the GPU busy 5% of the time);
+ *     at every handoff (measured on a loaded 2-core machine: 263 to 348
+ *     page-ins of each against a bound of 88 to 123, the GPU busy 5% of
+ *     the time);
  *   - GPU busy: the rule lets paging cost at most 2p in every 8p + 2p, so
  *     in steady alternation the GPU runs the jobs' work at least 80% of
  *     the time their own host gaps (here none) allow.  The test measures,
@@ -31,14 +32,13 @@
  *     arrival (its allocation waits for the first to page out), which is
  *     not steady state, and a loaded 2-core machine stretches the host's
  *     part of paging; thrashing (the rule removed) stays far below;
- *   - fair still alternates: each job gets the GPU back at least once
- *     while its peer runs (at least 3 switches between the jobs' kernels).
- *     Each job's 2.4 s of kernels outlast a residency (8p, 0.5 to 0.8 s
- *     measured on a loaded machine).  Were the holder to hand the GPU to
- *     the paged-out peer within its residency, the peer would hold it idle
- *     until the residency ended, the holder take it back as idle, and the
- *     peer, no longer queued, wait for the holder's end: one job would run
- *     to its end while the other starves (2 switches).
+ *   - fair still alternates: while both jobs run (until the first ends),
+ *     the one that ran fewer of the kernels ran at least a quarter of them
+ *     (0.47 measured).  Each job's 2.4 s of kernels outlast a residency
+ *     (8p, 0.5 to 0.8 s measured on a loaded machine).  Were the holder to
+ *     hand the GPU to the paged-out peer within its residency, the peer
+ *     would hold it idle until the residency ended, and one job would then
+ *     run to its end while the other waited (measured: 0.01).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,6 +60,7 @@
 #define PCIE_GBPS   1                       /* bytes per ns */
 #define PAGE_MIN_NS ((double)JOB_MIB * (1 << 20) / PCIE_GBPS)
 #define BUSY_MIN    0.5
+#define SHARE_MIN   0.25
 
 static char state_name[64], table_name[64], trace[512];
 
@@ -159,6 +160,29 @@ static double busy_fraction(void)
     return (double)busy / (double)(last - first);
 }
 
+/* While both jobs ran (up to the end of the first to finish), the share of
+ * the kernels of the one that ran fewer. */
+static double shared_fraction(void)
+{
+    tu_kernel_t *k = NULL;
+    long n = tu_trace_load(trace, &k), count[2] = { 0, 0 };
+    assert_true(n > 0);
+    int pid[2] = { k[0].pid, 0 };
+    uint64_t last[2] = { 0, 0 };
+    for (long i = 0; i < n; i++) {
+        int j = k[i].pid == pid[0] ? 0 : 1;
+        pid[j] = k[i].pid;
+        last[j] = k[i].end_ns;
+    }
+    uint64_t both = last[0] < last[1] ? last[0] : last[1];
+    for (long i = 0; i < n; i++)
+        if (k[i].end_ns <= both)
+            count[k[i].pid == pid[0] ? 0 : 1]++;
+    free(k);
+    long fewer = count[0] < count[1] ? count[0] : count[1];
+    return count[0] + count[1] ? (double)fewer / (double)(count[0] + count[1]) : 0;
+}
+
 static void test_no_thrashing_under_fair(void **state)
 {
     (void)state;
@@ -181,12 +205,11 @@ static void test_no_thrashing_under_fair(void **state)
     finish(&job[1], "1");
     double t_ns = (double)(tu_now_ns() - t0);   /* each job's life, and a little more */
     assert_true(check_page_ins(rep, t_ns) >= 1);             /* they did not fit together: one paged */
-    tu_kernel_t *k = NULL;
-    long n = tu_trace_load(trace, &k), switches = n > 0 ? tu_trace_switches(k, n) : -1;
-    free(k);
-    fprintf(stderr, "%ld switches between the jobs' kernels\n", switches);
-    if (switches < 3)
-        fail_msg("%ld switches: a job did not get the GPU back while its peer ran", switches);
+    double share = shared_fraction();
+    fprintf(stderr, "while both ran, the lesser job ran %.2f of the kernels\n", share);
+    if (share < SHARE_MIN)
+        fail_msg("one job ran %.2f of the kernels while both ran: fair did not alternate",
+                 share);
     double busy = busy_fraction();
     fprintf(stderr, "GPU busy %.3f of the span (at least %.2f)\n", busy, BUSY_MIN);
     if (busy < BUSY_MIN)
