@@ -10,7 +10,12 @@
  *     nothing fails, and every byte of both jobs' memory is intact;
  *   - the same, at half the sizes, with both jobs' memory from
  *     cuMemAllocAsync (the default pool's stream-ordered allocations, which
- *     paging serves too; without it the high job is refused).
+ *     paging serves too; without it the high job is refused);
+ *   - the same with the low job's paging off: its memory cannot move, so
+ *     the high job, which took the GPU with a first kernel and then waits
+ *     for memory, gives the GPU back and leaves the queue (held, the GPU would stall the low job, which
+ *     frees the memory only by running to its end, until the high job's
+ *     SALUS_MEM_WAIT_MS refused it); both finish.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,26 +35,32 @@
 
 static char state_name[64], table_name[64];
 
-static void spawn(tu_proc_t *p, int priority, const char *iters, int async)
+static void spawn_swap(tu_proc_t *p, int priority, const char *iters, int async,
+                       const char *swap, const char *wait_ms)
 {
     char client[512], cubin[512];
     char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
                      (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
-                     async ? "1536" : "3072", (char *)iters, "2000", async ? "async" : NULL,
-                     NULL };
+                     async > 0 ? "1536" : "3072", (char *)iters, "2000",
+                     async > 0 ? "async" : async < 0 ? "warm" : NULL, NULL };
     tu_env_t env;
     tu_env_init(&env);
     tu_env_salus(&env, state_name, table_name);
-    tu_env_set(&env, "SIMGPU_MEMORY", async ? "2G" : "4G");
+    tu_env_set(&env, "SIMGPU_MEMORY", async > 0 ? "2G" : "4G");
     tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
-    tu_env_set(&env, "SALUS_SWAP", "on");
-    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
+    tu_env_set(&env, "SALUS_SWAP", swap);
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", wait_ms);
     tu_env_set(&env, "SALUS_POLICY", "priority");
     tu_env_set(&env, "SALUS_PRIORITY", "%d", priority);
     tu_env_unset(&env, "SALUS_MEM_LIMIT");
     tu_env_unset(&env, "SALUS_REPORT");
     assert_int_equal(tu_spawn(p, argv, &env), 0);
     tu_env_free(&env);
+}
+
+static void spawn(tu_proc_t *p, int priority, const char *iters, int async)
+{
+    spawn_swap(p, priority, iters, async, "on", "0");
 }
 
 static int printed_ready(void *arg)
@@ -100,11 +111,33 @@ static void test_priority_preempts_async_memory(void **state)
     preempt(1);
 }
 
+static void test_gives_up_gpu_paging_cannot_help(void **state)
+{
+    (void)state;
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
+        !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient"))
+        skip();
+    tu_unique_name("smg", state_name, sizeof state_name);
+    tu_unique_name("stmg", table_name, sizeof table_name);
+    tu_proc_t low, high;
+    spawn_swap(&low, 10, "300", 0, "off", "0");      /* its memory cannot move */
+    if (!tu_await(printed_ready, &low, CHILD_MS))
+        fail_msg("the low job never filled its memory");
+    /* Longer than the low job's run: the high job gets its memory when the
+     * low job ends, if the low job can run meanwhile. */
+    spawn_swap(&high, 90, "20", -1, "on", "120000");      /* holds the GPU first */
+    finish(&high, "high-priority");
+    finish(&low, "low-priority");
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_priority_preempts_full_device),
         cmocka_unit_test(test_priority_preempts_async_memory),
+        cmocka_unit_test(test_gives_up_gpu_paging_cannot_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

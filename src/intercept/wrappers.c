@@ -227,6 +227,7 @@ static void hook_modules_start(void)
         mem_set_rank(sched_rank_locked);
         mem_set_admit_order(sched_admit_order_locked, sched_enroll);
         mem_set_gpu_wait(sched_wait_mem);
+        mem_set_gpu_give_up(sched_give_up_for_mem);
         sched_set_hooks(&hooks);
     }
 }

@@ -554,14 +554,29 @@ int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes)
     return bytes > room && movable(ld) >= bytes - room;
 }
 
+/* The other half (mem_set_gpu_give_up): paging cannot make this wait's
+ * room now, so the process leaves the GPU to the jobs that hold the memory.
+ * Outside the lock. */
+static void give_up_gpu(int d)
+{
+    void (*fn)(int) = __atomic_load_n(&mem_p.gpu_give_up, __ATOMIC_ACQUIRE);
+    mem_local_dev_t *ld = d >= 0 && d < SHM_MAX_DEVICES ?
+                          __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE) : NULL;
+    if (fn && ld && __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
+        fn((int)(ld - mem_p.dev));
+}
+
 /* Sleep until memory is returned on dev (or a slice passes), with the lock
- * released, queued for the GPU with paging on; 0 with the lock held again,
- * -1 if it cannot be taken again. */
+ * released; with paging on, queued for the GPU (queue 1) or leaving it
+ * (queue -1: paging cannot make the room); 0 with the lock held again, -1
+ * if it cannot be taken again. */
 int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d, int queue)
 {
     shm_unlock(mem_p.t);
-    if (queue)
+    if (queue > 0)
         mem_queue_for_gpu(d);
+    else if (queue < 0)
+        give_up_gpu(d);
     shm_futex_wait(&dev->wake_seq, seq, umin(max_ns, MEM_WAIT_SLICE_NS));
     if (mem_lock() != 0)
         return -1;
@@ -598,19 +613,25 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
                   "waiting-mem", util_size(bytes).s, ld->d,
                   (unsigned long long)(mem_p.cfg.wait_ns / 1000000));
     mem_wait_enter(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
+    int gave_up = 0;
     for (;;) {
         uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
         fit = take_locked(ld, bytes, 1);
         uint64_t now = util_now_ns();
-        if (fit == MEM_OVER_DEVICE && mem_ask_pages_locked(ld, bytes) &&
-            deadline < now + MEM_PAGE_WAIT_NS)
+        int asked = fit == MEM_OVER_DEVICE && mem_ask_pages_locked(ld, bytes) != 0;
+        int pageable = fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes);
+        if (asked && deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
-        if (fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes) &&
-            deadline < now + 2 * MEM_WAIT_SLICE_NS)
+        if (pageable && deadline < now + 2 * MEM_WAIT_SLICE_NS)
             deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait */
         if (fit != MEM_OVER_DEVICE || now >= deadline)
             break;
-        if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d, 1) != 0) {
+        /* Paging cannot make the room now: leave the GPU to the jobs that
+         * hold the memory, once; queued again once paging can. */
+        int queue = asked || pageable ? 1 : gave_up++ ? 0 : -1;
+        if (queue > 0)
+            gave_up = 0;
+        if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d, queue) != 0) {
             *lost = 1;
             break;
         }

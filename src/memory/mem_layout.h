@@ -237,6 +237,8 @@ typedef struct mem_proc {
     /* The scheduler's queue (mem_set_gpu_wait), called by a wait for
      * memory with paging on, outside the lock. */
     void (*gpu_wait)(int ordinal);
+    /* Its other half (mem_set_gpu_give_up), outside the lock. */
+    void (*gpu_give_up)(int ordinal);
     /* The policy's order of two admission waiters (mem_set_admit_order),
      * under the table lock: <0 slot a first, >0 slot b first, 0 either. */
     int (*admit_order)(shm_table_t *t, int device, int a, int b);
@@ -400,8 +402,9 @@ void mem_queue_for_gpu(int d);
 /* Under the lock: paging could free what `bytes` lacks on ld's device. */
 int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes);
 /* Sleep for memory returned on dev (a slice at most) with the lock
- * released, queued for the GPU with paging on if `queue`; 0 with the lock
- * held again, -1 if it cannot be taken again. */
+ * released; with paging on, queued for the GPU if `queue` > 0, giving it up
+ * (and leaving its queue) if `queue` < 0; 0 with the lock held again, -1 if
+ * it cannot be taken again. */
 int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d, int queue);
 /* Under the lock: ask the peers the policy runs last to page out what
  * `bytes` lacks on ld's device; what is asked (0: nobody can be). */

@@ -257,6 +257,13 @@ void mem_set_rank(mem_rank_fn fn);
  * long as paging could free what it lacks. */
 typedef void (*mem_gpu_wait_fn)(int ordinal);
 void mem_set_gpu_wait(mem_gpu_wait_fn fn);
+/* Its other half (sched_give_up_for_mem): once paging cannot free what such
+ * a wait lacks (the memory is held by peers that cannot be paged now: full
+ * staging, paging off, running), the process gives the device's GPU up if
+ * it holds it, and leaves its queue, for the rest of that wait: held by a
+ * job that cannot run, the GPU would idle while the jobs that hold the
+ * memory wait for it (each could only free it by running to its end). */
+void mem_set_gpu_give_up(mem_gpu_wait_fn fn);
 
 /* The policy's order of two processes waiting for admission on table device
  * `device` (the scheduler's, sched_admit_order_locked, which the interception

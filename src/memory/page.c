@@ -96,6 +96,11 @@ void mem_set_gpu_wait(mem_gpu_wait_fn fn)
     __atomic_store_n(&mem_p.gpu_wait, fn, __ATOMIC_RELEASE);
 }
 
+void mem_set_gpu_give_up(mem_gpu_wait_fn fn)
+{
+    __atomic_store_n(&mem_p.gpu_give_up, fn, __ATOMIC_RELEASE);
+}
+
 /* The process may be paged: SALUS_SWAP=on and a pager.  Peers ask only
  * slots that say so. */
 void mem_page_able_update(void)

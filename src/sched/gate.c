@@ -16,6 +16,7 @@
  */
 #include "sched/sched_int.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,43 @@ static int queue_for_mem_locked(sched_proc_t *p, int d, uint64_t now, int *to)
         *to = sched_grant_pick_locked(p->t, d, now, 0);
     sched_gate_update_locked(p->t, p->slot);
     return dev->lease != sched_lease_of(p->slot, p->gen);
+}
+
+void sched_give_up_for_mem(int ordinal)
+{
+    static int said;
+    sched_proc_t *p = &sched_p;
+    if (ensure_registered(p) != SCHED_P_ACTIVE || sched_captures() > 0)
+        return;                              /* a drain would break a capture */
+    int d = table_device(p, ordinal), to = SCHED_NO_SLOT, rc;
+    if (d < 0)
+        return;
+    if ((rc = shm_lock(p->t)) != 0) {
+        sched_lock_failed(p, rc);
+        return;
+    }
+    sched_dev_t *dev = sched_dev(p->t, d);
+    uint64_t now = sched_now();
+    if (dev->lease == sched_lease_of(p->slot, p->gen)) {
+        if ((sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_SHARES) &&
+            sched_any_waiter(dev)) {
+            sched_grant_self_drain(p->slot);     /* this thread drains, as a yield does */
+            to = sched_grant_pick_locked(p->t, d, now, 0);
+            sched_grant_self_drain(-1);
+        }
+    } else {
+        sched_dequeue_locked(p->t, d, p->slot);
+    }
+    sched_gate_update_locked(p->t, p->slot);
+    shm_unlock(p->t);
+    if (to >= 0 && to != p->slot) {
+        if (sched_drain_serve(p->me) != 0)
+            shm_futex_wake(&p->me->drain_req, INT_MAX);
+        sched_wake(p->t, to);
+        util_log_once(&said, UTIL_LOG_INFO, "device %d: this process waits for memory that "
+                      "paging cannot free now; the GPU goes to the jobs that hold it (slot %d "
+                      "first) until then", d, to);
+    }
 }
 
 void sched_enroll(int ordinal)

@@ -199,6 +199,13 @@ void sched_set_hooks(const sched_hooks_t *hooks);
  * do not take the GPU back from it as idle or past its max slice while its
  * peers page out for it. */
 void sched_wait_mem(int ordinal);
+/* Its other half: the process's wait for memory on CUDA ordinal `ordinal`
+ * cannot be helped by paging now (the memory is held by peers that cannot
+ * be paged): it hands the device's GPU to the policy's pick if it holds it
+ * (its work drained as at any handoff), and leaves the device's queue, so
+ * that the jobs holding the memory run and give it back.  Its next launch
+ * queues it again as any launch does. */
+void sched_give_up_for_mem(int ordinal);
 /* Register the process with the scheduler and join CUDA ordinal's device,
  * without queueing for its GPU: memory's admission, before the process's
  * first launch, orders it by what it registered (sched_admit_order_locked). */

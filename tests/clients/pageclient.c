@@ -60,7 +60,7 @@ static CUresult check(CUdeviceptr p, int *bad)
 }
 
 static CUresult run(const char *cubin, int blocks, int iters, unsigned long long ns, int async,
-                    int *bad)
+                    int warm, int *bad)
 {
     CUcontext ctx;
     CUmodule m;
@@ -71,6 +71,11 @@ static CUresult run(const char *cubin, int blocks, int iters, unsigned long long
     TRY(cuCtxSetCurrent(ctx));
     TRY(cuModuleLoad(&m, cubin));
     TRY(cuModuleGetFunction(&spin, m, "salus_spin"));
+    void *args[] = { &ns };
+    if (warm) {                           /* holds the GPU before it allocates */
+        TRY(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+        TRY(cuStreamSynchronize(NULL));
+    }
     for (int b = 0; b < blocks; b++) {
         TRY(async ? cuMemAllocAsync(&p[b], block_bytes, NULL)
                   : cuMemAlloc_v2(&p[b], block_bytes));
@@ -78,7 +83,6 @@ static CUresult run(const char *cubin, int blocks, int iters, unsigned long long
     }
     printf("ready\n");
     fflush(stdout);
-    void *args[] = { &ns };
     for (int i = 0; i < iters; i++) {
         TRY(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
         TRY(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
@@ -86,17 +90,18 @@ static CUresult run(const char *cubin, int blocks, int iters, unsigned long long
     }
     for (int b = 0; b < blocks; b++)
         TRY(check(p[b], bad));
-    for (int b = 0; b < blocks && async; b++)
-        TRY(cuMemFreeAsync(p[b], NULL));
+    for (int b = 0; b < blocks; b++)        /* as a program gives its memory back */
+        TRY(async ? cuMemFreeAsync(p[b], NULL) : cuMemFree_v2(p[b]));
     return async ? cuStreamSynchronize(NULL) : CUDA_SUCCESS;
 }
 
 int main(int argc, char **argv)
 {
     int async = argc == 6 && strcmp(argv[5], "async") == 0;
-    if (argc != 5 && !async) {
+    int warm = argc == 6 && strcmp(argv[5], "warm") == 0;
+    if (argc != 5 && !async && !warm) {
         fprintf(stderr, "usage: pageclient <kernels.cubin> <MiB> <iterations> <kernel_us> "
-                        "[async]\n");
+                        "[async|warm]\n");
         return 2;
     }
     uint64_t total = strtoull(argv[2], NULL, 10) * MiB;
@@ -107,7 +112,7 @@ int main(int argc, char **argv)
     if (!buf || blocks < 1 || blocks > 64)
         return 2;
     CUresult rc = run(argv[1], blocks, atoi(argv[3]), strtoull(argv[4], NULL, 10) * 1000ull,
-                      async, &bad);
+                      async, warm, &bad);
     printf("done %d bad %d\n", (int)rc, bad);
     return rc == CUDA_SUCCESS && bad == 0 ? 0 : 1;
 }
