@@ -43,7 +43,7 @@ $(B)/tests/clients/vmmclient: tests/clients/vmmclient.c
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl
 # Stream-ordered allocations with paging on (vmm_async.c) over simgpu, and
 # through libsalus: tests/clients/asyncclient.
-$(eval $(call salus_test,test_memory_async,$(MEM_TEST_OBJS),$(MEM_VMM_LIBS)))
+$(eval $(call salus_test,test_memory_async,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
 $(B)/tests/test_memory_async: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                               $(B)/tests/clients/asyncclient | $(MEM_JEMALLOC)
 $(B)/tests/clients/asyncclient: tests/clients/asyncclient.c

@@ -27,7 +27,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,86 +35,23 @@
 #include <unistd.h>
 
 #include "lib/testutil.h"
-#include "memory/mem_vmm.h"
-
-#define MiB (1ull << 20)
-#define CK(x) do { CUresult rc_ = (x); if (rc_ != CUDA_SUCCESS) { \
-    fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)rc_); return 1; } } while (0)
-#define TRUE(x) do { if (!(x)) { \
-    fprintf(stderr, "%s:%d: not true: %s\n", __FILE__, __LINE__, #x); return 1; } } while (0)
-
-static void *sym(const char *name)
-{
-    return dlsym(RTLD_DEFAULT, name);
-}
+#include "test_memory_vmm_lib.h"
 
 /* The child's simgpu state and table, named by the parent (which removes
  * them at its exit). */
 static char state_name[96], table_name[96];
 
-/* In the child: simgpu of `mem` bytes, a context, a table, paging on. */
+/* In the child: simgpu of `mem` bytes, a context, this test's table, paging
+ * on (test_memory_vmm_lib.h). */
 static int setup(const char *mem)
 {
-    drv_t d;
-    CUcontext ctx;
-    setenv("SIMGPU_STATE", state_name, 1);
-    setenv("SALUS_TABLE", table_name, 1);
-    setenv("SIMGPU_MEMORY", mem, 1);
-    setenv("SALUS_SWAP", "on", 1);
-    unsetenv("SALUS_MEM_LIMIT");
-    CK(cuInit(0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CK(cuCtxSetCurrent(ctx));
-    TRUE(drv_resolve(sym, &d) == 0);
-    TRUE(mem_init(&d, NULL) == 0);
-    TRUE(mem_swap_on());
-    return 0;
+    return setup_named(mem, state_name, table_name);
 }
 
-static uint64_t table_used(void)
-{
-    mem_slot_view_t v;
-    shm_table_t *t = shm_process_table();
-    if (!t || mem_view_slot(t, shm_self(t), &v) != 0)
-        return UINT64_MAX;
-    return v.used;
-}
-
-static uint64_t dev_free(void)
-{
-    size_t f = 0, t = 0;
-    cuMemGetInfo(&f, &t);
-    return f;
-}
-
-static inline uint64_t pat(uint64_t addr, uint64_t seed)
-{
-    return ((addr >> 3) * 0x9e3779b97f4a7c15ull ^ seed) | 1;
-}
-
-static int fill(CUdeviceptr p, uint64_t n, uint64_t seed)
-{
-    static uint64_t buf[1 << 17];
-    for (uint64_t off = 0; off < n; off += sizeof buf) {
-        uint64_t len = n - off < sizeof buf ? n - off : sizeof buf;
-        for (uint64_t i = 0; i < len / 8; i++)
-            buf[i] = pat(p + off + i * 8, seed);
-        CK(cuMemcpyHtoD(p + off, buf, len));
-    }
-    return 0;
-}
-
-static int check(CUdeviceptr p, uint64_t n, uint64_t seed)
-{
-    static uint64_t buf[1 << 17];
-    for (uint64_t off = 0; off < n; off += sizeof buf) {
-        uint64_t len = n - off < sizeof buf ? n - off : sizeof buf;
-        CK(cuMemcpyDtoH(buf, p + off, len));
-        for (uint64_t i = 0; i < len / 8; i++)
-            TRUE(buf[i] == pat(p + off + i * 8, seed));
-    }
-    return 0;
-}
+/* The pattern over [p, p + n), written and checked through one buffer. */
+static uint64_t iobuf[1 << 17];
+#define FILL(p, n, seed)  fill((p), (n), (seed), iobuf, sizeof iobuf)
+#define CHECK(p, n, seed) check((p), (n), (seed), iobuf, sizeof iobuf)
 
 static void run_child(int (*fn)(void *), void *arg)
 {
@@ -152,13 +88,13 @@ static int virtualized_child(void *arg)
     TRUE(mem_vrange(big + 3 * MiB, &base, &size) == 0 && base == big && size == 6 * MiB);
     TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 1, &rc) == 1 &&
          size == 6 * MiB);
-    if (fill(small, 5000 / 8 * 8, 1) || fill(big, 6 * MiB, 2))
+    if (FILL(small, 5000 / 8 * 8, 1) || FILL(big, 6 * MiB, 2))
         return 1;
     CK(mem_page_out(0, 0, &freed));
     TRUE(freed == 8 * MiB && mem_resident_bytes(0) == 0 && table_used() == used0);
     CK(mem_page_in(0, &restored));
     TRUE(restored == 8 * MiB && table_used() == used0 + 8 * MiB);
-    if (check(small, 5000 / 8 * 8, 1) || check(big, 6 * MiB, 2))
+    if (CHECK(small, 5000 / 8 * 8, 1) || CHECK(big, 6 * MiB, 2))
         return 1;
     /* Freed in stream order, and by cuMemFree_v2. */
     TRUE(mem_vfree_async(big, s, 0, &rc) == 1 && rc == CUDA_SUCCESS);

@@ -1,11 +1,11 @@
 /*
  * test_memory_vmm_lib.h - what the tests of virtualized memory over simgpu
- * share (test_memory_vmm, test_memory_pagekill): a child's set-up (a
- * simgpu state, a context, a table, paging on, memory started through
- * memory.h), the device's free memory and the table's figure of this
- * process, and a pattern written and checked through the driver.  The
- * checks return 1 and say what failed on stderr, for children that tell
- * their parent a result.
+ * share (test_memory_vmm, test_memory_pagekill, test_memory_async): a
+ * child's set-up (a simgpu state, a context, a table, paging on, memory
+ * started through memory.h), the device's free memory and the table's
+ * figure of this process, and a pattern written and checked through the
+ * driver.  The checks return 1 and say what failed on stderr, for children
+ * that tell their parent a result.
  */
 #ifndef SALUS_TEST_MEMORY_VMM_LIB_H
 #define SALUS_TEST_MEMORY_VMM_LIB_H
