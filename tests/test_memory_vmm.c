@@ -43,9 +43,14 @@
 #include "lib/testutil.h"
 #include "test_memory_vmm_lib.h"
 
+/* The child's simgpu state and table, named by the parent before the fork
+ * (the child is SIGKILLed once it has told its result, so only the parent
+ * lives to remove them, at its exit). */
+static char child_state[96], child_table[96];
+
 static int setup(const char *mem)
 {
-    return setup_named(mem, NULL, NULL);
+    return setup_named(mem, child_state, child_table);
 }
 
 /* Out, checked released; in, checked back. */
@@ -66,6 +71,8 @@ static int round_trip(uint64_t expect_out)
 static void run_child(int (*fn)(void *), void *arg)
 {
     int told = -1;
+    tu_unique_name("vmm-sim", child_state, sizeof child_state);
+    tu_unique_name("vmm-tab", child_table, sizeof child_table);
     pid_t pid = tu_fork_teller(fn, arg, &told);
     assert_true(pid > 0);
     kill(pid, SIGKILL);
