@@ -16,7 +16,6 @@
  */
 #include "sched/sched_int.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +30,12 @@ static void bump_activity(sched_slot_t *me)
  * rest between iterations, which waiters may treat as idle much sooner than
  * a pause inside an iteration (wait.c).  Launches are fast, whether or not
  * others wait, so the gate is PROBEd: the next launch takes the slow path
- * once (one per iteration) and its activity ends the rest. */
+ * once (one per iteration) and its activity ends the rest.  The probe is
+ * open_host_gap's, which every boundary calls first. */
 static void mark_rest(sched_slot_t *me)
 {
     __atomic_store_n(&me->rest_activity, __atomic_load_n(&me->activity, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
-    sched_probe_boundary(me);
 }
 
 /* The first launch since a boundary (every boundary PROBEs the gate, so it
@@ -299,41 +298,45 @@ static int queue_for_mem_locked(sched_proc_t *p, int d, uint64_t now, int *to)
     return dev->lease != sched_lease_of(p->slot, p->gen);
 }
 
+/* The table device of CUDA ordinal `ordinal` for a process waiting for
+ * memory there, with the table lock held; -1 (no lock) when it is not
+ * scheduled there. */
+static int mem_device_locked(sched_proc_t *p, int ordinal)
+{
+    int rc, d;
+    if (ensure_registered(p) != SCHED_P_ACTIVE || (d = table_device(p, ordinal)) < 0)
+        return -1;
+    if ((rc = shm_lock(p->t)) != 0) {
+        sched_lock_failed(p, rc);
+        return -1;
+    }
+    return d;
+}
+
 void sched_give_up_for_mem(int ordinal)
 {
     static int said;
     sched_proc_t *p = &sched_p;
-    if (ensure_registered(p) != SCHED_P_ACTIVE || sched_captures() > 0)
+    int d, to = SCHED_NO_SLOT;
+    if (sched_captures() > 0 || (d = mem_device_locked(p, ordinal)) < 0)
         return;                              /* a drain would break a capture */
-    int d = table_device(p, ordinal), to = SCHED_NO_SLOT, rc;
-    if (d < 0)
-        return;
-    if ((rc = shm_lock(p->t)) != 0) {
-        sched_lock_failed(p, rc);
-        return;
-    }
     sched_dev_t *dev = sched_dev(p->t, d);
-    uint64_t now = sched_now();
-    if (dev->lease == sched_lease_of(p->slot, p->gen)) {
-        if ((sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_SHARES) &&
-            sched_any_waiter(dev)) {
-            sched_grant_self_drain(p->slot);     /* this thread drains, as a yield does */
-            to = sched_grant_pick_locked(p->t, d, now, 0);
-            sched_grant_self_drain(-1);
-        }
-    } else {
+    if (dev->lease != sched_lease_of(p->slot, p->gen)) {
         sched_dequeue_locked(p->t, d, p->slot);
+        sched_gate_update_locked(p->t, p->slot);
+        shm_unlock(p->t);
+        return;
     }
-    sched_gate_update_locked(p->t, p->slot);
-    shm_unlock(p->t);
-    if (to >= 0 && to != p->slot) {
-        if (sched_drain_serve(p->me) != 0)
-            shm_futex_wake(&p->me->drain_req, INT_MAX);
-        sched_wake(p->t, to);
+    if (!(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_SHARES) ||
+        !sched_any_waiter(dev)) {
+        shm_unlock(p->t);
+        return;
+    }
+    to = sched_hand_over(p, d, SCHED_PICK);      /* drained as at a yield */
+    if (to >= 0)
         util_log_once(&said, UTIL_LOG_INFO, "device %d: this process waits for memory that "
                       "paging cannot free now; the GPU goes to the jobs that hold it (slot %d "
                       "first) until then", d, to);
-    }
 }
 
 void sched_enroll(int ordinal)
@@ -346,15 +349,9 @@ void sched_enroll(int ordinal)
 void sched_wait_mem(int ordinal)
 {
     sched_proc_t *p = &sched_p;
-    if (ensure_registered(p) != SCHED_P_ACTIVE)
+    int d, to = SCHED_NO_SLOT;
+    if ((d = mem_device_locked(p, ordinal)) < 0)
         return;
-    int d = table_device(p, ordinal), to = SCHED_NO_SLOT, rc;
-    if (d < 0)
-        return;
-    if ((rc = shm_lock(p->t)) != 0) {
-        sched_lock_failed(p, rc);
-        return;
-    }
     uint64_t now = sched_now();
     int queued = queue_for_mem_locked(p, d, now, &to);
     shm_unlock(p->t);

@@ -377,6 +377,7 @@ int sched_hook_keep_locked(shm_table_t *t, int d, int slot);
 /* ---- access (every file): the areas, a lease word ------------------------ */
 #define SCHED_NO_SLOT (-1)
 #define SCHED_RELEASE (-2)        /* sched_decide_locked: free the device */
+#define SCHED_PICK    (-3)        /* sched_hand_over: the policy's pick */
 
 static inline sched_slot_t *sched_slot(shm_table_t *t, int slot)   /* NULL: bad index */
 {
@@ -495,6 +496,11 @@ void sched_wake(shm_table_t *t, int slot);
  * yielding).  boundary: the policy decides; any point: a holder that
  * reached no boundary for the max slice (in this tenure) hands over. */
 int  sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now);
+/* (wait.c) The holder hands device d to `to` (a slot, SCHED_RELEASE, or
+ * SCHED_PICK: the policy's pick), its own work drained on this thread
+ * before the new holder is woken.  Called with the table lock held; returns
+ * with it released, and the grantee. */
+int  sched_hand_over(sched_proc_t *p, int d, int to);
 /* The holder of d was stopped from `stopped_ns` on (a waiter saw it): mark
  * it stopped, leave the stop out of its tenure (a stop is not GPU time), and
  * grant d by policy.  Returns the grantee. */

@@ -118,6 +118,28 @@ static void nudge_watcher(sched_proc_t *p, int d)
  * for), and this thread serves that request at once (drain.c: every context
  * the process launched into synchronized; a stream or event sync leaves its
  * other streams running).  1 if handed over. */
+/* The grant marks d drain-pending and closes our gates; this thread drains
+ * (the GPU is nearly done at a boundary) and answers before it wakes the new
+ * holder, which then finds the answer and starts: one wake-up per handoff,
+ * not a second for the answer (nor one of our drain thread).  Should the
+ * drain not happen here (a capture opened meanwhile on another thread), the
+ * drain thread is woken for it. */
+int sched_hand_over(sched_proc_t *p, int d, int to)
+{
+    sched_grant_self_drain(p->slot);
+    if (to == SCHED_PICK)
+        to = sched_grant_pick_locked(p->t, d, sched_now(), 0);
+    else
+        sched_grant_locked(p->t, d, to, sched_now(), 0);
+    sched_grant_self_drain(-1);
+    shm_unlock(p->t);
+    if (sched_drain_serve(p->me) != 0)
+        shm_futex_wake(&p->me->drain_req, INT_MAX);
+    if (to >= 0)
+        sched_wake(p->t, to);
+    return to;
+}
+
 static int yield_device(sched_proc_t *p, int d, int boundary)
 {
     if (sched_captures() > 0)        /* the drain would break it: wait for its end */
@@ -131,20 +153,8 @@ static int yield_device(sched_proc_t *p, int d, int boundary)
             nudge_watcher(p, d);
         return 0;
     }
-    /* The grant marks d drain-pending and closes our gates; this thread
-     * drains (the GPU is nearly done at a boundary) and answers before it
-     * wakes the new holder, which then finds the answer and starts: one
-     * wake-up per handoff, not a second for the answer (nor one of our
-     * drain thread).  Should the drain not happen here (a capture opened
-     * meanwhile on another thread), the drain thread is woken for it. */
-    sched_grant_self_drain(p->slot);
-    sched_grant_locked(p->t, d, to, sched_now(), 0);
-    sched_grant_self_drain(-1);
-    shm_unlock(p->t);
     shm_set_state(p->t, p->slot, SHM_IDLE);
-    if (sched_drain_serve(p->me) != 0)
-        shm_futex_wake(&p->me->drain_req, INT_MAX);
-    sched_wake(p->t, to);
+    sched_hand_over(p, d, to);
     util_debug("device %d: the GPU goes to slot %d at a %s", d, to,
                boundary ? "boundary" : "sync past the max slice");
     return 1;
