@@ -79,7 +79,7 @@ static CUresult copy_1d(void *dst, const void *src, size_t n, int dir, CUstream 
         rc = sim_capture_memcpy(s, dst, src, n, bw);
         goto out_unlock;
     }
-    memmove(dst, src, n);
+    sim_move(dst, src, n);
     transfer(s, n, bw, sync, SIM_W_COPY, sim_copy_name(ddev, sdev));
     rc = CUDA_SUCCESS;
 out_unlock:

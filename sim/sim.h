@@ -290,6 +290,7 @@ typedef struct sim_range {
     sim_ctx_t *ctx;
     sim_pool_t *pool;                   /* SIM_R_POOL */
     sim_memhandle_t *mh;                /* SIM_R_MAPPED */
+    size_t offset;                      /* SIM_R_MAPPED: where in mh's memfd */
     struct sim_range *prev, *next;      /* list of all ranges */
     struct sim_range *free_next;        /* SIM_R_POOL: in the pool's cache */
 } sim_range_t;
@@ -367,6 +368,11 @@ void sim_obj_reset_after_fork(void);
 int sim_range_add(sim_range_t *r);                  /* 0, or -1 if it overlaps */
 void sim_range_remove(sim_range_t *r);
 sim_range_t *sim_range_find(uintptr_t addr);
+/* memmove's bytes; never-written source memory leaves the destination's
+ * pages unwritten (sparse.c).  Under sim_p.lock. */
+void sim_move(void *dst, const void *src, size_t n);
+/* The memfd behind a VMM handle, or -1 (vmm.c). */
+int sim_vmm_fd(const sim_memhandle_t *m);
 /* 0 if [addr, addr+len) is covered by contiguous ranges granting prot. */
 int sim_range_check(uintptr_t addr, size_t len, int prot);
 void sim_range_reset_after_fork(void);

@@ -327,6 +327,11 @@ void sim_vmm_reset_after_fork(void)
     reservations = NULL;
 }
 
+int sim_vmm_fd(const sim_memhandle_t *m)
+{
+    return m ? m->fd : -1;
+}
+
 /* ---- mappings ----------------------------------------------------------------------- */
 
 CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
@@ -348,7 +353,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (offset > m->size || size > m->size - offset || !reservation_of(ptr, size))
         goto out_free;
     *r = (sim_range_t){ .base = (uintptr_t)ptr, .size = size, .kind = SIM_R_MAPPED,
-                        .device = m->device, .mh = m, .prot = PROT_NONE };
+                        .device = m->device, .mh = m, .offset = offset, .prot = PROT_NONE };
     if (sim_range_add(r))               /* overlaps a mapping already there */
         goto out_free;
     if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, m->fd,

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cu_procmap.h"
@@ -526,6 +527,75 @@ static void test_vmm_remap_same_address(void **state)
     assert_int_equal(simt_free(), f0);
 }
 
+/* Pages of p..p+n that are resident (mincore: an anonymous page, or a
+ * memfd's page in the page cache). */
+static size_t resident_pages(const void *p, size_t n)
+{
+    size_t pages = (n + 4095) / 4096, count = 0;
+    unsigned char *v = malloc(pages);
+    assert_non_null(v);
+    assert_int_equal(mincore((void *)p, n, v), 0);
+    for (size_t i = 0; i < pages; i++)
+        count += v[i] & 1;
+    free(v);
+    return count;
+}
+
+/* Large copies keep never-written memory unwritten (sparse.c): the bytes
+ * are memmove's (a destination full of other bytes reads back zeros where
+ * the source was never written), and the host pays RAM only for what was
+ * written, both ways: device to pinned host memory and back to a new
+ * handle, as paging does. */
+static void test_sparse_copies(void **state)
+{
+    (void)state;
+    const size_t n = 16 * MiB, k = 4096;
+    CUmemAllocationProp prop = vmm_prop();
+    CUmemAccessDesc acc = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUmemGenericAllocationHandle h, h2;
+    CUdeviceptr va, va2;
+    CK(cuMemAddressReserve(&va, n, 0, 0, 0));
+    CK(cuMemCreate(&h, n, &prop, 0));
+    CK(cuMemMap(va, n, 0, h, 0));
+    CK(cuMemSetAccess(va, n, &acc, 1));
+    char *pat = malloc(k), *host = NULL, *out = malloc(n);
+    for (size_t i = 0; i < k; i++)
+        pat[i] = (char)(i * 7 + 1);
+    CK(cuMemcpyHtoD(va + MiB, pat, k));                 /* one aligned page */
+    CK(cuMemcpyHtoD(va + 9 * MiB + 100, pat, k));       /* straddling two */
+    CK(cuMemAllocHost((void **)&host, n));
+    memset(host, 0xaa, n);                              /* every page resident, not zero */
+    CK(cuMemcpyDtoH(host, va, n));
+    memset(out, 0, n);
+    memcpy(out + MiB, pat, k);
+    memcpy(out + 9 * MiB + 100, pat, k);
+    /* Before any read of host (a read maps the zero page, which mincore
+     * counts and the copy back would take for bytes). */
+    assert_in_range(resident_pages(host, n), 3, 3 + 4);  /* the written pages, and edges */
+    /* Back to new memory filled with other bytes first. */
+    CK(cuMemAddressReserve(&va2, n, 0, 0, 0));
+    CK(cuMemCreate(&h2, n, &prop, 0));
+    CK(cuMemMap(va2, n, 0, h2, 0));
+    CK(cuMemSetAccess(va2, n, &acc, 1));
+    CK(cuMemsetD8(va2, 0x77, n));
+    CK(cuMemcpyHtoD(va2, host, n));
+    assert_in_range(resident_pages((void *)(uintptr_t)va2, n), 3, 3 + 4);
+    assert_memory_equal(host, out, n);
+    memset(out, 0x55, n);
+    CK(cuMemcpyDtoH(out, va2, n));
+    assert_memory_equal(out, host, n);
+    CK(cuMemFreeHost(host));
+    CK(cuMemUnmap(va, n));
+    CK(cuMemUnmap(va2, n));
+    CK(cuMemRelease(h));
+    CK(cuMemRelease(h2));
+    CK(cuMemAddressFree(va, n));
+    CK(cuMemAddressFree(va2, n));
+    free(pat);
+    free(out);
+}
+
 static void test_vmm_errors(void **state)
 {
     (void)state;
@@ -695,6 +765,7 @@ int main(void)
         cmocka_unit_test(test_texture_objects),
         cmocka_unit_test(test_vmm_map_with_data),
         cmocka_unit_test(test_vmm_remap_same_address),
+        cmocka_unit_test(test_sparse_copies),
         cmocka_unit_test(test_vmm_errors),
         cmocka_unit_test(test_managed_hints),
         cmocka_unit_test(test_module_globals_ptx),

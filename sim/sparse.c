@@ -1,0 +1,162 @@
+/*
+ * sparse.c - large copies that keep never-written memory unwritten: the
+ * bytes of a copy are exactly memmove's, but where the source is known to
+ * hold zeros that were never written (a hole of a VMM handle's memfd, a page
+ * of a simgpu-owned anonymous mapping that was never touched), the
+ * destination is zeroed by giving its pages back (a hole punched in its
+ * memfd, MADV_DONTNEED on its anonymous pages) instead of by writing them.
+ *
+ * Why: a simulated GPU's memory is host memory.  A job on simgpu whose
+ * kernels only spin allocates gigabytes that nothing ever writes and that
+ * cost the host nothing, until a copy (a page-out to pinned staging, a
+ * page-in back) writes every byte: a 12 GiB job paged out and in would
+ * take 24 GiB of the host's RAM and seconds of memcpy, which no real GPU
+ * pays (its device memory is not the host's).  The copy's time on its
+ * stream is still size / bandwidth for every byte (copy.c): only the
+ * host's RAM and CPU are spared, never the modelled transfer.
+ *
+ * Divided into: what the source holds (holes of a memfd, untouched pages
+ * of anonymous memory through /proc/self/pagemap); zeroing a destination
+ * cheaply; the walk.
+ *
+ * Exactness: a page of a private anonymous mapping that is neither present
+ * nor swapped (pagemap bits 63, 62) has never been written since it was
+ * mapped or given back, so it reads as zeros; a memfd's hole (SEEK_HOLE)
+ * reads as zeros.  Anything else, or any doubt (the pagemap cannot be
+ * read, overlapping buffers, memory simgpu does not own), is copied.
+ *
+ * Lock: the caller's sim_p.lock (ranges do not change under it).
+ */
+#include "sim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define SPARSE_MIN   (1u << 20)         /* smaller copies are memmove */
+#define PAGE         4096u
+#define PM_PRESENT   (1ull << 63)
+#define PM_SWAPPED   (1ull << 62)
+#define PM_BATCH     512                /* pagemap entries read at a time */
+
+/* ---- what the source holds ----------------------------------------------------- */
+
+/* A simgpu range whose pages can be asked about: a VMM mapping (memfd) or
+ * an anonymous mapping of its own (device or host memory of 1 MiB up). */
+static int knows(const sim_range_t *r)
+{
+    if (!r)
+        return 0;
+    if (r->kind == SIM_R_MAPPED)
+        return r->mh != NULL;
+    return r->mmapped && (r->kind == SIM_R_DEVICE || r->kind == SIM_R_HOST ||
+                          r->kind == SIM_R_MANAGED);
+}
+
+/* From p (inside r), how many bytes up to `max` are of one kind; *zero:
+ * they are never-written zeros.  pm: /proc/self/pagemap's fd, or -1. */
+static size_t run_of(const sim_range_t *r, uintptr_t p, size_t max, int pm, int *zero)
+{
+    size_t lim = r->base + r->size - p < max ? r->base + r->size - p : max;
+    *zero = 0;
+    if (r->kind == SIM_R_MAPPED) {
+        int fd = sim_vmm_fd(r->mh);
+        off_t off = (off_t)(r->offset + (p - r->base)), end = off + (off_t)lim;
+        if (fd < 0)
+            return lim;
+        off_t data = lseek(fd, off, SEEK_DATA);
+        if (data < 0 && errno != ENXIO)
+            return lim;                        /* cannot tell: copied */
+        if (data < 0 || data > off) {          /* a hole (ENXIO: to the end) */
+            *zero = 1;
+            return data < 0 || data >= end ? lim : (size_t)(data - off);
+        }
+        off_t hole = lseek(fd, off, SEEK_HOLE);
+        return hole < 0 || hole >= end ? lim : (size_t)(hole - off);
+    }
+    if (pm < 0)
+        return lim;
+    if (p % PAGE)                              /* to the next page as data */
+        return PAGE - p % PAGE < lim ? PAGE - p % PAGE : lim;
+    uint64_t e[PM_BATCH];
+    size_t pages = lim / PAGE, done = 0;
+    if (!pages)
+        return lim;
+    while (done < pages) {
+        size_t want = pages - done < PM_BATCH ? pages - done : PM_BATCH;
+        off_t at = (off_t)((p / PAGE + done) * sizeof e[0]);
+        ssize_t got = pread(pm, e, want * sizeof e[0], at);
+        if (got < (ssize_t)sizeof e[0])
+            break;
+        for (size_t i = 0; i < (size_t)got / sizeof e[0]; i++) {
+            int z = !(e[i] & (PM_PRESENT | PM_SWAPPED));
+            if (done == 0 && i == 0)
+                *zero = z;
+            else if (z != *zero)
+                return (done + i) * PAGE;
+        }
+        done += (size_t)got / sizeof e[0];
+    }
+    return done ? done * PAGE : lim;
+}
+
+/* ---- zeroing a destination cheaply ---------------------------------------------- */
+
+static void zero(uintptr_t d, size_t n, const sim_range_t *r)
+{
+    uintptr_t lo = (d + PAGE - 1) & ~(uintptr_t)(PAGE - 1), hi = (d + n) & ~(uintptr_t)(PAGE - 1);
+    int done = 0;
+    if (knows(r) && lo < hi && hi <= r->base + r->size) {
+        if (r->kind == SIM_R_MAPPED) {
+            int fd = sim_vmm_fd(r->mh);
+            done = fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                        (off_t)(r->offset + (lo - r->base)),
+                                        (off_t)(hi - lo)) == 0;
+        } else {
+            done = madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0;
+        }
+    }
+    if (!done) {
+        memset((void *)d, 0, n);
+        return;
+    }
+    memset((void *)d, 0, lo - d);
+    memset((void *)hi, 0, d + n - hi);
+}
+
+/* ---- the walk ---------------------------------------------------------------------- */
+
+void sim_move(void *dst, const void *src, size_t n)
+{
+    uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+    if (n < SPARSE_MIN || (d < s + n && s < d + n) || !knows(sim_range_find(s))) {
+        memmove(dst, src, n);
+        return;
+    }
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);   /* this process's, after fork too */
+    for (size_t at = 0; at < n;) {
+        const sim_range_t *rs = sim_range_find(s + at);
+        int z = 0;
+        size_t len = knows(rs) ? run_of(rs, s + at, n - at, pm, &z) : n - at;
+        if (!len)
+            len = n - at;
+        if (z) {
+            /* the destination's range may end inside the run: zero it range by range */
+            for (size_t k = 0; k < len;) {
+                const sim_range_t *rd = sim_range_find(d + at + k);
+                size_t piece = len - k;
+                if (rd && rd->base + rd->size - (d + at + k) < piece)
+                    piece = rd->base + rd->size - (d + at + k);
+                zero(d + at + k, piece, rd);
+                k += piece;
+            }
+        } else {
+            memcpy((void *)(d + at), (const void *)(s + at), len);
+        }
+        at += len;
+    }
+    if (pm >= 0)
+        close(pm);
+}
