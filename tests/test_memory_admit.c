@@ -12,6 +12,8 @@
  *     its context, so that the next is admitted: the three get their
  *     contexts in the policy's order, not their arrival's: srtf the fewest
  *     declared iterations first, priority the highest first.
+ *   - once a job of 2.5 GiB has been on the device, a third context is
+ *     held while two beside 2.5 GiB would leave no room for one as large;
  *   - at the deadline (SALUS_MEM_WAIT_MS, nothing to page) the waiter is
  *     let through, says why, and the driver answers: out of memory when
  *     256 MiB are left on the device.
@@ -199,6 +201,35 @@ static void test_admitted_in_priority_order(void **state)
     admitted_in_order("priority", jobs, expect);
 }
 
+/* A job of 2.5 GiB has come and gone: contexts are admitted while they
+ * leave room for one as large (3.75 GiB budget: two of 512 MiB beside
+ * 2.5 GiB, not three), since a newcomer's own peak is not known yet and
+ * paging cannot move contexts; the third is admitted once one goes. */
+static void test_room_for_the_largest_seen(void **state)
+{
+    (void)state;
+    if (!prepared())
+        skip();
+    tu_proc_t big, w[3];
+    job_t b = { "fair", 1, 50, NULL, "2560", NULL }, j = { "fair", 1, 50, NULL, "0", NULL };
+    spawn(&big, &b);
+    await_text(&big, "ready", 0, "the large job");
+    kill_job(&big);
+    spawn(&w[0], &j);
+    await_text(&w[0], "ctx ", 0, "the first small job");
+    spawn(&w[1], &j);
+    await_text(&w[1], "ctx ", 0, "the second small job");
+    spawn(&w[2], &j);
+    await_text(&w[2], "waits for room", 1, "the third small job");
+    assert_false(has(&w[2], "ctx ", 0));
+    kill_job(&w[0]);
+    await_text(&w[2], "ctx ", 0, "the third small job, once the first went");
+    kill_job(&w[1]);
+    kill_job(&w[2]);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 /* Nothing to page and the deadline passed: the driver is called and says. */
 static void test_deadline_lets_the_driver_answer(void **state)
 {
@@ -227,6 +258,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admitted_in_srtf_order),
         cmocka_unit_test(test_admitted_in_priority_order),
+        cmocka_unit_test(test_room_for_the_largest_seen),
         cmocka_unit_test(test_deadline_lets_the_driver_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,8 @@
  *   - a peer paged in stays resident 8 times as long as its page-in took:
  *     asked within that time it is left alone, after it is asked (the
  *     asker waits for it, since paging will free what it lacks);
+ *   - a peer paged out for memory that cannot move is no candidate for the
+ *     GPU until that memory is freed;
  *   - a peer killed while it pages out: its memory is reaped exactly and
  *     the one that asked goes on.
  * The policy's order is a table the test writes (mem_set_rank's seam).
@@ -120,7 +122,7 @@ static uint64_t fp_paged(int ordinal)
     return s;
 }
 
-static const mem_pager_t fake_pager = { fp_out, fp_in, fp_paged, NULL };
+static const mem_pager_t fake_pager = { fp_out, fp_in, fp_paged, NULL, NULL };
 
 /* ---- actors (forked children driven through pipes) ----------------------- */
 
@@ -399,6 +401,56 @@ static void test_residency(void **state)
     shm_close_table(m);
 }
 
+/* ---- no candidate while its memory cannot come back ----------------------
+ * A job paged out for a peer that cannot be paged (paging off) has more out
+ * than could come back beside it, whoever else paged out: the scheduler
+ * leaves it out of the GPU's candidates (mem_page_blocked_locked) until the
+ * peer frees its memory; a job with nothing out never is. */
+
+static int blocked(shm_table_t *m, pid_t pid)
+{
+    assert_int_equal(shm_lock(m), 0);
+    int b = mem_page_blocked_locked(m, 0, slot_of(m, pid));
+    shm_unlock(m);
+    return b;
+}
+
+static void test_blocked_until_room(void **state)
+{
+    (void)state;
+    actor_t job, other, ask;
+    actor_start(&job, waiting_job, 40);
+    expect(&job, 'w');
+    actor_start(&other, waiting_job, 20);
+    expect(&other, 'w');
+    shm_table_t *m = monitor();
+    sh->rank[slot_of(m, job.pid)] = 2;              /* paged first */
+    sh->rank[slot_of(m, other.pid)] = 1;
+    assert_false(blocked(m, job.pid));
+    actor_start(&ask, asker, 70);                   /* 40M free: 30M to page */
+    say(&ask, 'a');
+    expect(&ask, 'o');
+    mem_slot_view_t v = view_after(m, job.pid, 1, 0);
+    assert_int_equal(v.swapped_out, 40 * MB);
+    /* 40M out, 70M that cannot move: no room on 100M even with `other`
+     * (which could move) paged out too. */
+    assert_true(blocked(m, job.pid));
+    assert_false(blocked(m, other.pid));            /* nothing out */
+    say(&ask, 'f');
+    expect(&ask, 'f');
+    assert_false(blocked(m, job.pid));              /* 40 + 20 fit now */
+    say(&job, 'r');
+    expect(&job, 'i');
+    assert_int_equal(view(m, job.pid).swapped_out, 0);
+    say(&job, 'x');
+    say(&other, 'x');
+    say(&ask, 'x');
+    finish(&job);
+    finish(&other);
+    finish(&ask);
+    shm_close_table(m);
+}
+
 /* ---- killed while paging out -------------------------------------------- */
 
 typedef struct paging_goal {
@@ -449,6 +501,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_last_pages_first),
         T(test_residency),
+        T(test_blocked_until_room),
         T(test_killed_while_paging_out),
     };
     return cmocka_run_group_tests_name("memory-page", tests, NULL, NULL);

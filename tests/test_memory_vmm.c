@@ -19,6 +19,8 @@
  *   - past the host staging bound (SALUS_SWAP_LIMIT) memory stays on the
  *     device, what fits goes out;
  *   - paging's copies take simgpu's PCIe time (SIMGPU_PCIE_GBPS) each way;
+ *   - a big allocation no work has reached since it was made is paged out
+ *     and in without a copy; one written is copied;
  *   - a process SIGKILLed while paged out leaves nothing on the device nor
  *     in the table;
  *   - a preloaded libsalus leaves the program's malloc as it was;
@@ -448,6 +450,70 @@ static void test_paging_at_pcie_bandwidth(void **state)
     run_child(pcie_child, NULL);
 }
 
+/* ---- memory never written is not copied ------------------------------------------------
+ * With the interception layer's count of work let through (a fake here:
+ * mem_set_work_count's seam), a big allocation made since the last work is
+ * paged out and in without a copy; once work has gone through since, it is
+ * copied both ways like any other, and what was written survives. */
+
+static uint64_t fake_work;
+
+static uint64_t fake_work_count(void)
+{
+    return fake_work;
+}
+
+static int unwritten_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr a, b;
+    uint64_t freed, restored;
+    double out_ns = 0, in_ns = 0;
+    size_t cap = 16 * MiB;
+    uint64_t *buf = malloc(cap);
+    setenv("SIMGPU_PCIE_GBPS", "10", 1);
+    setenv("SIMGPU_TRACE", pcie_trace, 1);
+    if (setup("4G") || !buf)
+        return 1;
+    mem_set_work_count(fake_work_count);
+    fake_work = 5;
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
+    if (fill(a, 64 * MiB, 3, buf, cap))
+        return 1;
+    fake_work++;                       /* the program's work on a went through */
+    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 128 * MiB, 1, 0));
+    TRUE(truncate(pcie_trace, 0) == 0);  /* fill's copies left out (O_APPEND: no hole) */
+    CK(mem_page_out(0, 0, &freed));
+    TRUE(freed == 192 * MiB && mem_paged_out_bytes(0) == 192 * MiB);
+    CK(mem_page_in(0, &restored));
+    TRUE(restored == 192 * MiB && mem_resident_bytes(0) == 192 * MiB);
+    char *text = tu_read_file(pcie_trace, NULL);
+    TRUE(text != NULL);
+    TRUE(copy_ns(text, "\"DtoH\"", &out_ns) == 0 && copy_ns(text, "\"HtoD\"", &in_ns) == 0);
+    free(text);
+    double one = (double)((64 * MiB + 9) / 10);          /* a's copy alone, each way */
+    if (out_ns != one || in_ns != one) {
+        fprintf(stderr, "copies took %.0f and %.0f ns, a's alone %.0f\n", out_ns, in_ns, one);
+        return 1;
+    }
+    if (check(a, 64 * MiB, 3, buf, cap))
+        return 1;
+    fake_work++;                       /* now b may have been written: copied from here */
+    if (fill(b, 128 * MiB, 4, buf, cap))
+        return 1;
+    CK(mem_page_out(0, 0, &freed));
+    CK(mem_page_in(0, &restored));
+    return check(a, 64 * MiB, 3, buf, cap) || check(b, 128 * MiB, 4, buf, cap);
+}
+
+static void test_unwritten_not_copied(void **state)
+{
+    (void)state;
+    snprintf(pcie_trace, sizeof pcie_trace, "%s/unwritten-trace.jsonl", tu_tmpdir());
+    unlink(pcie_trace);
+    run_child(unwritten_child, NULL);
+}
+
 /* ---- SIGKILL while paged out --------------------------------------------------------- */
 
 static char kill_state[96], kill_table[96];
@@ -604,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_page_in_without_room),
         cmocka_unit_test(test_staging_bound),
         cmocka_unit_test(test_paging_at_pcie_bandwidth),
+        cmocka_unit_test(test_unwritten_not_copied),
         cmocka_unit_test(test_sigkill_while_out),
         cmocka_unit_test(test_malloc_unchanged),
         cmocka_unit_test(test_client_allocations),

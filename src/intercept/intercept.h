@@ -106,6 +106,21 @@ int hook_find(const char *export_name);
 #define HOOK_IS_LAUNCH_RESOLVE 0
 #define HOOK_LAUNCHES (0 HOOK_LIST(HOOK_IS_LAUNCH_))
 extern const hook_id_t hook_launch_ids[HOOK_LAUNCHES];
+/* The calls that can write device memory, or wait for what did: launches,
+ * copies and memsets, and every sync row (gated ones among them). */
+#define HOOK_IS_WORK_(cat, ...) + HOOK_IS_WORK_##cat
+#define HOOK_IS_WORK_LAUNCH 1
+#define HOOK_IS_WORK_SYNC 1
+#define HOOK_IS_WORK_ALLOC 0
+#define HOOK_IS_WORK_FREE 0
+#define HOOK_IS_WORK_INFO 0
+#define HOOK_IS_WORK_LIFE 0
+#define HOOK_IS_WORK_CAPTURE 0
+#define HOOK_IS_WORK_MEMOP 0
+#define HOOK_IS_WORK_COPY 1
+#define HOOK_IS_WORK_RESOLVE 0
+#define HOOK_WORKS (0 HOOK_LIST(HOOK_IS_WORK_))
+extern const hook_id_t hook_work_ids[HOOK_WORKS];
 
 /* ---- the real driver -----------------------------------------------------
  * One slot per wrapped export: where its wrapper forwards.  Until the driver
@@ -220,6 +235,8 @@ typedef struct hook_block {
     uint64_t folded_launches;     /* launches and hash at the last fold */
     uint64_t folded_hash;
     int active;                   /* on the active list */
+    uint32_t parked;              /* in the gated path: its call counted, not made
+                                     yet (owner writes, relaxed) */
     struct hook_block *next, **pprev;     /* every registered block */
     struct hook_block *anext, **apprev;   /* the active list */
 } hook_block_t;
@@ -233,6 +250,10 @@ hook_block_t *hook_thread_register(void);
 /* The gated path of a launch by the thread of block b: the scheduler's slow
  * path, then b follows the gate it returned, on the active list. */
 void hook_thread_gated(hook_block_t *b, const void *work);
+/* How many calls of hook_work_ids the process has let through to the
+ * driver, over its threads (those parked in the gated path left out):
+ * memory's mem_work_count, for allocations never written since. */
+uint64_t hook_work_released(void);
 /* What the process launched since the previous fold, every thread's (the
  * scheduler's sync token; sched_sync_end's callback). */
 sched_token_t hook_threads_fold(void);

@@ -144,7 +144,9 @@ int hook_threads_armed(void)
 
 void hook_thread_gated(hook_block_t *b, const void *work)
 {
+    __atomic_store_n(&b->parked, 1, __ATOMIC_RELAXED);
     const uint32_t *gate = sched_launch_slow(work);
+    __atomic_store_n(&b->parked, 0, __ATOMIC_RELAXED);
     if (b == &fallback) {
         __atomic_store_n(&b->s.gate, gate, __ATOMIC_RELAXED);
         return;
@@ -202,6 +204,29 @@ sched_token_t hook_threads_fold(void)
 }
 
 /* ---- snapshots -------------------------------------------------------------- */
+
+/* A call is counted before it is gated and made after: counted and not
+ * parked is let through or about to be (a thread between its count and
+ * its gate looks let through too: an allocation looks written, never the
+ * reverse). */
+static uint64_t work_of(const hook_counts_t *c)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < HOOK_WORKS; i++)
+        n += __atomic_load_n(&c->calls[hook_work_ids[i]], __ATOMIC_RELAXED);
+    return n;
+}
+
+uint64_t hook_work_released(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    uint64_t n = work_of(&retired) + work_of(&fallback.c);   /* the shared block: as let through */
+    for (hook_block_t *b = live; b; b = b->next)
+        if (b != &fallback)
+            n += work_of(&b->c) - (__atomic_load_n(&b->parked, __ATOMIC_RELAXED) ? 1 : 0);
+    pthread_mutex_unlock(&registry_lock);
+    return n;
+}
 
 static void counts_add(hook_counts_t *sum, const hook_counts_t *c)
 {

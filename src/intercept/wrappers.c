@@ -221,13 +221,15 @@ static void hook_modules_start(void)
                                          .waiting = mem_page_serve,
                                          .tenure = mem_page_in_before_run,
                                          .paged_out = mem_page_is_out,
-                                         .keep = mem_page_keep_locked };
+                                         .keep = mem_page_keep_locked,
+                                         .blocked = mem_page_blocked_locked };
     sched_init(&drv);
     if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
         mem_set_rank(sched_rank_locked);
         mem_set_admit_order(sched_admit_order_locked, sched_enroll);
         mem_set_gpu_wait(sched_wait_mem);
         mem_set_gpu_give_up(sched_give_up_for_mem);
+        mem_set_work_count(hook_work_released);
         sched_set_hooks(&hooks);
     }
 }

@@ -193,17 +193,22 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
  * Each value clamped so that a scribbling peer cannot overflow a sum. */
 
 /* What slot j keeps for its next iteration: its last iteration's peak while
- * it runs.  A peer waiting for the GPU is not running: whoever runs instead
+ * it runs.  A peer with memory paged out keeps nothing more: it runs again
+ * only once paged back in, which takes room as any allocation does (a
+ * paged-out peer at rest between iterations would otherwise hold its whole
+ * peak against a device it has left).  A peer waiting for the GPU is not
+ * running: whoever runs instead
  * hands the GPU back at an iteration boundary, with its own iteration's
  * memory freed.  A peer waiting for memory keeps nothing either, so that
  * two processes whose peaks together pass the budget never wait for each
  * other: one of them goes on. */
-static uint64_t run_peak(shm_table_t *t, int j, const mem_sdev_t *sd, uint64_t floor)
+static uint64_t run_peak(shm_table_t *t, int j, const mem_slot_t *a, const mem_sdev_t *sd,
+                         uint64_t floor)
 {
     shm_ident_t id;
     uint64_t p = clampb(LOAD(&sd->run_peak));
     if (p <= floor || shm_slot_ident(t, j, &id) != 0 || id.state == SHM_WAIT_GPU ||
-        id.state == SHM_WAIT_MEM)
+        id.state == SHM_WAIT_MEM || LOAD(&a->swapped_out) != 0)
         return floor;
     return p;
 }
@@ -224,8 +229,9 @@ static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
         s->reserved += r;
         s->committed += umax(g, r);
         s->held += umax(u, r);
-        s->committed_run += run_peak(t, j, sd, umax(g, r));
-        s->held_run += run_peak(t, j, sd, umax(u, r));
+        s->committed_run += run_peak(t, j, a, sd, umax(g, r));
+        s->held_run += run_peak(t, j, a, sd, umax(u, r));
+        s->peak = umax(s->peak, clampb(LOAD(&sd->peak)));
         if (LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
             s->ctx += mem_ctx_of(shm_device_area(t, d, SHM_AREA_MEM), j);
         if (LOAD(&a->wait_dev) == (uint32_t)d + 1) {
@@ -258,6 +264,9 @@ void mem_publish_locked(shm_table_t *t, int d)
     STORE(&dev->sum_committed, s.committed);
     STORE(&dev->sum_ctx, s.ctx);
     STORE(&dev->queued, s.queued);
+    uint64_t mib = s.peak >> 20;
+    if (mib > LOAD(&dev->peak_mib))
+        STORE(&dev->peak_mib, (uint32_t)(mib > UINT32_MAX ? UINT32_MAX : mib));
     __atomic_store_n(&dev->waiters, s.waiters, __ATOMIC_SEQ_CST);
 }
 
@@ -542,16 +551,18 @@ void mem_queue_for_gpu(int d)
 }
 
 /* Paging could free what `bytes` lacks on ld's device (peers that may be
- * paged hold it): worth waiting for, whatever SALUS_MEM_WAIT_MS says.
+ * paged hold it): worth waiting for, whatever SALUS_MEM_WAIT_MS says;
+ * `now`: by peers that may be asked now (worth holding the GPU for: one
+ * within its residency cannot be, and the GPU would idle until it ends).
  * Under the lock. */
-int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes)
+int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int now)
 {
-    uint64_t (*movable)(mem_local_dev_t *) =
+    uint64_t (*movable)(mem_local_dev_t *, int) =
         __atomic_load_n(&mem_p.page_movable, __ATOMIC_ACQUIRE);
     if (!movable || !__atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
         return 0;
     uint64_t room = mem_room_locked(ld);
-    return bytes > room && movable(ld) >= bytes - room;
+    return bytes > room && movable(ld, now) >= bytes - room;
 }
 
 /* The other half (mem_set_gpu_give_up): paging cannot make this wait's
@@ -597,6 +608,31 @@ uint64_t mem_ask_pages_locked(mem_local_dev_t *ld, uint64_t bytes)
     return bytes > room ? ask(ld, bytes - room) : 0;
 }
 
+/* With paging on, a job that would fit on the device alone waits for an
+ * allocation as long as a peer there can still end and give its memory
+ * and its context back: one not waiting for memory itself.  Paging frees
+ * memory, not contexts; OOM reaches the program only when the job cannot
+ * fit alone, or when every peer waits for memory too (SALUS_MEM_WAIT_MS
+ * then ends the wait, as it would a deadlock).  Under the lock. */
+static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
+{
+    shm_table_t *t = mem_p.t;
+    mem_sdev_t *sd = ld->sd;
+    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+    uint64_t need = (g > spare ? g - spare : 0) + bytes;
+    uint64_t taken = mem_own_ctx(ld->d) + clampb(LOAD(&ld->dev->foreign));
+    if (!mem_p.cfg.swap || need + taken > LOAD(&ld->dev->budget) || need > LOAD(&sd->limit))
+        return 0;
+    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
+        shm_ident_t id;
+        if (j != mem_p.slot && shm_slot_alive(t, j) && shm_slot_ident(t, j, &id) == 0 &&
+            id.state != SHM_WAIT_MEM &&
+            (LOAD(&area_of(t, j)->dev[ld->d].flags) & MEM_SDEV_REGISTERED))
+            return 1;
+    }
+    return 0;
+}
+
 /* Over the device's budget: wait for peers to give memory back (or die),
  * up to SALUS_MEM_WAIT_MS, and as long as peers are asked to page out (the
  * wait then ends when they have).  Lock held on entry; on return too,
@@ -619,16 +655,18 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
         fit = take_locked(ld, bytes, 1);
         uint64_t now = util_now_ns();
         int asked = fit == MEM_OVER_DEVICE && mem_ask_pages_locked(ld, bytes) != 0;
-        int pageable = fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes);
+        int pageable = fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes, 0);
+        int page_now = pageable && mem_pageable_locked(ld, bytes, 1);
         if (asked && deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
-        if (pageable && deadline < now + 2 * MEM_WAIT_SLICE_NS)
-            deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait */
+        if ((pageable || (fit == MEM_OVER_DEVICE && outwaits_locked(ld, bytes))) &&
+            deadline < now + 2 * MEM_WAIT_SLICE_NS)
+            deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait or end */
         if (fit != MEM_OVER_DEVICE || now >= deadline)
             break;
         /* Paging cannot make the room now: leave the GPU to the jobs that
          * hold the memory, once; queued again once paging can. */
-        int queue = asked || pageable ? 1 : gave_up++ ? 0 : -1;
+        int queue = asked || page_now ? 1 : gave_up++ ? 0 : -1;
         if (queue > 0)
             gave_up = 0;
         if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d, queue) != 0) {
@@ -667,6 +705,15 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
                       "; SALUS_MEM_WAIT_MS=<ms> would wait for them to free memory");
 }
 
+/* This thread's takes are refused at once instead of waiting (a page-in's
+ * charges: mem_take_nowait). */
+static __thread int take_nowait;
+
+void mem_take_nowait(int on)
+{
+    take_nowait = on;
+}
+
 int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
 {
     shm_table_t *t = mem_p.t;
@@ -687,8 +734,9 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
         shm_unlock(t);
         return MEM_TAKE_ASK_DRIVER;
     }
-    if (fit == MEM_OVER_DEVICE && (mem_p.cfg.wait_ns || mem_ask_pages_locked(ld, bytes) ||
-                                   mem_pageable_locked(ld, bytes)))
+    if (fit == MEM_OVER_DEVICE && !take_nowait &&
+        (mem_p.cfg.wait_ns || mem_ask_pages_locked(ld, bytes) ||
+         mem_pageable_locked(ld, bytes, 0)))
         fit = wait_locked(ld, bytes, &lost);
     if (lost)
         return 1;

@@ -140,7 +140,12 @@ static int fits_locked(mem_local_dev_t *ld, uint64_t reserve, uint64_t ctx)
 }
 
 /* Every context on ld's device, with one more of `ctx`, leaves room for the
- * largest live job there (its peak or reservation) to be resident alone. */
+ * largest live job there (its peak or reservation) to be resident alone;
+ * with paging on, for a job as large as the largest seen there too: this
+ * job's own peak is not known yet, paging cannot move contexts, and each
+ * context admitted beside jobs that are small so far would otherwise take
+ * room that one of them, growing, needs to run at all (the device then
+ * fills with contexts of jobs that can never all run). */
 static int leaves_room_locked(mem_local_dev_t *ld, uint64_t ctx)
 {
     shm_table_t *t = mem_p.t;
@@ -153,6 +158,9 @@ static int leaves_room_locked(mem_local_dev_t *ld, uint64_t ctx)
         if (LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
             largest = umax(largest, umax(clampb(LOAD(&sd->peak)), clampb(LOAD(&sd->reserved))));
     }
+    uint64_t seen = (uint64_t)LOAD(&ld->dev->peak_mib) << 20;
+    if (mem_p.cfg.swap && seen <= LOAD(&ld->dev->budget))     /* more: not a peak, ignored */
+        largest = umax(largest, seen);
     mem_sums(t, ld->d, mem_p.slot, &o);
     return ctx + largest <= mem_effective_budget(ld->dev, &o, mem_own_ctx(ld->d));
 }
@@ -244,7 +252,7 @@ void mem_ctx_admit(mem_local_dev_t *ld)
 {
     shm_table_t *t = mem_p.t;
     mem_slot_t *a = mem_p.area;
-    int d = ld->d, entered = 0, lost = 0, passed = 0;
+    int d = ld->d, entered = 0, lost = 0, passed = 0, gave_up = 0;
     if (!a || !ctx_need(ld))
         return;                       /* none measured yet: the first is measured */
     enroll(ld);
@@ -265,8 +273,12 @@ void mem_ctx_admit(mem_local_dev_t *ld)
                       "(paging on: contexts cannot be paged)", ld->name);
         }
         uint64_t now = util_now_ns();
-        int asked = head && mem_ask_pages_locked(ld, ctx);
-        int pageable = head && mem_pageable_locked(ld, ctx);
+        /* Paging frees memory, not contexts: when the contexts would leave
+         * the largest job no room, only jobs that end can admit this one. */
+        int can_page = head && leaves_room_locked(ld, ctx);
+        int asked = can_page && mem_ask_pages_locked(ld, ctx);
+        int pageable = can_page && mem_pageable_locked(ld, ctx, 0);
+        int page_now = pageable && mem_pageable_locked(ld, ctx, 1);
         if (!head)                    /* its time counts from the head of the queue */
             deadline = now + mem_p.cfg.wait_ns;
         else if (asked && deadline < now + MEM_PAGE_WAIT_NS)
@@ -278,10 +290,14 @@ void mem_ctx_admit(mem_local_dev_t *ld)
             break;
         }
         /* Queued for the GPU only while paging can make its room, so that
-         * the holder yields and is paged too if need be: held otherwise,
+         * the holder yields and is paged too if need be; otherwise it
+         * leaves the GPU (once) if it was granted it while queued: held,
          * the GPU would stall the jobs it waits for. */
+        int queue = asked || page_now ? 1 : gave_up++ ? 0 : -1;
+        if (queue > 0)
+            gave_up = 0;
         if (mem_sleep_unlocked(ld->dev, seq, head ? deadline - now : MEM_WAIT_SLICE_NS, d,
-                               asked || pageable) != 0) {
+                               queue) != 0) {
             lost = 1;
             break;
         }

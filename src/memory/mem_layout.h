@@ -107,6 +107,9 @@ typedef struct mem_slot {
      * The owner's; page.c leaves it out of what a peer can page out. */
     uint64_t pinned;
     uint32_t pinned_dev, pad_pinned;
+    /* Of swap_bytes, what paging copied (both ways): memory never written
+     * moves without a copy (vmm_page.c).  The owner's, relaxed. */
+    uint64_t swap_copied;
 } mem_slot_t;
 
 /* Written under the lock before a reclaimer changes another slot's avail
@@ -143,7 +146,11 @@ typedef struct mem_dev {
     uint32_t ctx_kib[SHM_MAX_SLOTS];
     /* Cached for monitors after each locked change. */
     uint64_t sum_granted, sum_used, sum_reserved, sum_committed;
-    uint32_t queued, pad1;
+    uint32_t queued;
+    /* The largest peak a job has reached here since the table was made, in
+     * MiB (raised under the lock, never lowered): with paging on, what
+     * admission assumes a job whose peak is not known yet may need. */
+    uint32_t peak_mib;
     uint64_t sum_ctx;
 } mem_dev_t;
 
@@ -232,13 +239,17 @@ typedef struct mem_proc {
      * file's bottom (account.c) depends on no other. */
     uint64_t (*page_ask)(mem_local_dev_t *ld, uint64_t need);
     /* With the pager too: what paging could free on ld's device (the
-     * memory of live peers that may be paged), under the table lock. */
-    uint64_t (*page_movable)(mem_local_dev_t *ld);
+     * memory of live peers that may be paged; `now`: only those that may
+     * be asked now, out of their residency), under the table lock. */
+    uint64_t (*page_movable)(mem_local_dev_t *ld, int now);
     /* The scheduler's queue (mem_set_gpu_wait), called by a wait for
      * memory with paging on, outside the lock. */
     void (*gpu_wait)(int ordinal);
     /* Its other half (mem_set_gpu_give_up), outside the lock. */
     void (*gpu_give_up)(int ordinal);
+    /* The interception layer's count of calls that can write device memory
+     * (mem_set_work_count); NULL: every allocation counts as written. */
+    uint64_t (*work_count)(void);
     /* The policy's order of two admission waiters (mem_set_admit_order),
      * under the table lock: <0 slot a first, >0 slot b first, 0 either. */
     int (*admit_order)(shm_table_t *t, int device, int a, int b);
@@ -364,6 +375,7 @@ typedef struct mem_sums {
      * (max with its run_peak): what grants and admissions must leave. */
     uint64_t committed_run, held_run;
     uint64_t ctx;          /* sum of the contexts' measured memory */
+    uint64_t peak;         /* the largest peak of one slot */
     uint32_t waiters, queued;
 } mem_sums_t;
 void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s);
@@ -399,8 +411,12 @@ void mem_wait_enter(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64
 void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked);
 /* With paging on, queue for table device d's GPU (outside the lock). */
 void mem_queue_for_gpu(int d);
-/* Under the lock: paging could free what `bytes` lacks on ld's device. */
-int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes);
+/* On (1): this thread's takes over the budget are refused at once, never
+ * wait (a page-in's charges: it waits itself, holding nothing); off (0). */
+void mem_take_nowait(int on);
+/* Under the lock: paging could free what `bytes` lacks on ld's device
+ * (now: by asking peers now, none of them within its residency). */
+int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int now);
 /* Sleep for memory returned on dev (a slice at most) with the lock
  * released; with paging on, queued for the GPU if `queue` > 0, giving it up
  * (and leaving its queue) if `queue` < 0; 0 with the lock held again, -1 if

@@ -107,9 +107,12 @@ typedef struct mem_valloc {
     uint8_t out;                   /* big: paged out */
     uint8_t charged;               /* big: its chunk is in the budget */
     uint8_t exported;              /* has an IPC handle (vmm_ipc.c): pinned resident */
+    uint8_t clean;                 /* big, paged out: never written, nothing staged */
     uint64_t bytes;                /* big: reservation and chunk size */
     CUmemGenericAllocationHandle h;   /* big: the chunk, 0 when paged out */
-    void *stage;                   /* big, paged out: its copy */
+    void *stage;                   /* big, paged out: its copy (NULL: never written) */
+    uint64_t work_at;              /* big: the process's work calls when it was made
+                                      (mem_p.work_count), UINT64_MAX: unknown */
 } mem_valloc_t;
 
 /* A map from nonzero 64-bit keys to pointers (open addressing). */
@@ -132,6 +135,7 @@ typedef struct mem_vm {
     mem_vmap_t granules;           /* big: granule address -> mem_valloc_t */
     uint64_t next_id;
     uint64_t staged;               /* bytes of pinned staging held */
+    uint64_t copied;               /* bytes paging copied, both ways (relaxed) */
     int no_fd;                     /* the driver refused chunks with a POSIX fd
                                       handle type: chunks made without, no IPC */
     /* vmm_ipc.c's, set at its first export (so before an allocation is

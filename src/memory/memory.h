@@ -237,6 +237,7 @@ typedef struct mem_pager {
     CUresult (*page_in)(int ordinal, uint64_t *restored);
     uint64_t (*paged_out_bytes)(int ordinal);
     uint64_t (*resident_bytes)(int ordinal);
+    uint64_t (*copied_bytes)(void);     /* optional: bytes copied so far, both ways */
 } mem_pager_t;
 /* Copied; NULL (or a pager without the first three) turns paging off. */
 void mem_set_pager(const mem_pager_t *pager);
@@ -264,6 +265,16 @@ void mem_set_gpu_wait(mem_gpu_wait_fn fn);
  * job that cannot run, the GPU would idle while the jobs that hold the
  * memory wait for it (each could only free it by running to its end). */
 void mem_set_gpu_give_up(mem_gpu_wait_fn fn);
+/* How many calls that can write device memory (launches, copies, memsets)
+ * the process has made so far, over its threads, the one in progress
+ * included (the interception layer's count, which it registers): a large
+ * virtualized allocation made since the last of them, with at most the
+ * call now parked at the gate after it, was never written, and paging
+ * neither copies it out nor back (its contents are undefined, as a fresh
+ * cuMemAlloc's are).  Called off the launch path (allocations of a VMM
+ * granularity and more, page-outs). */
+typedef uint64_t (*mem_work_count_fn)(void);
+void mem_set_work_count(mem_work_count_fn fn);
 
 /* The policy's order of two processes waiting for admission on table device
  * `device` (the scheduler's, sched_admit_order_locked, which the interception
@@ -295,6 +306,12 @@ int mem_page_is_out(void);
  * than the device has room for (it could only come back by paging this
  * one out, not before the residency ends).  Under the table lock. */
 int mem_page_keep_locked(shm_table_t *t, int device, int slot);
+/* The process in `slot`, waiting for table device `device`'s GPU, has more
+ * paged out than could come back there even were every other pageable
+ * process paged out (contexts, pinned and non-pageable memory fill the
+ * rest): 1, and the scheduler leaves it out of its candidates until the
+ * jobs that hold that memory give it back.  Under the table lock. */
+int mem_page_blocked_locked(shm_table_t *t, int device, int slot);
 /* The host memory this process may page to (SALUS_SWAP_LIMIT; default half
  * of the host's MemAvailable when first asked), for the allocator's
  * staging pool. */
@@ -433,7 +450,8 @@ void mem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t
  * be less than asked: the staging bound, or nothing virtualized there).
  * mem_page_in: take the budget back (may be refused with
  * CUDA_ERROR_OUT_OF_MEMORY at once when the device has no room for it now,
- * or another code: wait and ask again; what came back stays in), map new
+ * never waiting, or another code: wait and ask again; big allocations come
+ * back all or none, a small region first, whole), map new
  * physical memory at the same addresses and copy
  * the contents back.  *restored: the device bytes taken.  An allocation
  * freed while out drops its copy; a small allocation made while the region
@@ -446,5 +464,8 @@ CUresult mem_page_out(int ordinal, uint64_t want, uint64_t *freed);
 CUresult mem_page_in(int ordinal, uint64_t *restored);
 uint64_t mem_paged_out_bytes(int ordinal);
 uint64_t mem_resident_bytes(int ordinal);
+/* The bytes paging has copied in this process so far, both ways (memory
+ * never written moves without a copy). */
+uint64_t mem_paged_copied_bytes(void);
 
 #endif /* SALUS_MEMORY_H */

@@ -20,10 +20,23 @@
  *     one waiting for memory itself, nor one idle at rest (nothing of it
  *     would serve the request; an idle peer is asked once it queues);
  *   - a peer paged in stays resident MEM_RESIDENCY_FACTOR times as long as
- *     its page-in took (page_resident_until): a job that pays t to come back
- *     runs at least 8t before it can be sent out again, so that paging costs
- *     the device at most 2t in every 8t + 2t, and GPU time lost to paging
- *     stays under 20% however the policy alternates;
+ *     coming back cost the device (page_resident_until): from its grant to
+ *     its memory in, the wait for its victims to page out and the copies,
+ *     at most 250 ms (a wait that long is not paging's cost: 8 times it
+ *     would keep the device from every other job).  A job that pays t to
+ *     come back runs at least 8t before it can be sent out again (its
+ *     holder keeps the GPU, the keep hook), so that paging costs the
+ *     device at most 2t in every 8t + 2t, and GPU time lost to paging
+ *     stays under 20% however the policy alternates.  Not the copies
+ *     alone: memory never written is not copied, and a job whose copies
+ *     took a few ms was sent out again within fair's quantum while its
+ *     victims' page-outs idled the GPU each time (2,021 page-outs in the
+ *     training bench's fair run);
+ *   - a waiter whose paged-out memory could not come back even with every
+ *     pageable peer out (contexts and memory that cannot move fill the
+ *     device) is no candidate for the GPU (the blocked hook); one granted
+ *     the GPU that finds itself so leaves it while it waits, and comes
+ *     back in once the memory is given back;
  *   - the asked process clears the request once served (a compare-and-swap
  *     from the value it served: a larger request made meanwhile stays) and
  *     wakes the device's waiters; a request it cannot serve (its host bound
@@ -46,6 +59,7 @@
 
 #define MEM_RESIDENCY_FACTOR 8
 #define MEM_PAGE_SLICE_NS    (20ull * 1000 * 1000)
+#define MEM_PAID_MAX_NS      (250ull * 1000 * 1000)    /* residency: 2 s at most */
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -59,7 +73,7 @@ static mem_pager_t pager_copy;
 static mem_rank_fn rank_fn;
 
 static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need);
-static uint64_t movable_locked(mem_local_dev_t *ld);
+static uint64_t movable_locked(mem_local_dev_t *ld, int now);
 
 void mem_set_pager(const mem_pager_t *p)
 {
@@ -99,6 +113,11 @@ void mem_set_gpu_wait(mem_gpu_wait_fn fn)
 void mem_set_gpu_give_up(mem_gpu_wait_fn fn)
 {
     __atomic_store_n(&mem_p.gpu_give_up, fn, __ATOMIC_RELEASE);
+}
+
+void mem_set_work_count(mem_work_count_fn fn)
+{
+    __atomic_store_n(&mem_p.work_count, fn, __ATOMIC_RELEASE);
 }
 
 /* The process may be paged: SALUS_SWAP=on and a pager.  Peers ask only
@@ -165,24 +184,39 @@ static int victim(shm_table_t *t, int d, int j, int my_rank, uint64_t now, cand_
     return 1;
 }
 
-/* What paging could free on ld's device: the memory of the live peers that
- * may be paged and are not full, whatever they do now (one that runs or
- * rests waits for the GPU later, or ends), less what they pinned. */
-static uint64_t movable_locked(mem_local_dev_t *ld)
+/* Slot j waits for memory itself: it serves no request until that ends. */
+static int waits_mem(shm_table_t *t, int j)
 {
-    shm_table_t *t = mem_p.t;
+    shm_ident_t id;
+    return shm_slot_ident(t, j, &id) != 0 || id.state == SHM_WAIT_MEM;
+}
+
+/* What paging could free on table device d: the memory of the live peers
+ * of `skip` that may be paged and are not full, whatever they do now (one
+ * that runs or rests waits for the GPU later, or ends), less what they
+ * pinned; with `now`, not those within their residency nor those waiting
+ * for memory themselves (they cannot be asked before that ends: a waiter
+ * holding the GPU for them would idle it). */
+static uint64_t movable_but(shm_table_t *t, int d, int skip, uint64_t now)
+{
     uint64_t sum = 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
-        mem_slot_t *a = j == mem_p.slot ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
+        mem_slot_t *a = j == skip ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
         if (!a || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
-            (LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE)
+            (LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
+            (now && (now < LOAD(&a->page_resident_until) || waits_mem(t, j))))
             continue;
-        const mem_sdev_t *sd = &a->dev[ld->d];
+        const mem_sdev_t *sd = &a->dev[d];
         uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
         if (g <= MEM_MAX_BYTES && g > spare)
-            sum += g - spare - pinned_on(a, ld->d, g - spare);
+            sum += g - spare - pinned_on(a, d, g - spare);
     }
     return sum;
+}
+
+static uint64_t movable_locked(mem_local_dev_t *ld, int now)
+{
+    return movable_but(mem_p.t, ld->d, mem_p.slot, now ? util_now_ns() : 0);
 }
 
 /* Ask the peers the policy runs last to page out `need` bytes on ld's
@@ -237,6 +271,8 @@ static int ordinal_of(const mem_local_dev_t *ld)
 
 static void publish_swapped(mem_slot_t *a, const mem_pager_t *pg)
 {
+    if (pg->copied_bytes)
+        STORE(&a->swap_copied, pg->copied_bytes());
     uint64_t sum = 0;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
@@ -286,8 +322,9 @@ void mem_page_serve(void)
 /* ---- paging back in, before the process runs on a device ----------------- */
 
 /* Ask peers for what the page-in lacks; the wake word's value before
- * asking, for the wait.  -1 when the lock is out of reach. */
-static int ask_for_page_in(mem_local_dev_t *ld, uint64_t bytes, uint32_t *seq)
+ * asking, for the wait, and whether paging peers could make the room at
+ * all (mem_page_blocked_locked).  -1 when the lock is out of reach. */
+static int ask_for_page_in(mem_local_dev_t *ld, uint64_t bytes, uint32_t *seq, int *blocked)
 {
     if (mem_lock() != 0)
         return -1;
@@ -295,8 +332,29 @@ static int ask_for_page_in(mem_local_dev_t *ld, uint64_t bytes, uint32_t *seq)
     uint64_t room = mem_room_locked(ld);
     if (bytes > room)
         ask_locked(ld, bytes - room);
+    *blocked = bytes > room && mem_page_blocked_locked(mem_p.t, ld->d, mem_p.slot);
     shm_unlock(mem_p.t);
     return 0;
+}
+
+/* The page-in waits for memory that only jobs behind this one can give
+ * back, by running: the GPU goes to them (once per wait), and the
+ * scheduler takes this process back once it is in (sched_acquire). */
+static void leave_gpu(mem_local_dev_t *ld)
+{
+    void (*fn)(int) = __atomic_load_n(&mem_p.gpu_give_up, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn(ordinal_of(ld));
+}
+
+/* What coming back cost the device, for the residency: from the grant to
+ * the memory in (the wait for peers to page out first, the GPU idle in
+ * its hands, and the copies), at most MEM_PAID_MAX_NS; the copies alone
+ * when it left the GPU while it waited (that wait idled nothing). */
+static uint64_t paid(uint64_t start, uint64_t t0, uint64_t now, int left)
+{
+    uint64_t p = now - (left ? t0 : start);
+    return p < MEM_PAID_MAX_NS ? p : MEM_PAID_MAX_NS;
 }
 
 void mem_page_in_before_run(int device)
@@ -312,7 +370,7 @@ void mem_page_in_before_run(int device)
     mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[device], __ATOMIC_ACQUIRE);
     if (!ld || !ld->sd)
         return;
-    int ord = ordinal_of(ld), said = 0;
+    int ord = ordinal_of(ld), said = 0, left = 0;
     uint64_t out = pg->paged_out_bytes(ord), start = util_now_ns();
     if (!out)
         return;
@@ -322,15 +380,18 @@ void mem_page_in_before_run(int device)
         if (pg->page_in(ord, &restored) == CUDA_SUCCESS) {
             uint64_t now = util_now_ns();
             count(a, &a->swap_ins, restored, now - t0);
-            STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
+            STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * paid(start, t0, now, left));
             break;
         }
         uint32_t seq;
+        int blocked = 0;
         if (!said++)
             util_info("memory: device %d: %s to page in before this job runs; waiting for "
                       "peers to page out", device, util_size(out).s);
-        if (ask_for_page_in(ld, out, &seq) != 0)
+        if (ask_for_page_in(ld, out, &seq, &blocked) != 0)
             break;                     /* the lock is out of reach: said; try at the next tenure */
+        if (blocked && !left++)
+            leave_gpu(ld);
         shm_futex_wait(&ld->dev->wake_seq, seq, MEM_PAGE_SLICE_NS);
         out = pg->paged_out_bytes(ord);
         if (!out)
@@ -344,13 +405,16 @@ void mem_page_in_before_run(int device)
 }
 
 /* The holder keeps the GPU at a boundary rather than hand it to a waiter
- * that is paged out and cannot come back while the holder is resident:
- * granted, the waiter would hold the GPU idle until the residency ends
- * (victim() leaves the holder alone until then), so that under fair, with
- * a quantum shorter than the residency, the GPU would idle for most of
- * every 8p (test_memory_thrash).  The residency is the rule's time to run,
- * and the holder runs it.  A waiter whose paged-out bytes (over its
- * devices: a bound on what it needs here) fit in the room is let in. */
+ * whose memory cannot come in beside it while the holder is within its
+ * residency: granted, the waiter would hold the GPU idle until the
+ * residency ends (victim() leaves the holder alone until then), so that
+ * under fair, with a quantum shorter than the residency, the GPU would
+ * idle for most of every 8p (test_memory_thrash).  The residency is the
+ * rule's time to run, and the holder runs it.  What the waiter needs here:
+ * what it has paged out (over its devices: a bound), or, before it has
+ * ended an iteration, as much as the largest job the device has seen (its
+ * own peak is not known yet; srtf runs such a newcomer first).  A waiter
+ * whose need fits in the room is let in. */
 int mem_page_keep_locked(shm_table_t *t, int device, int slot)
 {
     mem_slot_t *me = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
@@ -362,8 +426,47 @@ int mem_page_keep_locked(shm_table_t *t, int device, int slot)
     mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[device], __ATOMIC_ACQUIRE);
     if (!a || !ld || !ld->sd || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
         return 0;
+    uint64_t need = LOAD(&a->swapped_out);
+    if (need > MEM_MAX_BYTES)
+        return 0;
+    const mem_sdev_t *sd = &a->dev[device];
+    uint64_t seen = (uint64_t)LOAD(&ld->dev->peak_mib) << 20;
+    if (!need && !LOAD(&sd->run_peak) && seen <= LOAD(&ld->dev->budget)) {
+        uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+        uint64_t used = g <= MEM_MAX_BYTES && g > spare ? g - spare : 0;
+        need = seen > used ? seen - used : 0;
+    }
+    return need > 0 && need > mem_room_locked(ld);
+}
+
+/* The waiter in `slot` is left out of the GPU's candidates while what it
+ * has paged out cannot come back on table device `device` even with every
+ * other pageable process paged out: the contexts, pinned memory and
+ * non-pageable jobs on the device leave too little room.  Granted the GPU,
+ * it would hold it through a page-in that waits for memory only the jobs
+ * behind it can give back, by running to their end.  It is a candidate
+ * again once that memory is given back.  Under the table lock; reads the
+ * table only, every word checked. */
+int mem_page_blocked_locked(shm_table_t *t, int device, int slot)
+{
+    if (!t || device < 0 || device >= SHM_MAX_DEVICES || slot < 0 || slot >= SHM_MAX_SLOTS)
+        return 0;
+    mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
+    const mem_dev_t *dev = shm_device_area(t, device, SHM_AREA_MEM);
+    if (!a || !dev || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
+        return 0;
     uint64_t out = LOAD(&a->swapped_out);
-    return out > 0 && out <= MEM_MAX_BYTES && out > mem_room_locked(ld);
+    if (!out || out > MEM_MAX_BYTES)
+        return 0;
+    const mem_sdev_t *sd = &a->dev[device];
+    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+    uint64_t used = g <= MEM_MAX_BYTES && g > spare ? g - spare : 0;
+    mem_sums_t o;
+    mem_sums(t, device, slot, &o);
+    uint64_t movable = movable_but(t, device, slot, 0);
+    uint64_t fixed = o.held > movable ? o.held - movable : 0;
+    uint64_t budget = mem_effective_budget(dev, &o, mem_ctx_of(dev, slot));
+    return used + out + fixed > budget;
 }
 
 int mem_page_is_out(void)

@@ -99,7 +99,8 @@ int mem_report_fields(char *buf, size_t cap)
                     "\"mem_limit_bytes\":%llu,\"mem_reserved_bytes\":%llu,"
                     "\"oom_refusals\":%llu,\"mem_waited_ms\":%llu,"
                     "\"swapped_out_bytes\":%llu,\"swap_outs\":%llu,\"swap_ins\":%llu,"
-                    "\"swap_ms\":%llu,\"swap_bytes\":%llu,\"mem_context_bytes\":%llu",
+                    "\"swap_ms\":%llu,\"swap_bytes\":%llu,\"swap_copied_bytes\":%llu,"
+                    "\"mem_context_bytes\":%llu",
                     (unsigned long long)used, (unsigned long long)peak,
                     (unsigned long long)limit, (unsigned long long)reserved,
                     (unsigned long long)LOAD(&a->oom_refusals),
@@ -109,6 +110,7 @@ int mem_report_fields(char *buf, size_t cap)
                     (unsigned long long)LOAD(&a->swap_ins),
                     (unsigned long long)(LOAD(&a->swap_ns) / 1000000),
                     (unsigned long long)LOAD(&a->swap_bytes),
+                    (unsigned long long)LOAD(&a->swap_copied),
                     (unsigned long long)ctx);
 }
 

@@ -69,7 +69,7 @@ out_ready:
 /* The scheduler's half (page.c) pages through these once this process has
  * virtualized memory. */
 static const mem_pager_t vm_pager = { mem_page_out, mem_page_in, mem_paged_out_bytes,
-                                      mem_resident_bytes };
+                                      mem_resident_bytes, mem_paged_copied_bytes };
 
 static mem_vdev_t *vdev_of(int ordinal)
 {
@@ -173,6 +173,8 @@ static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
     a->base = at;
     a->charged = (uint8_t)charged;
     v->resident += a->bytes;
+    uint64_t (*work)(void) = __atomic_load_n(&mem_p.work_count, __ATOMIC_ACQUIRE);
+    a->work_at = work ? work() : UINT64_MAX;
     return CUDA_SUCCESS;
 out_unmap:
     for (uint64_t g = 0; g < a->bytes; g += v->gran)

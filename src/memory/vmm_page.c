@@ -11,9 +11,11 @@
  * bytes are copied to pinned staging in large transfers on libsalus's own
  * stream (one per big allocation; a small region's live allocations
  * coalesced), then the physical chunks are unmapped and released and their
- * budget given back.  Free space in chunks is not copied.  In: the budget
- * is taken back first (refused at once when the device has no room for it
- * now: the caller waits and asks again),
+ * budget given back.  Free space in chunks is not copied, nor is a big
+ * allocation no work has reached since it was made (mem_p.work_count).  In:
+ * the budget is taken back first (refused at once, never waited for, when
+ * the device has no room for it now: the caller waits and asks again,
+ * holding none of it: the big allocations come back all or none),
  * physical memory is created and mapped at the same addresses, access set,
  * the staged bytes copied back and the staging freed.  Memory that has no
  * live allocation any more (freed while out) is neither backed nor copied.
@@ -38,6 +40,16 @@ static void phase(mem_vm_phase_t at)
     void (*fn)(mem_vm_phase_t) = mem_vm_phase_hook;
     if (fn)
         fn(at);
+}
+
+static void copied(uint64_t bytes)
+{
+    __atomic_add_fetch(&mem_vm.copied, bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t mem_paged_copied_bytes(void)
+{
+    return __atomic_load_n(&mem_vm.copied, __ATOMIC_RELAXED);
 }
 
 /* ---- the staging bound ----------------------------------------------------------
@@ -90,21 +102,37 @@ static long bigs(int ordinal, int out, mem_valloc_t ***list)
     return n;
 }
 
+/* a was never written: no work reached the driver since it was made
+ * (mem_p.work_count; `work` its value now, UINT64_MAX unknown). */
+static int never_written(const mem_valloc_t *a, uint64_t work)
+{
+    return work != UINT64_MAX && a->work_at == work;
+}
+
 /* Copy out the chosen big allocations (want bytes of chunks, 0: all), then
- * release their chunks.  The bytes freed. */
+ * release their chunks; one never written is released without a copy.
+ * The bytes freed. */
 static CUresult bigs_out(mem_vdev_t *v, uint64_t want, uint64_t *freed)
 {
     mem_valloc_t **list;
     long n = bigs(v->ordinal, 0, &list), k = 0;
     uint64_t got = 0;
+    uint64_t (*wc)(void) = __atomic_load_n(&mem_p.work_count, __ATOMIC_ACQUIRE);
+    uint64_t work = wc ? wc() : UINT64_MAX;
     CUresult rc = CUDA_SUCCESS;
     if (n < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     for (; k < n && (want == 0 || got < want); k++) {
         mem_valloc_t *a = list[k];
+        a->clean = (uint8_t)never_written(a, work);
+        if (a->clean) {
+            got += a->bytes;
+            continue;
+        }
         if (!(a->stage = stage_alloc(a->size)))
             continue;                 /* past the staging bound: a smaller one may fit */
         rc = mem_p.drv.memcpy_dtoh_async(a->stage, a->base, a->size, v->stream);
+        copied(a->size);
         if (rc != CUDA_SUCCESS) {
             stage_free(a->stage, a->size);
             a->stage = NULL;
@@ -116,11 +144,13 @@ static CUresult bigs_out(mem_vdev_t *v, uint64_t want, uint64_t *freed)
         got = 0;
     for (long i = 0; i < k; i++) {
         mem_valloc_t *a = list[i];
-        if (!a->stage)
+        if (!a->stage && !a->clean)
             continue;
         if (rc != CUDA_SUCCESS) {     /* the copies failed: it stays in */
-            stage_free(a->stage, a->size);
+            if (a->stage)
+                stage_free(a->stage, a->size);
             a->stage = NULL;
+            a->clean = 0;
             continue;
         }
         mem_vm_unback(a->base, a->bytes, a->h);
@@ -158,19 +188,41 @@ static CUresult bigs_in(mem_vdev_t *v, uint64_t *restored)
         }
         a->charged = (uint8_t)charged;
         v->resident += a->bytes;
-        if ((rc = mem_p.drv.memcpy_htod_async(a->base, a->stage, a->size, v->stream)) !=
-            CUDA_SUCCESS)
+        if (a->stage && (rc = mem_p.drv.memcpy_htod_async(a->base, a->stage, a->size,
+                                                          v->stream)) != CUDA_SUCCESS)
             break;
+        copied(a->stage ? a->size : 0);
         if (k == 0)
             phase(MEM_VM_HALF_IN);
     }
     CUresult sync = k ? mem_p.drv.stream_synchronize(v->stream) : CUDA_SUCCESS;
-    for (long i = 0; i < k && sync == CUDA_SUCCESS; i++) {
+    if (rc != CUDA_SUCCESS || sync != CUDA_SUCCESS) {
+        /* All or nothing: what came back in this call goes out again (its
+         * staging kept), so that a page-in refused half-way holds no
+         * memory while it waits for the rest: held, it was memory the
+         * jobs it waits for needed (two such waits waited for each other). */
+        for (long i = 0; i < k; i++) {
+            mem_valloc_t *a = list[i];
+            if (!a->h)
+                continue;
+            mem_vm_unback(a->base, a->bytes, a->h);
+            a->h = 0;
+            if (a->charged)
+                mem_vm_uncharge(a->ordinal, a->bytes);
+            a->charged = 0;
+            v->resident -= a->bytes;
+        }
+        free(list);
+        return rc != CUDA_SUCCESS ? rc : sync;
+    }
+    for (long i = 0; i < k; i++) {
         mem_valloc_t *a = list[i];
         if (!a->h)
             continue;
-        stage_free(a->stage, a->size);
+        if (a->stage)
+            stage_free(a->stage, a->size);
         a->stage = NULL;
+        a->clean = 0;
         a->out = 0;
         v->paged_out -= a->size;
         *restored += a->bytes;
@@ -243,9 +295,11 @@ static CUresult small_out(mem_vdev_t *v, uint64_t *freed)
         free(r);
         return CUDA_SUCCESS;          /* the staging bound: it stays in */
     }
-    for (long i = 0; i < n && rc == CUDA_SUCCESS; i++)
+    for (long i = 0; i < n && rc == CUDA_SUCCESS; i++) {
         rc = mem_p.drv.memcpy_dtoh_async((char *)stage + r[i].off, r[i].base, r[i].len,
                                          v->stream);
+        copied(r[i].len);
+    }
     if (rc == CUDA_SUCCESS && n)
         rc = mem_p.drv.stream_synchronize(v->stream);
     if (rc != CUDA_SUCCESS) {
@@ -288,6 +342,7 @@ static CUresult copy_back(mem_vdev_t *v, const mem_vrange_t *r)
                                                       (p - r->base), stop - p, v->stream);
             if (rc != CUDA_SUCCESS)
                 return rc;
+            copied(stop - p);
         }
         p = stop;
     }
@@ -431,10 +486,12 @@ CUresult mem_page_in(int ordinal, uint64_t *restored)
         rc = CUDA_ERROR_INVALID_CONTEXT;
         goto out_unlock;
     }
+    mem_take_nowait(1);               /* refused at once: the caller waits, holding nothing */
     if (v->small_out)
         rc = mem_vm_small_in(v, &got);
     if (rc == CUDA_SUCCESS)
         rc = bigs_in(v, &got);
+    mem_take_nowait(0);
     mem_vm_leave();
 out_unlock:
     pthread_mutex_unlock(&mem_vm.lock);

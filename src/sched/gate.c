@@ -327,8 +327,7 @@ void sched_give_up_for_mem(int ordinal)
         shm_unlock(p->t);
         return;
     }
-    if (!(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_SHARES) ||
-        !sched_any_waiter(dev)) {
+    if (!sched_any_waiter(dev)) {     /* fifo too: a holder that cannot go on must not keep it */
         shm_unlock(p->t);
         return;
     }

@@ -289,6 +289,8 @@ static void view_build(shm_table_t *t, int d, uint64_t now, sched_view_t *v, uin
             continue;                            /* stopped: kept, not a candidate */
         if (!sched_gang_can_take_locked(t, s, d, except, now, sched_dev_max_slice_ns(dev)))
             continue;                            /* its gang cannot have all: kept */
+        if (sched_hook_blocked_locked(t, d, s))
+            continue;                            /* its memory cannot come back now: kept */
         sched_cand_t *c = &v->waiters[v->n++];
         sched_cand_fill_locked(t, s, d, now, c);
         c->ticket = dev->wait[s].ticket;

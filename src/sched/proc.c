@@ -165,6 +165,7 @@ static void (*hook_waiting)(void);
 static void (*hook_tenure)(int d);
 static int (*hook_paged_out)(void);
 static int (*hook_keep)(shm_table_t *t, int d, int slot);
+static int (*hook_blocked)(shm_table_t *t, int d, int slot);
 
 void sched_set_hooks(const sched_hooks_t *h)
 {
@@ -173,6 +174,7 @@ void sched_set_hooks(const sched_hooks_t *h)
     __atomic_store_n(&hook_tenure, h ? h->tenure : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&hook_paged_out, h ? h->paged_out : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&hook_keep, h ? h->keep : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&hook_blocked, h ? h->blocked : NULL, __ATOMIC_RELEASE);
 }
 
 void sched_hook_boundary(void)
@@ -205,6 +207,12 @@ int sched_hook_paged_out(void)
 int sched_hook_keep_locked(shm_table_t *t, int d, int slot)
 {
     int (*fn)(shm_table_t *, int, int) = __atomic_load_n(&hook_keep, __ATOMIC_ACQUIRE);
+    return fn ? fn(t, d, slot) : 0;
+}
+
+int sched_hook_blocked_locked(shm_table_t *t, int d, int slot)
+{
+    int (*fn)(shm_table_t *, int, int) = __atomic_load_n(&hook_blocked, __ATOMIC_ACQUIRE);
     return fn ? fn(t, d, slot) : 0;
 }
 

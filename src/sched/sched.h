@@ -179,13 +179,20 @@ void sched_set_clock(sched_clock_fn fn);
  *             is within its minimum residency (memory's rule against
  *             thrashing: the waiter could not run before the residency
  *             ends, and the GPU would idle meanwhile).  Under the table
- *             lock: it reads the table only. */
+ *             lock: it reads the table only;
+ *   blocked   the process in `slot` waits for table device `device`'s GPU
+ *             with memory paged out that could not come back there now,
+ *             whoever else were paged out (contexts and memory that cannot
+ *             move fill the rest): 1 to leave it out of the candidates, so
+ *             that the GPU goes to jobs that can run and, ending, give the
+ *             memory back.  Under the table lock: it reads the table only. */
 typedef struct sched_hooks {
     void (*boundary)(void);
     void (*waiting)(void);
     void (*tenure)(int device);
     int (*paged_out)(void);
     int (*keep)(shm_table_t *t, int device, int slot);
+    int (*blocked)(shm_table_t *t, int device, int slot);
 } sched_hooks_t;
 void sched_set_hooks(const sched_hooks_t *hooks);
 

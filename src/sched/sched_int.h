@@ -373,6 +373,7 @@ void sched_hook_waiting(void);
 void sched_hook_tenure(int d);
 int sched_hook_paged_out(void);
 int sched_hook_keep_locked(shm_table_t *t, int d, int slot);
+int sched_hook_blocked_locked(shm_table_t *t, int d, int slot);
 
 /* ---- access (every file): the areas, a lease word ------------------------ */
 #define SCHED_NO_SLOT (-1)

@@ -605,8 +605,11 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
 }
 
 /* The lease of d is ours: memory pages back in what was paged out while
- * we waited (sched_hooks_t's tenure) before the first launch of the tenure. */
-static void tenure_begins(sched_proc_t *p, int d)
+ * we waited (sched_hooks_t's tenure) before the first launch of the tenure.
+ * 0, or -1 when the lease went to another meanwhile: memory gave it up
+ * while its page-in waited for memory only the jobs behind it could give
+ * back; it returns once it is in, and the process waits for the GPU again. */
+static int tenure_begins(sched_proc_t *p, int d)
 {
     pthread_mutex_lock(&p->mu);
     sched_kseq_reset(&p->kseq);
@@ -614,18 +617,31 @@ static void tenure_begins(sched_proc_t *p, int d)
     pthread_mutex_unlock(&p->mu);
     shm_set_state(p->t, p->slot, SHM_RUNNING);
     sched_hook_tenure(d);
+    sched_dev_t *dev = sched_dev(p->t, d);
+    return ungated(dev) || __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == my_lease(p) ||
+           __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE ? 0 : -1;
 }
 
+static int acquire_once(sched_proc_t *p, int d);
+
+/* Once more when the tenure's page-in gave the lease up (tenure_begins):
+ * the memory is in by then, so the second wait ends in a tenure. */
 void sched_acquire(sched_proc_t *p, int d)
+{
+    for (int round = 0; round < 64 && acquire_once(p, d) != 0; round++)
+        ;
+}
+
+static int acquire_once(sched_proc_t *p, int d)
 {
     shm_table_t *t = p->t;
     sched_dev_t *dev = sched_dev(t, d);
     if (lock_or_fail(p))
-        return;
+        return 0;
     if (ungated(dev) || dev->lease == my_lease(p)) {
         sched_gate_update_locked(t, p->slot);
         shm_unlock(t);
-        return;
+        return 0;
     }
     uint64_t t0 = sched_now();
     sched_unmark_stopped_locked(t, p->slot);     /* it runs: whatever stopped it is over */
@@ -638,8 +654,7 @@ void sched_acquire(sched_proc_t *p, int d)
     if (to == p->slot) {
         if (sched_drain_await(p, d))        /* a holder that left work queued */
             __atomic_add_fetch(&p->me->waited_ns, sched_now() - t0, __ATOMIC_RELAXED);
-        tenure_begins(p, d);
-        return;
+        return tenure_begins(p, d);
     }
     if (to >= 0)
         sched_wake(t, to);
@@ -657,12 +672,12 @@ void sched_acquire(sched_proc_t *p, int d)
     __atomic_store_n(&me->wait_since_ns, 0, __ATOMIC_RELAXED);
     if (r != W_GOT) {
         shm_set_state(t, p->slot, SHM_RUNNING);
-        return;
+        return 0;
     }
     uint64_t rel = __atomic_load_n(&dev->release_ns, __ATOMIC_RELAXED);
     if (by_other && rel >= t0 && rel <= now)
         sched_hist_add(me, now - rel);       /* the handoff includes the drain */
-    tenure_begins(p, d);
+    return tenure_begins(p, d);
 }
 
 /* ---- yielding ---------------------------------------------------------------- */
