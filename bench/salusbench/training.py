@@ -60,6 +60,7 @@ def swap_counters(run):
             "swap_ins": sum(r.get("swap_ins", 0) for r in rows),
             "swapped_out_bytes": sum(r.get("swapped_out_bytes", 0) for r in rows),
             "swap_bytes": sum(r.get("swap_bytes", 0) for r in rows),
+            "swap_copied_bytes": sum(r.get("swap_copied_bytes", 0) for r in rows),
             "swap_s": sum(r.get("swap_ms", 0.0) for r in rows) / 1e3}
 
 
