@@ -75,8 +75,9 @@ def section_training(tr, timing):
         f"{f(min(pk) / 1024, 2)}-{f(max(pk) / 1024, 1)} GiB, {f(sum(pk) / len(pk) / 1024, 1)} "
         f"on average) are resident at once, "
         "admission goes in arrival order, and `srtf` can only choose among the few admitted.  "
-        "The cure is the design's 'later' item, paging a switched-out job's memory to the "
-        "host.  Preemption happens where an iteration ends (the lease changes hands at host "
+        "Paging (below) lets every policy choose among more jobs, but not among all: each "
+        "of our jobs is a process with a context of its own that paging cannot move, where "
+        "the paper's jobs shared one process.  Preemption happens where an iteration ends (the lease changes hands at host "
         "synchronizations), as in Salus; compression makes an iteration a larger share of a "
         "job than in the paper (a 1-minute VGG job has a few iterations here, about 60 there), "
         "which coarsens preemption for the largest models.  Lengths are declared "
@@ -192,6 +193,12 @@ def swap_failures_text(S, why, largest_gib):
     if why.get("killed"):
         t += ("  'killed': the run's safety deadline (twice the trace's work, plus 60 s) ended "
               "jobs still waiting.")
+    fair = (S.get("fair") or {}).get("failures") or {}
+    if fair.get("killed"):
+        t += ("  Under `fair` the jobs that do not fit together trade the GPU every quantum, "
+              "and each trade pages the others out for the holder's next iteration (the "
+              "page-outs in the table): its jobs progress, slowly, and some are still running "
+              "at the deadline.  A quantum that grows with what a switch costs is not done.")
     return t
 
 

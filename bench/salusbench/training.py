@@ -101,7 +101,7 @@ def run_swap(jobs, work, workdir, plot, walls):
         pg = st["paging"]
         print(f"bench: training {policy}, paging: avg JCT {st['avg_jct_s'] or 0:.2f} s, "
               f"makespan {st['makespan_s']:.1f} s, failed {st['failed_jobs']}, "
-              f"{pg['swap_outs']} page-outs, {pg['swapped_out_bytes'] / 2**30:.1f} GiB, "
+              f"{pg['swap_outs']} page-outs, {pg['swap_copied_bytes'] / 2**30:.1f} GiB copied, "
               f"{pg['swap_s']:.1f} s paging ({r.wall_s:.0f} s)", flush=True)
     return out
 
