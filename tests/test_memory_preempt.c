@@ -15,7 +15,10 @@
  *     the high job, which took the GPU with a first kernel and then waits
  *     for memory, gives the GPU back and leaves the queue (held, the GPU would stall the low job, which
  *     frees the memory only by running to its end, until the high job's
- *     SALUS_MEM_WAIT_MS refused it); both finish.
+ *     SALUS_MEM_WAIT_MS refused it); both finish;
+ *   - the same with the high job's SALUS_MEM_WAIT_MS at 200 ms: it would fit
+ *     alone, so it waits while the low job can still end, and is not
+ *     refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -111,9 +114,10 @@ static void test_priority_preempts_async_memory(void **state)
     preempt(1);
 }
 
-static void test_gives_up_gpu_paging_cannot_help(void **state)
+/* The high job (paging on, SALUS_MEM_WAIT_MS=wait_ms) takes the GPU with a
+ * first kernel, then waits for memory the low job (paging off) holds. */
+static void give_up(const char *wait_ms)
 {
-    (void)state;
     if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
         !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient"))
         skip();
@@ -123,13 +127,29 @@ static void test_gives_up_gpu_paging_cannot_help(void **state)
     spawn_swap(&low, 10, "300", 0, "off", "0");      /* its memory cannot move */
     if (!tu_await(printed_ready, &low, CHILD_MS))
         fail_msg("the low job never filled its memory");
-    /* Longer than the low job's run: the high job gets its memory when the
-     * low job ends, if the low job can run meanwhile. */
-    spawn_swap(&high, 90, "20", -1, "on", "120000");      /* holds the GPU first */
+    spawn_swap(&high, 90, "20", -1, "on", wait_ms);      /* holds the GPU first */
     finish(&high, "high-priority");
     finish(&low, "low-priority");
     shm_unlink(state_name);
     shm_unlink(table_name);
+}
+
+static void test_gives_up_gpu_paging_cannot_help(void **state)
+{
+    (void)state;
+    /* Longer than the low job's run: the high job gets its memory when the
+     * low job ends, if the low job can run meanwhile. */
+    give_up("120000");
+}
+
+/* With paging on, a job that would fit alone waits past its
+ * SALUS_MEM_WAIT_MS while a peer can still end and give the memory back:
+ * 200 ms is far shorter than the low job's run, and the high job is not
+ * refused. */
+static void test_fits_alone_outwaits_the_deadline(void **state)
+{
+    (void)state;
+    give_up("200");
 }
 
 int main(void)
@@ -138,6 +158,7 @@ int main(void)
         cmocka_unit_test(test_priority_preempts_full_device),
         cmocka_unit_test(test_priority_preempts_async_memory),
         cmocka_unit_test(test_gives_up_gpu_paging_cannot_help),
+        cmocka_unit_test(test_fits_alone_outwaits_the_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
