@@ -55,14 +55,7 @@ static uint64_t iobuf[1 << 17];
 
 static void run_child(int (*fn)(void *), void *arg)
 {
-    int told = -1;
-    tu_unique_name("async-sim", state_name, sizeof state_name);
-    tu_unique_name("async-tab", table_name, sizeof table_name);
-    pid_t pid = tu_fork_teller(fn, arg, &told);
-    assert_true(pid > 0);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    assert_int_equal(told, 0);
+    assert_int_equal(run_teller("async", state_name, table_name, sizeof state_name, fn, arg), 0);
 }
 
 /* ---- virtualized, queried, paged ------------------------------------------------ */

@@ -72,14 +72,7 @@ static int round_trip(uint64_t expect_out)
 
 static void run_child(int (*fn)(void *), void *arg)
 {
-    int told = -1;
-    tu_unique_name("vmm-sim", child_state, sizeof child_state);
-    tu_unique_name("vmm-tab", child_table, sizeof child_table);
-    pid_t pid = tu_fork_teller(fn, arg, &told);
-    assert_true(pid > 0);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    assert_int_equal(told, 0);
+    assert_int_equal(run_teller("vmm", child_state, child_table, sizeof child_state, fn, arg), 0);
 }
 
 /* ---- big allocations: 3 GiB on a 4 GiB device ----------------------------------

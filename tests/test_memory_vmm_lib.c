@@ -6,7 +6,9 @@
 #include "test_memory_vmm_lib.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include "lib/testutil.h"
 
@@ -16,6 +18,23 @@ static void *sym(const char *name)
 }
 
 void (*patch_drv)(drv_t *d);
+
+int run_teller(const char *tag, char *state, char *table, size_t cap, int (*fn)(void *),
+               void *arg)
+{
+    char name[64];
+    int told = -1;
+    snprintf(name, sizeof name, "%s-sim", tag);
+    tu_unique_name(name, state, cap);
+    snprintf(name, sizeof name, "%s-tab", tag);
+    tu_unique_name(name, table, cap);
+    pid_t pid = tu_fork_teller(fn, arg, &told);
+    if (pid <= 0)
+        return -1;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return told;
+}
 
 int setup_named(const char *mem, const char *state_name, const char *table_name)
 {

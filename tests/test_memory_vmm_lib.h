@@ -28,6 +28,12 @@ extern void (*patch_drv)(drv_t *d);
 /* In the child: simgpu of `mem` bytes, a context, a table (these names, or
  * new ones when NULL), paging on.  0, or 1 with what failed said. */
 int setup_named(const char *mem, const char *state_name, const char *table_name);
+/* In the parent: name a child's simgpu state and table (tag-sim, tag-tab,
+ * into state and table, each of cap bytes: the parent removes them at its
+ * exit), fork fn(arg) as a child that tells its result, SIGKILL it once
+ * told; the result (0: passed), or -1 when the child could not start. */
+int run_teller(const char *tag, char *state, char *table, size_t cap, int (*fn)(void *),
+               void *arg);
 /* The driver's free memory on device 0. */
 uint64_t dev_free(void);
 /* The table's figure of this process's use of device 0 (UINT64_MAX: none). */

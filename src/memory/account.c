@@ -555,20 +555,36 @@ void mem_queue_for_gpu(int d)
  * `now`: by peers that may be asked now (worth holding the GPU for: one
  * within its residency cannot be, and the GPU would idle until it ends).
  * Under the lock. */
-int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int now)
+int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int *now)
 {
-    uint64_t (*movable)(mem_local_dev_t *, int) =
+    uint64_t (*movable)(mem_local_dev_t *, uint64_t *) =
         __atomic_load_n(&mem_p.page_movable, __ATOMIC_ACQUIRE);
+    if (now)
+        *now = 0;
     if (!movable || !__atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
         return 0;
-    uint64_t room = mem_room_locked(ld);
-    return bytes > room && movable(ld, now) >= bytes - room;
+    uint64_t room = mem_room_locked(ld), soon, asked_now;
+    if (bytes <= room)
+        return 0;
+    soon = movable(ld, &asked_now);
+    if (now)
+        *now = asked_now >= bytes - room;
+    return soon >= bytes - room;
+}
+
+int mem_gpu_choice(int page_now, int *gave_up)
+{
+    if (page_now) {
+        *gave_up = 0;
+        return 1;
+    }
+    return (*gave_up)++ ? 0 : -1;
 }
 
 /* The other half (mem_set_gpu_give_up): paging cannot make this wait's
  * room now, so the process leaves the GPU to the jobs that hold the memory.
  * Outside the lock. */
-static void give_up_gpu(int d)
+void mem_give_up_gpu(int d)
 {
     void (*fn)(int) = __atomic_load_n(&mem_p.gpu_give_up, __ATOMIC_ACQUIRE);
     mem_local_dev_t *ld = d >= 0 && d < SHM_MAX_DEVICES ?
@@ -587,7 +603,7 @@ int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d, int
     if (queue > 0)
         mem_queue_for_gpu(d);
     else if (queue < 0)
-        give_up_gpu(d);
+        mem_give_up_gpu(d);
     shm_futex_wait(&dev->wake_seq, seq, umin(max_ns, MEM_WAIT_SLICE_NS));
     if (mem_lock() != 0)
         return -1;
@@ -618,8 +634,7 @@ static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
 {
     shm_table_t *t = mem_p.t;
     mem_sdev_t *sd = ld->sd;
-    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
-    uint64_t need = (g > spare ? g - spare : 0) + bytes;
+    uint64_t need = mem_sdev_used(sd) + bytes;
     uint64_t taken = mem_own_ctx(ld->d) + clampb(LOAD(&ld->dev->foreign));
     if (!mem_p.cfg.swap || need + taken > LOAD(&ld->dev->budget) || need > LOAD(&sd->limit))
         return 0;
@@ -655,8 +670,8 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
         fit = take_locked(ld, bytes, 1);
         uint64_t now = util_now_ns();
         int asked = fit == MEM_OVER_DEVICE && mem_ask_pages_locked(ld, bytes) != 0;
-        int pageable = fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes, 0);
-        int page_now = pageable && mem_pageable_locked(ld, bytes, 1);
+        int page_now = 0;
+        int pageable = fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes, &page_now);
         if (asked && deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
         if ((pageable || (fit == MEM_OVER_DEVICE && outwaits_locked(ld, bytes))) &&
@@ -666,10 +681,8 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
             break;
         /* Paging cannot make the room now: leave the GPU to the jobs that
          * hold the memory, once; queued again once paging can. */
-        int queue = asked || page_now ? 1 : gave_up++ ? 0 : -1;
-        if (queue > 0)
-            gave_up = 0;
-        if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d, queue) != 0) {
+        if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d,
+                               mem_gpu_choice(asked || page_now, &gave_up)) != 0) {
             *lost = 1;
             break;
         }
@@ -736,7 +749,7 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
     }
     if (fit == MEM_OVER_DEVICE && !take_nowait &&
         (mem_p.cfg.wait_ns || mem_ask_pages_locked(ld, bytes) ||
-         mem_pageable_locked(ld, bytes, 0)))
+         mem_pageable_locked(ld, bytes, NULL)))
         fit = wait_locked(ld, bytes, &lost);
     if (lost)
         return 1;

@@ -277,8 +277,8 @@ void mem_ctx_admit(mem_local_dev_t *ld)
          * the largest job no room, only jobs that end can admit this one. */
         int can_page = head && leaves_room_locked(ld, ctx);
         int asked = can_page && mem_ask_pages_locked(ld, ctx);
-        int pageable = can_page && mem_pageable_locked(ld, ctx, 0);
-        int page_now = pageable && mem_pageable_locked(ld, ctx, 1);
+        int page_now = 0;
+        int pageable = can_page && mem_pageable_locked(ld, ctx, &page_now);
         if (!head)                    /* its time counts from the head of the queue */
             deadline = now + mem_p.cfg.wait_ns;
         else if (asked && deadline < now + MEM_PAGE_WAIT_NS)
@@ -293,11 +293,8 @@ void mem_ctx_admit(mem_local_dev_t *ld)
          * the holder yields and is paged too if need be; otherwise it
          * leaves the GPU (once) if it was granted it while queued: held,
          * the GPU would stall the jobs it waits for. */
-        int queue = asked || page_now ? 1 : gave_up++ ? 0 : -1;
-        if (queue > 0)
-            gave_up = 0;
         if (mem_sleep_unlocked(ld->dev, seq, head ? deadline - now : MEM_WAIT_SLICE_NS, d,
-                               queue) != 0) {
+                               mem_gpu_choice(asked || page_now, &gave_up)) != 0) {
             lost = 1;
             break;
         }

@@ -241,7 +241,7 @@ typedef struct mem_proc {
     /* With the pager too: what paging could free on ld's device (the
      * memory of live peers that may be paged; `now`: only those that may
      * be asked now, out of their residency), under the table lock. */
-    uint64_t (*page_movable)(mem_local_dev_t *ld, int now);
+    uint64_t (*page_movable)(mem_local_dev_t *ld, uint64_t *now);
     /* The scheduler's queue (mem_set_gpu_wait), called by a wait for
      * memory with paging on, outside the lock. */
     void (*gpu_wait)(int ordinal);
@@ -257,6 +257,15 @@ typedef struct mem_proc {
 } mem_proc_t;
 
 extern mem_proc_t mem_p;
+
+/* What a slot's record says it uses (granted less its spare); 0 for a
+ * grant no device could hold (a scribbled word). */
+static inline uint64_t mem_sdev_used(const mem_sdev_t *sd)
+{
+    uint64_t g = __atomic_load_n(&sd->granted, __ATOMIC_RELAXED);
+    uint64_t spare = MEM_SPARE(__atomic_load_n(&sd->avail, __ATOMIC_RELAXED));
+    return g <= MEM_MAX_BYTES && g > spare ? g - spare : 0;
+}
 
 /* Slot j's context charge on device dev, in bytes (j checked). */
 static inline uint64_t mem_ctx_of(const mem_dev_t *dev, int j)
@@ -414,9 +423,17 @@ void mem_queue_for_gpu(int d);
 /* On (1): this thread's takes over the budget are refused at once, never
  * wait (a page-in's charges: it waits itself, holding nothing); off (0). */
 void mem_take_nowait(int on);
-/* Under the lock: paging could free what `bytes` lacks on ld's device
- * (now: by asking peers now, none of them within its residency). */
-int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int now);
+/* Under the lock: paging could free what `bytes` lacks on ld's device;
+ * *now (may be NULL): by asking peers now (none within its residency or
+ * waiting for memory itself). */
+int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int *now);
+/* What a wait for memory does with the GPU at its next sleep
+ * (mem_sleep_unlocked's queue): 1 queued while paging can make its room
+ * now; else -1, leaving it, once per stretch of such sleeps (*gave_up
+ * counts them), then 0. */
+int mem_gpu_choice(int page_now, int *gave_up);
+/* Leave table device d's GPU (mem_set_gpu_give_up), outside the lock. */
+void mem_give_up_gpu(int d);
 /* Sleep for memory returned on dev (a slice at most) with the lock
  * released; with paging on, queued for the GPU if `queue` > 0, giving it up
  * (and leaving its queue) if `queue` < 0; 0 with the lock held again, -1 if

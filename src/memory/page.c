@@ -68,7 +68,7 @@ static mem_pager_t pager_copy;
 static mem_rank_fn rank_fn;
 
 static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need);
-static uint64_t movable_locked(mem_local_dev_t *ld, int now);
+static uint64_t movable_locked(mem_local_dev_t *ld, uint64_t *now);
 
 void mem_set_pager(const mem_pager_t *p)
 {
@@ -189,29 +189,31 @@ static int waits_mem(shm_table_t *t, int j)
 /* What paging could free on table device d: the memory of the live peers
  * of `skip` that may be paged and are not full, whatever they do now (one
  * that runs or rests waits for the GPU later, or ends), less what they
- * pinned; with `now`, not those within their residency nor those waiting
- * for memory themselves (they cannot be asked before that ends: a waiter
- * holding the GPU for them would idle it). */
-static uint64_t movable_but(shm_table_t *t, int d, int skip, uint64_t now)
+ * pinned; into *now (may be NULL), the part of it that may be asked now:
+ * not within its residency, not waiting for memory itself (neither serves
+ * a request before that ends: a waiter holding the GPU for them would idle
+ * it). */
+static uint64_t movable_but(shm_table_t *t, int d, int skip, uint64_t *now)
 {
-    uint64_t sum = 0;
+    uint64_t sum = 0, asked_now = 0, at = now ? util_now_ns() : 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         mem_slot_t *a = j == skip ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
         if (!a || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
-            (LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
-            (now && (now < LOAD(&a->page_resident_until) || waits_mem(t, j))))
+            (LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE)
             continue;
-        const mem_sdev_t *sd = &a->dev[d];
-        uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
-        if (g <= MEM_MAX_BYTES && g > spare)
-            sum += g - spare - pinned_on(a, d, g - spare);
+        uint64_t u = mem_sdev_used(&a->dev[d]), m = u - pinned_on(a, d, u);
+        sum += m;
+        if (now && at >= LOAD(&a->page_resident_until) && !waits_mem(t, j))
+            asked_now += m;
     }
+    if (now)
+        *now = asked_now;
     return sum;
 }
 
-static uint64_t movable_locked(mem_local_dev_t *ld, int now)
+static uint64_t movable_locked(mem_local_dev_t *ld, uint64_t *now)
 {
-    return movable_but(mem_p.t, ld->d, mem_p.slot, now ? util_now_ns() : 0);
+    return movable_but(mem_p.t, ld->d, mem_p.slot, now);
 }
 
 /* Ask the peers the policy runs last to page out `need` bytes on ld's
@@ -332,16 +334,6 @@ static int ask_for_page_in(mem_local_dev_t *ld, uint64_t bytes, uint32_t *seq, i
     return 0;
 }
 
-/* The page-in waits for memory that only jobs behind this one can give
- * back, by running: the GPU goes to them (once per wait), and the
- * scheduler takes this process back once it is in (sched_acquire). */
-static void leave_gpu(mem_local_dev_t *ld)
-{
-    void (*fn)(int) = __atomic_load_n(&mem_p.gpu_give_up, __ATOMIC_ACQUIRE);
-    if (fn)
-        fn(ordinal_of(ld));
-}
-
 void mem_page_in_before_run(int device)
 {
     mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
@@ -375,8 +367,11 @@ void mem_page_in_before_run(int device)
                       "peers to page out", device, util_size(out).s);
         if (ask_for_page_in(ld, out, &seq, &blocked) != 0)
             break;                     /* the lock is out of reach: said; try at the next tenure */
+        /* Memory only the jobs behind it can give back, by running: the GPU
+         * goes to them (once per wait), and the scheduler takes this
+         * process back once it is in (sched_acquire). */
         if (blocked && !left++)
-            leave_gpu(ld);
+            mem_give_up_gpu(ld->d);
         shm_futex_wait(&ld->dev->wake_seq, seq, MEM_PAGE_SLICE_NS);
         out = pg->paged_out_bytes(ord);
         if (!out)
@@ -415,12 +410,9 @@ int mem_page_keep_locked(shm_table_t *t, int device, int slot)
     if (need > MEM_MAX_BYTES)
         return 0;
     const mem_sdev_t *sd = &a->dev[device];
-    uint64_t seen = (uint64_t)LOAD(&ld->dev->peak_mib) << 20;
-    if (!need && !LOAD(&sd->run_peak) && seen <= LOAD(&ld->dev->budget)) {
-        uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
-        uint64_t used = g <= MEM_MAX_BYTES && g > spare ? g - spare : 0;
+    uint64_t seen = (uint64_t)LOAD(&ld->dev->peak_mib) << 20, used = mem_sdev_used(sd);
+    if (!need && !LOAD(&sd->run_peak) && seen <= LOAD(&ld->dev->budget))
         need = seen > used ? seen - used : 0;
-    }
     return need > 0 && need > mem_room_locked(ld);
 }
 
@@ -443,12 +435,10 @@ int mem_page_blocked_locked(shm_table_t *t, int device, int slot)
     uint64_t out = LOAD(&a->swapped_out);
     if (!out || out > MEM_MAX_BYTES)
         return 0;
-    const mem_sdev_t *sd = &a->dev[device];
-    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
-    uint64_t used = g <= MEM_MAX_BYTES && g > spare ? g - spare : 0;
+    uint64_t used = mem_sdev_used(&a->dev[device]);
     mem_sums_t o;
     mem_sums(t, device, slot, &o);
-    uint64_t movable = movable_but(t, device, slot, 0);
+    uint64_t movable = movable_but(t, device, slot, NULL);
     uint64_t fixed = o.held > movable ? o.held - movable : 0;
     uint64_t budget = mem_effective_budget(dev, &o, mem_ctx_of(dev, slot));
     return used + out + fixed > budget;

@@ -25,12 +25,6 @@ static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 /* ---- the process's view -------------------------------------------------- */
 
-static uint64_t used_of(const mem_sdev_t *sd)
-{
-    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
-    return g > spare ? g - spare : 0;
-}
-
 /* The process's view of ld's device: free = what it could allocate now
  * (its room); total = its limit, or, without one (a limit of the whole
  * budget), what it has allocated there and its room: what it could hold
@@ -45,10 +39,10 @@ static void own_view(mem_local_dev_t *ld, uint64_t *free_out, uint64_t *total_ou
         shm_reap_dead(mem_p.t, 1);
         mem_fix_log(mem_p.t, ld->d);
         room = mem_room_locked(ld);
-        used = used_of(ld->sd);
+        used = mem_sdev_used(ld->sd);
         shm_unlock(mem_p.t);
     } else {
-        used = used_of(ld->sd);
+        used = mem_sdev_used(ld->sd);
         room = limit > used ? limit - used : 0;
     }
     *free_out = room;
@@ -89,7 +83,7 @@ int mem_report_fields(char *buf, size_t cap)
         if (!LOAD(&mem_p.by_index[d]))
             continue;
         const mem_sdev_t *sd = &a->dev[d];
-        used += used_of(sd);
+        used += mem_sdev_used(sd);
         peak += LOAD(&sd->peak);
         limit = LOAD(&sd->limit) > limit ? LOAD(&sd->limit) : limit;
         reserved += LOAD(&sd->reserved);
@@ -134,7 +128,7 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
             continue;
         v.devices |= 1u << d;
         v.granted += umin(LOAD(&sd->granted), cap);
-        v.used += umin(used_of(sd), cap);
+        v.used += umin(mem_sdev_used(sd), cap);
         v.peak += umin(LOAD(&sd->peak), cap);
         v.run_peak += umin(LOAD(&sd->run_peak), cap);
         v.reserved += umin(LOAD(&sd->reserved), cap);
