@@ -11,7 +11,8 @@
  *     for one context at a time.  Each admitted job is killed once it has
  *     its context, so that the next is admitted: the three get their
  *     contexts in the policy's order, not their arrival's: srtf the fewest
- *     declared iterations first, priority the highest first.
+ *     declared iterations first, or the shortest declared length where
+ *     lengths are declared in time, priority the highest first.
  *   - once a job of 2.5 GiB has been on the device, a third context is
  *     held while two beside 2.5 GiB would leave no room for one as large;
  *   - at the deadline (SALUS_MEM_WAIT_MS, nothing to page) the waiter is
@@ -41,6 +42,7 @@ typedef struct job {
     const char *policy;
     int swap, priority;
     const char *iterations, *mib, *wait_ms;
+    const char *length_ms;            /* SALUS_LENGTH_MS, NULL: none */
 } job_t;
 
 static void spawn(tu_proc_t *p, const job_t *j)
@@ -62,6 +64,10 @@ static void spawn(tu_proc_t *p, const job_t *j)
         tu_env_set(&env, "SALUS_ITERATIONS", "%s", j->iterations);
     else
         tu_env_unset(&env, "SALUS_ITERATIONS");
+    if (j->length_ms)
+        tu_env_set(&env, "SALUS_LENGTH_MS", "%s", j->length_ms);
+    else
+        tu_env_unset(&env, "SALUS_LENGTH_MS");
     tu_env_unset(&env, "SALUS_MEM_LIMIT");
     tu_env_unset(&env, "SALUS_MEM_RESERVE");
     tu_env_unset(&env, "SALUS_REPORT");
@@ -135,7 +141,7 @@ static int prepared(void)
 static void fill_device(tu_proc_t *holder, tu_proc_t *blocker, const char *policy,
                         const char *mib)
 {
-    job_t h = { policy, 0, 0, NULL, mib, NULL }, b = { policy, 0, 0, NULL, "0", NULL };
+    job_t h = { policy, 0, 0, NULL, mib, NULL, NULL }, b = { policy, 0, 0, NULL, "0", NULL, NULL };
     spawn(holder, &h);
     await_text(holder, "ready", 0, "the holder");
     spawn(blocker, &b);
@@ -179,9 +185,26 @@ static void test_admitted_in_srtf_order(void **state)
     if (!prepared())
         skip();
     static const job_t jobs[3] = {
-        { "srtf", 1, 50, "3000", "0", NULL },
-        { "srtf", 1, 50, "1000", "0", NULL },
-        { "srtf", 1, 50, "2000", "0", NULL },
+        { "srtf", 1, 50, "3000", "0", NULL, NULL },
+        { "srtf", 1, 50, "1000", "0", NULL, NULL },
+        { "srtf", 1, 50, "2000", "0", NULL, NULL },
+    };
+    static const int expect[3] = { 1, 2, 0 };
+    admitted_in_order("srtf", jobs, expect);
+}
+
+/* Lengths declared in time rank before any iteration is measured: the job
+ * of most iterations but the shortest declared length first (by iterations
+ * alone the order would be arrival's). */
+static void test_admitted_in_declared_length_order(void **state)
+{
+    (void)state;
+    if (!prepared())
+        skip();
+    static const job_t jobs[3] = {
+        { "srtf", 1, 50, "1000", "0", NULL, "3000" },
+        { "srtf", 1, 50, "2000", "0", NULL, "1000" },
+        { "srtf", 1, 50, "3000", "0", NULL, "2000" },
     };
     static const int expect[3] = { 1, 2, 0 };
     admitted_in_order("srtf", jobs, expect);
@@ -193,9 +216,9 @@ static void test_admitted_in_priority_order(void **state)
     if (!prepared())
         skip();
     static const job_t jobs[3] = {
-        { "priority", 1, 20, "1000", "0", NULL },
-        { "priority", 1, 80, "1000", "0", NULL },
-        { "priority", 1, 50, "1000", "0", NULL },
+        { "priority", 1, 20, "1000", "0", NULL, NULL },
+        { "priority", 1, 80, "1000", "0", NULL, NULL },
+        { "priority", 1, 50, "1000", "0", NULL, NULL },
     };
     static const int expect[3] = { 1, 2, 0 };
     admitted_in_order("priority", jobs, expect);
@@ -211,7 +234,7 @@ static void test_room_for_the_largest_seen(void **state)
     if (!prepared())
         skip();
     tu_proc_t big, w[3];
-    job_t b = { "fair", 1, 50, NULL, "2560", NULL }, j = { "fair", 1, 50, NULL, "0", NULL };
+    job_t b = { "fair", 1, 50, NULL, "2560", NULL, NULL }, j = { "fair", 1, 50, NULL, "0", NULL, NULL };
     spawn(&big, &b);
     await_text(&big, "ready", 0, "the large job");
     kill_job(&big);
@@ -238,7 +261,7 @@ static void test_deadline_lets_the_driver_answer(void **state)
         skip();
     tu_proc_t holder, blocker, w;
     fill_device(&holder, &blocker, "fair", "2816");   /* 256 MiB left on the device */
-    job_t j = { "fair", 1, 50, "1000", "0", "200" };
+    job_t j = { "fair", 1, 50, "1000", "0", "200", NULL };
     spawn(&w, &j);
     int rc = tu_wait(&w, CHILD_MS);
     char *out = tu_read_file(w.out_path, NULL), *err = tu_read_file(w.err_path, NULL);
@@ -257,6 +280,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admitted_in_srtf_order),
+        cmocka_unit_test(test_admitted_in_declared_length_order),
         cmocka_unit_test(test_admitted_in_priority_order),
         cmocka_unit_test(test_room_for_the_largest_seen),
         cmocka_unit_test(test_deadline_lets_the_driver_answer),

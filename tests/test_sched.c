@@ -381,7 +381,7 @@ static void test_policy_srtf(void **state)
 
 static const char *const sched_vars[] = {
     "SALUS_POLICY", "SALUS_QUANTUM_MS", "SALUS_MAX_SLICE_MS", "SALUS_PRIORITY",
-    "SALUS_ITERATIONS", "SALUS_END_TIME", "SALUS_ITER_SYNC", NULL,
+    "SALUS_ITERATIONS", "SALUS_LENGTH_MS", "SALUS_END_TIME", "SALUS_ITER_SYNC", NULL,
 };
 
 /* Read the config with stderr captured into buf. */
@@ -414,6 +414,7 @@ static void test_config(void **state)
     assert_int_equal(c.quantum_ms, 100);
     assert_int_equal(c.priority, 50);
     assert_int_equal(c.iterations, 0);
+    assert_int_equal(c.length_ms, 0);
     assert_int_equal(c.end_time_s, 0);
     assert_int_equal(sched_config_deadline(&c, 5000), 0);
     assert_int_equal(c.iter_sync_every, 0);
@@ -424,6 +425,7 @@ static void test_config(void **state)
     setenv("SALUS_MAX_SLICE_MS", "100", 1);          /* below the quantum: raised */
     setenv("SALUS_PRIORITY", "90", 1);
     setenv("SALUS_ITERATIONS", "1000", 1);
+    setenv("SALUS_LENGTH_MS", "4294967295", 1);                /* 49 days, the most */
     setenv("SALUS_ITER_SYNC", "every", 1);
     char end[32];
     snprintf(end, sizeof end, "%lld", (long long)time(NULL) + 3600);
@@ -440,12 +442,14 @@ static void test_config(void **state)
     assert_int_equal(c.max_slice_ms, 250);
     assert_int_equal(c.priority, 90);
     assert_int_equal(c.iterations, 1000);
+    assert_int_equal(c.length_ms, 4294967295u);
     assert_int_equal(c.iter_sync_every, 1);
 
     setenv("SALUS_POLICY", "round-robin", 1);
     setenv("SALUS_QUANTUM_MS", "-5", 1);
     setenv("SALUS_PRIORITY", "101", 1);
     setenv("SALUS_ITERATIONS", "lots", 1);
+    setenv("SALUS_LENGTH_MS", "4294967296", 1);
     setenv("SALUS_END_TIME", "tomorrow", 1);
     setenv("SALUS_ITER_SYNC", "sometimes", 1);
     read_config(&c, err, sizeof err);
@@ -453,6 +457,7 @@ static void test_config(void **state)
     assert_int_equal(c.quantum_ms, 100);
     assert_int_equal(c.priority, 50);
     assert_int_equal(c.iterations, 0);
+    assert_int_equal(c.length_ms, 0);
     assert_int_equal(c.end_time_s, 0);
     assert_int_equal(c.iter_sync_every, 0);
     assert_non_null(strstr(err, "SALUS_POLICY=\"round-robin\""));
@@ -461,6 +466,7 @@ static void test_config(void **state)
     assert_non_null(strstr(err, "SALUS_PRIORITY=\"101\""));
     assert_non_null(strstr(err, "from 0 to 100"));
     assert_non_null(strstr(err, "SALUS_ITERATIONS=\"lots\""));
+    assert_non_null(strstr(err, "SALUS_LENGTH_MS=\"4294967296\""));
     assert_non_null(strstr(err, "SALUS_END_TIME=\"tomorrow\""));
     assert_non_null(strstr(err, "auto, every"));
     for (int i = 0; sched_vars[i]; i++)

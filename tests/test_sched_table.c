@@ -89,6 +89,7 @@ static int sim_teardown(void **state)
 typedef struct job {
     uint64_t arrive_ns, iter_ns, iterations;   /* iterations 0: forever */
     uint64_t deadline_ns;                      /* SALUS_END_TIME on the clock, 0: none */
+    uint32_t length_ms;                        /* SALUS_LENGTH_MS, 0: none */
     int priority, declare;
     int slot, arrived, finished;
     uint64_t done, gpu_ns, finished_ns, first_run_ns;
@@ -139,6 +140,7 @@ static void sim_arrive(job_t *j)
     s->priority = j->priority;
     s->declared = j->declare ? j->iterations : 0;
     s->deadline_ns = j->deadline_ns;
+    s->length_ms = j->length_ms;
     s->iterations = 0;
     s->iter_ns = 0;
     s->devset = 1;
@@ -373,6 +375,44 @@ static void test_sim_srtf_end_time(void **state)
     assert_int_equal(runs[31], 0);
 }
 
+/* Lengths declared in time (SALUS_LENGTH_MS) rank at once, before any
+ * iteration is measured, and are taken at their word once one is: a job of
+ * many short iterations goes before one of fewer long ones (declared
+ * iterations would rank them the other way round), a newcomer declared
+ * longer gets no measuring iteration, a job with a length and no
+ * iterations counts down the GPU time it has held, and a job whose
+ * measured iterations are slower than it declared keeps its declared
+ * rank. */
+static void test_sim_srtf_length(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_SRTF, 100);
+    job_t jobs[5] = {
+        { .iter_ns = 20 * MS, .iterations = 10, .declare = 1, .length_ms = 100 },
+        { .arrive_ns = 1 * MS, .iter_ns = 10 * MS, .iterations = 100, .declare = 1,
+          .length_ms = 1000 },
+        { .arrive_ns = 2 * MS, .iter_ns = 10 * MS, .iterations = 5, .length_ms = 50 },
+        { .arrive_ns = 3 * MS, .iter_ns = 1 * MS, .iterations = 400, .declare = 1,
+          .length_ms = 400 },
+        { .arrive_ns = 4 * MS, .iter_ns = 10 * MS, .iterations = 15, .declare = 1,
+          .length_ms = 150 },
+    };
+    int n = sim_run(jobs, 5, 10000 * MS, runs, 4096);
+    static const struct { int job, count; } expect[] = {
+        { 0, 1 },      /* alone; then 90 ms left of its declared 100 (measured: 180) */
+        { 2, 5 },      /* 50 ms, counting down its GPU time: never preempted */
+        { 0, 9 },      /* 90 before 150 (measured, 180 would go after) */
+        { 4, 15 }, { 3, 400 }, { 1, 100 },
+    };
+    int k = 0;
+    for (size_t e = 0; e < sizeof expect / sizeof expect[0]; e++)
+        for (int i = 0; i < expect[e].count; i++, k++)
+            if (k >= n || runs[k] != expect[e].job)
+                fail_msg("iteration %d ran job %d, expected job %d", k, k < n ? runs[k] : -1,
+                         expect[e].job);
+    assert_int_equal(n, k);
+}
+
 static void test_sim_fifo(void **state)
 {
     (void)state;
@@ -571,6 +611,7 @@ int main(void)
         S(test_rank_is_the_policy_order),
         S(test_sim_srtf),
         S(test_sim_srtf_end_time),
+        S(test_sim_srtf_length),
         S(test_sim_fifo),
         S(test_sim_pack),
         S(test_sim_dead_holder),

@@ -97,10 +97,10 @@ static void json_proc(FILE *f, const top_proc_t *p)
             "\"swap_ms\":%llu", (unsigned long long)p->mem_swapped,
             (unsigned long long)p->swap_outs, (unsigned long long)p->swap_ins,
             (unsigned long long)p->swap_ms);
-    fprintf(f, ",\"iterations\":%llu,\"declared_iterations\":%llu,\"iter_ms\":%.3f"
-            ",\"gpu_held_ms\":%.3f,\"waited_ms\":%.3f",
-            (unsigned long long)p->iterations, (unsigned long long)p->declared, p->iter_ms,
-            p->gpu_held_ms, p->waited_ms);
+    fprintf(f, ",\"iterations\":%llu,\"declared_iterations\":%llu,\"declared_length_ms\":%u"
+            ",\"iter_ms\":%.3f,\"gpu_held_ms\":%.3f,\"waited_ms\":%.3f",
+            (unsigned long long)p->iterations, (unsigned long long)p->declared, p->length_ms,
+            p->iter_ms, p->gpu_held_ms, p->waited_ms);
     json_share(f, "gpu_share", p->gpu_share);
     json_share(f, "wait_share", p->wait_share);
     fprintf(f, ",\"switches\":%llu}", (unsigned long long)p->switches);

@@ -79,6 +79,7 @@ typedef struct top_proc {
     /* scheduler */
     int priority;
     uint64_t declared, iterations, switches;
+    uint32_t length_ms;           /* SALUS_LENGTH_MS, 0: none */
     double iter_ms, gpu_held_ms, waited_ms;
     /* memory (bytes) */
     uint64_t mem_used, mem_limit, mem_peak, mem_reserved, oom_refusals;

@@ -4,8 +4,8 @@ One run = one simulated GPU (its own SIMGPU_STATE), one arbitration table
 (its own SALUS_TABLE), one kernel trace (SIMGPU_TRACE) and, under Salus,
 one SALUS_REPORT.  Policy "none" runs the same processes without libsalus:
 simgpu's engine time-slices them and its memory fails what does not fit.
-Under a Salus policy every job declares its length (SALUS_ITERATIONS, for
-srtf) and reserves its peak memory (SALUS_MEM_RESERVE: admission, as
+Under a Salus policy every job declares its length (SALUS_ITERATIONS and
+SALUS_LENGTH_MS, for srtf) and reserves its peak memory (SALUS_MEM_RESERVE: admission, as
 Salus's lanes), so that a job that does not fit waits instead of failing.
 
 Arrival and completion times are CLOCK_MONOTONIC nanoseconds, the clock of
@@ -95,9 +95,11 @@ def _remove_table(name):
 
 
 def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_env=None,
-             reserve=True):
+             reserve=True, lengths=True):
     """Run `jobs` under `policy` ("none" or a SALUS_POLICY); returns a Run.
     reserve=False: no SALUS_MEM_RESERVE (no admission).
+    lengths=False: a job declares its iterations only, not its expected
+    length in time (SALUS_LENGTH_MS).
     stop_at_s: SIGTERM every job still running then (services), SIGKILL
     2 s later.  deadline_s: SIGKILL everything then (a safety net)."""
     os.makedirs(workdir, exist_ok=True)
@@ -111,7 +113,7 @@ def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_
     env.update({"SIMGPU_STATE": state, "SIMGPU_MEMORY": config.GPU_MEMORY,
                 "SIMGPU_TRACE": trace, "SALUS_TABLE": table})
     for k in ("LD_PRELOAD", "SALUS_POLICY", "SALUS_MEM_RESERVE", "SALUS_ITERATIONS",
-              "SALUS_MEM_LIMIT", "SALUS_REPORT"):
+              "SALUS_LENGTH_MS", "SALUS_MEM_LIMIT", "SALUS_REPORT"):
         env.pop(k, None)
     if policy != "none":
         env.update({"LD_PRELOAD": config.LIBSALUS, "SALUS_POLICY": policy,
@@ -131,7 +133,7 @@ def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_
             while nxt < len(order) and jobs[order[nxt]].arrival_s <= el:
                 i = order[nxt]
                 nxt += 1
-                results[i] = _spawn(jobs[i], policy, env, workdir, tag, procs, reserve)
+                results[i] = _spawn(jobs[i], policy, env, workdir, tag, procs, reserve, lengths)
             if stop_at_s is not None and el >= stop_at_s and not termed:
                 termed = True
                 for p, r, _, _ in procs.values():
@@ -166,12 +168,16 @@ def run_jobs(jobs, policy, workdir, tag, deadline_s=None, stop_at_s=None, extra_
                t0_ns=t0, wall_s=(time.monotonic_ns() - t0) / 1e9)
 
 
-def _spawn(job, policy, env, workdir, tag, procs, reserve=True):
+def _spawn(job, policy, env, workdir, tag, procs, reserve=True, lengths=True):
     prog = config.TRAIN if job.program == "train" else config.INFER
     jenv = dict(env)
     if policy != "none":
         if job.iterations:
             jenv["SALUS_ITERATIONS"] = str(job.iterations)
+        if job.declared_s and lengths:
+            # What its user would say: "about 5 minutes" (the trace's class,
+            # compressed); srtf ranks by it until an iteration is measured.
+            jenv["SALUS_LENGTH_MS"] = str(max(1, round(job.declared_s * 1000)))
         if job.peak and reserve:
             # The peak of its buffers and the workload's own aux buffers (two
             # of 256 KiB): a reservation that leaves them out needs room

@@ -24,6 +24,8 @@ class Job:
     peak: int = 0               # bytes held at most (reservation under Salus)
     model: str = ""
     minutes: int = 0            # the paper's length class (training)
+    declared_s: float = 0.0     # the length its user declares (SALUS_LENGTH_MS):
+                                # its class, compressed; 0: none
     env: dict = field(default_factory=dict)
 
 
@@ -72,6 +74,7 @@ def training_trace(scale, train_presets):
             for i, (p, minutes, iters, s_iter) in enumerate(drawn)]
     for j, (_, minutes, _, _) in zip(jobs, drawn):
         j.minutes = minutes
+        j.declared_s = minutes * 60.0 / length_scale
     mean_len = sum(j.length_s for j in jobs) / len(jobs)
     mean_gap = mean_len / scale.load
     arng = random.Random(scale.seed + 1)

@@ -1,7 +1,7 @@
 /*
  * config.c - the scheduler's SALUS_* variables (SALUS_POLICY, _QUANTUM_MS,
- * _MAX_SLICE_MS, _PRIORITY, _LATENCY_MS, _ITERATIONS, _END_TIME, _ITER_SYNC,
- * _GANG, with the launchers' variables that name a gang),
+ * _MAX_SLICE_MS, _PRIORITY, _LATENCY_MS, _ITERATIONS, _LENGTH_MS, _END_TIME,
+ * _ITER_SYNC, _GANG, with the launchers' variables that name a gang),
  * read once per process when it registers, never on the launch path.  Their
  * ranges, defaults and help are the one list of variables (util/vars.h); a bad
  * value is rejected there with a message naming the variable and the forms it
@@ -47,6 +47,8 @@ void sched_config_read(sched_config_t *out)
         c.latency_ms = (uint32_t)v;
     if (util_var_long(UTIL_VAR_ITERATIONS, &v) == 0)
         c.iterations = (uint64_t)v;
+    if (util_var_long(UTIL_VAR_LENGTH_MS, &v) == 0)
+        c.length_ms = (uint32_t)v;
     if (util_var_long(UTIL_VAR_END_TIME, &v) == 0)
         c.end_time_s = v;
     if (util_var_choice(UTIL_VAR_ITER_SYNC, &choice) == 0)

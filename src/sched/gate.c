@@ -157,6 +157,7 @@ static void register_locked(sched_proc_t *p)
     me->priority = p->cfg.priority;
     me->latency_ms = p->cfg.latency_ms;
     me->declared = p->cfg.iterations;
+    me->length_ms = p->cfg.length_ms;
     me->deadline_ns = sched_config_deadline(&p->cfg, sched_now());
     me->gang = p->cfg.gang[0] ? sched_gang_id(p->cfg.gang) : 0;
     snprintf(me->gang_name, sizeof me->gang_name, "%s", p->cfg.gang);

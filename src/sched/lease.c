@@ -206,10 +206,38 @@ static int waiter_valid(shm_table_t *t, const sched_dev_t *dev, int s, int holde
            dev->wait[s].gen == shm_slot_gen(t, s);
 }
 
-/* srtf's remaining time: declared iterations left x measured iteration time;
- * without a declared length, the time left until the job's end (SALUS_END_TIME:
- * a batch system's time limit, an upper bound the job is known to respect),
- * which needs no measurement. */
+/* srtf's remaining time, from what the job told and what was measured:
+ *   - a declared length (SALUS_LENGTH_MS, the running time alone): its share
+ *     of the declared iterations left, or without them the length less the
+ *     GPU time held so far (host phases are not counted: an estimate that
+ *     errs long, never past the declared length).  Taken at its word, never
+ *     replaced by a measurement: jobs that declared lengths must compare in
+ *     one unit, and a measured iteration carries overheads a declared
+ *     length does not (switches, wake-ups), so that a job that has run would
+ *     look longer than its unstarted equals and hand the GPU round them all,
+ *     sharing it where SRTF runs one to its end;
+ *   - else declared iterations left x measured iteration time;
+ *   - else the time left until the job's end (SALUS_END_TIME: a batch
+ *     system's time limit, an upper bound the job is known to respect).
+ * The first and the last need no measurement: the job ranks by them at
+ * once, at admission too. */
+static uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
+{
+    return (uint64_t)((unsigned __int128)a * b / c);
+}
+
+static uint64_t held_on(shm_table_t *t, int slot, int d, uint64_t now)
+{
+    sched_slot_t *s = sched_slot(t, slot);
+    sched_dev_t *dev = sched_dev(t, d);
+    uint64_t held = __atomic_load_n(&s->held_ns, __ATOMIC_RELAXED);
+    if (sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_RELAXED)) == slot) {
+        uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
+        held += now > since ? now - since : 0;
+    }
+    return held;
+}
+
 void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_t *c)
 {
     sched_slot_t *s = sched_slot(t, slot);
@@ -218,6 +246,7 @@ void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched
     uint64_t done = __atomic_load_n(&s->iterations, __ATOMIC_RELAXED);
     uint64_t iter_ns = __atomic_load_n(&s->iter_ns, __ATOMIC_RELAXED);
     uint64_t deadline = __atomic_load_n(&s->deadline_ns, __ATOMIC_RELAXED);
+    uint64_t length = __atomic_load_n(&s->length_ms, __ATOMIC_RELAXED) * 1000000ull;
     memset(c, 0, sizeof *c);
     c->slot = slot;
     c->priority = sched_gang_priority_locked(t, slot, prio < 0 ? 0 : prio > 100 ? 100 : prio);
@@ -229,9 +258,14 @@ void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched
     uint64_t gap = __atomic_load_n(&s->host_gap_ns, __ATOMIC_RELAXED);
     c->host_gap_ns = gap < 3600ull * 1000000000ull ? gap : 0;
     c->remaining_ns = SCHED_REMAINING_UNKNOWN;
-    c->left = c->declared ? (declared > done ? declared - done : 0) : 0;
-    if (c->declared && c->measured) {
-        uint64_t left = declared > done ? declared - done : 0;
+    uint64_t left = c->declared && declared > done ? declared - done : 0;
+    c->left = left;
+    if (length) {
+        uint64_t held = held_on(t, slot, d, now);
+        c->remaining_ns = c->declared ? mul_div(length, left, declared)
+                                      : length > held ? length - held : 0;
+        c->declared = c->measured = 1;
+    } else if (c->declared && c->measured) {
         c->remaining_ns = left > (UINT64_MAX - 1) / iter_ns ? UINT64_MAX - 1 : left * iter_ns;
     } else if (!c->declared && deadline) {
         c->declared = c->measured = 1;
@@ -369,6 +403,12 @@ void sched_wake(shm_table_t *t, int slot)
     sched_slot_t *s = sched_slot(t, slot);
     if (s)
         shm_futex_wake(&s->grant, INT_MAX);
+}
+
+void sched_nudge(shm_table_t *t, int slot)
+{
+    if (t && slot >= 0 && slot < SHM_MAX_SLOTS)
+        sched_wake(t, slot);
 }
 
 /* The GPU was taken from a holder that is not waiting for it (at rest, idle,

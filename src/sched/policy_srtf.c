@@ -2,14 +2,15 @@
  * policy_srtf.c - shortest remaining time first.
  *
  * remaining = (SALUS_ITERATIONS - iterations done) x mean running time of an
- * iteration (lease waits excluded); for a job that declares no length but an
- * end (SALUS_END_TIME, a batch system's time limit), the time left until
- * then, known at once (lease.c fills both).  Ranks, first to last:
- *   class 0  declared length, no iteration measured yet: it runs first, for
+ * iteration (lease waits excluded); until that is measured, what the job
+ * declared in time: its expected length alone (SALUS_LENGTH_MS), or the time
+ * left until its end (SALUS_END_TIME, a batch system's time limit), known at
+ * once (lease.c fills them).  Ranks, first to last:
+ *   class 0  declared iterations only, none measured yet: it runs first, for
  *            one iteration, which measures it (a job's remaining time cannot
  *            be compared before that, and a short job must not wait behind a
  *            long one for want of a measurement);
- *   class 1  declared and measured: by remaining time;
+ *   class 1  remaining time known (measured, or declared in time): by it;
  *   class 2  unknown length: last, in fair order among themselves.
  * Within a class (and for equal remaining times) the fair order breaks ties.
  * A holder yields at its next boundary (no quantum) to a waiter of strictly
@@ -51,8 +52,10 @@ static int srtf_pick(const sched_view_t *v)
 }
 
 /* Admission, before either has run: by class, then the remaining time
- * where both are known (SALUS_END_TIME), else the declared iterations
- * left (no iteration is measured yet). */
+ * where both are known (declared in time: SALUS_LENGTH_MS, SALUS_END_TIME),
+ * else the declared iterations left (no iteration is measured yet): a poor
+ * proxy where models differ, as a job of many short iterations waits
+ * behind one of few long ones. */
 static int srtf_admit(const sched_cand_t *a, const sched_cand_t *b)
 {
     int c = srtf_cmp(a, b);

@@ -213,6 +213,10 @@ void sched_wait_mem(int ordinal);
  * that the jobs holding the memory run and give it back.  Its next launch
  * queues it again as any launch does. */
 void sched_give_up_for_mem(int ordinal);
+/* Wake slot's threads that wait for a GPU, granting nothing: they look
+ * again, and serve what memory asked of them meanwhile (a page-out) at once
+ * rather than at their next poll.  Under the table lock or not. */
+void sched_nudge(shm_table_t *t, int slot);
 /* Register the process with the scheduler and join CUDA ordinal's device,
  * without queueing for its GPU: memory's admission, before the process's
  * first launch, orders it by what it registered (sched_admit_order_locked). */
@@ -303,6 +307,7 @@ int sched_report_fields(char *buf, size_t cap);
 typedef struct sched_slot_info {
     int priority;                 /* 0..100 */
     uint64_t declared;            /* SALUS_ITERATIONS, 0: unknown */
+    uint32_t length_ms;           /* SALUS_LENGTH_MS, 0: none */
     uint64_t iterations;
     double iter_ms;               /* mean running time of an iteration, 0: not yet */
     double gpu_held_ms, waited_ms;

@@ -71,7 +71,7 @@ typedef struct sched_slot {
                                  set by a peer, cleared by the owner; under the lock */
     uint64_t deadline_ns;     /* SALUS_END_TIME on the sched clock, 0: none; set once */
     uint32_t latency_ms;      /* SALUS_LATENCY_MS, 0: none; written at registration */
-    uint8_t pad3[4];
+    uint32_t length_ms;       /* SALUS_LENGTH_MS, 0: none; written at registration */
     uint64_t host_gap_ns;     /* the owner's host phase after a boundary (the least of
                                  its last samples), 0: unknown (owner, relaxed) */
     /* gangs (gang.c): the job's processes hold their devices together */
@@ -177,6 +177,7 @@ typedef struct sched_config {
     int priority;                /* SALUS_PRIORITY */
     uint32_t latency_ms;         /* SALUS_LATENCY_MS, 0: none */
     uint64_t iterations;         /* SALUS_ITERATIONS, 0: unknown */
+    uint32_t length_ms;          /* SALUS_LENGTH_MS, 0: unknown */
     int64_t end_time_s;          /* SALUS_END_TIME (Unix seconds), 0: none */
     int iter_sync_every;         /* SALUS_ITER_SYNC=every */
     char gang[SCHED_GANG_NAME];  /* the gang (SALUS_GANG or the launcher's), "": none */

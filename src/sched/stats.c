@@ -113,6 +113,7 @@ int sched_read_slot(shm_table_t *t, int slot, sched_slot_info_t *out)
     int prio = __atomic_load_n(&s->priority, __ATOMIC_RELAXED);
     v.priority = prio < 0 ? 0 : prio > 100 ? 100 : prio;
     v.declared = __atomic_load_n(&s->declared, __ATOMIC_RELAXED);
+    v.length_ms = __atomic_load_n(&s->length_ms, __ATOMIC_RELAXED);
     v.iterations = __atomic_load_n(&s->iterations, __ATOMIC_RELAXED);
     v.iter_ms = ms(__atomic_load_n(&s->iter_ns, __ATOMIC_RELAXED));
     v.gpu_held_ms = ms(held_now(t, slot, &v.holds));

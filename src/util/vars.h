@@ -49,6 +49,9 @@
       "boundary, ahead of the policy's order (0: none)")                                \
     X(ITERATIONS, "SALUS_ITERATIONS", LONG, 1, 1000000000000L, 0, NULL, "iterations",   \
       "N", "the job's length in iterations (srtf ranks by remaining time)")             \
+    X(LENGTH_MS, "SALUS_LENGTH_MS", LONG, 1, 4294967295L, 0, NULL, "length", "MS",     \
+      "the job's expected running time alone, in ms, up to 49 days (srtf ranks and "    \
+      "admits by it until the job's iterations are measured)")                          \
     X(END_TIME, "SALUS_END_TIME", LONG, 1, 100000000000L, 0, NULL, "end-time", "UNIX-S",  \
       "when the job's time limit ends, in seconds since 1970 (srtf's hint without "      \
       "SALUS_ITERATIONS; the Slurm plugin sets it)")                                    \
