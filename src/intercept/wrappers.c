@@ -230,6 +230,7 @@ static void hook_modules_start(void)
         mem_set_gpu_wait(sched_wait_mem);
         mem_set_gpu_give_up(sched_give_up_for_mem);
         mem_set_work_count(hook_work_released);
+        mem_set_nudge(sched_nudge);
         sched_set_hooks(&hooks);
     }
 }

@@ -456,6 +456,12 @@ void mem_wake(mem_dev_t *dev)
     shm_futex_wake(&dev->wake_seq, INT_MAX);
 }
 
+void mem_wake_admit(mem_dev_t *dev)
+{
+    __atomic_add_fetch(&dev->admit_seq, 1, __ATOMIC_SEQ_CST);
+    shm_futex_wake(&dev->admit_seq, INT_MAX);
+}
+
 /* Return the spare beyond a chunk to the device (never below the
  * reservation, which is the job's anyway). */
 static void shrink(mem_local_dev_t *ld)
@@ -597,14 +603,15 @@ void mem_give_up_gpu(int d)
  * released; with paging on, queued for the GPU (queue 1) or leaving it
  * (queue -1: paging cannot make the room); 0 with the lock held again, -1
  * if it cannot be taken again. */
-int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d, int queue)
+int mem_sleep_unlocked(mem_dev_t *dev, uint32_t *word, uint32_t seq, uint64_t max_ns, int d,
+                       int queue)
 {
     shm_unlock(mem_p.t);
     if (queue > 0)
         mem_queue_for_gpu(d);
     else if (queue < 0)
         mem_give_up_gpu(d);
-    shm_futex_wait(&dev->wake_seq, seq, umin(max_ns, MEM_WAIT_SLICE_NS));
+    shm_futex_wait(word, seq, word == &dev->wake_seq ? umin(max_ns, MEM_WAIT_SLICE_NS) : max_ns);
     if (mem_lock() != 0)
         return -1;
     mem_fix_log(mem_p.t, d);
@@ -681,7 +688,7 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
             break;
         /* Paging cannot make the room now: leave the GPU to the jobs that
          * hold the memory, once; queued again once paging can. */
-        if (mem_sleep_unlocked(ld->dev, seq, deadline - now, ld->d,
+        if (mem_sleep_unlocked(ld->dev, &ld->dev->wake_seq, seq, deadline - now, ld->d,
                                mem_gpu_choice(asked || page_now, &gave_up)) != 0) {
             *lost = 1;
             break;

@@ -48,6 +48,7 @@
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 
 static inline uint64_t umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t clampb(uint64_t v) { return v > MEM_MAX_BYTES ? MEM_MAX_BYTES : v; }
 
 void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal))
@@ -111,6 +112,32 @@ static int is_head(shm_table_t *t, int d, uint32_t ticket)
             return 0;
     }
     return 1;
+}
+
+/* The head of the queue waits for memory (wake_seq, bumped by every free);
+ * the waiters behind it for the head to leave (admit_seq), so that a free
+ * wakes one waiter, not the whole queue.  Both words are read before the
+ * look that decides which to sleep on: a change after the look is seen as
+ * a word that moved, whichever it is (the table lock orders the look after
+ * the reads, and a waker bumps after its change, seq_cst). */
+typedef struct wait_word {
+    uint32_t wake, admit;
+} wait_word_t;
+
+static wait_word_t wait_word(mem_dev_t *dev)
+{
+    wait_word_t w = { __atomic_load_n(&dev->wake_seq, __ATOMIC_SEQ_CST),
+                      __atomic_load_n(&dev->admit_seq, __ATOMIC_SEQ_CST) };
+    return w;
+}
+
+static int sleep_in_queue(mem_dev_t *dev, const wait_word_t *w, int head, uint64_t max_ns,
+                          int d, int queue)
+{
+    if (head)
+        return mem_sleep_unlocked(dev, &dev->wake_seq, w->wake, max_ns, d, queue);
+    return mem_sleep_unlocked(dev, &dev->admit_seq, w->admit, umin(max_ns, MEM_ADMIT_SLICE_NS),
+                              d, queue);
 }
 
 /* ---- what fits -------------------------------------------------------------- */
@@ -195,7 +222,7 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
     uint64_t start = util_now_ns();
     mem_wait_enter(a, d, MEM_WAIT_ADMIT, ticket, reserve);
     for (;;) {
-        uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
+        wait_word_t w = wait_word(ld->dev);
         int head = is_head(t, d, ticket);
         if (head && fits_locked(ld, reserve, ctx_need(ld)))
             break;
@@ -204,7 +231,7 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
             util_info("memory: waiting for admission on %s: %s reserved "
                       "(SALUS_MEM_RESERVE) does not fit yet beside the jobs running",
                       ld->name, util_size(reserve).s);
-        if (mem_sleep_unlocked(ld->dev, seq, MEM_WAIT_SLICE_NS, d, asked) != 0) {
+        if (sleep_in_queue(ld->dev, &w, head, MEM_ADMIT_SLICE_NS, d, asked) != 0) {
             lost = 1;
             break;
         }
@@ -217,7 +244,7 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
     mem_wait_leave(a, d, start, !lost);
     if (!lost)
         shm_unlock(t);
-    mem_wake(ld->dev);                /* the next in line looks again */
+    mem_wake_admit(ld->dev);          /* the next in line looks again */
     if (waited)
         util_info("memory: admitted on %s after %llu ms", ld->name,
                   (unsigned long long)((util_now_ns() - start) / 1000000));
@@ -262,7 +289,7 @@ void mem_ctx_admit(mem_local_dev_t *ld)
     uint64_t ctx = ctx_need(ld), start = util_now_ns(), deadline = start + mem_p.cfg.wait_ns;
     uint32_t ticket = ld->dev->next_ticket++;
     for (;;) {
-        uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
+        wait_word_t w = wait_word(ld->dev);
         int head = is_head(t, d, ticket);
         if (head && !alloc_waiter_locked(d) && fits_locked(ld, 0, ctx) &&
             leaves_room_locked(ld, ctx))
@@ -293,8 +320,8 @@ void mem_ctx_admit(mem_local_dev_t *ld)
          * the holder yields and is paged too if need be; otherwise it
          * leaves the GPU (once) if it was granted it while queued: held,
          * the GPU would stall the jobs it waits for. */
-        if (mem_sleep_unlocked(ld->dev, seq, head ? deadline - now : MEM_WAIT_SLICE_NS, d,
-                               mem_gpu_choice(asked || page_now, &gave_up)) != 0) {
+        if (sleep_in_queue(ld->dev, &w, head, head ? deadline - now : MEM_ADMIT_SLICE_NS, d,
+                           mem_gpu_choice(asked || page_now, &gave_up)) != 0) {
             lost = 1;
             break;
         }
@@ -306,7 +333,7 @@ void mem_ctx_admit(mem_local_dev_t *ld)
         mem_wait_leave(a, d, start, !lost);
     if (!lost)
         shm_unlock(t);
-    mem_wake(ld->dev);                /* the next in line looks again */
+    mem_wake_admit(ld->dev);          /* the next in line looks again */
     if (passed)
         say_passed(ld, ctx, util_now_ns() - start);
     else if (entered && !lost)

@@ -127,7 +127,11 @@ typedef struct mem_dev {
     /* Read by every free (waiters), written when someone waits. */
     uint32_t wake_seq;     /* futex word: bumped when memory is returned */
     uint32_t waiters;      /* slots waiting on this device (recomputed, locked) */
-    uint8_t  pad0[56];
+    /* futex word: bumped when the admission queue's head may change (a
+     * waiter left it, admitted or dead); the waiters behind the head sleep
+     * on it, not on wake_seq, which every free bumps. */
+    uint32_t admit_seq;
+    uint8_t  pad0[52];
     /* Under the lock. */
     uint32_t magic;        /* MEM_DEV_MAGIC once registered */
     uint32_t next_ticket;  /* admission arrival order */
@@ -250,6 +254,8 @@ typedef struct mem_proc {
     /* The interception layer's count of calls that can write device memory
      * (mem_set_work_count); NULL: every allocation counts as written. */
     uint64_t (*work_count)(void);
+    /* Wakes a peer asked to page out (mem_set_nudge), under the lock. */
+    void (*nudge)(shm_table_t *t, int slot);
     /* The policy's order of two admission waiters (mem_set_admit_order),
      * under the table lock: <0 slot a first, >0 slot b first, 0 either. */
     int (*admit_order)(shm_table_t *t, int device, int a, int b);
@@ -349,6 +355,7 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh);
  * caller says so), 1 when the lock is unusable. */
 int mem_take_held(mem_local_dev_t *ld, uint64_t bytes);
 void mem_give_slow(mem_local_dev_t *ld, uint64_t spare);
+/* Wake those waiting for memory on dev (wake_seq). */
 void mem_wake(mem_dev_t *dev);
 
 /* Return bytes to the spare (one atomic addition: spare + bytes <= granted,
@@ -408,6 +415,10 @@ void mem_repair_hook(shm_table_t *t, void *ctx);
  * on at least this long past each look: a peer serves within its wait
  * loop's poll (10 ms) plus its copy's time. */
 #define MEM_PAGE_WAIT_NS  (1000ull * 1000 * 1000)
+/* A waiter behind the head of the admission queue looks again when the
+ * head leaves (admit_seq), and at least this often (a rank changed by
+ * salus control, a head that died unseen). */
+#define MEM_ADMIT_SLICE_NS (250ull * 1000 * 1000)
 /* What this process's contexts take on table device d. */
 uint64_t mem_own_ctx(int d);
 /* Under the lock: every peer's spare above its reservation on d, taken
@@ -434,11 +445,17 @@ int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int *now);
 int mem_gpu_choice(int page_now, int *gave_up);
 /* Leave table device d's GPU (mem_set_gpu_give_up), outside the lock. */
 void mem_give_up_gpu(int d);
-/* Sleep for memory returned on dev (a slice at most) with the lock
- * released; with paging on, queued for the GPU if `queue` > 0, giving it up
- * (and leaving its queue) if `queue` < 0; 0 with the lock held again, -1 if
- * it cannot be taken again. */
-int mem_sleep_unlocked(mem_dev_t *dev, uint32_t seq, uint64_t max_ns, int d, int queue);
+/* Sleep until the futex word `word` of dev (wake_seq: memory returned;
+ * admit_seq: the admission queue moved) leaves `seq`, max_ns at most (a
+ * slice at most for wake_seq), with the lock released; with paging on,
+ * queued for the GPU if `queue` > 0, giving it up (and leaving its queue)
+ * if `queue` < 0; 0 with the lock held again, -1 if it cannot be taken
+ * again. */
+int mem_sleep_unlocked(mem_dev_t *dev, uint32_t *word, uint32_t seq, uint64_t max_ns, int d,
+                       int queue);
+/* Wake the admission queue's waiters on dev (admit_seq): its head may have
+ * changed. */
+void mem_wake_admit(mem_dev_t *dev);
 /* Under the lock: ask the peers the policy runs last to page out what
  * `bytes` lacks on ld's device; what is asked (0: nobody can be). */
 uint64_t mem_ask_pages_locked(mem_local_dev_t *ld, uint64_t bytes);

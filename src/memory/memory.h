@@ -275,6 +275,12 @@ void mem_set_gpu_give_up(mem_gpu_wait_fn fn);
  * granularity and more, page-outs). */
 typedef uint64_t (*mem_work_count_fn)(void);
 void mem_set_work_count(mem_work_count_fn fn);
+/* How a peer asked to page out is woken (the scheduler's sched_nudge, which
+ * intercept registers): it waits for the GPU and serves requests when it
+ * looks, so that a nudge saves the asker up to a poll.  Called under the
+ * table lock. */
+typedef void (*mem_nudge_fn)(shm_table_t *t, int slot);
+void mem_set_nudge(mem_nudge_fn fn);
 
 /* The policy's order of two processes waiting for admission on table device
  * `device` (the scheduler's, sched_admit_order_locked, which the interception

@@ -16,7 +16,8 @@
  *     their page_req_bytes to what it wants of each (page_req_dev names the
  *     device), then waits for memory as it would for a free;
  *   - only a peer waiting for the GPU can be asked: its scheduler's wait
- *     loop serves the request within a poll (10 ms).  Never a holder, nor
+ *     loop serves the request at once (the asker nudges it, mem_set_nudge)
+ *     or within a poll (10 ms).  Never a holder, nor
  *     one waiting for memory itself, nor one idle at rest (nothing of it
  *     would serve the request; an idle peer is asked once it queues);
  *   - a peer paged in stays resident MEM_RESIDENCY_FACTOR times as long as
@@ -33,6 +34,8 @@
  *     device) is no candidate for the GPU (the blocked hook); one granted
  *     the GPU that finds itself so leaves it while it waits, and comes
  *     back in once the memory is given back;
+ *   - a process that starts waiting for the GPU (its first look after a
+ *     tenure) wakes its devices' memory waiters, which may ask it now;
  *   - the asked process clears the request once served (a compare-and-swap
  *     from the value it served: a larger request made meanwhile stays) and
  *     wakes the device's waiters; a request it cannot serve (its host bound
@@ -113,6 +116,11 @@ void mem_set_gpu_give_up(mem_gpu_wait_fn fn)
 void mem_set_work_count(mem_work_count_fn fn)
 {
     __atomic_store_n(&mem_p.work_count, fn, __ATOMIC_RELEASE);
+}
+
+void mem_set_nudge(mem_nudge_fn fn)
+{
+    __atomic_store_n(&mem_p.nudge, fn, __ATOMIC_RELEASE);
 }
 
 /* The process may be paged: SALUS_SWAP=on and a pager.  Peers ask only
@@ -246,6 +254,9 @@ static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need)
             STORE(&a->page_req_dev, (uint32_t)d + 1);
             __atomic_store_n(&a->page_req_bytes, want, __ATOMIC_RELEASE);
             pending = want;
+            void (*nudge)(shm_table_t *, int) = __atomic_load_n(&mem_p.nudge, __ATOMIC_ACQUIRE);
+            if (nudge)
+                nudge(t, c[i].slot);           /* serves now, not at its next poll */
         }
         asked += umin(pending, c[i].used);
     }
@@ -279,12 +290,32 @@ static void publish_swapped(mem_slot_t *a, const mem_pager_t *pg)
     STORE(&a->swapped_out, sum);
 }
 
+/* Whether this process has told its devices' memory waiters, since its
+ * last tenure, that it waits for the GPU (0: not yet; process-wide, its
+ * waiting threads race to tell once). */
+static int told_waiting;
+
+/* A process that starts waiting for the GPU has just become a peer that
+ * may be asked: those waiting for memory on its devices look again now,
+ * not at the end of their slice (a holder that yields to a newcomer at a
+ * boundary is paged out for it at once). */
+static void tell_askers(void)
+{
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
+        if (ld && ld->sd && LOAD(&ld->dev->waiters))
+            mem_wake(ld->dev);
+    }
+}
+
 void mem_page_serve(void)
 {
     mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
     const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
     if (!a || !pg || __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
         return;
+    if (!__atomic_exchange_n(&told_waiting, 1, __ATOMIC_ACQ_REL))
+        tell_askers();
     uint64_t want = __atomic_load_n(&a->page_req_bytes, __ATOMIC_ACQUIRE);
     if (!want)
         return;
@@ -344,6 +375,7 @@ void mem_page_in_before_run(int device)
     /* It runs: a request left from its wait is moot (whoever asked waits on
      * and asks again whom it finds waiting then). */
     __atomic_store_n(&a->page_req_bytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&told_waiting, 0, __ATOMIC_RELEASE);
     mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[device], __ATOMIC_ACQUIRE);
     if (!ld || !ld->sd)
         return;

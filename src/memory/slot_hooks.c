@@ -32,6 +32,12 @@ void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx)
         return;
     if (slot == shm_self_peek(t))
         __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);   /* released: stop */
+    uint32_t wd = LOAD(&a->wait_dev);
+    if (wd >= 1 && wd <= SHM_MAX_DEVICES && LOAD(&a->wait_kind) == MEM_WAIT_ADMIT) {
+        mem_dev_t *dev = shm_device_area(t, (int)wd - 1, SHM_AREA_MEM);
+        if (dev)
+            mem_wake_admit(dev);                 /* it may have been the head */
+    }
     STORE(&a->wait_dev, 0);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_sdev_t *sd = &a->dev[d];
