@@ -284,6 +284,34 @@ static void test_jemalloc_never_writes_device(void **state)
 
 /* ---- queries on a sub-allocated pointer ------------------------------------------- */
 
+/* Big allocations made and freed in any order: each interior pointer finds
+ * its own, past its size (its chunk's tail) and in a freed one none. */
+static int big_queries(void)
+{
+    enum { N = 9 };
+    CUdeviceptr p[N], base = 0;
+    size_t size = 0;
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+    for (int i = 0; i < N; i++)
+        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, (size_t)(i + 1) * 3 * MiB, 1, 0));
+    for (int i = 0; i < N; i += 3)
+        TRUE(mem_vfree(p[i], &rc) == 1 && rc == CUDA_SUCCESS);
+    for (int i = 0; i < N; i++) {
+        size_t n = (size_t)(i + 1) * 3 * MiB;
+        int live = i % 3 != 0;
+        TRUE(mem_vrange(p[i] + n - 1, &base, &size) == (live ? 0 : -1));
+        if (live)
+            TRUE(base == p[i] && size == n);
+        if (live && n % (2 * MiB))                         /* the chunk's tail */
+            TRUE(mem_vrange(p[i] + n, &base, &size) == -1);
+    }
+    for (int i = 0; i < N; i++)
+        if (i % 3 != 0)
+            TRUE(mem_vfree(p[i], &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(mem_vrange(p[1], &base, &size) == -1);
+    return 0;
+}
+
 static int query_child(void *arg)
 {
     (void)arg;
@@ -317,7 +345,7 @@ static int query_child(void *arg)
     TRUE(mem_vrange(plain, &base, &size) == -1);
     TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, plain, &rc) == 0);
     TRUE(mem_vfree(plain, &rc) == 0);
-    return 0;
+    return big_queries();
 }
 
 static void test_queries(void **state)

@@ -126,13 +126,29 @@ int mem_vmap_put(mem_vmap_t *m, uint64_t key, void *val);
 void *mem_vmap_get(const mem_vmap_t *m, uint64_t key);
 void *mem_vmap_del(mem_vmap_t *m, uint64_t key);
 
+/* The big allocations in the order of their bases (each has a reservation
+ * of its own, so they are disjoint): the one holding an interior pointer
+ * is found by binary search, and making or freeing one costs a move of n
+ * pointers, whatever its size (a map entry per granule cost a 10 GiB
+ * allocation 5,000 insertions).  Invariant: v[i]->base + v[i]->bytes <=
+ * v[i + 1]->base. */
+typedef struct mem_vspans {
+    mem_valloc_t **v;
+    size_t n, cap;
+} mem_vspans_t;
+
+int mem_vspans_add(mem_vspans_t *s, mem_valloc_t *a);
+void mem_vspans_del(mem_vspans_t *s, const mem_valloc_t *a);
+/* The allocation whose reservation holds p, NULL: none. */
+mem_valloc_t *mem_vspans_find(const mem_vspans_t *s, uint64_t p);
+
 typedef struct mem_vm {
     pthread_mutex_t lock;
     int on;                        /* 0 undecided, 1 on (SALUS_SWAP=on and
                                       the driver has VMM), 2 off */
     mem_vdev_t dev[MEM_VMM_MAX_DEVICES];
     mem_vmap_t allocs;             /* base -> mem_valloc_t */
-    mem_vmap_t granules;           /* big: granule address -> mem_valloc_t */
+    mem_vspans_t bigs;             /* big allocations, by base */
     uint64_t next_id;
     uint64_t staged;               /* bytes of pinned staging held */
     uint64_t copied;               /* bytes paging copied, both ways (relaxed) */

@@ -166,19 +166,16 @@ static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
         goto out_uncharge;
     if ((rc = mem_vm_back(v, at, a->bytes, &a->h)) != CUDA_SUCCESS)
         goto out_free;
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-    for (uint64_t g = 0; g < a->bytes; g += v->gran)
-        if (mem_vmap_put(&mem_vm.granules, at + g, a) != 0)
-            goto out_unmap;
     a->base = at;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (mem_vspans_add(&mem_vm.bigs, a) != 0)
+        goto out_unmap;
     a->charged = (uint8_t)charged;
     v->resident += a->bytes;
     uint64_t (*work)(void) = __atomic_load_n(&mem_p.work_count, __ATOMIC_ACQUIRE);
     a->work_at = work ? work() : UINT64_MAX;
     return CUDA_SUCCESS;
 out_unmap:
-    for (uint64_t g = 0; g < a->bytes; g += v->gran)
-        mem_vmap_del(&mem_vm.granules, at + g);
     mem_vm_unback(at, a->bytes, a->h);
 out_free:
     d->mem_address_free(at, a->bytes);
@@ -215,8 +212,7 @@ out_undo:
         small_untouch(v, a->base, a->size);
         mem_jem_free(&v->jem, a->base);
     } else {
-        for (uint64_t g = 0; g < a->bytes; g += v->gran)
-            mem_vmap_del(&mem_vm.granules, a->base + g);
+        mem_vspans_del(&mem_vm.bigs, a);
         mem_vm_unback(a->base, a->bytes, a->h);
         mem_p.drv.mem_address_free(a->base, a->bytes);
         if (a->charged)
@@ -270,8 +266,7 @@ static void free_locked(mem_valloc_t *a)
         mem_jem_free(&v->jem, a->base);
         return;
     }
-    for (uint64_t g = 0; g < a->bytes; g += v->gran)
-        mem_vmap_del(&mem_vm.granules, a->base + g);
+    mem_vspans_del(&mem_vm.bigs, a);
     if (a->out) {
         mem_vm_drop_stage(a);
     } else {
@@ -317,7 +312,7 @@ void mem_vm_free_locked(mem_valloc_t *a)
 }
 
 /* ---- queries ------------------------------------------------------------------------
- * The allocation holding p: a big one through its granules, a small one by
+ * The allocation holding p: a big one by a search of their bases, a small one by
  * its base, else by a walk over the live allocations (an interior pointer
  * of a small allocation: rare, and linear in the live allocations). */
 
@@ -331,12 +326,8 @@ mem_valloc_t *mem_vm_find_locked(uint64_t p)
         if (v->ready && v->size && p >= v->base && p - v->base < v->size)
             goto small;
     }
-    for (int i = 0; i < MEM_VMM_MAX_DEVICES; i++) {
-        size_t gran = mem_vm.dev[i].gran;
-        if (gran && (a = mem_vmap_get(&mem_vm.granules, p & ~(uint64_t)(gran - 1))) != NULL)
-            return p - a->base < a->size ? a : NULL;
-    }
-    return NULL;
+    a = mem_vspans_find(&mem_vm.bigs, p);
+    return a && p - a->base < a->size ? a : NULL;
 small:
     for (size_t i = 0; mem_vm.allocs.key && i <= mem_vm.allocs.mask; i++) {
         a = mem_vm.allocs.val[i];

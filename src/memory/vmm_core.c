@@ -3,7 +3,8 @@
  * whether paging is on, libsalus's own context, the budget of a chunk, and
  * physical chunks made and unmade through the real driver.
  *
- * Divided into: the maps; start-up; contexts, budget and physical chunks.
+ * Divided into: the maps (a hash map, the big allocations' sorted array);
+ * start-up; contexts, budget and physical chunks.
  *
  * Lock: the callers hold mem_vm.lock (mem_vmm.h); start-up is once.
  */
@@ -93,6 +94,55 @@ void *mem_vmap_del(mem_vmap_t *m, uint64_t key)
     return val;
 }
 
+/* First index whose base is above p. */
+static size_t above(const mem_vspans_t *s, uint64_t p)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->v[mid]->base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int mem_vspans_add(mem_vspans_t *s, mem_valloc_t *a)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        mem_valloc_t **v = realloc(s->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        s->v = v;
+        s->cap = cap;
+    }
+    size_t i = above(s, a->base);
+    memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof *s->v);
+    s->v[i] = a;
+    s->n++;
+    return 0;
+}
+
+void mem_vspans_del(mem_vspans_t *s, const mem_valloc_t *a)
+{
+    size_t i = above(s, a->base);
+    if (i == 0 || s->v[i - 1] != a)
+        return;
+    memmove(&s->v[i - 1], &s->v[i], (s->n - i) * sizeof *s->v);
+    s->n--;
+}
+
+mem_valloc_t *mem_vspans_find(const mem_vspans_t *s, uint64_t p)
+{
+    size_t i = above(s, p);
+    if (i == 0)
+        return NULL;
+    mem_valloc_t *a = s->v[i - 1];
+    return p - a->base < a->bytes ? a : NULL;
+}
+
 /* ---- start-up --------------------------------------------------------------- */
 
 /* Decided once the memory module has started (mem_init): paging is on when
@@ -138,7 +188,7 @@ static void forget(void)
     pthread_mutex_init(&mem_vm.lock, NULL);
     memset(mem_vm.dev, 0, sizeof mem_vm.dev);
     memset(&mem_vm.allocs, 0, sizeof mem_vm.allocs);
-    memset(&mem_vm.granules, 0, sizeof mem_vm.granules);
+    memset(&mem_vm.bigs, 0, sizeof mem_vm.bigs);
     mem_vm.staged = 0;
     if (mem_vm.ipc_forget)
         mem_vm.ipc_forget();
