@@ -7,6 +7,10 @@ from .report_fmt import PAPER, cmp_word, disturbed, f, ratio, table
 
 TRAINING_KEYS = ["fifo", "srtf", "fair", "pack", "none", "ideal_srtf"]
 SWAP_KEYS = ["fifo", "srtf", "fair", "pack"]
+# The rows of the paging table: the policies, and srtf again with lengths
+# declared in iterations only (training.py's SWAP_RUNS).
+SWAP_ROWS = SWAP_KEYS + ["srtf_iterations"]
+SWAP_LABELS = {"srtf_iterations": "srtf, iterations only"}
 
 
 def section_training(tr, timing):
@@ -93,12 +97,13 @@ def section_training_swap(tr):
     """The trace again with paging on (training.json's "swap")."""
     S, P = tr["swap"], tr["policies"]
     rows = []
-    for p in SWAP_KEYS:
+    for p in SWAP_ROWS:
         st = S.get(p)
         if not st:
             continue
         pg = st.get("paging") or {}
-        rows.append([p, f(st["avg_jct_s"]), f(P.get(p, {}).get("avg_jct_s")),
+        rows.append([SWAP_LABELS.get(p, p), f(st["avg_jct_s"]),
+                     f(P.get(p, {}).get("avg_jct_s")),
                      f(st["makespan_s"], 1), f(st["utilization"]), st["failed_jobs"],
                      pg.get("swap_outs", 0), pg.get("swap_ins", 0),
                      f(pg.get("swap_bytes", 0) / 2**30, 1),
@@ -113,7 +118,10 @@ def section_training_swap(tr):
            "GiB paged: what left and came back to the device; GiB copied: what of it "
            "crossed PCIe (memory no work had reached since it was made, such as a job's "
            "per-iteration buffers allocated before the iteration's first launch, where it "
-           "waits for the GPU, moves without a copy).", ""]
+           "waits for the GPU, moves without a copy).  Jobs declare their length in "
+           "iterations and in time, as their users would (`SALUS_LENGTH_MS`: the trace's "
+           "class, 1, 5 or 10 minutes, compressed); `srtf, iterations only` is the same run "
+           "with iterations alone.", ""]
     lost = [f"`{p}` {f(100 * S[p]['paging']['swap_s'] / S[p]['makespan_s'], 1)}%"
             for p in SWAP_KEYS if S.get(p) and (S[p].get("paging") or {}).get("swap_s")
             and S[p].get("makespan_s")]
@@ -150,22 +158,38 @@ def section_training_swap(tr):
 
 
 def swap_gap_text(tr, srtf, ideal_jct):
-    """Where `srtf` with paging stands between the ideal and the same
-    policy with memory out of the picture, and why."""
+    """Where `srtf` with paging stands between the ideal and what bounds
+    it: the offline model with contexts, the same policy with memory out
+    of the picture, and lengths declared in iterations only."""
+    S = tr.get("swap") or {}
     U = (tr.get("unbounded") or {}).get("srtf") or {}
+    C = tr.get("ideal_srtf_contexts") or {}
     largest = max([j.get("peak_mib", 0) for j in tr.get("trace") or []] or [0]) / 1024
     budget = tr.get("budget_gib") or 0
-    live = max(1, int((budget - largest) / 0.5))       # contexts + the largest <= budget
-    t = (f"Between the ideal ({f(ideal_jct)} s) and `srtf` with paging ({f(srtf)} s) stands "
-         f"what paging cannot move: a job's context (512 MiB on simgpu, as on a real GPU) "
-         f"lives as long as the job.  Admission keeps room beside the contexts for a job as "
-         f"large as the largest seen ({f(largest, 1)} GiB of a {f(budget, 1)} GiB budget), so "
-         f"about {live} jobs are live at once, and `srtf` chooses among those where the ideal "
-         f"chooses among every arrived job")
+    ctx = C.get("context_gib") or 0.5
+    live = max(1, int((budget - largest) / ctx))       # contexts + the largest <= budget
+    t = (f"Between the ideal ({f(ideal_jct)} s) and `srtf` with paging ({f(srtf)} s): the "
+         f"ideal knows each job's exact length, ours its class; a job's context "
+         f"({f(ctx * 1024, 0)} MiB on simgpu, as on a real GPU) cannot be paged, and "
+         f"admission keeps room beside the contexts for a job as large as the largest seen "
+         f"({f(largest, 1)} GiB of a {f(budget, 1)} GiB budget), so about {live} jobs are "
+         f"live at once")
+    if C.get("avg_jct_s"):
+        t += (f"; the offline model with those contexts (admitted in SRTF order, paging free) "
+              f"averages {f(C['avg_jct_s'])} s, so live jobs this few cost SRTF little on "
+              f"this trace")
     if U.get("avg_jct_s"):
-        t += (f"; with memory out of the picture (no limit, no contexts in the way) the same "
-              f"`srtf` averages {f(U['avg_jct_s'])} s")
-    return t + ".  Paging itself is cheap here: memory no work has reached since it was made moves without a copy, and the copies' summed time is in the table."
+        t += (f"; with memory out of the picture (no limit, no contexts in the way) our "
+              f"`srtf` averages {f(U['avg_jct_s'])} s, the rest being what starting and "
+              f"running jobs costs on this host")
+    t += "."
+    it = (S.get("srtf_iterations") or {}).get("avg_jct_s")
+    if it:
+        t += (f"  With lengths declared in iterations only, `srtf` with paging averages "
+              f"{f(it)} s: before a job has run, iterations are all admission can rank it "
+              f"by, and a job of hundreds of short iterations waits behind jobs of a few "
+              f"long ones (the largest models, which also leave the fewest contexts room).")
+    return t
 
 
 def swap_failures_text(S, why, largest_gib):

@@ -15,6 +15,8 @@ from . import analysis, config, ideal, presets, runner, tracegen
 TIMELINE_JOBS = 6
 # libsalus's default budget: the capacity less a 5% headroom for contexts.
 BUDGET = int(presets.parse_size(config.GPU_MEMORY) * 0.95)
+# What a job's context takes on simgpu (SIMGPU_CTX_MEMORY's default).
+CONTEXT = 512 * 2**20
 
 
 def salus_counters(run):
@@ -50,7 +52,12 @@ def timeline(kernels, results, first, start_s, span_s):
     return {"t0_s": start_s, "t1_s": start_s + span_s, "jobs": out}
 
 
+# The policies with paging, and the variants beside them: (key, policy,
+# whether jobs declare their lengths in time).  "srtf_iterations": the same
+# srtf with lengths in iterations only, where admission cannot tell a job of
+# many short iterations from one of few long ones.
 SWAP_POLICIES = ("fifo", "srtf", "fair", "pack")
+SWAP_RUNS = tuple((p, p, True) for p in SWAP_POLICIES) + (("srtf_iterations", "srtf", False),)
 
 
 def swap_counters(run):
@@ -82,11 +89,12 @@ def run_swap(jobs, work, workdir, plot, walls):
     reservations: a job that does not fit waits while the jobs the policy
     runs last are paged out, instead of waiting for admission."""
     out = {}
-    for policy in SWAP_POLICIES:
+    for key, policy, lengths in SWAP_RUNS:
         # A tighter safety net than the other runs': a paging run that stalls
         # shows as failed jobs instead of holding the bench for many minutes.
-        r = runner.run_jobs(jobs, policy, workdir, f"{policy}-swap", deadline_s=2 * work + 60,
-                            reserve=False, extra_env={"SALUS_SWAP": "on"})
+        tag = f"{key.replace('_', '-')}-swap"
+        r = runner.run_jobs(jobs, policy, workdir, tag, deadline_s=2 * work + 60,
+                            reserve=False, extra_env={"SALUS_SWAP": "on"}, lengths=lengths)
         st, raw = analysis.policy_stats(r)
         st["failures"] = analysis.failures(r)
         st["salus"] = salus_counters(r)
@@ -95,11 +103,12 @@ def run_swap(jobs, work, workdir, plot, walls):
         st["paging"]["host_bound_jobs"] = sum(1 for x in r.results
                                               if "host staging bound" in (x.stderr or ""))
         st["paging"]["host_available"] = host_available()
-        out[policy] = st
-        plot["jct"][f"{policy} (paging)"] = raw["jcts"]
-        walls[f"{policy}-swap"] = r.wall_s
+        out[key] = st
+        if lengths:
+            plot["jct"][f"{policy} (paging)"] = raw["jcts"]
+        walls[tag] = r.wall_s
         pg = st["paging"]
-        print(f"bench: training {policy}, paging: avg JCT {st['avg_jct_s'] or 0:.2f} s, "
+        print(f"bench: training {key}, paging: avg JCT {st['avg_jct_s'] or 0:.2f} s, "
               f"makespan {st['makespan_s']:.1f} s, failed {st['failed_jobs']}, "
               f"{pg['swap_outs']} page-outs, {pg['swap_copied_bytes'] / 2**30:.1f} GiB copied, "
               f"{pg['swap_s']:.1f} s paging ({r.wall_s:.0f} s)", flush=True)
@@ -167,6 +176,7 @@ def run(scale, out_dir):
         "gpu_work_s": sum(j.gpu_s for j in jobs),
         "ideal_fifo": ideal.fifo_stats(jobs),
         "ideal_srtf_admitted": ideal.admitted_stats(jobs, BUDGET),
+        "ideal_srtf_contexts": ideal.contexts_stats(jobs, BUDGET, CONTEXT),
         "budget_gib": BUDGET / 2**30,
         "policies": figures,
         "unbounded": unbounded,
