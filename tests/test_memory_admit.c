@@ -17,7 +17,12 @@
  *     held while two beside 2.5 GiB would leave no room for one as large;
  *   - at the deadline (SALUS_MEM_WAIT_MS, nothing to page) the waiter is
  *     let through, says why, and the driver answers: out of memory when
- *     256 MiB are left on the device.
+ *     256 MiB are left on the device;
+ *   - an allocation the driver refuses although the table has room (memory
+ *     outside the table: a process without libsalus that allocated after
+ *     the job measured the device, as a process that has just ended holds
+ *     its memory until it is torn down) is tried again until the holder is
+ *     gone, instead of failing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,11 +50,11 @@ typedef struct job {
     const char *length_ms;            /* SALUS_LENGTH_MS, NULL: none */
 } job_t;
 
-static void spawn(tu_proc_t *p, const job_t *j)
+static void spawn_args(tu_proc_t *p, const job_t *j, const char *arg)
 {
     char client[512];
     char *argv[] = { (char *)tu_build_path("tests/clients/admitclient", client, sizeof client),
-                     (char *)j->mib, NULL };
+                     (char *)j->mib, (char *)arg, NULL };
     tu_env_t env;
     tu_env_init(&env);
     tu_env_salus(&env, state_name, table_name);
@@ -71,6 +76,27 @@ static void spawn(tu_proc_t *p, const job_t *j)
     tu_env_unset(&env, "SALUS_MEM_LIMIT");
     tu_env_unset(&env, "SALUS_MEM_RESERVE");
     tu_env_unset(&env, "SALUS_REPORT");
+    assert_int_equal(tu_spawn(p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static void spawn(tu_proc_t *p, const job_t *j)
+{
+    spawn_args(p, j, NULL);
+}
+
+/* The same client on simgpu without libsalus: memory outside the table. */
+static void spawn_plain(tu_proc_t *p, const char *mib)
+{
+    char client[512];
+    char *argv[] = { (char *)tu_build_path("tests/clients/admitclient", client, sizeof client),
+                     (char *)mib, NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_simgpu(&env, state_name);
+    tu_env_set(&env, "SIMGPU_MEMORY", "4G");
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "512M");
+    tu_env_unset(&env, "LD_PRELOAD");
     assert_int_equal(tu_spawn(p, argv, &env), 0);
     tu_env_free(&env);
 }
@@ -210,6 +236,50 @@ static void test_admitted_in_declared_length_order(void **state)
     admitted_in_order("srtf", jobs, expect);
 }
 
+static int retried_or_failed(void *arg)
+{
+    const tu_proc_t *p = arg;
+    return has(p, "calling it again", 1) || has(p, "failed", 0);
+}
+
+/* 4 GiB: the job's context (0.5) and a holder without libsalus with its
+ * context and 2.5 GiB leave 0.5 GiB; the table, which measured the device
+ * before the holder came, has room for the job's 2 GiB.  With paging on,
+ * the chunk under a virtualized allocation is what the driver refuses. */
+static void driver_refusal_retried(int swap)
+{
+    if (!prepared())
+        skip();
+    tu_proc_t job, holder;
+    job_t j = { "fifo", swap, 50, NULL, "2048", NULL, NULL };
+    spawn_args(&job, &j, "wait");
+    await_text(&job, "ctx ", 0, "the job");
+    spawn_plain(&holder, "2560");
+    await_text(&holder, "ready", 0, "the holder");
+    kill(job.pid, SIGUSR1);
+    if (!tu_await(retried_or_failed, &job, CHILD_MS))
+        fail_msg("the job neither failed nor retried its allocation");
+    if (has(&job, "failed", 0))
+        fail_msg("the job's allocation failed on the driver's refusal, not retried");
+    kill_job(&holder);
+    await_text(&job, "ready", 0, "the job, once the holder is gone");
+    kill_job(&job);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
+static void test_driver_refusal_retried(void **state)
+{
+    (void)state;
+    driver_refusal_retried(0);
+}
+
+static void test_driver_refusal_retried_paging(void **state)
+{
+    (void)state;
+    driver_refusal_retried(1);
+}
+
 static void test_admitted_in_priority_order(void **state)
 {
     (void)state;
@@ -281,6 +351,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admitted_in_srtf_order),
         cmocka_unit_test(test_admitted_in_declared_length_order),
+        cmocka_unit_test(test_driver_refusal_retried),
+        cmocka_unit_test(test_driver_refusal_retried_paging),
         cmocka_unit_test(test_admitted_in_priority_order),
         cmocka_unit_test(test_room_for_the_largest_seen),
         cmocka_unit_test(test_deadline_lets_the_driver_answer),

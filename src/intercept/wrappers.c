@@ -116,7 +116,9 @@ static inline CUresult hook_before_alloc(mem_kind_t kind, int dev, uint64_t size
     return mem_alloc_begin(kind, dev, size, op);
 }
 
-/* ... and accounts it after the call, or gives it back if the driver failed. */
+/* ... (a refusal by the driver of what the table had room for is tried again
+ * a while: mem_alloc_retry) and accounts it after the call, or gives it back
+ * if the driver failed. */
 static inline CUresult hook_on_alloc(hook_block_t *b, mem_op_t *op, CUresult rc,
                                      uint64_t handle, uint64_t size)
 {
@@ -415,6 +417,8 @@ HOOK_LIST(GATED_)
         if (rc != CUDA_SUCCESS)                                                 \
             return rc;                                                          \
         rc = HOOK_REAL(export) CU_ARGS_##export;                                \
+        while (rc == CUDA_ERROR_OUT_OF_MEMORY && mem_alloc_retry(&op))          \
+            rc = HOOK_REAL(export) CU_ARGS_##export;                            \
         return hook_on_alloc(b, &op, rc, rc == CUDA_SUCCESS && (out) ?          \
                              (uint64_t)(uintptr_t)*(out) : 0, bytes);           \
     }

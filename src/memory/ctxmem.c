@@ -6,7 +6,7 @@
  * can give.
  *
  * Divided into: reading the driver; the unexplained use; a context's
- * charge; the foreign use.
+ * charge; the foreign use; the driver's refusals.
  *
  * Locking.  The driver is read with no lock held; what it said is applied
  * under the table's lock, against the live slots' sums at that moment.
@@ -38,6 +38,7 @@
 #include "util/util.h"
 
 #include <string.h>
+#include <time.h>
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -197,4 +198,41 @@ int mem_drv_refresh(mem_local_dev_t *ld, int ordinal)
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
     return 0;
+}
+
+/* ---- the driver's refusals -------------------------------------------------
+ * A process that exits gives its slot back in a destructor, and the driver
+ * frees its memory only as the process is torn down, after: between the
+ * two the table shows room the driver does not have, and an allocation
+ * admitted then is refused.  A short wait ends that.  Like a shortage the
+ * table sees, this one waits up to SALUS_MEM_WAIT_MS (memory a process
+ * without Salus holds may not come back: its refusal stands then).  Each
+ * look reads the driver again (the foreign use), so that the table learns
+ * what it could not see. */
+#define MEM_DRV_POLL_NS  (10ull * 1000 * 1000)
+
+int mem_drv_retry(mem_local_dev_t *ld, int ordinal, uint64_t bytes, uint64_t *refused_at)
+{
+    static int said_retry, said_stands;
+    uint64_t now = util_now_ns();
+    uint64_t grace = mem_p.cfg.wait_ns;
+    if (!*refused_at)
+        *refused_at = now;
+    if (now - *refused_at >= grace) {
+        util_log_once(&said_stands, UTIL_LOG_WARN, "memory: the driver refused %s on %s "
+                      "for %llu ms although the table had room: memory outside the table "
+                      "(a process without libsalus) holds it; the program gets "
+                      "CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->name,
+                      (unsigned long long)((now - *refused_at) / 1000000));
+        return 0;
+    }
+    util_log_once(&said_retry, UTIL_LOG_INFO, "memory: the driver refused %s on %s that "
+                  "the table has room for (memory a process that has just ended gives "
+                  "back as it is torn down); calling it again for up to %llu ms "
+                  "(SALUS_MEM_WAIT_MS)",
+                  util_size(bytes).s, ld->name, (unsigned long long)(grace / 1000000));
+    struct timespec ts = { 0, (long)MEM_DRV_POLL_NS };
+    nanosleep(&ts, NULL);
+    mem_drv_refresh(ld, ordinal);
+    return 1;
 }

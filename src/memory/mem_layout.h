@@ -507,6 +507,11 @@ void mem_page_asking_start(void);
  * driver lacks cuMemGetInfo_v2), and set the device's foreign use from it
  * under the lock.  0, or -1 when nothing was read. */
 int mem_drv_refresh(mem_local_dev_t *ld, int ordinal);
+/* The driver refused `bytes` on ld's device (ordinal) that the table had
+ * room for (mem_alloc_retry): 1 after a short sleep and a fresh reading
+ * (call the driver again), 0 once SALUS_MEM_WAIT_MS has passed since
+ * *refused_at, the first refusal (0: now). */
+int mem_drv_retry(mem_local_dev_t *ld, int ordinal, uint64_t bytes, uint64_t *refused_at);
 /* A context was made, or a module loaded, on ld's device (ordinal):
  * measure what it took and charge it to this process, reading the driver
  * through the current context, or through the primary context pushed for

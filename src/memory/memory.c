@@ -404,6 +404,7 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
     op->state = OP_PASS;
     op->dev = -1;
     op->pool = 0;
+    op->refused_at = 0;
     if (!is_on() || bytes == 0 || (unsigned)kind >= MEM_KINDS || device == MEM_DEV_NONE)
         return CUDA_SUCCESS;
     if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
@@ -469,6 +470,14 @@ static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
     return 0;
 }
 
+int mem_alloc_retry(mem_op_t *op)
+{
+    if (op->state != OP_ALLOC || !is_on())
+        return 0;
+    mem_local_dev_t *ld = mem_p.by_index[op->dev];
+    return ld ? mem_drv_retry(ld, (int)(ld - mem_p.dev), op->bytes, &op->refused_at) : 0;
+}
+
 CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle)
 {
     if (op->state != OP_ALLOC)
@@ -483,6 +492,8 @@ CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle)
             mem_drv_refresh(ld, (int)(ld - mem_p.dev));
         return rc;
     }
+    if (op->refused_at)               /* what held it is gone: the foreign use too */
+        mem_drv_refresh(ld, (int)(ld - mem_p.dev));
     int cls = mem_kind_class((mem_kind_t)op->kind);
     if (op->kind == MEM_KIND_PITCH && pitch_true_size(ld, op, handle) != 0)
         goto out_undo;

@@ -16,6 +16,8 @@
  *   CUresult rc = mem_alloc_begin(MEM_KIND_DEVICE, -1, bytes, &op);
  *   if (rc != CUDA_SUCCESS) return rc;              // refused: no driver call
  *   rc = real_cuMemAlloc(&ptr, bytes);
+ *   while (rc == CUDA_ERROR_OUT_OF_MEMORY && mem_alloc_retry(&op))
+ *       rc = real_cuMemAlloc(&ptr, bytes);          // memory not given back yet
  *   return mem_alloc_end(&op, rc, ptr);             // accounts, or gives back
  *
  *   mem_free_begin(MEM_KIND_DEVICE, ptr, &op);      // unknown ptr: nothing
@@ -79,6 +81,7 @@ typedef struct mem_op {
     uint16_t kind;
     uint8_t  state;
     uint8_t  pool;         /* the pool's record, 0: none */
+    uint64_t refused_at;   /* the driver's first refusal (mem_alloc_retry), 0: none */
 } mem_op_t;
 
 /* Where an allocation is charged (mem_alloc_begin's `device`): a CUDA
@@ -104,6 +107,14 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
  * CUDA_ERROR_OUT_OF_MEMORY when the allocation could not be recorded (it has
  * then been freed again). */
 CUresult mem_alloc_end(mem_op_t *op, CUresult rc, uint64_t handle);
+/* The driver refused (CUDA_ERROR_OUT_OF_MEMORY) an allocation the table had
+ * room for: memory the table does not see, most often what a process that
+ * has just ended has not given back yet (the driver frees it as the process
+ * is torn down, after libsalus gave its slot back).  1: call the driver
+ * again, after a short sleep and a fresh reading of its free memory, for up
+ * to SALUS_MEM_WAIT_MS from the first refusal, as a shortage the table
+ * sees waits; 0: the refusal stands (said once). */
+int mem_alloc_retry(mem_op_t *op);
 /* cuMemAllocPitch_v2 is reserved at width x height, then accounted at its
  * true size (pitch x height, from cuMemGetAddressRange_v2): what it takes
  * beyond is reserved after the call, and past a limit the allocation is

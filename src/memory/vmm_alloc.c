@@ -152,6 +152,23 @@ static CUresult alloc_small(mem_vdev_t *v, mem_valloc_t *a)
     return CUDA_SUCCESS;
 }
 
+/* A chunk the table had room for (charged), which the driver may refuse
+ * a while (mem_drv_retry: a process that has just ended gives its memory
+ * back as it is torn down). */
+static CUresult back_charged(mem_vdev_t *v, uint64_t at, uint64_t bytes, int charged,
+                             CUmemGenericAllocationHandle *h)
+{
+    uint64_t refused_at = 0;
+    mem_local_dev_t *ld = charged ? mem_local_dev(v->ordinal) : NULL;
+    CUresult rc;
+    while ((rc = mem_vm_back(v, at, bytes, h)) == CUDA_ERROR_OUT_OF_MEMORY && ld &&
+           mem_drv_retry(ld, v->ordinal, bytes, &refused_at))
+        ;
+    if (rc == CUDA_SUCCESS && refused_at)    /* what held it is gone: the foreign use too */
+        mem_drv_refresh(ld, v->ordinal);
+    return rc;
+}
+
 static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
 {
     const drv_t *d = &mem_p.drv;
@@ -164,7 +181,7 @@ static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
         return rc;
     if ((rc = d->mem_address_reserve(&at, a->bytes, v->gran, 0, 0)) != CUDA_SUCCESS)
         goto out_uncharge;
-    if ((rc = mem_vm_back(v, at, a->bytes, &a->h)) != CUDA_SUCCESS)
+    if ((rc = back_charged(v, at, a->bytes, charged, &a->h)) != CUDA_SUCCESS)
         goto out_free;
     a->base = at;
     rc = CUDA_ERROR_OUT_OF_MEMORY;
