@@ -90,6 +90,7 @@ typedef struct job {
     uint64_t arrive_ns, iter_ns, iterations;   /* iterations 0: forever */
     uint64_t deadline_ns;                      /* SALUS_END_TIME on the clock, 0: none */
     uint32_t length_ms;                        /* SALUS_LENGTH_MS, 0: none */
+    uint32_t switch_us;                        /* what each tenure's start costs it */
     int priority, declare;
     int slot, arrived, finished;
     uint64_t done, gpu_ns, finished_ns, first_run_ns;
@@ -141,6 +142,7 @@ static void sim_arrive(job_t *j)
     s->declared = j->declare ? j->iterations : 0;
     s->deadline_ns = j->deadline_ns;
     s->length_ms = j->length_ms;
+    s->switch_us = j->switch_us;
     s->iterations = 0;
     s->iter_ns = 0;
     s->devset = 1;
@@ -251,6 +253,31 @@ static void test_sim_fair_equal(void **state)
             assert_true(len >= 10);
             len = 0;
         }
+}
+
+/* A job whose tenures start with 50 ms of paging keeps the GPU 8 times that
+ * (400 ms) each turn, beyond its 100 ms quantum, so that switches stay at
+ * most a ninth of the time; its peer, whose switches cost nothing, then
+ * runs until it has had as much (fair shares), not a quantum each. */
+static void test_sim_fair_switch_cost(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    job_t jobs[2] = { { .iter_ns = 10 * MS, .priority = 50, .switch_us = 50000 },
+                      { .arrive_ns = 5 * MS, .iter_ns = 10 * MS, .priority = 50 } };
+    int n = sim_run(jobs, 2, 3000 * MS, runs, 4096);
+    int turns[2] = { 0, 0 };
+    for (int i = 1, len = 1; i <= n; i++, len++)
+        if (i == n || runs[i] != runs[i - 1]) {
+            int j = runs[i - 1];
+            if (i < n && turns[j] + turns[!j] > 0)   /* whole turns, after the first */
+                assert_true(j == 0 ? len >= 40 && len <= 41 : len >= 39 && len <= 41);
+            turns[j]++;
+            len = 0;
+        }
+    assert_true(turns[0] >= 3 && turns[1] >= 3);     /* both go on taking turns */
+    double share = (double)jobs[0].gpu_ns / (double)(jobs[0].gpu_ns + jobs[1].gpu_ns);
+    assert_true(share > 0.45 && share < 0.6);
 }
 
 /* Iterations of 5 ms against 40 ms: whole iterations only, and virtual time
@@ -612,6 +639,7 @@ int main(void)
         S(test_sim_srtf),
         S(test_sim_srtf_end_time),
         S(test_sim_srtf_length),
+        S(test_sim_fair_switch_cost),
         S(test_sim_fifo),
         S(test_sim_pack),
         S(test_sim_dead_holder),

@@ -257,6 +257,7 @@ void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched
     c->measured = iter_ns > 0 && iter_ns < 3600ull * 1000000000ull;
     uint64_t gap = __atomic_load_n(&s->host_gap_ns, __ATOMIC_RELAXED);
     c->host_gap_ns = gap < 3600ull * 1000000000ull ? gap : 0;
+    c->switch_ns = (uint64_t)__atomic_load_n(&s->switch_us, __ATOMIC_RELAXED) * 1000ull;
     c->remaining_ns = SCHED_REMAINING_UNKNOWN;
     uint64_t left = c->declared && declared > done ? declared - done : 0;
     c->left = left;

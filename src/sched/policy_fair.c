@@ -15,12 +15,18 @@
  * to a waiter with no more GPU time, whose work then overlaps the holder's
  * host phase.  GPU time is charged as before, so shares do not change; the
  * GPU idles less (the hardware's own time slicing overlaps them too).
+ *
+ * A switch that costs more than a handoff (the new holder's memory paged
+ * back in, peers paged out for it) is paid back: a holder keeps the GPU,
+ * quantum or host phase, until it has held it SCHED_SWITCH_FACTOR times
+ * what the start of its tenure cost (sched_fair_yield).
  */
 #include "sched/sched_int.h"
 
 static int fair_yield(const sched_view_t *v, int pick)
 {
-    if (pick >= 0 && v->has_holder && v->fill_ns && v->holder.host_gap_ns >= v->fill_ns)
+    if (pick >= 0 && v->has_holder && v->fill_ns && v->holder.host_gap_ns >= v->fill_ns &&
+        v->held_ns >= SCHED_SWITCH_FACTOR * v->holder.switch_ns)
         return v->waiters[pick].vtime <= sched_holder_vtime(v);
     return sched_fair_yield(v, pick);
 }

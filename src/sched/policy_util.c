@@ -78,7 +78,8 @@ int sched_fair_yield(const sched_view_t *v, int pick)
     if (v->waiters[pick].latency_ms)
         return 1;
     uint64_t quantum = v->quantum_ns / SCHED_WEIGHT_UNIT * sched_weight(v->holder.priority);
-    if (v->held_ns < quantum)
+    uint64_t paid = SCHED_SWITCH_FACTOR * v->holder.switch_ns;
+    if (v->held_ns < quantum || v->held_ns < paid)
         return 0;
     return v->waiters[pick].vtime <= sched_holder_vtime(v);
 }

@@ -82,7 +82,8 @@ typedef struct sched_slot {
     uint64_t gang_yield_ns;   /* when that yield was decided; under the lock */
     uint32_t orphan;          /* a member of its gang died: it waits for it forever; under
                                  the lock (set by the reaper) */
-    uint8_t pad4[4];
+    uint32_t switch_us;       /* what the start of its last tenure took before its first
+                                 launch (memory paged it in), us; the owner's, relaxed */
     /* the owner's host-blocking sync in progress (relaxed), for blocked holders */
     uint64_t sync_since_ns;   /* its start, 0: none */
     uint64_t sync_obj;        /* the stream or event it waits on (0: the legacy stream) */
@@ -246,6 +247,12 @@ int  sched_kseq_at_anchor(const sched_kseq_t *k);
  * descheduled after a boundary (a loaded machine) lengthens one sample, never
  * all of them, while a loop's host phase is in every one. */
 #define SCHED_GAP_SAMPLES 4
+/* Under fair (and between equals under priority and srtf) a holder keeps
+ * the GPU at least this many times what the start of its tenure cost (a
+ * page-in, the wait for peers to page out for it), beyond its quantum: the
+ * quantum grows with what a switch costs, so that switches take at most
+ * about 1 / (1 + factor) of the GPU's time however many jobs share it. */
+#define SCHED_SWITCH_FACTOR 8
 #define SCHED_REMAINING_UNKNOWN UINT64_MAX
 
 typedef struct sched_cand {
@@ -259,6 +266,7 @@ typedef struct sched_cand {
     uint64_t left;                /* srtf: declared iterations not done yet */
     uint32_t latency_ms;          /* SALUS_LATENCY_MS: served first, 0: not */
     uint64_t host_gap_ns;         /* its host phase after a boundary, 0: unknown */
+    uint64_t switch_ns;           /* what its last tenure's start cost (switch_us) */
 } sched_cand_t;
 
 typedef struct sched_view {
@@ -333,6 +341,8 @@ typedef struct sched_proc {
     uint64_t last_sync_ns;        /* end of the last host sync, 0: none yet */
     uint64_t registered_ns;       /* when the process registered */
     uint64_t gaps[SCHED_GAP_SAMPLES];   /* the last host gaps after boundaries */
+    uint64_t switch_acc_ns;       /* tenure starts that lost the lease while paging in:
+                                     added to the one that keeps it (switch_us) */
     uint32_t gap_n;               /* samples taken */
     uint64_t gap_from_ns;         /* a host phase to sample began (atomic), 0: none */
     uint64_t gap_activity;        /* me->activity then (atomic): unchanged = still in it */

@@ -616,10 +616,19 @@ static int tenure_begins(sched_proc_t *p, int d)
     p->kseq_on = 0;
     pthread_mutex_unlock(&p->mu);
     shm_set_state(p->t, p->slot, SHM_RUNNING);
+    uint64_t t0 = sched_now();
     sched_hook_tenure(d);
+    p->switch_acc_ns += sched_now() - t0;
     sched_dev_t *dev = sched_dev(p->t, d);
-    return ungated(dev) || __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == my_lease(p) ||
-           __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE ? 0 : -1;
+    int kept = ungated(dev) || __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == my_lease(p) ||
+               __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE;
+    if (kept) {                       /* fair's quantum grows with it (SCHED_SWITCH_FACTOR) */
+        uint64_t us = p->switch_acc_ns / 1000;
+        __atomic_store_n(&p->me->switch_us, us > 60000000 ? 60000000u : (uint32_t)us,
+                         __ATOMIC_RELAXED);
+        p->switch_acc_ns = 0;
+    }
+    return kept ? 0 : -1;
 }
 
 static int acquire_once(sched_proc_t *p, int d);
