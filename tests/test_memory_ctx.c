@@ -455,6 +455,37 @@ static void test_reservation_kept_when_budget_shrinks(void **state)
     run_end(&r);
 }
 
+/* A context measured while memory the table does not count is held (here a
+ * process without Salus, as one that has just ended holds its memory until
+ * it is torn down) is charged at most twice the last context measured: on a
+ * 16 GiB device the second job's context sees 4 GiB unexplained (its own
+ * 512 MiB, the holder's context and 3 GiB) and is charged 1 GiB, where an
+ * eighth of the device (2 GiB) was the bound; the rest is foreign. */
+static void test_context_charge_bounded(void **state)
+{
+    (void)state;
+    run_t r;
+    tu_proc_t first, held, second;
+    const char *const big[] = { "SIMGPU_MEMORY=16G", NULL };
+    const char *const bare[] = { "SIMGPU_MEMORY=16G", "LD_PRELOAD=", NULL };
+    run_start(&r, "ctx-bound");
+    spawn(&first, &r, big, "hold", "64");
+    assert_int_equal(reported(&first, "alloc", 20000), CUDA_SUCCESS);
+    spawn(&held, &r, bare, "hold", "3072");
+    assert_int_equal(reported(&held, "alloc", 20000), CUDA_SUCCESS);
+    spawn(&second, &r, big, "hold", "64");
+    assert_int_equal(reported(&second, "alloc", 20000), CUDA_SUCCESS);
+    touch(&r, "stop");
+    assert_int_equal(tu_wait(&first, 20000), 0);
+    assert_int_equal(tu_wait(&held, 20000), 0);
+    assert_int_equal(tu_wait(&second, 20000), 0);
+    double one = report_num(&r, first.pid, "mem_context_bytes");
+    double two = report_num(&r, second.pid, "mem_context_bytes");
+    assert_true(one >= 500 * MB && one <= 530 * MB);
+    assert_true(two >= 500 * MB && two <= 2 * one);
+    run_end(&r);
+}
+
 /* ---- two tables on one GPU ----------------------------------------------- */
 
 /* A second table on the run's GPU (the same simgpu state, its own report). */
@@ -577,6 +608,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_two_preallocating),
         cmocka_unit_test(test_context_counts_against_limit),
         cmocka_unit_test(test_reservation_kept_when_budget_shrinks),
+        cmocka_unit_test(test_context_charge_bounded),
         cmocka_unit_test(test_two_tables_one_gpu),
         cmocka_unit_test(test_stale_claim_taken_over),
         cmocka_unit_test(test_two_states_never_warn),

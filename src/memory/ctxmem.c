@@ -21,7 +21,8 @@
  * before the driver made it (memory.c), so that no peer's context or
  * module is made meanwhile, that is
  *     unexplained = (capacity - driver free) - sum(used + ctx)
- *     charge      = min(unexplained - foreign, capacity / 8)
+ *     charge      = min(unexplained - foreign, 2 x the last context measured
+ *                       there, or capacity / 8 before any)
  * with what passes the bound left as foreign.  The error of one charge is
  * bounded by what changed on the device between the last reading and this
  * one that no slot shows yet: a peer's allocation between its reservation
@@ -144,6 +145,22 @@ void mem_ctx_precharge_drop(mem_local_dev_t *ld)
     mem_wake(ld->dev);
 }
 
+/* The most one context or module is charged: twice the last context
+ * measured on the device (an eighth of the device before any).  What the
+ * driver shows beyond it is taken as foreign: memory of processes the table
+ * no longer counts and the driver has not freed yet (one that has just
+ * ended and is torn down, its slot given back first), or of a process
+ * without libsalus.  Charged to the context, it would count against this
+ * job's limit (an 11 GiB allocation refused because "its contexts" took
+ * 3.5 GiB, seen in the training bench under fair with paging) and become
+ * the estimate admission keeps room for with each newcomer (ctx_last).
+ * The device's sums are the same either way.  Under the lock. */
+static uint64_t charge_bound_locked(mem_local_dev_t *ld)
+{
+    uint64_t eighth = LOAD(&ld->dev->capacity) / 8, last = LOAD(&ld->dev->ctx_last);
+    return last && last <= eighth / 2 ? 2 * last : eighth;
+}
+
 void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
 {
     static const char *const whats[] = { "a context", "a context", "a module" };
@@ -156,7 +173,7 @@ void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
     mem_fix_log(mem_p.t, ld->d);
     drop_precharge_locked(ld);        /* this measure replaces admission's estimate */
     uint64_t u = unexplained_locked(ld, f), foreign = LOAD(&ld->dev->foreign);
-    uint64_t charge = umin(u > foreign ? u - foreign : 0, LOAD(&ld->dev->capacity) / 8);
+    uint64_t charge = umin(u > foreign ? u - foreign : 0, charge_bound_locked(ld));
     uint64_t kib = (mem_ctx_of(ld->dev, mem_p.slot) >> 10) + (charge + 1023) / 1024;
     STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)umin(kib, UINT32_MAX));
     STORE(&ld->dev->foreign, u - charge);
