@@ -79,7 +79,7 @@ def section_training(tr, timing):
         f"{f(min(pk) / 1024, 2)}-{f(max(pk) / 1024, 1)} GiB, {f(sum(pk) / len(pk) / 1024, 1)} "
         f"on average) are resident at once, "
         "admission goes in arrival order, and `srtf` can only choose among the few admitted.  "
-        "Paging (below) lets every policy choose among more jobs, but not among all: each "
+        "Paging (above) lets every policy choose among more jobs, but not among all: each "
         "of our jobs is a process with a context of its own that paging cannot move, where "
         "the paper's jobs shared one process.  Preemption happens where an iteration ends (the lease changes hands at host "
         "synchronizations), as in Salus; compression makes an iteration a larger share of a "
@@ -219,10 +219,10 @@ def swap_failures_text(S, why, largest_gib):
               "jobs still waiting.")
     fair = (S.get("fair") or {}).get("failures") or {}
     if fair.get("killed"):
-        t += ("  Under `fair` the jobs that do not fit together trade the GPU every quantum, "
-              "and each trade pages the others out for the holder's next iteration (the "
-              "page-outs in the table): its jobs progress, slowly, and some are still running "
-              "at the deadline.  A quantum that grows with what a switch costs is not done.")
+        t += ("  Under `fair` the jobs that do not fit together trade the GPU, and each trade "
+              "pages the others out (the page-outs in the table; a holder keeps the GPU 8 "
+              "times what the start of its turn cost): its jobs progress, slowly, and some "
+              "are still running at the deadline.")
     return t
 
 
