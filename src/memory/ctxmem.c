@@ -21,8 +21,9 @@
  * before the driver made it (memory.c), so that no peer's context or
  * module is made meanwhile, that is
  *     unexplained = (capacity - driver free) - sum(used + ctx)
- *     charge      = min(unexplained - foreign, 2 x the last context measured
- *                       there, or capacity / 8 before any)
+ *     charge      = unexplained - foreign, where that is within a factor of
+ *                   two of the last context measured there (else that last
+ *                   one; an eighth of the device at most before any)
  * with what passes the bound left as foreign.  The error of one charge is
  * bounded by what changed on the device between the last reading and this
  * one that no slot shows yet: a peer's allocation between its reservation
@@ -145,20 +146,33 @@ void mem_ctx_precharge_drop(mem_local_dev_t *ld)
     mem_wake(ld->dev);
 }
 
-/* The most one context or module is charged: twice the last context
- * measured on the device (an eighth of the device before any).  What the
- * driver shows beyond it is taken as foreign: memory of processes the table
- * no longer counts and the driver has not freed yet (one that has just
- * ended and is torn down, its slot given back first), or of a process
- * without libsalus.  Charged to the context, it would count against this
- * job's limit (an 11 GiB allocation refused because "its contexts" took
- * 3.5 GiB, seen in the training bench under fair with paging) and become
- * the estimate admission keeps room for with each newcomer (ctx_last).
- * The device's sums are the same either way.  Under the lock. */
-static uint64_t charge_bound_locked(mem_local_dev_t *ld)
+/* What a context or module is charged from `raw`, what the driver shows
+ * taken beyond the table and the foreign use known so far (`u` in all),
+ * and whether the measure may stand for the next context (*plausible).
+ * Contexts on one device are alike: a measure off by more than a factor of
+ * two from the last one there is not trusted, and the context is charged
+ * as the last one, the rest of what the driver shows being foreign.  Too
+ * large: memory the table no longer counts and the driver has not freed
+ * yet (a process that has just ended gives its slot back before it is torn
+ * down), which, charged to the context, counted 3.5 GiB against a job's
+ * limit in the training bench and became the room admission keeps for
+ * every newcomer; too small: foreign use read when such memory was there,
+ * gone since, which made contexts look free and let admission in more
+ * than the driver could make.  A module is charged what it shows, at most
+ * twice the last context (an eighth of the device before any).  The
+ * device's sums are the same either way.  Under the lock. */
+static uint64_t charge_of_locked(mem_local_dev_t *ld, uint64_t raw, uint64_t u, int what,
+                                 int *plausible)
 {
     uint64_t eighth = LOAD(&ld->dev->capacity) / 8, last = LOAD(&ld->dev->ctx_last);
-    return last && last <= eighth / 2 ? 2 * last : eighth;
+    if (!last || last > eighth) {
+        *plausible = raw <= eighth;
+        return umin(raw, eighth);
+    }
+    *plausible = raw >= last / 2 && raw <= 2 * last;
+    if (what == MEM_CHARGE_MODULE)
+        return umin(raw, 2 * last);
+    return *plausible ? raw : umin(last, u);
 }
 
 void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
@@ -173,11 +187,12 @@ void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
     mem_fix_log(mem_p.t, ld->d);
     drop_precharge_locked(ld);        /* this measure replaces admission's estimate */
     uint64_t u = unexplained_locked(ld, f), foreign = LOAD(&ld->dev->foreign);
-    uint64_t charge = umin(u > foreign ? u - foreign : 0, charge_bound_locked(ld));
+    int plausible;
+    uint64_t charge = charge_of_locked(ld, u > foreign ? u - foreign : 0, u, what, &plausible);
     uint64_t kib = (mem_ctx_of(ld->dev, mem_p.slot) >> 10) + (charge + 1023) / 1024;
     STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)umin(kib, UINT32_MAX));
     STORE(&ld->dev->foreign, u - charge);
-    if (what != MEM_CHARGE_MODULE && charge)
+    if (what != MEM_CHARGE_MODULE && charge && plausible)
         STORE(&ld->dev->ctx_last, charge);
     note_peak_locked();
     mem_publish_locked(mem_p.t, ld->d);
