@@ -210,10 +210,17 @@ def swap_failures_text(S, why, largest_gib):
               f"{f(avail / 2**31, 1)} GiB on this host, against peaks of up to "
               f"{f(largest_gib, 1)} GiB per job in this trace); what they could not page stayed resident while they "
               "waited for the GPU, and they were asked no more.")
+    oom = {p: ((S.get(p) or {}).get("failures") or {}).get("out of memory", 0) for p in SWAP_KEYS}
     if why.get("out of memory"):
-        t += ("  'out of memory': an iteration's allocation waited `SALUS_MEM_WAIT_MS` for "
-              "memory that paging could not free, holding the GPU meanwhile (`srtf` runs every "
-              "newcomer first, for one iteration that measures it), and was refused.")
+        t += ("  'out of memory' (" + ", ".join(f"`{p}` {n}" for p, n in oom.items() if n)
+              + "): an iteration's allocation waited `SALUS_MEM_WAIT_MS` for memory that "
+              "paging could not free, and was refused.")
+    if oom.get("pack"):
+        t += ("  Under `pack` every admitted job runs at once and none waits for the GPU, so "
+              "none can be paged: jobs whose allocations wait for each other's memory wait "
+              "until `SALUS_MEM_WAIT_MS` ends it.  Admission with paging keeps room for the "
+              "largest job alone, which time slicing needs; `pack` needs the admitted jobs' "
+              "peaks together, as without paging (not done).")
     if why.get("killed"):
         t += ("  'killed': the run's safety deadline (twice the trace's work, plus 60 s) ended "
               "jobs still waiting.")
