@@ -36,29 +36,22 @@ def srtf(jobs):
     return done
 
 
-def srtf_admitted(jobs, budget):
-    """The same, but a job runs only once admitted: admission in arrival
-    order while the peaks of admitted jobs fit in `budget` (what memory
-    reservations impose on our srtf).  jobs: [(arrival_s, length_s, peak)]."""
+def _srtf_admitting(jobs, admit, release=None):
+    """SRTF among admitted jobs only.  At every arrival and completion
+    admit(queue, rem) moves jobs from `queue` (arrived, not admitted, in
+    arrival order) into `rem` (job -> work left); release(i) is told when
+    job i ends.  jobs: [(arrival_s, length_s, peak)] -> [completion_s]."""
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i][0], i))
     done = [None] * len(jobs)
     rem = {}
-    queue = []                      # arrived, not admitted, arrival order
-    used = 0
+    queue = []
     t = 0.0
     k = 0
     while k < len(order) or queue or rem:
         while k < len(order) and jobs[order[k]][0] <= t:
             queue.append(order[k])
             k += 1
-        while queue and used + jobs[queue[0]][2] <= budget:
-            i = queue.pop(0)
-            used += jobs[i][2]
-            rem[i] = jobs[i][1]
-        if queue and not rem:       # can never fit: run it alone
-            i = queue.pop(0)
-            used += jobs[i][2]
-            rem[i] = jobs[i][1]
+        admit(queue, rem)
         nxt = jobs[order[k]][0] if k < len(order) else float("inf")
         if not rem:
             t = nxt
@@ -67,11 +60,33 @@ def srtf_admitted(jobs, budget):
         if t + rem[i] <= nxt:
             t += rem.pop(i)
             done[i] = t
-            used -= jobs[i][2]
+            if release:
+                release(i)
         else:
             rem[i] -= nxt - t
             t = nxt
     return done
+
+
+def srtf_admitted(jobs, budget):
+    """The same, but a job runs only once admitted: admission in arrival
+    order while the peaks of admitted jobs fit in `budget` (what memory
+    reservations impose on our srtf).  jobs: [(arrival_s, length_s, peak)]."""
+    used = [0]
+
+    def admit(queue, rem):
+        while queue and used[0] + jobs[queue[0]][2] <= budget:
+            i = queue.pop(0)
+            used[0] += jobs[i][2]
+            rem[i] = jobs[i][1]
+        if queue and not rem:       # can never fit: run it alone
+            i = queue.pop(0)
+            used[0] += jobs[i][2]
+            rem[i] = jobs[i][1]
+
+    def release(i):
+        used[0] -= jobs[i][2]
+    return _srtf_admitting(jobs, admit, release)
 
 
 def srtf_contexts(jobs, budget, ctx):
@@ -80,35 +95,16 @@ def srtf_contexts(jobs, budget, ctx):
     order) while the live jobs' contexts and room for the largest peak
     admitted so far, or its own, fit in `budget`, as libsalus admits with
     paging on.  jobs: [(arrival_s, length_s, peak)]."""
-    order = sorted(range(len(jobs)), key=lambda i: (jobs[i][0], i))
-    done = [None] * len(jobs)
-    rem = {}
-    queue = []
-    seen = 0
-    t = 0.0
-    k = 0
-    while k < len(order) or queue or rem:
-        while k < len(order) and jobs[order[k]][0] <= t:
-            queue.append(order[k])
-            k += 1
+    seen = [0]
+
+    def admit(queue, rem):
         for i in sorted(queue, key=lambda i: (jobs[i][1], jobs[i][0], i)):
-            largest = max([jobs[j][2] for j in rem] + [seen, jobs[i][2]])
+            largest = max([jobs[j][2] for j in rem] + [seen[0], jobs[i][2]])
             if (len(rem) + 1) * ctx + largest <= budget or not rem:
                 queue.remove(i)
                 rem[i] = jobs[i][1]
-                seen = max(seen, jobs[i][2])
-        nxt = jobs[order[k]][0] if k < len(order) else float("inf")
-        if not rem:
-            t = nxt
-            continue
-        i = min(rem, key=lambda j: (rem[j], jobs[j][0], j))
-        if t + rem[i] <= nxt:
-            t += rem.pop(i)
-            done[i] = t
-        else:
-            rem[i] -= nxt - t
-            t = nxt
-    return done
+                seen[0] = max(seen[0], jobs[i][2])
+    return _srtf_admitting(jobs, admit)
 
 
 def stats(trace_jobs):
