@@ -3,10 +3,11 @@
  * to processes, their return, the reclaim of peers' spare, waits for memory,
  * and what happens when a process dies.
  *
- * Divided into: the lock; sums over slots; the reclaim log; reclaiming
- * spare; grants (take, give, shrink); waits and wakes; the process's room
- * (admission, before a reservation or a context, is admit.c's; the reap and
- * repair hooks and a monitor's new limit are slot_hooks.c's).
+ * Divided into: the lock; reclaiming spare; grants (take, give, shrink);
+ * waits and wakes; the process's room (the device's sums over its slots and
+ * the reclaim log's repair are sums.c's; admission, before a reservation
+ * or a context, is admit.c's; the reap and repair hooks and a monitor's new
+ * limit are slot_hooks.c's).
  *
  * Locking.  Every change of a grant (sd.granted), of a reservation, of a
  * slot's wait and of a device's identity or budget is made under the table's
@@ -60,7 +61,7 @@ static mem_slot_t *area_of(shm_table_t *t, int slot)
 
 /* The process's side of the module (mem_layout.h); here, at the bottom of
  * the module's files, so that every other file depends on this one and
- * this one on none of them. */
+ * this one on none of them but sums.c, which reads the table alone. */
 mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
                      .graph_lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -187,112 +188,6 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
                                         __ATOMIC_RELAXED))
             return CUDA_SUCCESS;
     }
-}
-
-/* ---- sums over slots ----------------------------------------------------
- * Each value clamped so that a scribbling peer cannot overflow a sum. */
-
-/* What slot j keeps for its next iteration: its last iteration's peak while
- * it runs.  A peer with memory paged out keeps nothing more: it runs again
- * only once paged back in, which takes room as any allocation does (a
- * paged-out peer at rest between iterations would otherwise hold its whole
- * peak against a device it has left).  A peer waiting for the GPU is not
- * running: whoever runs instead
- * hands the GPU back at an iteration boundary, with its own iteration's
- * memory freed.  A peer waiting for memory keeps nothing either, so that
- * two processes whose peaks together pass the budget never wait for each
- * other: one of them goes on. */
-static uint64_t run_peak(shm_table_t *t, int j, const mem_slot_t *a, const mem_sdev_t *sd,
-                         uint64_t floor)
-{
-    shm_ident_t id;
-    uint64_t p = clampb(LOAD(&sd->run_peak));
-    if (p <= floor || shm_slot_ident(t, j, &id) != 0 || id.state == SHM_WAIT_GPU ||
-        id.state == SHM_WAIT_MEM || LOAD(&a->swapped_out) != 0)
-        return floor;
-    return p;
-}
-
-static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
-{
-    memset(s, 0, sizeof *s);
-    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
-        if (j == skip || shm_slot_gen(t, j) == 0 || (live_only && !shm_slot_alive(t, j)))
-            continue;
-        mem_slot_t *a = area_of(t, j);
-        mem_sdev_t *sd = &a->dev[d];
-        uint64_t g = clampb(LOAD(&sd->granted)), r = clampb(LOAD(&sd->reserved));
-        uint64_t spare = MEM_SPARE(LOAD(&sd->avail));
-        uint64_t u = g > spare ? g - spare : 0;
-        s->granted += g;
-        s->used += u;
-        s->reserved += r;
-        s->committed += umax(g, r);
-        s->held += umax(u, r);
-        s->committed_run += run_peak(t, j, a, sd, umax(g, r));
-        s->held_run += run_peak(t, j, a, sd, umax(u, r));
-        s->peak = umax(s->peak, clampb(LOAD(&sd->peak)));
-        if (LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
-            s->ctx += mem_ctx_of(shm_device_area(t, d, SHM_AREA_MEM), j);
-        if (LOAD(&a->wait_dev) == (uint32_t)d + 1) {
-            s->waiters++;
-            s->queued += LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
-        }
-    }
-}
-
-void mem_sums(shm_table_t *t, int d, int skip, mem_sums_t *s)
-{
-    sums(t, d, skip, 0, s);
-}
-
-void mem_sums_live(shm_table_t *t, int d, mem_sums_t *s)
-{
-    sums(t, d, -1, 1, s);
-}
-
-void mem_publish_locked(shm_table_t *t, int d)
-{
-    mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-    mem_sums_t s;
-    if (!dev)
-        return;
-    mem_sums(t, d, -1, &s);
-    STORE(&dev->sum_granted, s.granted);
-    STORE(&dev->sum_used, s.used);
-    STORE(&dev->sum_reserved, s.reserved);
-    STORE(&dev->sum_committed, s.committed);
-    STORE(&dev->sum_ctx, s.ctx);
-    STORE(&dev->queued, s.queued);
-    uint64_t mib = s.peak >> 20;
-    if (mib > LOAD(&dev->peak_mib))
-        STORE(&dev->peak_mib, (uint32_t)(mib > UINT32_MAX ? UINT32_MAX : mib));
-    __atomic_store_n(&dev->waiters, s.waiters, __ATOMIC_SEQ_CST);
-}
-
-/* ---- the reclaim log ----------------------------------------------------
- * A valid log seen under the lock belongs to a reclaimer that died holding
- * it (a live one clears it before unlocking).  If its CAS happened (slot j,
- * same process, avail carries the log's tag) and its granted write did not
- * (granted_tag differs), finish it. */
-void mem_fix_log(shm_table_t *t, int d)
-{
-    mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-    if (!dev || !__atomic_load_n(&dev->log.valid, __ATOMIC_SEQ_CST))
-        return;
-    mem_reclaim_log_t log = dev->log;
-    mem_slot_t *a = area_of(t, log.slot);
-    if (a && log.slot_gen != 0 && shm_slot_gen(t, log.slot) == log.slot_gen) {
-        mem_sdev_t *sd = &a->dev[d];
-        uint64_t g = LOAD(&sd->granted);
-        if (MEM_TAG(LOAD(&sd->avail)) == log.tag && LOAD(&sd->granted_tag) != log.tag) {
-            STORE(&sd->granted, g > log.take ? g - log.take : 0);
-            STORE(&sd->granted_tag, log.tag);
-            util_info("memory: finished the reclaim of a process that died holding the "
-                      "table's lock (slot %d, %s)", log.slot, util_size(log.take).s);
-        }
-    }
-    __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);
 }
 
 /* ---- reclaiming spare ----------------------------------------------------

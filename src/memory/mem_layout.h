@@ -381,8 +381,8 @@ void mem_ctx_admit(mem_local_dev_t *ld);
 
 /* Room for this process on d, under the lock: what it could still take. */
 uint64_t mem_room_locked(mem_local_dev_t *ld);
-/* Over the live (not free) slots but `skip` (-1: none), on device d; exact
- * under the lock, a monitor's estimate without it. */
+/* (sums.c) Over the live (not free) slots but `skip` (-1: none), on device
+ * d; exact under the lock, a monitor's estimate without it. */
 typedef struct mem_sums {
     uint64_t granted, used, reserved;
     uint64_t committed;    /* sum of max(granted, reserved) */
