@@ -226,18 +226,6 @@ static uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
     return (uint64_t)((unsigned __int128)a * b / c);
 }
 
-static uint64_t held_on(shm_table_t *t, int slot, int d, uint64_t now)
-{
-    sched_slot_t *s = sched_slot(t, slot);
-    sched_dev_t *dev = sched_dev(t, d);
-    uint64_t held = __atomic_load_n(&s->held_ns, __ATOMIC_RELAXED);
-    if (sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_RELAXED)) == slot) {
-        uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
-        held += now > since ? now - since : 0;
-    }
-    return held;
-}
-
 void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_t *c)
 {
     sched_slot_t *s = sched_slot(t, slot);
@@ -262,7 +250,8 @@ void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched
     uint64_t left = c->declared && declared > done ? declared - done : 0;
     c->left = left;
     if (length) {
-        uint64_t held = held_on(t, slot, d, now);
+        uint64_t held = __atomic_load_n(&s->held_ns, __ATOMIC_RELAXED) +
+                        sched_tenure_ns(t, sched_dev(t, d), slot, now);
         c->remaining_ns = c->declared ? mul_div(length, left, declared)
                                       : length > held ? length - held : 0;
         c->declared = c->measured = 1;

@@ -26,7 +26,7 @@
 static int fair_yield(const sched_view_t *v, int pick)
 {
     if (pick >= 0 && v->has_holder && v->fill_ns && v->holder.host_gap_ns >= v->fill_ns &&
-        v->held_ns >= SCHED_SWITCH_FACTOR * v->holder.switch_ns)
+        sched_switch_paid(v))
         return v->waiters[pick].vtime <= sched_holder_vtime(v);
     return sched_fair_yield(v, pick);
 }

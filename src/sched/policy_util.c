@@ -69,8 +69,14 @@ int sched_fair_pick(const sched_view_t *v)
     return best;
 }
 
-/* The holder has had its quantum (scaled by its weight) and the waiter has
- * had no more GPU time than the holder; or the waiter is latency-sensitive. */
+int sched_switch_paid(const sched_view_t *v)
+{
+    return v->held_ns >= SCHED_SWITCH_FACTOR * v->holder.switch_ns;
+}
+
+/* The holder has had its quantum (scaled by its weight) and paid for its
+ * switch, and the waiter has had no more GPU time than the holder; or the
+ * waiter is latency-sensitive. */
 int sched_fair_yield(const sched_view_t *v, int pick)
 {
     if (pick < 0 || !v->has_holder)
@@ -78,8 +84,7 @@ int sched_fair_yield(const sched_view_t *v, int pick)
     if (v->waiters[pick].latency_ms)
         return 1;
     uint64_t quantum = v->quantum_ns / SCHED_WEIGHT_UNIT * sched_weight(v->holder.priority);
-    uint64_t paid = SCHED_SWITCH_FACTOR * v->holder.switch_ns;
-    if (v->held_ns < quantum || v->held_ns < paid)
+    if (v->held_ns < quantum || !sched_switch_paid(v))
         return 0;
     return v->waiters[pick].vtime <= sched_holder_vtime(v);
 }

@@ -313,6 +313,9 @@ int  sched_fair_before(const sched_cand_t *a, const sched_cand_t *b);
 int  sched_latency_order(const sched_cand_t *a, const sched_cand_t *b);
 int  sched_fair_pick(const sched_view_t *v);
 int  sched_fair_yield(const sched_view_t *v, int pick);
+/* The holder has held the GPU SCHED_SWITCH_FACTOR times what the start of
+ * its tenure cost: it may yield (fair's quantum and fill both wait for it). */
+int  sched_switch_paid(const sched_view_t *v);
 
 /* ---- the process (gate.c) ------------------------------------------------- */
 /* SUSPENDED: the table's lock timed out (a hung peer inside it); launches
@@ -414,6 +417,17 @@ static inline int sched_lease_holder(shm_table_t *t, uint64_t lease)
         return SCHED_NO_SLOT;
     int slot = (int)lo - 1;
     return shm_slot_gen(t, slot) == gen ? slot : SCHED_NO_SLOT;
+}
+
+/* How long `slot` has held dev's lease in its tenure at `now`; 0: it does
+ * not hold it.  What fair and srtf charge adds this to the closed tenures
+ * (sched_slot_t.held_ns). */
+static inline uint64_t sched_tenure_ns(shm_table_t *t, sched_dev_t *dev, int slot, uint64_t now)
+{
+    if (sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE)) != slot)
+        return 0;
+    uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
+    return now > since ? now - since : 0;
 }
 
 /* ---- gangs (gang.c): under the table lock unless said ---------------------

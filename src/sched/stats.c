@@ -91,14 +91,12 @@ static uint64_t held_now(shm_table_t *t, int slot, uint32_t *holds)
     uint64_t held = __atomic_load_n(&s->held_ns, __ATOMIC_RELAXED), now = sched_now();
     *holds = 0;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        if (!dev_usable(t, d))
-            continue;
         sched_dev_t *dev = sched_dev(t, d);
-        if (sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE)) != slot)
+        if (!dev_usable(t, d) ||
+            sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE)) != slot)
             continue;
         *holds |= 1u << d;
-        uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
-        held += now > since ? now - since : 0;
+        held += sched_tenure_ns(t, dev, slot, now);
     }
     return held;
 }
