@@ -438,17 +438,23 @@ void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked)
         shm_set_state(mem_p.t, mem_p.slot, state_before);
 }
 
+/* With paging on, the scheduler's hook `fn` for table device d's CUDA
+ * ordinal.  Outside the lock. */
+static void gpu_hook(void (*fn)(int), int d)
+{
+    mem_local_dev_t *ld = d >= 0 && d < SHM_MAX_DEVICES ?
+                          __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE) : NULL;
+    if (fn && ld && __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
+        fn((int)(ld - mem_p.dev));
+}
+
 /* With paging on: queue for table device d's GPU (the scheduler's, through
  * mem_p.gpu_wait), so that the holder yields to this process by the policy
  * and peers waiting at the gate can be asked to page out for it.  Outside
  * the lock. */
 void mem_queue_for_gpu(int d)
 {
-    void (*fn)(int) = __atomic_load_n(&mem_p.gpu_wait, __ATOMIC_ACQUIRE);
-    mem_local_dev_t *ld = d >= 0 && d < SHM_MAX_DEVICES ?
-                          __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE) : NULL;
-    if (fn && ld && __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
-        fn((int)(ld - mem_p.dev));
+    gpu_hook(__atomic_load_n(&mem_p.gpu_wait, __ATOMIC_ACQUIRE), d);
 }
 
 /* Paging could free what `bytes` lacks on ld's device (peers that may be
@@ -487,11 +493,7 @@ int mem_gpu_choice(int page_now, int *gave_up)
  * Outside the lock. */
 void mem_give_up_gpu(int d)
 {
-    void (*fn)(int) = __atomic_load_n(&mem_p.gpu_give_up, __ATOMIC_ACQUIRE);
-    mem_local_dev_t *ld = d >= 0 && d < SHM_MAX_DEVICES ?
-                          __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE) : NULL;
-    if (fn && ld && __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
-        fn((int)(ld - mem_p.dev));
+    gpu_hook(__atomic_load_n(&mem_p.gpu_give_up, __ATOMIC_ACQUIRE), d);
 }
 
 /* Sleep until memory is returned on dev (or a slice passes), with the lock

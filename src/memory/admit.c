@@ -185,9 +185,8 @@ static int leaves_room_locked(mem_local_dev_t *ld, uint64_t ctx)
         if (LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
             largest = umax(largest, umax(clampb(LOAD(&sd->peak)), clampb(LOAD(&sd->reserved))));
     }
-    uint64_t seen = (uint64_t)LOAD(&ld->dev->peak_mib) << 20;
-    if (mem_p.cfg.swap && seen <= LOAD(&ld->dev->budget))     /* more: not a peak, ignored */
-        largest = umax(largest, seen);
+    if (mem_p.cfg.swap)
+        largest = umax(largest, mem_largest_seen(ld->dev));
     mem_sums(t, ld->d, mem_p.slot, &o);
     return ctx + largest <= mem_effective_budget(ld->dev, &o, mem_own_ctx(ld->d));
 }

@@ -273,6 +273,15 @@ static inline uint64_t mem_sdev_used(const mem_sdev_t *sd)
     return g <= MEM_MAX_BYTES && g > spare ? g - spare : 0;
 }
 
+/* The largest peak a job has reached on dev (mem_dev_t.peak_mib): what a
+ * job whose own peak is not known yet may need; 0 for more than the budget
+ * (a scribbled word, not a peak). */
+static inline uint64_t mem_largest_seen(const mem_dev_t *dev)
+{
+    uint64_t seen = (uint64_t)__atomic_load_n(&dev->peak_mib, __ATOMIC_RELAXED) << 20;
+    return seen <= __atomic_load_n(&dev->budget, __ATOMIC_RELAXED) ? seen : 0;
+}
+
 /* Slot j's context charge on device dev, in bytes (j checked). */
 static inline uint64_t mem_ctx_of(const mem_dev_t *dev, int j)
 {

@@ -230,4 +230,12 @@ static inline void mem_vm_async_settle_locked(void)
 typedef enum mem_vm_phase { MEM_VM_HALF_OUT = 1, MEM_VM_HALF_IN } mem_vm_phase_t;
 extern void (*mem_vm_phase_hook)(mem_vm_phase_t phase);
 
+/* The process's work calls so far (mem_p.work_count), UINT64_MAX: unknown
+ * (every allocation counts as written then). */
+static inline uint64_t mem_vm_work_now(void)
+{
+    uint64_t (*fn)(void) = __atomic_load_n(&mem_p.work_count, __ATOMIC_ACQUIRE);
+    return fn ? fn() : UINT64_MAX;
+}
+
 #endif /* SALUS_MEM_VMM_H */

@@ -442,8 +442,8 @@ int mem_page_keep_locked(shm_table_t *t, int device, int slot)
     if (need > MEM_MAX_BYTES)
         return 0;
     const mem_sdev_t *sd = &a->dev[device];
-    uint64_t seen = (uint64_t)LOAD(&ld->dev->peak_mib) << 20, used = mem_sdev_used(sd);
-    if (!need && !LOAD(&sd->run_peak) && seen <= LOAD(&ld->dev->budget))
+    uint64_t seen = mem_largest_seen(ld->dev), used = mem_sdev_used(sd);
+    if (!need && !LOAD(&sd->run_peak))
         need = seen > used ? seen - used : 0;
     return need > 0 && need > mem_room_locked(ld);
 }

@@ -189,8 +189,7 @@ static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
         goto out_unmap;
     a->charged = (uint8_t)charged;
     v->resident += a->bytes;
-    uint64_t (*work)(void) = __atomic_load_n(&mem_p.work_count, __ATOMIC_ACQUIRE);
-    a->work_at = work ? work() : UINT64_MAX;
+    a->work_at = mem_vm_work_now();
     return CUDA_SUCCESS;
 out_unmap:
     mem_vm_unback(at, a->bytes, a->h);

@@ -117,8 +117,7 @@ static CUresult bigs_out(mem_vdev_t *v, uint64_t want, uint64_t *freed)
     mem_valloc_t **list;
     long n = bigs(v->ordinal, 0, &list), k = 0;
     uint64_t got = 0;
-    uint64_t (*wc)(void) = __atomic_load_n(&mem_p.work_count, __ATOMIC_ACQUIRE);
-    uint64_t work = wc ? wc() : UINT64_MAX;
+    uint64_t work = mem_vm_work_now();
     CUresult rc = CUDA_SUCCESS;
     if (n < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
