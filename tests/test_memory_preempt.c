@@ -18,7 +18,18 @@
  *     SALUS_MEM_WAIT_MS refused it); both finish;
  *   - the same with the high job's SALUS_MEM_WAIT_MS at 200 ms: it would fit
  *     alone, so it waits while the low job can still end, and is not
- *     refused.
+ *     refused;
+ *   - under pack, which gates nothing (no job waits at a gate to be paged),
+ *     two jobs of 3 GiB on the 4 GiB device each fill half their memory,
+ *     then both allocate the rest at once: each waits for the other.  The
+ *     one that arrived last pages itself out, the first gets its memory
+ *     and runs to its end, the last comes back in and finishes; neither is
+ *     refused (SALUS_MEM_WAIT_MS of 1 s would refuse one without it), every
+ *     byte survives, and the report counts the last one's page-out;
+ *   - the same, with the last job SIGKILLed while it is paged out and waits
+ *     to come back: the first finishes, and a fresh job then gets 3.5 GiB of
+ *     the 4 GiB device at once (SALUS_MEM_WAIT_MS=0): nothing of the killed
+ *     job stays counted, on the device or in the table.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,11 +37,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #include "lib/testutil.h"
 
@@ -152,6 +165,125 @@ static void test_fits_alone_outwaits_the_deadline(void **state)
     give_up("200");
 }
 
+/* A number in pid's line of the report at `path`; -1 when absent. */
+static double report_num(const char *path, pid_t pid, const char *key)
+{
+    char *text = tu_read_file(path, NULL), needle[32], line[4096];
+    double v = -1;
+    snprintf(needle, sizeof needle, "\"pid\":%d,", (int)pid);
+    if (!text || tu_find_line(text, needle, 0, line, sizeof line) != 0 ||
+        tu_json_num(line, key, &v) != 0)
+        v = -1;
+    free(text);
+    return v;
+}
+
+/* A pack job of `mib` (growing at `go`, or all at once when NULL) with
+ * paging on, SALUS_MEM_WAIT_MS of wait_ms. */
+static void spawn_pack(tu_proc_t *p, const char *mib, const char *go, const char *wait_ms,
+                       const char *report)
+{
+    char client[512], cubin[512], mode[600];
+    snprintf(mode, sizeof mode, "grow=%s", go ? go : "");
+    char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
+                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                     (char *)mib, "100", "2000", go ? mode : NULL, NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    tu_env_set(&env, "SIMGPU_MEMORY", "4G");
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
+    tu_env_set(&env, "SALUS_SWAP", "on");
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "%s", wait_ms);
+    tu_env_set(&env, "SALUS_POLICY", "pack");
+    tu_env_set(&env, "SALUS_LOG", "info");
+    tu_env_set(&env, "SALUS_REPORT", "%s", report);
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    assert_int_equal(tu_spawn(p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static int printed_half(void *arg)
+{
+    char *out = tu_read_file(((tu_proc_t *)arg)->out_path, NULL);
+    int yes = out && strstr(out, "half") != NULL;
+    free(out);
+    return yes;
+}
+
+static int said_paged_out(void *arg)
+{
+    char *err = tu_read_file(((tu_proc_t *)arg)->err_path, NULL);
+    int yes = err && strstr(err, "paged out") != NULL;
+    free(err);
+    return yes;
+}
+
+/* Two growing pack jobs, both past their first half, told to grow. */
+static void pack_pair(tu_proc_t *first, tu_proc_t *last, const char *go, const char *report)
+{
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
+        !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient"))
+        skip();
+    tu_unique_name("smk", state_name, sizeof state_name);
+    tu_unique_name("stmk", table_name, sizeof table_name);
+    unlink(go);
+    unlink(report);
+    spawn_pack(first, "3072", go, "1000", report);
+    if (!tu_await(printed_half, first, CHILD_MS))
+        fail_msg("the first job never filled half its memory");
+    spawn_pack(last, "3072", go, "1000", report);
+    if (!tu_await(printed_half, last, CHILD_MS))
+        fail_msg("the last job never filled half its memory");
+    int fd = open(go, O_WRONLY | O_CREAT, 0644);     /* both grow at once */
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+static void pack_paths(char *go, char *report, size_t len)
+{
+    snprintf(go, len, "%s/pack-go", tu_tmpdir());
+    snprintf(report, len, "%s/pack-report.jsonl", tu_tmpdir());
+}
+
+static void test_pack_jobs_waiting_for_each_other(void **state)
+{
+    (void)state;
+    char go[600], report[600];
+    pack_paths(go, report, sizeof go);
+    tu_proc_t first, last;
+    pack_pair(&first, &last, go, report);
+    finish(&first, "first");
+    finish(&last, "last");
+    assert_true(report_num(report, last.pid, "swap_outs") >= 1);
+    assert_true(report_num(report, last.pid, "swap_ins") >= 1);
+    assert_int_equal((int)report_num(report, first.pid, "swap_outs"), 0);
+    unlink(go);
+    unlink(report);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
+static void test_pack_killed_while_paged_out(void **state)
+{
+    (void)state;
+    char go[600], report[600];
+    pack_paths(go, report, sizeof go);
+    tu_proc_t first, last, fresh;
+    pack_pair(&first, &last, go, report);
+    if (!tu_await(said_paged_out, &last, CHILD_MS))
+        fail_msg("the last job never paged itself out");
+    kill(last.pid, SIGKILL);
+    tu_wait(&last, CHILD_MS);
+    finish(&first, "first");
+    spawn_pack(&fresh, "3584", NULL, "0", report);
+    finish(&fresh, "fresh");
+    unlink(go);
+    unlink(report);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +291,8 @@ int main(void)
         cmocka_unit_test(test_priority_preempts_async_memory),
         cmocka_unit_test(test_gives_up_gpu_paging_cannot_help),
         cmocka_unit_test(test_fits_alone_outwaits_the_deadline),
+        cmocka_unit_test(test_pack_jobs_waiting_for_each_other),
+        cmocka_unit_test(test_pack_killed_while_paged_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,12 @@
  * the sleep returns at once if the bump followed the waiter's read.  The
  * timeout (20 ms) also makes the waiter reap dead peers, so memory of a
  * killed process reaches it within 100 ms.
+ *
+ * Stuck.  An allocator's wait runs under its own lock (mem_vm.lock), which
+ * paging needs: set to (mem_take_stuck_bail), it gives up once page.c's
+ * stuck rule names this process (mem_p.page_stuck), and page.c's
+ * mem_page_self_wait, called with that lock released, pages it out and
+ * waits for room to come back in.
  */
 #include "memory/mem_layout.h"
 #include "util/util.h"
@@ -552,14 +558,57 @@ static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
     return 0;
 }
 
+/* This thread's waits give up once stuck (mem_take_stuck_bail), and
+ * whether the last one did. */
+static __thread int stuck_bail, stuck_seen;
+
+void mem_take_stuck_bail(int on)
+{
+    stuck_bail = on;
+    stuck_seen = 0;
+}
+
+int mem_take_was_stuck(void)
+{
+    int seen = stuck_seen;
+    stuck_seen = 0;
+    return seen;
+}
+
+/* Stuck now, for a wait that may give up so.  Under the lock. */
+static int stuck_now_locked(mem_local_dev_t *ld, uint64_t bytes)
+{
+    int (*stuck)(mem_local_dev_t *, uint64_t) =
+        __atomic_load_n(&mem_p.page_stuck, __ATOMIC_ACQUIRE);
+    return stuck_bail && stuck && stuck(ld, bytes);
+}
+
+/* Stuck (page.c's rule, mem_p.page_stuck) for MEM_STUCK_NS, with a
+ * caller that can page itself out (stuck_bail): the wait gives up, so
+ * that the caller, its locks released, pages out and waits for room for
+ * everything (mem_page_self_wait).  *since tracks the stretch.  Under the
+ * lock; 1: stuck (waits on, or gives up when *give_up). */
+static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes, uint64_t now, uint64_t *since,
+                        int *give_up)
+{
+    if (!stuck_now_locked(ld, bytes)) {
+        *since = 0;
+        return 0;
+    }
+    if (!*since)
+        *since = now;
+    *give_up = now - *since >= MEM_STUCK_NS;
+    return 1;
+}
+
 /* Over the device's budget: wait for peers to give memory back (or die),
  * up to SALUS_MEM_WAIT_MS, and as long as peers are asked to page out (the
- * wait then ends when they have).  Lock held on entry; on return too,
- * unless *lost. */
+ * wait then ends when they have), or until stuck (stuck_locked).  Lock
+ * held on entry; on return too, unless *lost. */
 static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
 {
     mem_slot_t *a = mem_p.area;
-    uint64_t start = util_now_ns(), deadline = start + mem_p.cfg.wait_ns;
+    uint64_t start = util_now_ns(), deadline = start + mem_p.cfg.wait_ns, since = 0;
     mem_fit_t fit;
     static int said;
     util_log_once(&said, UTIL_LOG_WARN, "memory: an allocation of %s on device %d waits for "
@@ -568,7 +617,7 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
                   "waiting-mem", util_size(bytes).s, ld->d,
                   (unsigned long long)(mem_p.cfg.wait_ns / 1000000));
     mem_wait_enter(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
-    int gave_up = 0;
+    int gave_up = 0, give_up = 0;
     for (;;) {
         uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
         fit = take_locked(ld, bytes, 1);
@@ -576,16 +625,20 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
         int asked = fit == MEM_OVER_DEVICE && mem_ask_pages_locked(ld, bytes) != 0;
         int page_now = 0;
         int pageable = fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes, &page_now);
+        int stuck = fit == MEM_OVER_DEVICE && stuck_locked(ld, bytes, now, &since, &give_up);
         if (asked && deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
-        if ((pageable || (fit == MEM_OVER_DEVICE && outwaits_locked(ld, bytes))) &&
+        if ((pageable || stuck || (fit == MEM_OVER_DEVICE && outwaits_locked(ld, bytes))) &&
             deadline < now + 2 * MEM_WAIT_SLICE_NS)
             deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait or end */
-        if (fit != MEM_OVER_DEVICE || now >= deadline)
+        if (give_up)
+            stuck_seen = 1;
+        if (fit != MEM_OVER_DEVICE || now >= deadline || give_up)
             break;
         /* Paging cannot make the room now: leave the GPU to the jobs that
          * hold the memory, once; queued again once paging can. */
-        if (mem_sleep_unlocked(ld->dev, &ld->dev->wake_seq, seq, deadline - now, ld->d,
+        if (mem_sleep_unlocked(ld->dev, &ld->dev->wake_seq, seq,
+                               umin(deadline - now, since ? MEM_STUCK_NS : UINT64_MAX), ld->d,
                                mem_gpu_choice(asked || page_now, &gave_up)) != 0) {
             *lost = 1;
             break;
@@ -653,10 +706,15 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
     }
     if (fit == MEM_OVER_DEVICE && !take_nowait &&
         (mem_p.cfg.wait_ns || mem_ask_pages_locked(ld, bytes) ||
-         mem_pageable_locked(ld, bytes, NULL)))
+         mem_pageable_locked(ld, bytes, NULL) || stuck_now_locked(ld, bytes)))
         fit = wait_locked(ld, bytes, &lost);
     if (lost)
         return 1;
+    if (stuck_seen) {                 /* not refused: the caller pages itself out */
+        mem_publish_locked(t, ld->d);
+        shm_unlock(t);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     mem_publish_locked(t, ld->d);
     shm_unlock(t);
     if (fit == MEM_FIT)

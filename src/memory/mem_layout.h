@@ -246,6 +246,8 @@ typedef struct mem_proc {
      * memory of live peers that may be paged; `now`: only those that may
      * be asked now, out of their residency), under the table lock. */
     uint64_t (*page_movable)(mem_local_dev_t *ld, uint64_t *now);
+    /* With the pager too: page.c's stuck rule (mem_page_stuck_locked). */
+    int (*page_stuck)(mem_local_dev_t *ld, uint64_t bytes);
     /* The scheduler's queue (mem_set_gpu_wait), called by a wait for
      * memory with paging on, outside the lock. */
     void (*gpu_wait)(int ordinal);
@@ -256,6 +258,9 @@ typedef struct mem_proc {
     uint64_t (*work_count)(void);
     /* Wakes a peer asked to page out (mem_set_nudge), under the lock. */
     void (*nudge)(shm_table_t *t, int slot);
+    /* Holds or lets go this process's launches (mem_set_hold), outside the
+     * lock: 1 when held. */
+    int (*hold)(int ordinal, int on);
     /* The policy's order of two admission waiters (mem_set_admit_order),
      * under the table lock: <0 slot a first, >0 slot b first, 0 either. */
     int (*admit_order)(shm_table_t *t, int device, int a, int b);
@@ -443,6 +448,14 @@ void mem_queue_for_gpu(int d);
 /* On (1): this thread's takes over the budget are refused at once, never
  * wait (a page-in's charges: it waits itself, holding nothing); off (0). */
 void mem_take_nowait(int on);
+/* On (1): this thread's waits for memory give up once stuck (page.c's
+ * rule: every job holding memory waits for more, under a policy that gates
+ * nothing, and this one arrived last), refused without a word, so that the
+ * caller can release its own locks and page itself out
+ * (mem_page_self_wait); mem_take_was_stuck tells (and forgets) whether
+ * the last wait did.  Off (0). */
+void mem_take_stuck_bail(int on);
+int mem_take_was_stuck(void);
 /* Under the lock: paging could free what `bytes` lacks on ld's device;
  * *now (may be NULL): by asking peers now (none within its residency or
  * waiting for memory itself). */
@@ -462,6 +475,15 @@ void mem_give_up_gpu(int d);
  * again. */
 int mem_sleep_unlocked(mem_dev_t *dev, uint32_t *word, uint32_t seq, uint64_t max_ns, int d,
                        int queue);
+/* Paging itself out under a policy that gates nothing (page.c, which says
+ * the rule, mem_p.page_stuck): a wait gave up stuck (mem_take_was_stuck);
+ * page this process out on ld's device, its launches held, wait for room
+ * for it and `bytes` and page back in (outside every lock); 0: try the
+ * allocation again, -1: nothing could move. */
+int mem_page_self_wait(mem_local_dev_t *ld, uint64_t bytes);
+/* How long a wait must find itself stuck before it pages itself out: a
+ * peer about to free or take memory goes on first. */
+#define MEM_STUCK_NS (20ull * 1000 * 1000)
 /* Wake the admission queue's waiters on dev (admit_seq): its head may have
  * changed. */
 void mem_wake_admit(mem_dev_t *dev);

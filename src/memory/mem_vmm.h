@@ -170,6 +170,18 @@ extern mem_vm_t mem_vm;
  * uncounted), and the physical memory of a chunk (create, map, set access). */
 CUresult mem_vm_charge(int ordinal, uint64_t bytes, int *charged);
 void mem_vm_uncharge(int ordinal, uint64_t bytes);
+/* An allocation's charge waits under mem_vm.lock, where this process
+ * cannot page itself out; so an allocation is tried with its wait set to
+ * give up once stuck (mem_take_stuck_bail: every job holding memory waits
+ * for more, under pack), and after the try, with mem_vm.lock released,
+ * this says whether to try again: 1 once the process has paged itself out
+ * and back in with room for `bytes` (mem_page_self_wait), or when nothing
+ * could move (the next try then waits as any allocation, and is refused at
+ * SALUS_MEM_WAIT_MS); 0 when done.  Set the wait before each try with
+ * mem_vm_stuck_try(rounds). */
+#define MEM_VM_STUCK_ROUNDS 64
+void mem_vm_stuck_try(int rounds);
+int mem_vm_stuck_retry(int ordinal, CUresult rc, uint64_t bytes, int *rounds);
 CUresult mem_vm_back(mem_vdev_t *v, CUdeviceptr at, size_t bytes,
                      CUmemGenericAllocationHandle *out);
 void mem_vm_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h);

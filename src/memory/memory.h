@@ -292,6 +292,16 @@ void mem_set_work_count(mem_work_count_fn fn);
  * table lock. */
 typedef void (*mem_nudge_fn)(shm_table_t *t, int slot);
 void mem_set_nudge(mem_nudge_fn fn);
+/* Under a policy that gates nothing (pack) no job waits at a gate, so none
+ * can be asked to page out; when every job holding memory on a device
+ * waits for more, the one that arrived last pages itself out from inside
+ * its wait and waits for room to come back in.  Meanwhile its other
+ * threads must not launch: `hold` (the scheduler's sched_hold_for_mem,
+ * which intercept registers) holds them, on=1, returning 1 when held, and
+ * lets them go, on=0, once the memory is back.  Outside the table lock.
+ * Without it, such a deadlock ends at SALUS_MEM_WAIT_MS. */
+typedef int (*mem_hold_fn)(int ordinal, int on);
+void mem_set_hold(mem_hold_fn fn);
 
 /* The policy's order of two processes waiting for admission on table device
  * `device` (the scheduler's, sched_admit_order_locked, which the interception

@@ -2,12 +2,14 @@
  * page.c - who pages and when: the scheduler's half of paging a job's device
  * memory to the host (SALUS_SWAP).  The allocator moves the bytes (its
  * primitives, the mem_pager_t seam); this file decides whom to ask, serves
- * what a process was asked, pages a process back in before it runs, and
- * keeps the counters the report and the monitors show.
+ * what a process was asked, pages a process back in before it runs, pages
+ * a process out by itself where no policy gate can (pack), and keeps the
+ * counters the report and the monitors show.
  *
  * Divided into: the seam, the policy's order and the scheduler's queue;
  * asking peers (under the table lock); serving a request (in the process
- * asked); paging back in before a tenure; the host bound.
+ * asked); paging back in before a tenure; paging itself out under a policy
+ * that gates nothing; the host bound.
  *
  * The protocol, in the table (mem_slot_t's page_* words):
  *   - a process that needs memory the device does not have (an allocation,
@@ -72,6 +74,7 @@ static mem_rank_fn rank_fn;
 
 static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need);
 static uint64_t movable_locked(mem_local_dev_t *ld, uint64_t *now);
+static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes);
 
 void mem_set_pager(const mem_pager_t *p)
 {
@@ -80,7 +83,9 @@ void mem_set_pager(const mem_pager_t *p)
         __atomic_store_n(&pager, &pager_copy, __ATOMIC_RELEASE);
         __atomic_store_n(&mem_p.page_movable, movable_locked, __ATOMIC_RELEASE);
         __atomic_store_n(&mem_p.page_ask, ask_locked, __ATOMIC_RELEASE);
+        __atomic_store_n(&mem_p.page_stuck, stuck_locked, __ATOMIC_RELEASE);
     } else {
+        __atomic_store_n(&mem_p.page_stuck, NULL, __ATOMIC_RELEASE);
         __atomic_store_n(&mem_p.page_ask, NULL, __ATOMIC_RELEASE);
         __atomic_store_n(&mem_p.page_movable, NULL, __ATOMIC_RELEASE);
         __atomic_store_n(&pager, NULL, __ATOMIC_RELEASE);
@@ -121,6 +126,11 @@ void mem_set_work_count(mem_work_count_fn fn)
 void mem_set_nudge(mem_nudge_fn fn)
 {
     __atomic_store_n(&mem_p.nudge, fn, __ATOMIC_RELEASE);
+}
+
+void mem_set_hold(mem_hold_fn fn)
+{
+    __atomic_store_n(&mem_p.hold, fn, __ATOMIC_RELEASE);
 }
 
 /* The process may be paged: SALUS_SWAP=on and a pager.  Peers ask only
@@ -349,6 +359,19 @@ void mem_page_serve(void)
 
 /* ---- paging back in, before the process runs on a device ----------------- */
 
+/* Page in what was paged out on ld's device, once: 0 when it is all in,
+ * -1 when the budget is not there now. */
+static int page_in_once(mem_slot_t *a, const mem_pager_t *pg, int ord)
+{
+    uint64_t restored = 0, t0 = util_now_ns();
+    if (pg->page_in(ord, &restored) != CUDA_SUCCESS)
+        return -1;
+    uint64_t now = util_now_ns();
+    count(a, &a->swap_ins, restored, now - t0);
+    STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
+    return 0;
+}
+
 /* Ask peers for what the page-in lacks; the wake word's value before
  * asking, for the wait, and whether paging peers could make the room at
  * all (mem_page_blocked_locked).  -1 when the lock is out of reach. */
@@ -385,13 +408,8 @@ void mem_page_in_before_run(int device)
         return;
     __atomic_or_fetch(&a->page_flags, MEM_PAGE_IN_BUSY, __ATOMIC_RELAXED);
     for (;;) {
-        uint64_t restored = 0, t0 = util_now_ns();
-        if (pg->page_in(ord, &restored) == CUDA_SUCCESS) {
-            uint64_t now = util_now_ns();
-            count(a, &a->swap_ins, restored, now - t0);
-            STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
+        if (page_in_once(a, pg, ord) == 0)
             break;
-        }
         uint32_t seq;
         int blocked = 0;
         if (!said++)
@@ -414,6 +432,167 @@ void mem_page_in_before_run(int device)
     if (said)
         util_info("memory: device %d: paged in after %llu ms", device,
                   (unsigned long long)((util_now_ns() - start) / 1000000));
+}
+
+/* ---- paging itself out, under a policy that gates nothing -----------------
+ * Under pack no job waits at a gate, so none can be asked: jobs that each
+ * hold memory and wait for more would wait for each other until
+ * SALUS_MEM_WAIT_MS refused one (the training bench lost a job so).  When
+ * every peer holding memory on the device waits for memory too, and none
+ * of them could take what it waits for now, the job that arrived last
+ * among those waiters that can page (registration time, then slot: every
+ * waiter evaluates the same order, so exactly one moves) pages itself out:
+ * its launches held (mem_p.hold), its work waited for and its memory
+ * copied to the host, its budget given back; it then waits for room for
+ * all of it and its allocation, pages in, and lets its threads go.  One
+ * job at a time pages, the latest first, as pack admitted them in arrival
+ * order; a job that could not fit alone never gets here (its wait ends in
+ * a refusal at once).  The wait takes no lock of the pager's under the
+ * table lock: what a peer holds and waits for is read from its slot. */
+
+/* Slot j (ident b) arrived after slot i (ident a). */
+static int arrived_after(const shm_ident_t *b, int j, const shm_ident_t *a, int i)
+{
+    if (b->registered_ns != a->registered_ns)
+        return b->registered_ns > a->registered_ns;
+    return j > i;
+}
+
+static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes)
+{
+    shm_table_t *t = mem_p.t;
+    mem_slot_t *me = mem_p.area;
+    shm_ident_t mine, id;
+    int d = ld->d;
+    if (!__atomic_load_n(&pager, __ATOMIC_ACQUIRE) || !me ||
+        !__atomic_load_n(&mem_p.hold, __ATOMIC_ACQUIRE) ||
+        (LOAD(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
+        shm_slot_ident(t, mem_p.slot, &mine) != 0)
+        return 0;
+    uint64_t used = mem_sdev_used(ld->sd);
+    if (used <= pinned_on(me, d, used))
+        return 0;                      /* nothing of it can move */
+    uint64_t taken = mem_own_ctx(d) + umin(LOAD(&ld->dev->foreign), MEM_MAX_BYTES);
+    if (used + bytes + taken > LOAD(&ld->dev->budget) || used + bytes > LOAD(&ld->sd->limit))
+        return 0;                      /* it cannot fit alone: refused, not paged */
+    mem_sums_t o;
+    mem_sums(t, d, mem_p.slot, &o);
+    uint64_t budget = mem_effective_budget(ld->dev, &o, mem_own_ctx(d));
+    uint64_t room = budget > o.held + used ? budget - o.held - used : 0;
+    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
+        mem_slot_t *a = j == mem_p.slot ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
+        if (!a || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
+            shm_slot_ident(t, j, &id) != 0)
+            continue;
+        uint64_t u = mem_sdev_used(&a->dev[d]);
+        uint32_t f = LOAD(&a->page_flags);
+        if (!u || u > MEM_MAX_BYTES)
+            continue;                  /* holds nothing here */
+        if (id.state != SHM_WAIT_MEM || (f & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)))
+            return 0;                  /* runs, or pages: it gives memory back or ends */
+        if (LOAD(&a->wait_dev) == (uint32_t)d + 1 && LOAD(&a->wait_bytes) <= room)
+            return 0;                  /* it can take what it waits for: it goes on */
+        if ((f & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) == MEM_PAGE_ABLE && u > pinned_on(a, d, u) &&
+            !LOAD(&a->swapped_out) && arrived_after(&id, j, &mine, mem_p.slot))
+            return 0;                  /* a later one pages first */
+    }
+    return 1;
+}
+
+static int self_out(mem_local_dev_t *ld, uint64_t bytes)
+{
+    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
+    mem_hold_fn hold = __atomic_load_n(&mem_p.hold, __ATOMIC_ACQUIRE);
+    int ord = ordinal_of(ld);
+    if (!a || !pg || !hold || !hold(ord, 1))
+        return 0;
+    uint64_t freed = 0, t0 = util_now_ns();
+    __atomic_or_fetch(&a->page_flags, MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
+    CUresult rc = pg->page_out(ord, UINT64_MAX, &freed);
+    __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
+    if (freed)
+        count(a, &a->swap_outs, freed, util_now_ns() - t0);
+    publish_swapped(a, pg);
+    mem_wake(ld->dev);
+    if (pg->paged_out_bytes(ord) == 0) {
+        hold(ord, 0);                  /* nothing moved (rc says why): it waits as it was */
+        return 0;
+    }
+    static int said;
+    util_log_once(&said, UTIL_LOG_INFO, "memory: %s: every job holding memory here waits "
+                  "for more, and the policy runs them all at once (none waits at a gate to "
+                  "be paged): this job, the last of them to arrive, paged out %s to the "
+                  "host%s and waits for room for it and its %s allocation",
+                  ld->name, util_size(freed).s,
+                  rc == CUDA_SUCCESS ? "" : " (not all of it: the host staging bound)",
+                  util_size(bytes).s);
+    return 1;
+}
+
+static int self_in(mem_local_dev_t *ld)
+{
+    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
+    int ord = ordinal_of(ld);
+    if (!a || !pg)
+        return 0;
+    __atomic_or_fetch(&a->page_flags, MEM_PAGE_IN_BUSY, __ATOMIC_RELAXED);
+    int rc = pg->paged_out_bytes(ord) ? page_in_once(a, pg, ord) : 0;
+    __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_IN_BUSY, __ATOMIC_RELAXED);
+    if (rc == 0)
+        __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_FULL, __ATOMIC_RELAXED);
+    publish_swapped(a, pg);
+    return rc;
+}
+
+static void self_release(mem_local_dev_t *ld)
+{
+    mem_hold_fn hold = __atomic_load_n(&mem_p.hold, __ATOMIC_ACQUIRE);
+    if (hold)
+        hold(ordinal_of(ld), 0);
+}
+
+/* The caller's wait gave up stuck (mem_take_was_stuck), its locks
+ * released: page this process out on ld's device (its launches held),
+ * wait, however long, for room for what went out and `bytes`, page back
+ * in and let the launches go.  0: back in, the caller tries its allocation
+ * again; -1: nothing could move (the caller refuses it).  Takes and
+ * releases the table lock. */
+int mem_page_self_wait(mem_local_dev_t *ld, uint64_t bytes)
+{
+    mem_slot_t *a = mem_p.area;
+    if (!a || !self_out(ld, bytes))
+        return -1;
+    uint64_t start = util_now_ns();
+    int in = 0, locked = mem_lock() == 0, entered = locked;
+    if (locked) {
+        mem_fix_log(mem_p.t, ld->d);
+        mem_wait_enter(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
+    }
+    while (locked && !in) {
+        uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
+        uint64_t need = bytes + umin(LOAD(&a->swapped_out), MEM_MAX_BYTES);
+        STORE(&a->wait_bytes, need);  /* what peers see it wait for (their stuck test) */
+        if (mem_room_locked(ld) >= need) {
+            shm_unlock(mem_p.t);
+            in = self_in(ld) == 0;
+            if ((locked = mem_lock() == 0))
+                mem_fix_log(mem_p.t, ld->d);
+            continue;
+        }
+        locked = mem_sleep_unlocked(ld->dev, &ld->dev->wake_seq, seq, MEM_WAIT_SLICE_NS, ld->d,
+                                    0) == 0;
+    }
+    if (entered)
+        mem_wait_leave(a, ld->d, start, locked);
+    if (locked)
+        shm_unlock(mem_p.t);
+    if (!in && self_in(ld) != 0)   /* the lock is out of reach: said */
+        util_warn("memory: %s: the table's lock is out of reach while this job is paged "
+                  "out; its memory could not all come back in", ld->name);
+    self_release(ld);
+    return 0;
 }
 
 /* The holder keeps the GPU at a boundary rather than hand it to a waiter

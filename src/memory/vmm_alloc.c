@@ -259,10 +259,15 @@ CUresult mem_valloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t wid
         return CUDA_ERROR_NOT_SUPPORTED;  /* no context: the driver answers */
     if (size > MEM_MAX_BYTES)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&mem_vm.lock);
-    mem_vm_async_settle_locked();     /* stream-ordered frees done since */
-    CUresult rc = valloc_locked(ordinal, size, out);
-    pthread_mutex_unlock(&mem_vm.lock);
+    CUresult rc;
+    int rounds = 0;
+    do {
+        mem_vm_stuck_try(rounds);
+        pthread_mutex_lock(&mem_vm.lock);
+        mem_vm_async_settle_locked(); /* stream-ordered frees done since */
+        rc = valloc_locked(ordinal, size, out);
+        pthread_mutex_unlock(&mem_vm.lock);
+    } while (mem_vm_stuck_retry(ordinal, rc, size, &rounds));
     if (rc == CUDA_SUCCESS && kind == MEM_KIND_PITCH)
         *pitch = row;
     return rc;

@@ -302,15 +302,20 @@ CUresult mem_valloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int
         drv_current_device(&mem_p.drv, &ord) != 0 || (device >= 0 && device != ord) ||
         ord < 0 || ord >= MEM_VMM_MAX_DEVICES || !pool_virtual(ord, pool))
         return CUDA_ERROR_NOT_SUPPORTED;   /* the driver's pool serves it */
-    pthread_mutex_lock(&mem_vm.lock);
-    __atomic_store_n(&mem_vm_async, &ops, __ATOMIC_RELEASE);
-    settle_any_locked();
-    CUresult rc = mem_vm_alloc_locked(ord, bytes, out);
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY && va.npend) {
-        settle_locked(ord);           /* what this device's streams are freeing */
+    CUresult rc;
+    int rounds = 0;
+    do {
+        mem_vm_stuck_try(rounds);
+        pthread_mutex_lock(&mem_vm.lock);
+        __atomic_store_n(&mem_vm_async, &ops, __ATOMIC_RELEASE);
+        settle_any_locked();
         rc = mem_vm_alloc_locked(ord, bytes, out);
-    }
-    pthread_mutex_unlock(&mem_vm.lock);
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY && va.npend) {
+            settle_locked(ord);       /* what this device's streams are freeing */
+            rc = mem_vm_alloc_locked(ord, bytes, out);
+        }
+        pthread_mutex_unlock(&mem_vm.lock);
+    } while (mem_vm_stuck_retry(ord, rc, bytes, &rounds));
     return rc;
 }
 

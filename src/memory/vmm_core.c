@@ -229,6 +229,25 @@ void mem_vm_uncharge(int ordinal, uint64_t bytes)
         mem_give(ld, bytes);
 }
 
+void mem_vm_stuck_try(int rounds)
+{
+    mem_take_stuck_bail(rounds < MEM_VM_STUCK_ROUNDS);
+}
+
+int mem_vm_stuck_retry(int ordinal, CUresult rc, uint64_t bytes, int *rounds)
+{
+    int stuck = mem_take_was_stuck();
+    mem_take_stuck_bail(0);
+    if (rc == CUDA_SUCCESS || !stuck)
+        return 0;
+    mem_local_dev_t *ld = mem_local_dev(ordinal);
+    if (ld && mem_page_self_wait(ld, bytes) == 0)
+        ++*rounds;
+    else
+        *rounds = MEM_VM_STUCK_ROUNDS;   /* nothing moves: once more, as any wait */
+    return 1;
+}
+
 /* Physical memory for [at, at + bytes) of v's device: created, mapped,
  * readable and writable by the device.  Uncharged: the caller charges.
  * Chunks may be exported as POSIX file descriptors (vmm_ipc.c: CUDA IPC on

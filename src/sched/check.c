@@ -64,6 +64,10 @@ static const char *check_gate(shm_table_t *t, int slot, const sched_slot_t *s)
     if (gate > SCHED_GATE_PROBE || gate == SCHED_GATE_UNREG)  /* UNREG is process-local */
         return util_describe("slot %d: gate %u is not a gate", slot, (unsigned)gate);
     uint32_t devset = __atomic_load_n(&s->devset, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&s->hold, __ATOMIC_RELAXED))
+        return gate == SCHED_GATE_CLOSED ? NULL :
+               util_describe("slot %d: gate %s, but memory holds its launches (it pages "
+                             "itself out)", slot, gate_names[gate]);
     int lacks = 0;                    /* some gated device it uses is held by another */
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         sched_dev_t *dev = sched_dev(t, d);

@@ -16,6 +16,7 @@
  */
 #include "sched/sched_int.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,7 @@ static void register_locked(sched_proc_t *p)
     me->orphan = 0;
     me->sync_since_ns = 0;
     me->blocked = 0;
+    __atomic_store_n(&me->hold, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&me->devset, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&me->gate, SCHED_GATE_OPEN, __ATOMIC_RELAXED);
     __atomic_store_n(&me->magic, SCHED_SLOT_MAGIC, __ATOMIC_RELEASE);
@@ -250,6 +252,20 @@ static int table_device(sched_proc_t *p, int ordinal)
  * Reached when the gate is not OPEN: register, find the launch's device,
  * join it, then either hold (bookkeeping while contended) or acquire. */
 
+/* Memory pages the process out (sched_hold_for_mem): its other threads'
+ * launches and copies wait here until it is back in.  They wait on the
+ * process's own word, never on the table's: a slot's hold that the process
+ * did not set (a corrupt table) closes its gate, and sched_acquire clears
+ * it under the lock, but holds nothing.  The holder clears the word and
+ * wakes them; a slice bounds each sleep, so that a wake lost to a signal
+ * costs a slice, never the thread. */
+static void held_wait(sched_proc_t *p)
+{
+    uint32_t h;
+    while ((h = __atomic_load_n(&p->hold, __ATOMIC_ACQUIRE)) != 0)
+        shm_futex_wait(&p->hold, h, 100ull * 1000000);
+}
+
 const uint32_t *sched_launch_slow(const void *work)
 {
     sched_proc_t *p = &sched_p;
@@ -261,6 +277,7 @@ const uint32_t *sched_launch_slow(const void *work)
     const uint32_t *gate = sched_proc_gate();
     if (st != SCHED_P_ACTIVE)
         return gate;
+    held_wait(p);
     int d = table_device(p, sched_current_ordinal());
     if (d < 0)
         return sched_proc_gate();    /* no context (the driver will refuse it), or open */
@@ -337,6 +354,39 @@ void sched_give_up_for_mem(int ordinal)
         util_log_once(&said, UTIL_LOG_INFO, "device %d: this process waits for memory that "
                       "paging cannot free now; the GPU goes to the jobs that hold it (slot %d "
                       "first) until then", d, to);
+}
+
+/* The hold (sched.h).  Set and cleared by this process only, under the
+ * table lock, with its gate recomputed in the same hold: a thread that
+ * looks at the gate after the store sees CLOSED and waits in held_wait; one
+ * that looked before is inside its launch, which the page-out's context
+ * synchronize waits for.  The clear wakes every held thread (release, so
+ * that they see the memory back in before they launch into it). */
+int sched_hold_for_mem(int ordinal, int on)
+{
+    sched_proc_t *p = &sched_p;
+    int d;
+    if (on && sched_captures() > 0)
+        return 0;                        /* a page-out's synchronize would break it */
+    if ((d = mem_device_locked(p, ordinal)) < 0) {
+        if (!on) {                       /* the lock is out of reach: never keep them */
+            __atomic_store_n(&p->hold, 0, __ATOMIC_RELEASE);
+            shm_futex_wake(&p->hold, INT32_MAX);
+        }
+        return 0;
+    }
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (on && (sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED)) {
+        shm_unlock(p->t);                /* the gate pages it: it waits there */
+        return 0;
+    }
+    __atomic_store_n(&p->hold, on ? 1u : 0u, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->me->hold, on ? 1u : 0u, __ATOMIC_RELAXED);
+    sched_gate_update_locked(p->t, p->slot);
+    shm_unlock(p->t);
+    if (!on)
+        shm_futex_wake(&p->hold, INT32_MAX);
+    return on;
 }
 
 void sched_enroll(int ordinal)

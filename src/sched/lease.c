@@ -137,6 +137,8 @@ static uint32_t gate_compute(shm_table_t *t, int slot)
     sched_slot_t *s = sched_slot(t, slot);
     uint32_t devset = __atomic_load_n(&s->devset, __ATOMIC_RELAXED);
     uint32_t gate = SCHED_GATE_OPEN;
+    if (__atomic_load_n(&s->hold, __ATOMIC_RELAXED))
+        return SCHED_GATE_CLOSED;        /* paging itself out: nothing launches */
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         if (!(devset & (1u << d)))
             continue;

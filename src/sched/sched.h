@@ -213,6 +213,16 @@ void sched_wait_mem(int ordinal);
  * that the jobs holding the memory run and give it back.  Its next launch
  * queues it again as any launch does. */
 void sched_give_up_for_mem(int ordinal);
+/* Memory pages this process out while one of its threads waits for memory
+ * on CUDA ordinal `ordinal` under a policy that gates nothing there (pack:
+ * every job holding memory waits for more, and one of them must give its
+ * memory back).  on=1 holds the process's launches and copies: its gate
+ * closes and every other thread's next launch waits in the slow path until
+ * on=0, which memory calls once the memory is back in.  1 when held; 0 when
+ * not (a gated policy there, which pages a waiter at its gate; a stream
+ * capture, which a page-out's synchronize would break; the process not
+ * scheduled there). */
+int sched_hold_for_mem(int ordinal, int on);
 /* Wake slot's threads that wait for a GPU, granting nothing: they look
  * again, and serve what memory asked of them meanwhile (a page-out) at once
  * rather than at their next poll.  Under the table lock or not. */

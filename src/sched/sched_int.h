@@ -46,7 +46,10 @@
 typedef struct sched_slot {
     /* line 0: read by the owner at every launch; written under the lock */
     uint32_t gate;
-    uint8_t pad0[60];
+    uint32_t hold;            /* memory holds the owner's launches while it pages itself
+                                 out (sched_hold_for_mem): gate CLOSED; the owner's, under
+                                 the lock; futex word of its held threads */
+    uint8_t pad0[56];
     /* line 1: the owner's threads sleep on it; bumped under the lock */
     uint32_t grant;
     uint8_t pad1[60];
@@ -333,6 +336,9 @@ typedef struct sched_proc {
     int slot;
     uint32_t gen;
     sched_slot_t *me;
+    uint32_t hold;                /* memory holds the launches (sched_hold_for_mem): the
+                                     held threads' futex word, atomic; me->hold mirrors it
+                                     for the gate, and only this word is waited on */
     uint32_t devset;              /* mirror of me->devset */
     uint64_t joined;              /* bit o: CUDA ordinal o's device joined (devset) */
     sched_detect_t det;

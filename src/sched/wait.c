@@ -648,6 +648,8 @@ static int acquire_once(sched_proc_t *p, int d)
     if (lock_or_fail(p))
         return 0;
     if (ungated(dev) || dev->lease == my_lease(p)) {
+        if (!__atomic_load_n(&p->hold, __ATOMIC_RELAXED))   /* set and cleared under the lock */
+            __atomic_store_n(&p->me->hold, 0, __ATOMIC_RELAXED);
         sched_gate_update_locked(t, p->slot);
         shm_unlock(t);
         return 0;

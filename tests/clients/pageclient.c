@@ -11,7 +11,9 @@
  *
  * With "async" the blocks are allocated with cuMemAllocAsync on the legacy
  * stream (the device's default pool: paged as well) and freed with
- * cuMemFreeAsync at the end.
+ * cuMemFreeAsync at the end.  With "grow=<file>" it fills half its blocks,
+ * says "half", and allocates the rest once <file> exists (the test's go:
+ * every job then holds memory and waits for more at once).
  *
  * Prints "ready" once its memory holds the pattern, then
  * "done <CUresult> bad <blocks whose bytes changed>"; exits 0 only when
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MiB   (1ull << 20)
 #define BUF_MAX (64 * MiB)
@@ -59,8 +62,20 @@ static CUresult check(CUdeviceptr p, int *bad)
     return CUDA_SUCCESS;
 }
 
+/* The test's go for a growing job: <file> exists (polled, two minutes at
+ * most: the test's own deadline is the longer). */
+static int await_go(const char *file)
+{
+    for (int i = 0; i < 12000; i++) {
+        if (access(file, F_OK) == 0)
+            return 0;
+        usleep(10000);
+    }
+    return -1;
+}
+
 static CUresult run(const char *cubin, int blocks, int iters, unsigned long long ns, int async,
-                    int warm, int *bad)
+                    int warm, const char *grow, int *bad)
 {
     CUcontext ctx;
     CUmodule m;
@@ -77,6 +92,12 @@ static CUresult run(const char *cubin, int blocks, int iters, unsigned long long
         TRY(cuStreamSynchronize(NULL));
     }
     for (int b = 0; b < blocks; b++) {
+        if (grow && b == blocks / 2) {
+            printf("half\n");
+            fflush(stdout);
+            if (await_go(grow) != 0)
+                return CUDA_ERROR_NOT_READY;
+        }
         TRY(async ? cuMemAllocAsync(&p[b], block_bytes, NULL)
                   : cuMemAlloc_v2(&p[b], block_bytes));
         TRY(fill(p[b]));
@@ -99,9 +120,10 @@ int main(int argc, char **argv)
 {
     int async = argc == 6 && strcmp(argv[5], "async") == 0;
     int warm = argc == 6 && strcmp(argv[5], "warm") == 0;
-    if (argc != 5 && !async && !warm) {
+    const char *grow = argc == 6 && strncmp(argv[5], "grow=", 5) == 0 ? argv[5] + 5 : NULL;
+    if (argc != 5 && !async && !warm && !grow) {
         fprintf(stderr, "usage: pageclient <kernels.cubin> <MiB> <iterations> <kernel_us> "
-                        "[async|warm]\n");
+                        "[async|warm|grow=<file>]\n");
         return 2;
     }
     uint64_t total = strtoull(argv[2], NULL, 10) * MiB;
@@ -112,7 +134,7 @@ int main(int argc, char **argv)
     if (!buf || blocks < 1 || blocks > 64)
         return 2;
     CUresult rc = run(argv[1], blocks, atoi(argv[3]), strtoull(argv[4], NULL, 10) * 1000ull,
-                      async, warm, &bad);
+                      async, warm, grow, &bad);
     printf("done %d bad %d\n", (int)rc, bad);
     return rc == CUDA_SUCCESS && bad == 0 ? 0 : 1;
 }
