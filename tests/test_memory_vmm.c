@@ -23,6 +23,9 @@
  *     and in without a copy; one written is copied;
  *   - a process SIGKILLed while paged out leaves nothing on the device nor
  *     in the table;
+ *   - a freed big allocation's chunk is kept for the next of its size (the
+ *     same address, no new chunk), let go by a page-out without a copy and
+ *     by the drain thread's look once past its time;
  *   - a preloaded libsalus leaves the program's malloc as it was;
  *   - a driver that refuses chunks with POSIX fd handles gets chunks
  *     without (asked once), and cuIpcGetMemHandle of paged memory answers
@@ -611,6 +614,57 @@ static void client(const char *mode, int preload, char *out, size_t len)
     tu_env_free(&env);
 }
 
+/* ---- the chunk cache ---------------------------------------------------------------
+ * A freed big allocation is kept, mapped and charged, for the next of its
+ * size (once the drain thread's look, called here by hand, has run): the
+ * program no longer sees it, the next allocation of that size gets the same
+ * address and no new chunk, one of another size a chunk of its own; a
+ * page-out lets kept chunks go without a copy; the look lets them go once
+ * past their time, and the device and the table are back to empty. */
+
+static int kept_expired(void *arg)
+{
+    (void)arg;
+    mem_keep_tick();
+    return table_used() == 0;
+}
+
+static int keep_child(void *arg)
+{
+    (void)arg;
+    CUdeviceptr a, b, c;
+    CUresult rc;
+    uint64_t freed = 0;
+    if (setup("1G"))
+        return 1;
+    uint64_t empty = dev_free();
+    mem_keep_tick();                                 /* the drain thread has looked */
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 8 * MiB, 1, 0));
+    TRUE(mem_vfree(a, &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(table_used() == 8 * MiB && dev_free() == empty - 8 * MiB);
+    TRUE(mem_vrange(a, NULL, NULL) != 0);           /* freed, for the program */
+    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 8 * MiB, 1, 0));
+    TRUE(b == a && table_used() == 8 * MiB && dev_free() == empty - 8 * MiB);
+    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, 4 * MiB, 1, 0));
+    TRUE(table_used() == 12 * MiB && dev_free() == empty - 12 * MiB);
+    TRUE(mem_vfree(b, &rc) == 1 && mem_vfree(c, &rc) == 1);
+    TRUE(table_used() == 12 * MiB);                 /* both kept */
+    CK(mem_page_out(0, 0, &freed));
+    TRUE(freed == 12 * MiB && mem_paged_out_bytes(0) == 0);
+    TRUE(table_used() == 0 && dev_free() == empty && mem_resident_bytes(0) == 0);
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 8 * MiB, 1, 0));
+    TRUE(mem_vfree(a, &rc) == 1 && table_used() == 8 * MiB);
+    TRUE(tu_await(kept_expired, NULL, 10000));
+    TRUE(dev_free() == empty && mem_resident_bytes(0) == 0);
+    return 0;
+}
+
+static void test_freed_chunks_kept(void **state)
+{
+    (void)state;
+    run_child(keep_child, NULL);
+}
+
 static void test_malloc_unchanged(void **state)
 {
     (void)state;
@@ -693,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_paging_at_pcie_bandwidth),
         cmocka_unit_test(test_unwritten_not_copied),
         cmocka_unit_test(test_sigkill_while_out),
+        cmocka_unit_test(test_freed_chunks_kept),
         cmocka_unit_test(test_malloc_unchanged),
         cmocka_unit_test(test_client_allocations),
         cmocka_unit_test(test_no_fd_handles),

@@ -224,7 +224,8 @@ static void hook_modules_start(void)
                                          .tenure = mem_page_in_before_run,
                                          .paged_out = mem_page_is_out,
                                          .keep = mem_page_keep_locked,
-                                         .blocked = mem_page_blocked_locked };
+                                         .blocked = mem_page_blocked_locked,
+                                         .tick = mem_keep_tick };
     sched_init(&drv);
     if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
         mem_set_rank(sched_rank_locked);

@@ -73,6 +73,17 @@ typedef struct mem_vrange {
 } mem_vrange_t;
 
 /* One CUDA ordinal's virtualized memory. */
+/* A freed big allocation kept for the next of its size (vmm_alloc.c's
+ * cache): its reservation and chunk, still mapped, still charged. */
+typedef struct mem_vcached {
+    uint64_t base, bytes;
+    CUmemGenericAllocationHandle h;
+    uint8_t charged;
+    uint64_t at_ns;                /* when it was freed */
+} mem_vcached_t;
+#define MEM_VM_CACHE 4
+#define MEM_VM_KEEP_NS (250ull * 1000000)    /* how long a freed chunk is kept */
+
 typedef struct mem_vdev {
     int ready;                     /* context, stream, small region made */
     int ordinal;
@@ -90,6 +101,9 @@ typedef struct mem_vdev {
     size_t stage_bytes;
     mem_vrange_t *ranges;
     size_t nranges;
+    /* Freed big allocations kept, oldest first; counted in resident. */
+    mem_vcached_t cache[MEM_VM_CACHE];
+    int ncache;
     /* Figures. */
     uint64_t resident, paged_out;  /* physical bytes on the device; live bytes staged */
     /* Exports of small allocations (vmm_ipc.c) live or still imported: while
@@ -154,6 +168,8 @@ typedef struct mem_vm {
     uint64_t copied;               /* bytes paging copied, both ways (relaxed) */
     int no_fd;                     /* the driver refused chunks with a POSIX fd
                                       handle type: chunks made without, no IPC */
+    int ticking;                   /* mem_keep_tick has run: chunks may be kept
+                                      (atomic; a fork() child starts without) */
     /* vmm_ipc.c's, set at its first export (so before an allocation is
      * exported), called by the files below it without naming it: an
      * exported allocation is being freed (its pin goes, or stays while
@@ -170,6 +186,14 @@ extern mem_vm_t mem_vm;
  * uncounted), and the physical memory of a chunk (create, map, set access). */
 CUresult mem_vm_charge(int ordinal, uint64_t bytes, int *charged);
 void mem_vm_uncharge(int ordinal, uint64_t bytes);
+/* vmm_core.c's chunk cache (it says the rule), under mem_vm.lock: put a
+ * freed big allocation's chunk (1 kept: its reservation, chunk and charge
+ * stay; 0 the caller lets them go); take one of exactly `bytes`; release
+ * one taken; drop every kept chunk of v (the bytes that were charged). */
+int mem_vm_cache_put_locked(mem_vdev_t *v, const mem_valloc_t *a);
+int mem_vm_cache_take_locked(mem_vdev_t *v, uint64_t bytes, mem_vcached_t *c);
+void mem_vm_cache_release_locked(mem_vdev_t *v, const mem_vcached_t *c);
+uint64_t mem_vm_cache_drop_locked(mem_vdev_t *v);
 /* An allocation's charge waits under mem_vm.lock, where this process
  * cannot page itself out; so an allocation is tried with its wait set to
  * give up once stuck (mem_take_stuck_bail: every job holding memory waits

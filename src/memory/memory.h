@@ -327,6 +327,13 @@ void mem_page_in_before_run(int device);
 /* This process has memory paged out now (on any device): 1 or 0.  One
  * relaxed load. */
 int mem_page_is_out(void);
+/* The scheduler's drain thread looks (sched_hooks_t's tick): freed chunks
+ * that paging's allocator keeps for reuse (vmm_alloc.c) go once past their
+ * time, or at once while a peer waits for memory; the ns until the next
+ * look it wants (0: none kept).  Never blocks: a look that finds the
+ * allocator busy comes back soon.  Until it is first called nothing is
+ * kept (nobody would let it go). */
+uint64_t mem_keep_tick(void);
 /* This process holds table device `device` and the policy would hand it to
  * the process in `slot` at a boundary: 1 when it keeps it instead, since
  * it is within its minimum residency and that process has more paged out

@@ -174,8 +174,19 @@ static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
     const drv_t *d = &mem_p.drv;
     CUdeviceptr at = 0;
     int charged;
+    mem_vcached_t kept;
     a->big = 1;
     a->bytes = round_up(a->size, v->gran);
+    if (mem_vm_cache_take_locked(v, a->bytes, &kept)) {
+        a->base = kept.base;
+        a->h = kept.h;
+        a->charged = kept.charged;
+        a->work_at = mem_vm_work_now();  /* as fresh: its contents are undefined */
+        if (mem_vspans_add(&mem_vm.bigs, a) == 0)
+            return CUDA_SUCCESS;
+        mem_vm_cache_release_locked(v, &kept);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUresult rc = mem_vm_charge(v->ordinal, a->bytes, &charged);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -290,6 +301,8 @@ static void free_locked(mem_valloc_t *a)
     mem_vspans_del(&mem_vm.bigs, a);
     if (a->out) {
         mem_vm_drop_stage(a);
+    } else if (mem_vm_cache_put_locked(v, a)) {
+        return;                       /* kept: reservation, chunk and charge */
     } else {
         /* An importer's mapping keeps an exported chunk alive, and its
          * charge with it (vmm_ipc.c gives it back at the last close). */

@@ -1,12 +1,14 @@
 /*
  * vmm_core.c - what virtualized allocations (mem_vmm.h) stand on: the maps,
- * whether paging is on, libsalus's own context, the budget of a chunk, and
- * physical chunks made and unmade through the real driver.
+ * whether paging is on, libsalus's own context, the budget of a chunk,
+ * physical chunks made and unmade through the real driver, and the chunks
+ * freed big allocations leave, kept for the next of their size.
  *
  * Divided into: the maps (a hash map, the big allocations' sorted array);
- * start-up; contexts, budget and physical chunks.
+ * start-up; contexts, budget and physical chunks; the chunk cache.
  *
- * Lock: the callers hold mem_vm.lock (mem_vmm.h); start-up is once.
+ * Lock: the callers hold mem_vm.lock (mem_vmm.h); start-up is once; the
+ * drain thread's look (mem_keep_tick) only tries it.
  */
 #include "memory/mem_vmm.h"
 #include "util/util.h"
@@ -190,6 +192,7 @@ static void forget(void)
     memset(&mem_vm.allocs, 0, sizeof mem_vm.allocs);
     memset(&mem_vm.bigs, 0, sizeof mem_vm.bigs);
     mem_vm.staged = 0;
+    __atomic_store_n(&mem_vm.ticking, 0, __ATOMIC_RELAXED);
     if (mem_vm.ipc_forget)
         mem_vm.ipc_forget();
     const mem_vm_async_ops_t *o = __atomic_load_n(&mem_vm_async, __ATOMIC_ACQUIRE);
@@ -299,3 +302,114 @@ void mem_vm_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h)
     mem_p.drv.mem_release(h);
 }
 
+/* ---- the chunk cache ---------------------------------------------------------------
+ * A training job frees and makes again its per-iteration buffers every
+ * iteration; served through the driver's VMM calls, each would cost a
+ * reservation, a chunk and its mapping, and their undoing (on a GPU
+ * cuMemCreate and cuMemMap are far slower than cuMemAlloc from a warm
+ * context; on simgpu the pair cost a job of 2 ms iterations 1.5%).  So a
+ * freed big allocation is kept, mapped and charged, for the next
+ * allocation of its size, as a framework's caching allocator keeps its
+ * blocks: MEM_VM_CACHE of them per device, the oldest let go first, each
+ * for MEM_VM_KEEP_NS.  Nobody must wait for kept memory: while a peer
+ * waits for memory on the device nothing is kept, and what is kept goes
+ * at this process's next allocation or free there, or at the drain
+ * thread's next look (mem_keep_tick, which lets chunks go past their time
+ * too: a process that stops allocating keeps nothing long); a page-out
+ * lets it all go first (nothing to copy).  Until the drain thread has
+ * looked once, nothing is kept.  An exported chunk is never kept (its
+ * importers hold it). */
+
+static int waited_on(int ordinal)
+{
+    mem_local_dev_t *ld = mem_local_dev(ordinal);
+    return ld && ld->dev && __atomic_load_n(&ld->dev->waiters, __ATOMIC_RELAXED) != 0;
+}
+
+void mem_vm_cache_release_locked(mem_vdev_t *v, const mem_vcached_t *c)
+{
+    mem_vm_unback(c->base, c->bytes, c->h);
+    v->resident -= c->bytes;
+    if (c->charged)
+        mem_vm_uncharge(v->ordinal, c->bytes);
+    mem_p.drv.mem_address_free(c->base, c->bytes);
+}
+
+/* Let the kept chunks freed before `before` go (all: UINT64_MAX); the
+ * bytes that were charged. */
+static uint64_t cache_expire(mem_vdev_t *v, uint64_t before)
+{
+    uint64_t charged = 0;
+    int k = 0;
+    for (int i = 0; i < v->ncache; i++) {
+        const mem_vcached_t *c = &v->cache[i];
+        if (c->at_ns < before) {
+            charged += c->charged ? c->bytes : 0;
+            mem_vm_cache_release_locked(v, c);
+        } else {
+            v->cache[k++] = *c;
+        }
+    }
+    v->ncache = k;
+    return charged;
+}
+
+uint64_t mem_vm_cache_drop_locked(mem_vdev_t *v)
+{
+    return cache_expire(v, UINT64_MAX);
+}
+
+int mem_vm_cache_put_locked(mem_vdev_t *v, const mem_valloc_t *a)
+{
+    if (a->exported || a->out || !__atomic_load_n(&mem_vm.ticking, __ATOMIC_RELAXED) ||
+        waited_on(v->ordinal)) {
+        mem_vm_cache_drop_locked(v);
+        return 0;
+    }
+    if (v->ncache == MEM_VM_CACHE) {
+        mem_vm_cache_release_locked(v, &v->cache[0]);
+        memmove(&v->cache[0], &v->cache[1], (MEM_VM_CACHE - 1) * sizeof v->cache[0]);
+        v->ncache--;
+    }
+    v->cache[v->ncache++] = (mem_vcached_t){ a->base, a->bytes, a->h, a->charged,
+                                             util_now_ns() };
+    return 1;
+}
+
+/* A kept chunk of exactly `bytes` into *c (the latest kept first). */
+int mem_vm_cache_take_locked(mem_vdev_t *v, uint64_t bytes, mem_vcached_t *c)
+{
+    if (v->ncache && waited_on(v->ordinal)) {
+        mem_vm_cache_drop_locked(v);
+        return 0;
+    }
+    for (int i = v->ncache - 1; i >= 0; i--) {
+        if (v->cache[i].bytes != bytes)
+            continue;
+        *c = v->cache[i];
+        memmove(&v->cache[i], &v->cache[i + 1], (size_t)(v->ncache - 1 - i) * sizeof *c);
+        v->ncache--;
+        return 1;
+    }
+    return 0;
+}
+
+uint64_t mem_keep_tick(void)
+{
+    uint64_t now = util_now_ns(), next = 0;
+    __atomic_store_n(&mem_vm.ticking, 1, __ATOMIC_RELAXED);
+    if (pthread_mutex_trylock(&mem_vm.lock) != 0)
+        return MEM_VM_KEEP_NS / 4;    /* busy (an allocation may wait in it): soon */
+    for (int i = 0; i < MEM_VMM_MAX_DEVICES; i++) {
+        mem_vdev_t *v = &mem_vm.dev[i];
+        if (!v->ready || !v->ncache || mem_vm_enter(v) != 0)
+            continue;
+        cache_expire(v, waited_on(v->ordinal) ? UINT64_MAX :
+                        now > MEM_VM_KEEP_NS ? now - MEM_VM_KEEP_NS : 0);
+        mem_vm_leave();
+        if (v->ncache)
+            next = MEM_VM_KEEP_NS / 2;
+    }
+    pthread_mutex_unlock(&mem_vm.lock);
+    return next;
+}

@@ -425,7 +425,9 @@ CUresult mem_page_out(int ordinal, uint64_t want, uint64_t *freed)
     /* The program's work on its memory ends before the copies start. */
     if ((rc = mem_p.drv.ctx_synchronize()) == CUDA_SUCCESS) {
         mem_vm_async_settle_locked();   /* stream-ordered frees: done now, not copied */
-        rc = bigs_out(v, want, &got);
+        got = mem_vm_cache_drop_locked(v);   /* kept chunks: freed, nothing to copy */
+        if (want == 0 || got < want)
+            rc = bigs_out(v, want ? want - got : 0, &got);
     }
     if (rc == CUDA_SUCCESS && (want == 0 || got < want) && v->size && !v->small_out &&
         !v->small_pins)               /* an exported small allocation pins it */

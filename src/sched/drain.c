@@ -189,7 +189,9 @@ static void *drain_main(void *arg)
                 shm_futex_wait(&me->drain_req, req, SCHED_DRAIN_CAPTURE_NS);
             continue;
         }
-        shm_futex_wait(&me->drain_req, req, SCHED_DRAIN_IDLE_NS);
+        uint64_t tick = sched_hook_tick();          /* memory's keep-alive: sooner */
+        shm_futex_wait(&me->drain_req, req,
+                       tick && tick < SCHED_DRAIN_IDLE_NS ? tick : SCHED_DRAIN_IDLE_NS);
     }
     return NULL;
 }

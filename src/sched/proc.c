@@ -166,6 +166,7 @@ static void (*hook_tenure)(int d);
 static int (*hook_paged_out)(void);
 static int (*hook_keep)(shm_table_t *t, int d, int slot);
 static int (*hook_blocked)(shm_table_t *t, int d, int slot);
+static uint64_t (*hook_tick)(void);
 
 void sched_set_hooks(const sched_hooks_t *h)
 {
@@ -175,6 +176,13 @@ void sched_set_hooks(const sched_hooks_t *h)
     __atomic_store_n(&hook_paged_out, h ? h->paged_out : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&hook_keep, h ? h->keep : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&hook_blocked, h ? h->blocked : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&hook_tick, h ? h->tick : NULL, __ATOMIC_RELEASE);
+}
+
+uint64_t sched_hook_tick(void)
+{
+    uint64_t (*fn)(void) = __atomic_load_n(&hook_tick, __ATOMIC_ACQUIRE);
+    return fn ? fn() : 0;
 }
 
 void sched_hook_boundary(void)

@@ -185,7 +185,11 @@ void sched_set_clock(sched_clock_fn fn);
  *             whoever else were paged out (contexts and memory that cannot
  *             move fill the rest): 1 to leave it out of the candidates, so
  *             that the GPU goes to jobs that can run and, ending, give the
- *             memory back.  Under the table lock: it reads the table only. */
+ *             memory back.  Under the table lock: it reads the table only;
+ *   tick      the process's drain thread looks (at most a second apart):
+ *             memory lets go of what it keeps past its time; returns the
+ *             ns until it wants to look again (0: no hurry).  On the drain
+ *             thread: it must not block. */
 typedef struct sched_hooks {
     void (*boundary)(void);
     void (*waiting)(void);
@@ -193,6 +197,7 @@ typedef struct sched_hooks {
     int (*paged_out)(void);
     int (*keep)(shm_table_t *t, int device, int slot);
     int (*blocked)(shm_table_t *t, int device, int slot);
+    uint64_t (*tick)(void);
 } sched_hooks_t;
 void sched_set_hooks(const sched_hooks_t *hooks);
 
