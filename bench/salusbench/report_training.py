@@ -131,6 +131,19 @@ def section_training_swap(tr):
                    "the GPU, a page-out runs while its job waits): of the makespan, "
                    + ", ".join(lost) + ".")
         out.append("")
+    pk = S.get("pack") or {}
+    if pk.get("avg_jct_s"):
+        outs = (pk.get("paging") or {}).get("swap_outs", 0)
+        how = (f"its {outs} page-outs are jobs that paged themselves out when every job "
+               f"holding memory waited for more (the last to arrive first, back in once the "
+               f"others' memory came free)" if outs else
+               "in this run no jobs waited for each other's memory (when they do, the last "
+               "to arrive pages itself out and comes back once the others' memory is free: "
+               "`test_memory_preempt`; before that rule one job in three runs was refused)")
+        out.append(f"`pack` with paging runs every admitted job at once, so none waits at a "
+                   f"gate to be asked to page out: {how}; {pk.get('failed_jobs', 0)} of its "
+                   f"jobs failed.")
+        out.append("")
     ideal_jct = (P.get("ideal_srtf") or {}).get("avg_jct_s")
     srtf, fifo = (S.get("srtf") or {}).get("avg_jct_s"), (S.get("fifo") or {}).get("avg_jct_s")
     if srtf and ideal_jct and fifo:
@@ -217,11 +230,10 @@ def swap_failures_text(S, why, largest_gib):
               + "): an iteration's allocation waited `SALUS_MEM_WAIT_MS` for memory that "
               "paging could not free, and was refused.")
     if oom.get("pack"):
-        t += ("  Under `pack` every admitted job runs at once and none waits for the GPU, so "
-              "none can be paged: jobs whose allocations wait for each other's memory wait "
-              "until `SALUS_MEM_WAIT_MS` ends it.  Admission with paging keeps room for the "
-              "largest job alone, which time slicing needs; `pack` needs the admitted jobs' "
-              "peaks together, as without paging (not done).")
+        t += ("  Under `pack` no job waits at a gate: jobs whose allocations wait for each "
+              "other's memory page themselves out, the last to arrive first; a refusal there "
+              "is a wait that no page-out could end (a job at its host staging bound, or one "
+              "that could not fit beside the device's contexts).")
     if why.get("killed"):
         t += ("  'killed': the run's safety deadline (twice the trace's work, plus 60 s) ended "
               "jobs still waiting.")
