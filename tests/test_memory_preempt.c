@@ -25,7 +25,8 @@
  *     one that arrived last pages itself out, the first gets its memory
  *     and runs to its end, the last comes back in and finishes; neither is
  *     refused (SALUS_MEM_WAIT_MS of 1 s would refuse one without it), every
- *     byte survives, and the report counts the last one's page-out;
+ *     byte survives, and the report counts the last one's page-out; the
+ *     same with stream-ordered allocations (cuMemAllocAsync);
  *   - the same, with the last job SIGKILLed while it is paged out and waits
  *     to come back: the first finishes, and a fresh job then gets 3.5 GiB of
  *     the 4 GiB device at once (SALUS_MEM_WAIT_MS=0): nothing of the killed
@@ -180,11 +181,13 @@ static double report_num(const char *path, pid_t pid, const char *key)
 
 /* A pack job of `mib` (growing at `go`, or all at once when NULL) with
  * paging on, SALUS_MEM_WAIT_MS of wait_ms. */
+static int pack_async;                 /* the growing jobs use cuMemAllocAsync */
+
 static void spawn_pack(tu_proc_t *p, const char *mib, const char *go, const char *wait_ms,
                        const char *report)
 {
     char client[512], cubin[512], mode[600];
-    snprintf(mode, sizeof mode, "grow=%s", go ? go : "");
+    snprintf(mode, sizeof mode, "%s=%s", pack_async ? "grow-async" : "grow", go ? go : "");
     char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
                      (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
                      (char *)mib, "100", "2000", go ? mode : NULL, NULL };
@@ -246,10 +249,10 @@ static void pack_paths(char *go, char *report, size_t len)
     snprintf(report, len, "%s/pack-report.jsonl", tu_tmpdir());
 }
 
-static void test_pack_jobs_waiting_for_each_other(void **state)
+static void pack_waiting_for_each_other(int async)
 {
-    (void)state;
     char go[600], report[600];
+    pack_async = async;
     pack_paths(go, report, sizeof go);
     tu_proc_t first, last;
     pack_pair(&first, &last, go, report);
@@ -264,9 +267,22 @@ static void test_pack_jobs_waiting_for_each_other(void **state)
     shm_unlink(table_name);
 }
 
+static void test_pack_jobs_waiting_for_each_other(void **state)
+{
+    (void)state;
+    pack_waiting_for_each_other(0);
+}
+
+static void test_pack_async_jobs_waiting_for_each_other(void **state)
+{
+    (void)state;
+    pack_waiting_for_each_other(1);
+}
+
 static void test_pack_killed_while_paged_out(void **state)
 {
     (void)state;
+    pack_async = 0;
     char go[600], report[600];
     pack_paths(go, report, sizeof go);
     tu_proc_t first, last, fresh;
@@ -292,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_gives_up_gpu_paging_cannot_help),
         cmocka_unit_test(test_fits_alone_outwaits_the_deadline),
         cmocka_unit_test(test_pack_jobs_waiting_for_each_other),
+        cmocka_unit_test(test_pack_async_jobs_waiting_for_each_other),
         cmocka_unit_test(test_pack_killed_while_paged_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,8 @@
  * stream (the device's default pool: paged as well) and freed with
  * cuMemFreeAsync at the end.  With "grow=<file>" it fills half its blocks,
  * says "half", and allocates the rest once <file> exists (the test's go:
- * every job then holds memory and waits for more at once).
+ * every job then holds memory and waits for more at once); "grow-async=<file>"
+ * the same with cuMemAllocAsync.
  *
  * Prints "ready" once its memory holds the pattern, then
  * "done <CUresult> bad <blocks whose bytes changed>"; exits 0 only when
@@ -118,12 +119,14 @@ static CUresult run(const char *cubin, int blocks, int iters, unsigned long long
 
 int main(int argc, char **argv)
 {
-    int async = argc == 6 && strcmp(argv[5], "async") == 0;
+    int async = argc == 6 && (strcmp(argv[5], "async") == 0 ||
+                              strncmp(argv[5], "grow-async=", 11) == 0);
     int warm = argc == 6 && strcmp(argv[5], "warm") == 0;
-    const char *grow = argc == 6 && strncmp(argv[5], "grow=", 5) == 0 ? argv[5] + 5 : NULL;
+    const char *grow = argc != 6 ? NULL : strncmp(argv[5], "grow=", 5) == 0 ? argv[5] + 5 :
+                       strncmp(argv[5], "grow-async=", 11) == 0 ? argv[5] + 11 : NULL;
     if (argc != 5 && !async && !warm && !grow) {
         fprintf(stderr, "usage: pageclient <kernels.cubin> <MiB> <iterations> <kernel_us> "
-                        "[async|warm|grow=<file>]\n");
+                        "[async|warm|grow=<file>|grow-async=<file>]\n");
         return 2;
     }
     uint64_t total = strtoull(argv[2], NULL, 10) * MiB;
