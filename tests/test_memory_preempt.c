@@ -243,6 +243,14 @@ static void pack_pair(tu_proc_t *first, tu_proc_t *last, const char *go, const c
     close(fd);
 }
 
+static void pack_clean(const char *go, const char *report)
+{
+    unlink(go);
+    unlink(report);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 static void pack_paths(char *go, char *report, size_t len)
 {
     snprintf(go, len, "%s/pack-go", tu_tmpdir());
@@ -261,10 +269,7 @@ static void pack_waiting_for_each_other(int async)
     assert_true(report_num(report, last.pid, "swap_outs") >= 1);
     assert_true(report_num(report, last.pid, "swap_ins") >= 1);
     assert_int_equal((int)report_num(report, first.pid, "swap_outs"), 0);
-    unlink(go);
-    unlink(report);
-    shm_unlink(state_name);
-    shm_unlink(table_name);
+    pack_clean(go, report);
 }
 
 static void test_pack_jobs_waiting_for_each_other(void **state)
@@ -294,10 +299,7 @@ static void test_pack_killed_while_paged_out(void **state)
     finish(&first, "first");
     spawn_pack(&fresh, "3584", NULL, "0", report);
     finish(&fresh, "fresh");
-    unlink(go);
-    unlink(report);
-    shm_unlink(state_name);
-    shm_unlink(table_name);
+    pack_clean(go, report);
 }
 
 int main(void)
