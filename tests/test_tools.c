@@ -113,9 +113,9 @@ static void check_json_snapshot(const char *text, pid_t pid, const char *name)
     const tj_t *p = tj_at(procs, 0);
     static const char *const pfields[] = { "pid", "name", "user", "priority", "state",
         "mem_used_bytes", "mem_limit_bytes", "iterations", "iter_ms", "gpu_share",
-        "wait_share", "switches", NULL };
+        "wait_share", "switches", "swapped_out_bytes", "pinned_bytes", NULL };
     static const tj_type_t ptypes[] = { TJ_NUM, TJ_STR, TJ_STR, TJ_NUM, TJ_STR, TJ_NUM,
-        TJ_NUM, TJ_NUM, TJ_NUM, TJ_NUM, TJ_NUM, TJ_NUM };
+        TJ_NUM, TJ_NUM, TJ_NUM, TJ_NUM, TJ_NUM, TJ_NUM, TJ_NUM, TJ_NUM };
     for (int i = 0; pfields[i]; i++) {
         const tj_t *f = tj_get(p, pfields[i]);
         if (!f || f->type != ptypes[i])

@@ -444,6 +444,7 @@ static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_d
         p->mem_reserved = c->mv.reserved;
         p->oom_refusals = c->mv.oom_refusals;
         p->mem_swapped = c->mv.swapped_out;
+        p->mem_pinned = c->mv.pinned;
         p->swap_outs = c->mv.swap_outs;
         p->swap_ins = c->mv.swap_ins;
         p->swap_ms = c->mv.swap_ms;

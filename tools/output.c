@@ -94,9 +94,9 @@ static void json_proc(FILE *f, const top_proc_t *p)
             (unsigned long long)p->mem_peak, (unsigned long long)p->mem_reserved,
             (unsigned long long)p->oom_refusals);
     fprintf(f, ",\"swapped_out_bytes\":%llu,\"swap_outs\":%llu,\"swap_ins\":%llu,"
-            "\"swap_ms\":%llu", (unsigned long long)p->mem_swapped,
+            "\"swap_ms\":%llu,\"pinned_bytes\":%llu", (unsigned long long)p->mem_swapped,
             (unsigned long long)p->swap_outs, (unsigned long long)p->swap_ins,
-            (unsigned long long)p->swap_ms);
+            (unsigned long long)p->swap_ms, (unsigned long long)p->mem_pinned);
     fprintf(f, ",\"iterations\":%llu,\"declared_iterations\":%llu,\"declared_length_ms\":%u"
             ",\"iter_ms\":%.3f,\"gpu_held_ms\":%.3f,\"waited_ms\":%.3f",
             (unsigned long long)p->iterations, (unsigned long long)p->declared, p->length_ms,
@@ -228,6 +228,7 @@ static double p_wait(const top_proc_t *p) { return p->wait_share; }
 static double p_switches(const top_proc_t *p) { return (double)p->switches; }
 static double p_oom(const top_proc_t *p) { return (double)p->oom_refusals; }
 static double p_swapped(const top_proc_t *p) { return (double)p->mem_swapped; }
+static double p_pinned(const top_proc_t *p) { return (double)p->mem_pinned; }
 static double p_swap_outs(const top_proc_t *p) { return (double)p->swap_outs; }
 static double p_swap_ins(const top_proc_t *p) { return (double)p->swap_ins; }
 static double p_swap_s(const top_proc_t *p) { return p->swap_ms / 1e3; }
@@ -287,6 +288,9 @@ static const struct {
     { "salus_process_oom_refusals_total", "counter", "Allocations refused over a limit.", p_oom, 1 },
     { "salus_process_memory_swapped_out_bytes", "gauge",
       "Device memory of the process paged out to the host now (SALUS_SWAP).", p_swapped, 1 },
+    { "salus_process_memory_pinned_bytes", "gauge",
+      "Device memory of the process that paging cannot move: exported over CUDA IPC.",
+      p_pinned, 1 },
     { "salus_process_swap_outs_total", "counter", "Times the process paged its memory out.",
       p_swap_outs, 1 },
     { "salus_process_swap_ins_total", "counter", "Times the process paged its memory back in.",

@@ -85,6 +85,7 @@ typedef struct top_proc {
     uint64_t mem_used, mem_limit, mem_peak, mem_reserved, oom_refusals;
     /* paging: bytes paged out now (mem_used is what is resident) */
     uint64_t mem_swapped, swap_outs, swap_ins, swap_ms;
+    uint64_t mem_pinned;          /* paging cannot move it: exported over CUDA IPC */
     /* over the interval since the previous snapshot; < 0: not measured (no
      * previous sample of this process, or no lease under pack) */
     double gpu_share, wait_share;
