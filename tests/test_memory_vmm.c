@@ -24,8 +24,9 @@
  *   - a process SIGKILLed while paged out leaves nothing on the device nor
  *     in the table;
  *   - a freed big allocation's chunk is kept for the next of its size (the
- *     same address, no new chunk), let go by a page-out without a copy and
- *     by the drain thread's look once past its time;
+ *     same address, no new chunk), let go at an allocation of another
+ *     size, by a page-out without a copy and by the drain thread's look
+ *     once past its time;
  *   - a preloaded libsalus leaves the program's malloc as it was;
  *   - a driver that refuses chunks with POSIX fd handles gets chunks
  *     without (asked once), and cuIpcGetMemHandle of paged memory answers
@@ -618,8 +619,8 @@ static void client(const char *mode, int preload, char *out, size_t len)
  * A freed big allocation is kept, mapped and charged, for the next of its
  * size (once the drain thread's look, called here by hand, has run): the
  * program no longer sees it, the next allocation of that size gets the same
- * address and no new chunk, one of another size a chunk of its own; a
- * page-out lets kept chunks go without a copy; the look lets them go once
+ * address and no new chunk, one of another size a chunk of its own and
+ * lets every kept chunk go; a page-out lets kept chunks go without a copy; the look lets them go once
  * past their time, and the device and the table are back to empty. */
 
 static int kept_expired(void *arg)
@@ -649,8 +650,11 @@ static int keep_child(void *arg)
     TRUE(table_used() == 12 * MiB && dev_free() == empty - 12 * MiB);
     TRUE(mem_vfree(b, &rc) == 1 && mem_vfree(c, &rc) == 1);
     TRUE(table_used() == 12 * MiB);                 /* both kept */
+    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, 6 * MiB, 1, 0));
+    TRUE(table_used() == 6 * MiB && dev_free() == empty - 6 * MiB);   /* a miss: both go */
+    TRUE(mem_vfree(c, &rc) == 1 && table_used() == 6 * MiB);
     CK(mem_page_out(0, 0, &freed));
-    TRUE(freed == 12 * MiB && mem_paged_out_bytes(0) == 0);
+    TRUE(freed == 6 * MiB && mem_paged_out_bytes(0) == 0);
     TRUE(table_used() == 0 && dev_free() == empty && mem_resident_bytes(0) == 0);
     CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 8 * MiB, 1, 0));
     TRUE(mem_vfree(a, &rc) == 1 && table_used() == 8 * MiB);

@@ -187,6 +187,9 @@ static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
         mem_vm_cache_release_locked(v, &kept);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    /* A size none is kept for: the job's pattern changed, and what is kept
+     * must not count against this allocation (its limit, a full device). */
+    mem_vm_cache_drop_locked(v);
     CUresult rc = mem_vm_charge(v->ordinal, a->bytes, &charged);
     if (rc != CUDA_SUCCESS)
         return rc;

@@ -311,7 +311,9 @@ void mem_vm_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h)
  * freed big allocation is kept, mapped and charged, for the next
  * allocation of its size, as a framework's caching allocator keeps its
  * blocks: MEM_VM_CACHE of them per device, the oldest let go first, each
- * for MEM_VM_KEEP_NS.  Nobody must wait for kept memory: while a peer
+ * for MEM_VM_KEEP_NS, all of them at an allocation of a size none is kept
+ * for (kept memory must never count against the job's own allocation: its
+ * SALUS_MEM_LIMIT, a full device).  Nobody must wait for kept memory: while a peer
  * waits for memory on the device nothing is kept, and what is kept goes
  * at this process's next allocation or free there, or at the drain
  * thread's next look (mem_keep_tick, which lets chunks go past their time
