@@ -53,18 +53,6 @@
 #include <limits.h>
 #include <string.h>
 
-
-static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
-static inline uint64_t umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
-static inline uint64_t clampb(uint64_t v) { return v > MEM_MAX_BYTES ? MEM_MAX_BYTES : v; }
-#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-
-static mem_slot_t *area_of(shm_table_t *t, int slot)
-{
-    return shm_slot_area(t, slot, SHM_AREA_MEM);
-}
-
 /* The process's side of the module (mem_layout.h); here, at the bottom of
  * the module's files, so that every other file depends on this one and
  * this one on none of them but sums.c, which reads the table alone. */
@@ -95,7 +83,7 @@ uint64_t mem_pay_debt(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t d = __atomic_load_n(&ld->debt, __ATOMIC_RELAXED), pay;
     do {
-        pay = umin(d, bytes);
+        pay = mem_umin(d, bytes);
     } while (pay && !__atomic_compare_exchange_n(&ld->debt, &d, d - pay, 1, __ATOMIC_RELAXED,
                                                  __ATOMIC_RELAXED));
     return bytes - pay;
@@ -113,10 +101,10 @@ static void charge_debts_locked(void)
         uint64_t debt = __atomic_exchange_n(&ld->debt, 0, __ATOMIC_RELAXED);
         uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST), pay;
         do {
-            pay = umin(MEM_SPARE(w), debt);
+            pay = mem_umin(MEM_SPARE(w), debt);
         } while (pay && !__atomic_compare_exchange_n(&sd->avail, &w, w - pay, 1,
                                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
-        STORE(&sd->granted, LOAD(&sd->granted) + (debt - pay));
+        MEM_STORE(&sd->granted, MEM_LOAD(&sd->granted) + (debt - pay));
         mem_publish_locked(mem_p.t, d);
         util_info("memory: %s: %s allocated while the table's lock was out of reach "
                   "is charged", ld->name, util_size(debt).s);
@@ -186,9 +174,9 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
     mem_sdev_t *sd = ld->sd;
     uint64_t d = __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
     for (;;) {
-        uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+        uint64_t g = MEM_LOAD(&sd->granted), spare = MEM_SPARE(MEM_LOAD(&sd->avail));
         uint64_t used = g + d > spare ? g + d - spare : 0;
-        if (used + mem_own_ctx(ld->d) + bytes > LOAD(&sd->limit))
+        if (used + mem_own_ctx(ld->d) + bytes > MEM_LOAD(&sd->limit))
             return CUDA_ERROR_OUT_OF_MEMORY;
         if (__atomic_compare_exchange_n(&ld->debt, &d, d + bytes, 1, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
@@ -204,11 +192,11 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
  * or a CAS without its granted write (mem_fix_log subtracts take). */
 uint64_t mem_reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j)
 {
-    mem_sdev_t *sd = &area_of(t, j)->dev[d];
+    mem_sdev_t *sd = &mem_area_of(t, j)->dev[d];
     uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
     for (;;) {
-        uint64_t g = clampb(LOAD(&sd->granted)), r = LOAD(&sd->reserved);
-        uint64_t take = umin(MEM_SPARE(w), g > r ? g - r : 0);
+        uint64_t g = mem_clampb(MEM_LOAD(&sd->granted)), r = MEM_LOAD(&sd->reserved);
+        uint64_t take = mem_umin(MEM_SPARE(w), g > r ? g - r : 0);
         if (take == 0)
             return 0;
         uint32_t tag = (MEM_TAG(w) + 1) & 0xffff;
@@ -220,8 +208,8 @@ uint64_t mem_reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j)
         uint64_t nw = ((uint64_t)tag << MEM_SPARE_BITS) | (MEM_SPARE(w) - take);
         if (__atomic_compare_exchange_n(&sd->avail, &w, nw, 0, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST)) {
-            STORE(&sd->granted, g - take);
-            STORE(&sd->granted_tag, tag);
+            MEM_STORE(&sd->granted, g - take);
+            MEM_STORE(&sd->granted_tag, tag);
             __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);
             return take;
         }
@@ -265,8 +253,8 @@ static void add_spare(mem_sdev_t *sd, uint64_t bytes)
  * contexts of processes yet to come. */
 uint64_t mem_effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint64_t own_ctx)
 {
-    uint64_t budget = LOAD(&dev->budget);
-    uint64_t taken = o->ctx + own_ctx + clampb(LOAD(&dev->foreign));
+    uint64_t budget = MEM_LOAD(&dev->budget);
+    uint64_t taken = o->ctx + own_ctx + mem_clampb(MEM_LOAD(&dev->foreign));
     return budget > taken ? budget - taken : 0;
 }
 
@@ -282,8 +270,8 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     shm_table_t *t = mem_p.t;
     mem_sdev_t *sd = ld->sd;
     mem_dev_t *dev = ld->dev;
-    uint64_t g0 = clampb(LOAD(&sd->granted)), r = LOAD(&sd->reserved);
-    uint64_t limit = LOAD(&sd->limit), ctx = mem_own_ctx(ld->d);
+    uint64_t g0 = mem_clampb(MEM_LOAD(&sd->granted)), r = MEM_LOAD(&sd->reserved);
+    uint64_t limit = MEM_LOAD(&sd->limit), ctx = mem_own_ctx(ld->d);
     limit = limit > ctx ? limit - ctx : 0;        /* its contexts count against it */
     if (g0 > limit || need > limit - g0)
         return MEM_OVER_LIMIT;
@@ -291,11 +279,11 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
         /* Within its reservation: admission set it aside, and every peer's
          * grant counts it as committed, so it is this process's whatever
          * the budget reads now (contexts measured since, foreign use). */
-        STORE(&sd->granted, g0 + need);
+        MEM_STORE(&sd->granted, g0 + need);
         *grant = need;
         return MEM_FIT;
     }
-    uint64_t extra = need < ld->chunk ? umin(ld->chunk, limit - g0 - need) : 0;
+    uint64_t extra = need < ld->chunk ? mem_umin(ld->chunk, limit - g0 - need) : 0;
     int reclaimed = 0;
     for (int attempt = 0; attempt < 4; attempt++) {
         mem_sums_t o;
@@ -303,17 +291,18 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
         uint64_t budget = mem_effective_budget(dev, &o, mem_own_ctx(ld->d));
         /* Another table hands out this GPU too (ipc's claim): what it
          * granted shows only in the driver, so every grant reads it. */
-        if (!fresh && (o.committed_run + umax(g0 + need, r) + LOAD(&dev->headroom) > budget ||
+        uint64_t headroom = MEM_LOAD(&dev->headroom);
+        if (!fresh && (o.committed_run + mem_umax(g0 + need, r) + headroom > budget ||
                        shm_device_shared(t, ld->d)))
             return MEM_ASK;
         uint64_t room = budget > o.committed_run ? budget - o.committed_run : 0;
-        if (umax(g0 + need, r) <= room) {
-            uint64_t x = need + umin(extra, room - umax(g0 + need, r));
-            STORE(&sd->granted, g0 + x);
+        if (mem_umax(g0 + need, r) <= room) {
+            uint64_t x = need + mem_umin(extra, room - mem_umax(g0 + need, r));
+            MEM_STORE(&sd->granted, g0 + x);
             *grant = x;
             return MEM_FIT;
         }
-        if (!reclaimed && budget > o.held_run && umax(g0 + need, r) <= budget - o.held_run) {
+        if (!reclaimed && budget > o.held_run && mem_umax(g0 + need, r) <= budget - o.held_run) {
             mem_reclaim_all_locked(t, dev, ld->d, mem_p.slot);      /* enough spare out there */
             reclaimed = 1;
             continue;
@@ -336,7 +325,7 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
     uint64_t a = take_all(sd);
     if (a >= bytes) {                       /* freed meanwhile */
         add_spare(sd, a - bytes);
-        mem_note_peak(ld, MEM_SPARE(LOAD(&sd->avail)));
+        mem_note_peak(ld, MEM_SPARE(MEM_LOAD(&sd->avail)));
         return MEM_FIT;
     }
     mem_fit_t fit = grant_locked(ld, bytes - a, &grant, fresh);
@@ -345,7 +334,7 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
         return fit;
     }
     add_spare(sd, grant - (bytes - a));
-    mem_note_peak(ld, MEM_SPARE(LOAD(&sd->avail)));
+    mem_note_peak(ld, MEM_SPARE(MEM_LOAD(&sd->avail)));
     return MEM_FIT;
 }
 
@@ -374,14 +363,14 @@ static void shrink(mem_local_dev_t *ld)
         return;
     mem_fix_log(t, ld->d);
     uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
-    uint64_t g = LOAD(&sd->granted), r = LOAD(&sd->reserved);
+    uint64_t g = MEM_LOAD(&sd->granted), r = MEM_LOAD(&sd->reserved);
     do {
         uint64_t spare = MEM_SPARE(w);
-        x = umin(spare > ld->chunk ? spare - ld->chunk : 0, g > r ? g - r : 0);
+        x = mem_umin(spare > ld->chunk ? spare - ld->chunk : 0, g > r ? g - r : 0);
     } while (x && !__atomic_compare_exchange_n(&sd->avail, &w, w - x, 1, __ATOMIC_SEQ_CST,
                                                __ATOMIC_SEQ_CST));
     if (x) {
-        STORE(&sd->granted, g - x);
+        MEM_STORE(&sd->granted, g - x);
         mem_publish_locked(t, ld->d);
     }
     shm_unlock(t);
@@ -426,9 +415,9 @@ void mem_wait_enter(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64
             state_before = id.state;
         shm_set_state(mem_p.t, mem_p.slot, SHM_WAIT_MEM);
     }
-    STORE(&a->wait_kind, kind);
-    STORE(&a->wait_ticket, ticket);
-    STORE(&a->wait_bytes, bytes);
+    MEM_STORE(&a->wait_kind, kind);
+    MEM_STORE(&a->wait_ticket, ticket);
+    MEM_STORE(&a->wait_bytes, bytes);
     __atomic_store_n(&a->wait_dev, (uint32_t)d + 1, __ATOMIC_SEQ_CST);
     mem_publish_locked(mem_p.t, d);
 }
@@ -436,7 +425,7 @@ void mem_wait_enter(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64
 void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked)
 {
     __atomic_store_n(&a->wait_dev, 0, __ATOMIC_SEQ_CST);
-    STORE(&a->wait_kind, MEM_WAIT_NONE);
+    MEM_STORE(&a->wait_kind, MEM_WAIT_NONE);
     __atomic_add_fetch(&a->waited_ns, util_now_ns() - since, __ATOMIC_RELAXED);
     if (locked)
         mem_publish_locked(mem_p.t, d);
@@ -514,7 +503,8 @@ int mem_sleep_unlocked(mem_dev_t *dev, uint32_t *word, uint32_t seq, uint64_t ma
         mem_queue_for_gpu(d);
     else if (queue < 0)
         mem_give_up_gpu(d);
-    shm_futex_wait(word, seq, word == &dev->wake_seq ? umin(max_ns, MEM_WAIT_SLICE_NS) : max_ns);
+    shm_futex_wait(word, seq,
+                   word == &dev->wake_seq ? mem_umin(max_ns, MEM_WAIT_SLICE_NS) : max_ns);
     if (mem_lock() != 0)
         return -1;
     mem_fix_log(mem_p.t, d);
@@ -545,14 +535,14 @@ static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
     shm_table_t *t = mem_p.t;
     mem_sdev_t *sd = ld->sd;
     uint64_t need = mem_sdev_used(sd) + bytes;
-    uint64_t taken = mem_own_ctx(ld->d) + clampb(LOAD(&ld->dev->foreign));
-    if (!mem_p.cfg.swap || need + taken > LOAD(&ld->dev->budget) || need > LOAD(&sd->limit))
+    uint64_t taken = mem_own_ctx(ld->d) + mem_clampb(MEM_LOAD(&ld->dev->foreign));
+    if (!mem_p.cfg.swap || need + taken > MEM_LOAD(&ld->dev->budget) || need > MEM_LOAD(&sd->limit))
         return 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         shm_ident_t id;
         if (j != mem_p.slot && shm_slot_alive(t, j) && shm_slot_ident(t, j, &id) == 0 &&
             id.state != SHM_WAIT_MEM &&
-            (LOAD(&area_of(t, j)->dev[ld->d].flags) & MEM_SDEV_REGISTERED))
+            (MEM_LOAD(&mem_area_of(t, j)->dev[ld->d].flags) & MEM_SDEV_REGISTERED))
             return 1;
     }
     return 0;
@@ -638,7 +628,7 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
         /* Paging cannot make the room now: leave the GPU to the jobs that
          * hold the memory, once; queued again once paging can. */
         if (mem_sleep_unlocked(ld->dev, &ld->dev->wake_seq, seq,
-                               umin(deadline - now, since ? MEM_STUCK_NS : UINT64_MAX), ld->d,
+                               mem_umin(deadline - now, since ? MEM_STUCK_NS : UINT64_MAX), ld->d,
                                mem_gpu_choice(asked || page_now, &gave_up)) != 0) {
             *lost = 1;
             break;
@@ -652,24 +642,25 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
 {
     static int said;
     mem_sdev_t *sd = ld->sd;
-    uint64_t g = LOAD(&sd->granted) + __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
-    uint64_t spare = MEM_SPARE(LOAD(&sd->avail)), used = g > spare ? g - spare : 0;
-    uint64_t outside = clampb(LOAD(&ld->dev->sum_ctx)) + clampb(LOAD(&ld->dev->foreign));
-    uint64_t budget = LOAD(&ld->dev->budget);
+    uint64_t g = MEM_LOAD(&sd->granted) + __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
+    uint64_t spare = MEM_SPARE(MEM_LOAD(&sd->avail)), used = g > spare ? g - spare : 0;
+    uint64_t outside = mem_clampb(MEM_LOAD(&ld->dev->sum_ctx)) +
+                       mem_clampb(MEM_LOAD(&ld->dev->foreign));
+    uint64_t budget = MEM_LOAD(&ld->dev->budget);
     uint64_t grantable = budget > outside ? budget - outside : 0;
     if (fit == MEM_OVER_LIMIT)
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: this "
                       "process uses %s and its contexts %s of its limit of %s (%s); the "
                       "program sees CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->name,
                       util_size(used).s, util_size(mem_own_ctx(ld->d)).s,
-                      util_size(LOAD(&sd->limit)).s,
+                      util_size(MEM_LOAD(&sd->limit)).s,
                       mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "the device's whole budget");
     else
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: the "
                       "%s it can grant (its budget of %s less %s that contexts and "
                       "processes outside the table take, as the driver says) is taken by "
                       "the processes sharing it%s", util_size(bytes).s, ld->name,
-                      util_size(grantable).s, util_size(LOAD(&ld->dev->budget)).s,
+                      util_size(grantable).s, util_size(MEM_LOAD(&ld->dev->budget)).s,
                       util_size(outside).s,
                       mem_p.cfg.wait_ns ? " (waited SALUS_MEM_WAIT_MS)" :
                       "; SALUS_MEM_WAIT_MS=<ms> would wait for them to free memory");
@@ -747,12 +738,12 @@ uint64_t mem_room_locked(mem_local_dev_t *ld)
     mem_sdev_t *sd = ld->sd;
     mem_sums_t o;
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
-    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+    uint64_t g = MEM_LOAD(&sd->granted), spare = MEM_SPARE(MEM_LOAD(&sd->avail));
     uint64_t used = g > spare ? g - spare : 0;
-    uint64_t limit = LOAD(&sd->limit);
+    uint64_t limit = MEM_LOAD(&sd->limit);
     uint64_t budget = mem_effective_budget(ld->dev, &o, mem_own_ctx(ld->d));
     uint64_t mine = used + mem_own_ctx(ld->d);        /* its limit bounds its contexts too */
     uint64_t lim_room = limit > mine ? limit - mine : 0;
     uint64_t dev_room = budget > o.held_run + used ? budget - o.held_run - used : 0;
-    return umin(lim_room, dev_room);
+    return mem_umin(lim_room, dev_room);
 }

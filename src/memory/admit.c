@@ -44,13 +44,6 @@
 
 #include <string.h>
 
-#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-
-static inline uint64_t umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
-static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
-static inline uint64_t clampb(uint64_t v) { return v > MEM_MAX_BYTES ? MEM_MAX_BYTES : v; }
-
 void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal))
 {
     __atomic_store_n(&mem_p.sched_enroll, enroll, __ATOMIC_RELEASE);
@@ -68,11 +61,6 @@ static void enroll(mem_local_dev_t *ld)
 
 /* ---- the order of the waiters --------------------------------------------- */
 
-static mem_slot_t *area_of(shm_table_t *t, int slot)
-{
-    return shm_slot_area(t, slot, SHM_AREA_MEM);
-}
-
 /* A live process registered on d has paging on (it may be paged, or will
  * once it allocates).  Under the lock. */
 static int paging_possible_locked(shm_table_t *t, int d)
@@ -80,9 +68,10 @@ static int paging_possible_locked(shm_table_t *t, int d)
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         if (shm_slot_gen(t, j) == 0)
             continue;
-        mem_slot_t *a = area_of(t, j);
-        if (LOAD(&a->magic) == MEM_SLOT_MAGIC && (LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_SWAP)) &&
-            (LOAD(&a->dev[d].flags) & MEM_SDEV_REGISTERED))
+        mem_slot_t *a = mem_area_of(t, j);
+        if (MEM_LOAD(&a->magic) == MEM_SLOT_MAGIC &&
+            (MEM_LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_SWAP)) &&
+            (MEM_LOAD(&a->dev[d].flags) & MEM_SDEV_REGISTERED))
             return 1;
     }
     return 0;
@@ -106,9 +95,10 @@ static int is_head(shm_table_t *t, int d, uint32_t ticket)
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         if (j == mem_p.slot || shm_slot_gen(t, j) == 0)
             continue;
-        mem_slot_t *a = area_of(t, j);
-        if (LOAD(&a->wait_dev) == (uint32_t)d + 1 && LOAD(&a->wait_kind) == MEM_WAIT_ADMIT &&
-            goes_before(t, d, j, LOAD(&a->wait_ticket), ticket, ordered))
+        mem_slot_t *a = mem_area_of(t, j);
+        if (MEM_LOAD(&a->wait_dev) == (uint32_t)d + 1 &&
+            MEM_LOAD(&a->wait_kind) == MEM_WAIT_ADMIT &&
+            goes_before(t, d, j, MEM_LOAD(&a->wait_ticket), ticket, ordered))
             return 0;
     }
     return 1;
@@ -136,7 +126,7 @@ static int sleep_in_queue(mem_dev_t *dev, const wait_word_t *w, int head, uint64
 {
     if (head)
         return mem_sleep_unlocked(dev, &dev->wake_seq, w->wake, max_ns, d, queue);
-    return mem_sleep_unlocked(dev, &dev->admit_seq, w->admit, umin(max_ns, MEM_ADMIT_SLICE_NS),
+    return mem_sleep_unlocked(dev, &dev->admit_seq, w->admit, mem_umin(max_ns, MEM_ADMIT_SLICE_NS),
                               d, queue);
 }
 
@@ -146,14 +136,14 @@ static int sleep_in_queue(mem_dev_t *dev, const wait_word_t *w, int head, uint64
  * has none there yet. */
 static uint64_t ctx_need(mem_local_dev_t *ld)
 {
-    return mem_own_ctx(ld->d) ? 0 : clampb(LOAD(&ld->dev->ctx_last));
+    return mem_own_ctx(ld->d) ? 0 : mem_clampb(MEM_LOAD(&ld->dev->ctx_last));
 }
 
 /* `reserve` and a context fit beside what the others commit (their spare
  * reclaimed if that makes the difference). */
 static int fits_locked(mem_local_dev_t *ld, uint64_t reserve, uint64_t ctx)
 {
-    uint64_t mine = umax(LOAD(&ld->sd->granted), reserve) + ctx;
+    uint64_t mine = mem_umax(MEM_LOAD(&ld->sd->granted), reserve) + ctx;
     mem_sums_t o;
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
     uint64_t budget = mem_effective_budget(ld->dev, &o, mem_own_ctx(ld->d));
@@ -181,12 +171,13 @@ static int leaves_room_locked(mem_local_dev_t *ld, uint64_t ctx)
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         if (j == mem_p.slot || shm_slot_gen(t, j) == 0)
             continue;
-        const mem_sdev_t *sd = &area_of(t, j)->dev[ld->d];
-        if (LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
-            largest = umax(largest, umax(clampb(LOAD(&sd->peak)), clampb(LOAD(&sd->reserved))));
+        const mem_sdev_t *sd = &mem_area_of(t, j)->dev[ld->d];
+        if (MEM_LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
+            largest = mem_umax(largest, mem_umax(mem_clampb(MEM_LOAD(&sd->peak)),
+                                                 mem_clampb(MEM_LOAD(&sd->reserved))));
     }
     if (mem_p.cfg.swap)
-        largest = umax(largest, mem_largest_seen(ld->dev));
+        largest = mem_umax(largest, mem_largest_seen(ld->dev));
     mem_sums(t, ld->d, mem_p.slot, &o);
     return ctx + largest <= mem_effective_budget(ld->dev, &o, mem_own_ctx(ld->d));
 }
@@ -199,8 +190,8 @@ static int alloc_waiter_locked(int d)
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         if (j == mem_p.slot || shm_slot_gen(t, j) == 0)
             continue;
-        const mem_slot_t *a = area_of(t, j);
-        if (LOAD(&a->wait_dev) == (uint32_t)d + 1 && LOAD(&a->wait_kind) == MEM_WAIT_ALLOC)
+        const mem_slot_t *a = mem_area_of(t, j);
+        if (MEM_LOAD(&a->wait_dev) == (uint32_t)d + 1 && MEM_LOAD(&a->wait_kind) == MEM_WAIT_ALLOC)
             return 1;
     }
     return 0;
@@ -237,7 +228,7 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
         shm_reap_dead(t, 1);
     }
     if (!lost) {
-        STORE(&ld->sd->reserved, reserve);
+        MEM_STORE(&ld->sd->reserved, reserve);
         __atomic_or_fetch(&ld->sd->flags, MEM_SDEV_ADMITTED, __ATOMIC_RELAXED);
     }
     mem_wait_leave(a, d, start, !lost);
@@ -269,7 +260,7 @@ static void precharge_locked(mem_local_dev_t *ld, uint64_t ctx)
 {
     mem_dev_t *dev = ld->dev;
     uint64_t kib = (mem_ctx_of(dev, mem_p.slot) >> 10) + (ctx + 1023) / 1024;
-    STORE(&dev->ctx_kib[mem_p.slot], (uint32_t)(kib > UINT32_MAX ? UINT32_MAX : kib));
+    MEM_STORE(&dev->ctx_kib[mem_p.slot], (uint32_t)(kib > UINT32_MAX ? UINT32_MAX : kib));
     ld->ctx_precharge = ctx;
     mem_publish_locked(mem_p.t, ld->d);
 }

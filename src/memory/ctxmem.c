@@ -42,11 +42,6 @@
 #include <string.h>
 #include <time.h>
 
-#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-
-static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
 /* ---- reading the driver ---------------------------------------------------- */
 
 int mem_ctx_current(int ordinal)
@@ -100,7 +95,7 @@ static uint64_t unexplained_locked(mem_local_dev_t *ld, uint64_t free_bytes)
 {
     mem_sums_t s;
     mem_sums(mem_p.t, ld->d, -1, &s);
-    uint64_t cap = LOAD(&ld->dev->capacity);
+    uint64_t cap = MEM_LOAD(&ld->dev->capacity);
     uint64_t taken = cap > free_bytes ? cap - free_bytes : 0, known = s.used + s.ctx;
     return taken > known ? taken - known : 0;
 }
@@ -131,7 +126,7 @@ static void drop_precharge_locked(mem_local_dev_t *ld)
     uint64_t kib = mem_ctx_of(ld->dev, mem_p.slot) >> 10, pre = (ld->ctx_precharge + 1023) / 1024;
     if (!ld->ctx_precharge)
         return;
-    STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)(kib > pre ? kib - pre : 0));
+    MEM_STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)(kib > pre ? kib - pre : 0));
     ld->ctx_precharge = 0;
 }
 
@@ -164,15 +159,15 @@ void mem_ctx_precharge_drop(mem_local_dev_t *ld)
 static uint64_t charge_of_locked(mem_local_dev_t *ld, uint64_t raw, uint64_t u, int what,
                                  int *plausible)
 {
-    uint64_t eighth = LOAD(&ld->dev->capacity) / 8, last = LOAD(&ld->dev->ctx_last);
+    uint64_t eighth = MEM_LOAD(&ld->dev->capacity) / 8, last = MEM_LOAD(&ld->dev->ctx_last);
     if (!last || last > eighth) {
         *plausible = raw <= eighth;
-        return umin(raw, eighth);
+        return mem_umin(raw, eighth);
     }
     *plausible = raw >= last / 2 && raw <= 2 * last;
     if (what == MEM_CHARGE_MODULE)
-        return umin(raw, 2 * last);
-    return *plausible ? raw : umin(last, u);
+        return mem_umin(raw, 2 * last);
+    return *plausible ? raw : mem_umin(last, u);
 }
 
 void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
@@ -186,14 +181,14 @@ void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
         return;
     mem_fix_log(mem_p.t, ld->d);
     drop_precharge_locked(ld);        /* this measure replaces admission's estimate */
-    uint64_t u = unexplained_locked(ld, f), foreign = LOAD(&ld->dev->foreign);
+    uint64_t u = unexplained_locked(ld, f), foreign = MEM_LOAD(&ld->dev->foreign);
     int plausible;
     uint64_t charge = charge_of_locked(ld, u > foreign ? u - foreign : 0, u, what, &plausible);
     uint64_t kib = (mem_ctx_of(ld->dev, mem_p.slot) >> 10) + (charge + 1023) / 1024;
-    STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)umin(kib, UINT32_MAX));
-    STORE(&ld->dev->foreign, u - charge);
+    MEM_STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)mem_umin(kib, UINT32_MAX));
+    MEM_STORE(&ld->dev->foreign, u - charge);
     if (what != MEM_CHARGE_MODULE && charge && plausible)
-        STORE(&ld->dev->ctx_last, charge);
+        MEM_STORE(&ld->dev->ctx_last, charge);
     note_peak_locked();
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
@@ -208,7 +203,7 @@ void mem_ctx_uncharge(mem_local_dev_t *ld)
     if (!mem_p.area || mem_p.slot < 0 || mem_p.slot >= SHM_MAX_SLOTS ||
         !mem_ctx_of(ld->dev, mem_p.slot) || mem_lock() != 0)
         return;
-    STORE(&ld->dev->ctx_kib[mem_p.slot], 0);
+    MEM_STORE(&ld->dev->ctx_kib[mem_p.slot], 0);
     ld->ctx_precharge = 0;
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
@@ -226,7 +221,7 @@ int mem_drv_refresh(mem_local_dev_t *ld, int ordinal)
     if (read_free_current(ordinal, &f) != 0 || mem_lock() != 0)
         return -1;
     mem_fix_log(mem_p.t, ld->d);
-    STORE(&ld->dev->foreign, unexplained_locked(ld, f));
+    MEM_STORE(&ld->dev->foreign, unexplained_locked(ld, f));
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
     return 0;

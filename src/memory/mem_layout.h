@@ -269,6 +269,24 @@ typedef struct mem_proc {
 
 extern mem_proc_t mem_p;
 
+/* ---- reading the table ------------------------------------------------------
+ * Every word of the table is read and written with relaxed atomics (the
+ * lock or a futex orders what needs ordering); a size read from it is
+ * clamped to MEM_MAX_BYTES before it is summed, so that a scribbling peer
+ * cannot overflow a sum. */
+#define MEM_LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define MEM_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static inline uint64_t mem_umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t mem_umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline uint64_t mem_clampb(uint64_t v) { return v > MEM_MAX_BYTES ? MEM_MAX_BYTES : v; }
+
+/* Slot `slot`'s memory area (NULL for a slot out of range). */
+static inline mem_slot_t *mem_area_of(shm_table_t *t, int slot)
+{
+    return shm_slot_area(t, slot, SHM_AREA_MEM);
+}
+
 /* What a slot's record says it uses (granted less its spare); 0 for a
  * grant no device could hold (a scribbled word). */
 static inline uint64_t mem_sdev_used(const mem_sdev_t *sd)

@@ -29,8 +29,6 @@ static pthread_mutex_t admit_lock = PTHREAD_MUTEX_INITIALIZER;
 
 enum { OP_PASS = 0, OP_ALLOC = 1, OP_FREE = 2 };
 
-static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
 /* ---- configuration -------------------------------------------------------
  * Sizes are checked once here by the one list's rules (a bad one is said
  * once, and ignored); percentages are resolved per device at registration. */
@@ -68,7 +66,7 @@ static uint64_t headroom_of(int ordinal, uint64_t capacity)
     }
 deflt:
     h = h < 256 * MIB ? 256 * MIB : h > 4 * GIB ? 4 * GIB : h;
-    return umin(h, capacity / 2);
+    return mem_umin(h, capacity / 2);
 }
 
 /* ---- start-up ----------------------------------------------------------- */

@@ -61,11 +61,6 @@
 #define MEM_RESIDENCY_FACTOR 8
 #define MEM_PAGE_SLICE_NS    (20ull * 1000 * 1000)
 
-#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-
-static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
 /* ---- the seam and the policy's order ------------------------------------- */
 
 static const mem_pager_t *pager;
@@ -167,8 +162,8 @@ static int runs_after(const cand_t *a, const cand_t *b)
  * over CUDA IPC): at most `held`. */
 static uint64_t pinned_on(const mem_slot_t *a, int d, uint64_t held)
 {
-    uint64_t p = LOAD(&a->pinned);
-    return LOAD(&a->pinned_dev) == (uint32_t)d + 1 ? umin(p, held) : 0;
+    uint64_t p = MEM_LOAD(&a->pinned);
+    return MEM_LOAD(&a->pinned_dev) == (uint32_t)d + 1 ? mem_umin(p, held) : 0;
 }
 
 /* Slot j as a victim on d: 1 and *c filled when it may be asked. */
@@ -176,15 +171,15 @@ static int victim(shm_table_t *t, int d, int j, int my_rank, uint64_t now, cand_
 {
     shm_ident_t id;
     mem_slot_t *a = shm_slot_area(t, j, SHM_AREA_MEM);
-    if (!a || LOAD(&a->magic) != MEM_SLOT_MAGIC || shm_slot_ident(t, j, &id) != 0 ||
+    if (!a || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || shm_slot_ident(t, j, &id) != 0 ||
         !shm_slot_alive(t, j))
         return 0;
-    uint32_t f = LOAD(&a->page_flags);
+    uint32_t f = MEM_LOAD(&a->page_flags);
     if (!(f & MEM_PAGE_ABLE) || (f & MEM_PAGE_FULL) || id.state != SHM_WAIT_GPU ||
-        now < LOAD(&a->page_resident_until))
+        now < MEM_LOAD(&a->page_resident_until))
         return 0;
     const mem_sdev_t *sd = &a->dev[d];
-    uint64_t g = LOAD(&sd->granted), spare = MEM_SPARE(LOAD(&sd->avail));
+    uint64_t g = MEM_LOAD(&sd->granted), spare = MEM_SPARE(MEM_LOAD(&sd->avail));
     if (g > MEM_MAX_BYTES || g <= spare || g - spare <= pinned_on(a, d, g - spare))
         return 0;
     mem_rank_fn rk = __atomic_load_n(&rank_fn, __ATOMIC_ACQUIRE);
@@ -216,12 +211,12 @@ static uint64_t movable_but(shm_table_t *t, int d, int skip, uint64_t *now)
     uint64_t sum = 0, asked_now = 0, at = now ? util_now_ns() : 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         mem_slot_t *a = j == skip ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
-        if (!a || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
-            (LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE)
+        if (!a || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
+            (MEM_LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE)
             continue;
         uint64_t u = mem_sdev_used(&a->dev[d]), m = u - pinned_on(a, d, u);
         sum += m;
-        if (now && at >= LOAD(&a->page_resident_until) && !waits_mem(t, j))
+        if (now && at >= MEM_LOAD(&a->page_resident_until) && !waits_mem(t, j))
             asked_now += m;
     }
     if (now)
@@ -257,18 +252,18 @@ static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need)
     }
     for (int i = 0; i < n && asked < need; i++) {
         mem_slot_t *a = shm_slot_area(t, c[i].slot, SHM_AREA_MEM);
-        uint64_t want = umin(c[i].used, need - asked);
-        uint64_t pending = LOAD(&a->page_req_dev) == (uint32_t)d + 1 ?
-                           LOAD(&a->page_req_bytes) : 0;
+        uint64_t want = mem_umin(c[i].used, need - asked);
+        uint64_t pending = MEM_LOAD(&a->page_req_dev) == (uint32_t)d + 1 ?
+                           MEM_LOAD(&a->page_req_bytes) : 0;
         if (pending < want) {
-            STORE(&a->page_req_dev, (uint32_t)d + 1);
+            MEM_STORE(&a->page_req_dev, (uint32_t)d + 1);
             __atomic_store_n(&a->page_req_bytes, want, __ATOMIC_RELEASE);
             pending = want;
             void (*nudge)(shm_table_t *, int) = __atomic_load_n(&mem_p.nudge, __ATOMIC_ACQUIRE);
             if (nudge)
                 nudge(t, c[i].slot);           /* serves now, not at its next poll */
         }
-        asked += umin(pending, c[i].used);
+        asked += mem_umin(pending, c[i].used);
     }
     return asked;
 }
@@ -290,14 +285,14 @@ static int ordinal_of(const mem_local_dev_t *ld)
 static void publish_swapped(mem_slot_t *a, const mem_pager_t *pg)
 {
     if (pg->copied_bytes)
-        STORE(&a->swap_copied, pg->copied_bytes());
+        MEM_STORE(&a->swap_copied, pg->copied_bytes());
     uint64_t sum = 0;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
         if (ld && ld->sd)
             sum += pg->paged_out_bytes(ordinal_of(ld));
     }
-    STORE(&a->swapped_out, sum);
+    MEM_STORE(&a->swapped_out, sum);
 }
 
 /* Whether this process has told its devices' memory waiters, since its
@@ -313,7 +308,7 @@ static void tell_askers(void)
 {
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
-        if (ld && ld->sd && LOAD(&ld->dev->waiters))
+        if (ld && ld->sd && MEM_LOAD(&ld->dev->waiters))
             mem_wake(ld->dev);
     }
 }
@@ -329,7 +324,7 @@ void mem_page_serve(void)
     uint64_t want = __atomic_load_n(&a->page_req_bytes, __ATOMIC_ACQUIRE);
     if (!want)
         return;
-    uint32_t dv = LOAD(&a->page_req_dev);
+    uint32_t dv = MEM_LOAD(&a->page_req_dev);
     mem_local_dev_t *ld = dv >= 1 && dv <= SHM_MAX_DEVICES ?
                           __atomic_load_n(&mem_p.by_index[dv - 1], __ATOMIC_ACQUIRE) : NULL;
     if (ld && ld->sd) {
@@ -368,7 +363,7 @@ static int page_in_once(mem_slot_t *a, const mem_pager_t *pg, int ord)
         return -1;
     uint64_t now = util_now_ns();
     count(a, &a->swap_ins, restored, now - t0);
-    STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
+    MEM_STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
     return 0;
 }
 
@@ -466,14 +461,15 @@ static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes)
     int d = ld->d;
     if (!__atomic_load_n(&pager, __ATOMIC_ACQUIRE) || !me ||
         !__atomic_load_n(&mem_p.hold, __ATOMIC_ACQUIRE) ||
-        (LOAD(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
+        (MEM_LOAD(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
         shm_slot_ident(t, mem_p.slot, &mine) != 0)
         return 0;
     uint64_t used = mem_sdev_used(ld->sd);
     if (used <= pinned_on(me, d, used))
         return 0;                      /* nothing of it can move */
-    uint64_t taken = mem_own_ctx(d) + umin(LOAD(&ld->dev->foreign), MEM_MAX_BYTES);
-    if (used + bytes + taken > LOAD(&ld->dev->budget) || used + bytes > LOAD(&ld->sd->limit))
+    uint64_t taken = mem_own_ctx(d) + mem_clampb(MEM_LOAD(&ld->dev->foreign));
+    if (used + bytes + taken > MEM_LOAD(&ld->dev->budget) ||
+        used + bytes > MEM_LOAD(&ld->sd->limit))
         return 0;                      /* it cannot fit alone: refused, not paged */
     mem_sums_t o;
     mem_sums(t, d, mem_p.slot, &o);
@@ -481,19 +477,19 @@ static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes)
     uint64_t room = budget > o.held + used ? budget - o.held - used : 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         mem_slot_t *a = j == mem_p.slot ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
-        if (!a || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
+        if (!a || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
             shm_slot_ident(t, j, &id) != 0)
             continue;
         uint64_t u = mem_sdev_used(&a->dev[d]);
-        uint32_t f = LOAD(&a->page_flags);
+        uint32_t f = MEM_LOAD(&a->page_flags);
         if (!u || u > MEM_MAX_BYTES)
             continue;                  /* holds nothing here */
         if (id.state != SHM_WAIT_MEM || (f & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)))
             return 0;                  /* runs, or pages: it gives memory back or ends */
-        if (LOAD(&a->wait_dev) == (uint32_t)d + 1 && LOAD(&a->wait_bytes) <= room)
+        if (MEM_LOAD(&a->wait_dev) == (uint32_t)d + 1 && MEM_LOAD(&a->wait_bytes) <= room)
             return 0;                  /* it can take what it waits for: it goes on */
         if ((f & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) == MEM_PAGE_ABLE && u > pinned_on(a, d, u) &&
-            !LOAD(&a->swapped_out) && arrived_after(&id, j, &mine, mem_p.slot))
+            !MEM_LOAD(&a->swapped_out) && arrived_after(&id, j, &mine, mem_p.slot))
             return 0;                  /* a later one pages first */
     }
     return 1;
@@ -572,8 +568,8 @@ int mem_page_self_wait(mem_local_dev_t *ld, uint64_t bytes)
     }
     while (locked && !in) {
         uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
-        uint64_t need = bytes + umin(LOAD(&a->swapped_out), MEM_MAX_BYTES);
-        STORE(&a->wait_bytes, need);  /* what peers see it wait for (their stuck test) */
+        uint64_t need = bytes + mem_clampb(MEM_LOAD(&a->swapped_out));
+        MEM_STORE(&a->wait_bytes, need);  /* what peers see it wait for (their stuck test) */
         if (mem_room_locked(ld) >= need) {
             shm_unlock(mem_p.t);
             in = self_in(ld) == 0;
@@ -610,19 +606,19 @@ int mem_page_keep_locked(shm_table_t *t, int device, int slot)
 {
     mem_slot_t *me = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
     if (!me || t != mem_p.t || device < 0 || device >= SHM_MAX_DEVICES || slot == mem_p.slot ||
-        (LOAD(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
-        util_now_ns() >= LOAD(&me->page_resident_until))
+        (MEM_LOAD(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
+        util_now_ns() >= MEM_LOAD(&me->page_resident_until))
         return 0;
     mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
     mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[device], __ATOMIC_ACQUIRE);
-    if (!a || !ld || !ld->sd || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
+    if (!a || !ld || !ld->sd || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
         return 0;
-    uint64_t need = LOAD(&a->swapped_out);
+    uint64_t need = MEM_LOAD(&a->swapped_out);
     if (need > MEM_MAX_BYTES)
         return 0;
     const mem_sdev_t *sd = &a->dev[device];
     uint64_t seen = mem_largest_seen(ld->dev), used = mem_sdev_used(sd);
-    if (!need && !LOAD(&sd->run_peak))
+    if (!need && !MEM_LOAD(&sd->run_peak))
         need = seen > used ? seen - used : 0;
     return need > 0 && need > mem_room_locked(ld);
 }
@@ -641,9 +637,9 @@ int mem_page_blocked_locked(shm_table_t *t, int device, int slot)
         return 0;
     mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
     const mem_dev_t *dev = shm_device_area(t, device, SHM_AREA_MEM);
-    if (!a || !dev || LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
+    if (!a || !dev || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
         return 0;
-    uint64_t out = LOAD(&a->swapped_out);
+    uint64_t out = MEM_LOAD(&a->swapped_out);
     if (!out || out > MEM_MAX_BYTES)
         return 0;
     uint64_t used = mem_sdev_used(&a->dev[device]);
@@ -658,7 +654,7 @@ int mem_page_blocked_locked(shm_table_t *t, int device, int slot)
 int mem_page_is_out(void)
 {
     mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
-    return a && LOAD(&a->swapped_out) != 0;
+    return a && MEM_LOAD(&a->swapped_out) != 0;
 }
 
 /* ---- the host bound ---------------------------------------------------------
@@ -685,7 +681,8 @@ uint64_t mem_swap_limit(void)
     uint64_t v = __atomic_load_n(&limit, __ATOMIC_RELAXED);
     if (v)
         return v;
-    if (!mem_p.cfg.swap_limit || util_parse_size(mem_p.cfg.swap_limit, mem_available(), &v) != 0 || !v)
+    if (!mem_p.cfg.swap_limit ||
+        util_parse_size(mem_p.cfg.swap_limit, mem_available(), &v) != 0 || !v)
         v = mem_available() / 2;
     __atomic_store_n(&limit, v, __ATOMIC_RELAXED);
     return v;

@@ -47,8 +47,6 @@
 
 enum { OP_PASS = 0, OP_ALLOC = 1 };
 
-static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
 static int is_on(void)
 {
     return __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) == MEM_ON;
@@ -163,7 +161,7 @@ static void reread(int i)
     } else if ((uint64_t)r < c) {
         uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_SEQ_CST), drop;
         do {
-            drop = umin(s, c - (uint64_t)r);
+            drop = mem_umin(s, c - (uint64_t)r);
         } while (drop && !__atomic_compare_exchange_n(&p->slack, &s, s - drop, 1,
                                                       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
         if (drop) {
@@ -202,7 +200,7 @@ CUresult mem_pool_alloc_begin(mem_kind_t kind, CUmemoryPool pool, int device, ui
         return ld ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_RELAXED), took;
     do {
-        took = umin(s, bytes);
+        took = mem_umin(s, bytes);
     } while (took && !__atomic_compare_exchange_n(&p->slack, &s, s - took, 1,
                                                   __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     if (took)

@@ -16,16 +16,6 @@
 
 #include <string.h>
 
-static inline uint64_t umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
-static inline uint64_t clampb(uint64_t v) { return v > MEM_MAX_BYTES ? MEM_MAX_BYTES : v; }
-#define LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-
-static mem_slot_t *area_of(shm_table_t *t, int slot)
-{
-    return shm_slot_area(t, slot, SHM_AREA_MEM);
-}
-
 /* ---- sums over slots ----------------------------------------------------
  * Each value clamped so that a scribbling peer cannot overflow a sum. */
 
@@ -43,9 +33,9 @@ static uint64_t run_peak(shm_table_t *t, int j, const mem_slot_t *a, const mem_s
                          uint64_t floor)
 {
     shm_ident_t id;
-    uint64_t p = clampb(LOAD(&sd->run_peak));
+    uint64_t p = mem_clampb(MEM_LOAD(&sd->run_peak));
     if (p <= floor || shm_slot_ident(t, j, &id) != 0 || id.state == SHM_WAIT_GPU ||
-        id.state == SHM_WAIT_MEM || LOAD(&a->swapped_out) != 0)
+        id.state == SHM_WAIT_MEM || MEM_LOAD(&a->swapped_out) != 0)
         return floor;
     return p;
 }
@@ -56,24 +46,24 @@ static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         if (j == skip || shm_slot_gen(t, j) == 0 || (live_only && !shm_slot_alive(t, j)))
             continue;
-        mem_slot_t *a = area_of(t, j);
+        mem_slot_t *a = mem_area_of(t, j);
         mem_sdev_t *sd = &a->dev[d];
-        uint64_t g = clampb(LOAD(&sd->granted)), r = clampb(LOAD(&sd->reserved));
-        uint64_t spare = MEM_SPARE(LOAD(&sd->avail));
+        uint64_t g = mem_clampb(MEM_LOAD(&sd->granted)), r = mem_clampb(MEM_LOAD(&sd->reserved));
+        uint64_t spare = MEM_SPARE(MEM_LOAD(&sd->avail));
         uint64_t u = g > spare ? g - spare : 0;
         s->granted += g;
         s->used += u;
         s->reserved += r;
-        s->committed += umax(g, r);
-        s->held += umax(u, r);
-        s->committed_run += run_peak(t, j, a, sd, umax(g, r));
-        s->held_run += run_peak(t, j, a, sd, umax(u, r));
-        s->peak = umax(s->peak, clampb(LOAD(&sd->peak)));
-        if (LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
+        s->committed += mem_umax(g, r);
+        s->held += mem_umax(u, r);
+        s->committed_run += run_peak(t, j, a, sd, mem_umax(g, r));
+        s->held_run += run_peak(t, j, a, sd, mem_umax(u, r));
+        s->peak = mem_umax(s->peak, mem_clampb(MEM_LOAD(&sd->peak)));
+        if (MEM_LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
             s->ctx += mem_ctx_of(shm_device_area(t, d, SHM_AREA_MEM), j);
-        if (LOAD(&a->wait_dev) == (uint32_t)d + 1) {
+        if (MEM_LOAD(&a->wait_dev) == (uint32_t)d + 1) {
             s->waiters++;
-            s->queued += LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
+            s->queued += MEM_LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
         }
     }
 }
@@ -95,15 +85,15 @@ void mem_publish_locked(shm_table_t *t, int d)
     if (!dev)
         return;
     mem_sums(t, d, -1, &s);
-    STORE(&dev->sum_granted, s.granted);
-    STORE(&dev->sum_used, s.used);
-    STORE(&dev->sum_reserved, s.reserved);
-    STORE(&dev->sum_committed, s.committed);
-    STORE(&dev->sum_ctx, s.ctx);
-    STORE(&dev->queued, s.queued);
+    MEM_STORE(&dev->sum_granted, s.granted);
+    MEM_STORE(&dev->sum_used, s.used);
+    MEM_STORE(&dev->sum_reserved, s.reserved);
+    MEM_STORE(&dev->sum_committed, s.committed);
+    MEM_STORE(&dev->sum_ctx, s.ctx);
+    MEM_STORE(&dev->queued, s.queued);
     uint64_t mib = s.peak >> 20;
-    if (mib > LOAD(&dev->peak_mib))
-        STORE(&dev->peak_mib, (uint32_t)(mib > UINT32_MAX ? UINT32_MAX : mib));
+    if (mib > MEM_LOAD(&dev->peak_mib))
+        MEM_STORE(&dev->peak_mib, (uint32_t)(mib > UINT32_MAX ? UINT32_MAX : mib));
     __atomic_store_n(&dev->waiters, s.waiters, __ATOMIC_SEQ_CST);
 }
 
@@ -118,13 +108,13 @@ void mem_fix_log(shm_table_t *t, int d)
     if (!dev || !__atomic_load_n(&dev->log.valid, __ATOMIC_SEQ_CST))
         return;
     mem_reclaim_log_t log = dev->log;
-    mem_slot_t *a = area_of(t, log.slot);
+    mem_slot_t *a = mem_area_of(t, log.slot);
     if (a && log.slot_gen != 0 && shm_slot_gen(t, log.slot) == log.slot_gen) {
         mem_sdev_t *sd = &a->dev[d];
-        uint64_t g = LOAD(&sd->granted);
-        if (MEM_TAG(LOAD(&sd->avail)) == log.tag && LOAD(&sd->granted_tag) != log.tag) {
-            STORE(&sd->granted, g > log.take ? g - log.take : 0);
-            STORE(&sd->granted_tag, log.tag);
+        uint64_t g = MEM_LOAD(&sd->granted);
+        if (MEM_TAG(MEM_LOAD(&sd->avail)) == log.tag && MEM_LOAD(&sd->granted_tag) != log.tag) {
+            MEM_STORE(&sd->granted, g > log.take ? g - log.take : 0);
+            MEM_STORE(&sd->granted_tag, log.tag);
             util_info("memory: finished the reclaim of a process that died holding the "
                       "table's lock (slot %d, %s)", log.slot, util_size(log.take).s);
         }

@@ -20,9 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
-#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-
 /* ---- the process's view -------------------------------------------------- */
 
 /* The process's view of ld's device: free = what it could allocate now
@@ -34,7 +31,7 @@ static inline uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
  * there, and it fits. */
 static void own_view(mem_local_dev_t *ld, uint64_t *free_out, uint64_t *total_out)
 {
-    uint64_t limit = LOAD(&ld->sd->limit), room, used;
+    uint64_t limit = MEM_LOAD(&ld->sd->limit), room, used;
     if (mem_lock() == 0) {
         shm_reap_dead(mem_p.t, 1);
         mem_fix_log(mem_p.t, ld->d);
@@ -46,7 +43,7 @@ static void own_view(mem_local_dev_t *ld, uint64_t *free_out, uint64_t *total_ou
         room = limit > used ? limit - used : 0;
     }
     *free_out = room;
-    *total_out = limit < LOAD(&ld->dev->budget) ? limit : used + room;
+    *total_out = limit < MEM_LOAD(&ld->dev->budget) ? limit : used + room;
 }
 
 void mem_view_info(size_t *free_bytes, size_t *total_bytes)
@@ -56,9 +53,9 @@ void mem_view_info(size_t *free_bytes, size_t *total_bytes)
     if (!ld || !free_bytes || !total_bytes)
         return;
     own_view(ld, &room, &total);
-    total = umin(total, *total_bytes);
+    total = mem_umin(total, *total_bytes);
     *total_bytes = (size_t)total;
-    *free_bytes = (size_t)umin(umin(room, *free_bytes), total);
+    *free_bytes = (size_t)mem_umin(mem_umin(room, *free_bytes), total);
 }
 
 void mem_view_total(size_t *bytes, CUdevice device)
@@ -68,7 +65,7 @@ void mem_view_total(size_t *bytes, CUdevice device)
     if (!ld || !bytes)
         return;
     own_view(ld, &room, &total);
-    *bytes = (size_t)umin(*bytes, total);
+    *bytes = (size_t)mem_umin(*bytes, total);
 }
 
 /* ---- the report ----------------------------------------------------------- */
@@ -80,13 +77,13 @@ int mem_report_fields(char *buf, size_t cap)
     if (!a)
         return 0;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        if (!LOAD(&mem_p.by_index[d]))
+        if (!MEM_LOAD(&mem_p.by_index[d]))
             continue;
         const mem_sdev_t *sd = &a->dev[d];
         used += mem_sdev_used(sd);
-        peak += LOAD(&sd->peak);
-        limit = LOAD(&sd->limit) > limit ? LOAD(&sd->limit) : limit;
-        reserved += LOAD(&sd->reserved);
+        peak += MEM_LOAD(&sd->peak);
+        limit = MEM_LOAD(&sd->limit) > limit ? MEM_LOAD(&sd->limit) : limit;
+        reserved += MEM_LOAD(&sd->reserved);
     }
     /* The key names of salus-top's JSON (mem_used_bytes, ...): one set. */
     return snprintf(buf, cap, "\"mem_used_bytes\":%llu,\"mem_peak_bytes\":%llu,"
@@ -97,14 +94,14 @@ int mem_report_fields(char *buf, size_t cap)
                     "\"mem_context_bytes\":%llu",
                     (unsigned long long)used, (unsigned long long)peak,
                     (unsigned long long)limit, (unsigned long long)reserved,
-                    (unsigned long long)LOAD(&a->oom_refusals),
-                    (unsigned long long)(LOAD(&a->waited_ns) / 1000000),
-                    (unsigned long long)LOAD(&a->swapped_out),
-                    (unsigned long long)LOAD(&a->swap_outs),
-                    (unsigned long long)LOAD(&a->swap_ins),
-                    (unsigned long long)(LOAD(&a->swap_ns) / 1000000),
-                    (unsigned long long)LOAD(&a->swap_bytes),
-                    (unsigned long long)LOAD(&a->swap_copied),
+                    (unsigned long long)MEM_LOAD(&a->oom_refusals),
+                    (unsigned long long)(MEM_LOAD(&a->waited_ns) / 1000000),
+                    (unsigned long long)MEM_LOAD(&a->swapped_out),
+                    (unsigned long long)MEM_LOAD(&a->swap_outs),
+                    (unsigned long long)MEM_LOAD(&a->swap_ins),
+                    (unsigned long long)(MEM_LOAD(&a->swap_ns) / 1000000),
+                    (unsigned long long)MEM_LOAD(&a->swap_bytes),
+                    (unsigned long long)MEM_LOAD(&a->swap_copied),
                     (unsigned long long)ctx);
 }
 
@@ -114,38 +111,38 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
 {
     mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
     uint32_t gen = shm_slot_gen(t, slot);
-    if (!a || gen == 0 || LOAD(&a->magic) != MEM_SLOT_MAGIC)
+    if (!a || gen == 0 || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC)
         return -1;
     mem_slot_view_t v;
     memset(&v, 0, sizeof v);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         const mem_sdev_t *sd = &a->dev[d];
-        if (!(LOAD(&sd->flags) & MEM_SDEV_REGISTERED))
+        if (!(MEM_LOAD(&sd->flags) & MEM_SDEV_REGISTERED))
             continue;
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        uint64_t cap = LOAD(&dev->capacity);
-        if (LOAD(&dev->magic) != MEM_DEV_MAGIC || cap > MEM_MAX_BYTES)
+        uint64_t cap = MEM_LOAD(&dev->capacity);
+        if (MEM_LOAD(&dev->magic) != MEM_DEV_MAGIC || cap > MEM_MAX_BYTES)
             continue;
         v.devices |= 1u << d;
-        v.granted += umin(LOAD(&sd->granted), cap);
-        v.used += umin(mem_sdev_used(sd), cap);
-        v.peak += umin(LOAD(&sd->peak), cap);
-        v.run_peak += umin(LOAD(&sd->run_peak), cap);
-        v.reserved += umin(LOAD(&sd->reserved), cap);
-        uint64_t limit = umin(LOAD(&sd->limit), cap);
+        v.granted += mem_umin(MEM_LOAD(&sd->granted), cap);
+        v.used += mem_umin(mem_sdev_used(sd), cap);
+        v.peak += mem_umin(MEM_LOAD(&sd->peak), cap);
+        v.run_peak += mem_umin(MEM_LOAD(&sd->run_peak), cap);
+        v.reserved += mem_umin(MEM_LOAD(&sd->reserved), cap);
+        uint64_t limit = mem_umin(MEM_LOAD(&sd->limit), cap);
         v.limit = limit > v.limit ? limit : v.limit;
     }
-    uint32_t wd = LOAD(&a->wait_dev);
+    uint32_t wd = MEM_LOAD(&a->wait_dev);
     v.waiting_device = wd >= 1 && wd <= SHM_MAX_DEVICES ? (int32_t)wd - 1 : -1;
-    v.waiting_admission = v.waiting_device >= 0 && LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
-    v.oom_refusals = LOAD(&a->oom_refusals);
-    v.waited_ms = LOAD(&a->waited_ns) / 1000000;
-    v.swapped_out = umin(LOAD(&a->swapped_out), MEM_MAX_BYTES);
-    v.swap_outs = LOAD(&a->swap_outs);
-    v.swap_ins = LOAD(&a->swap_ins);
-    v.swap_ms = LOAD(&a->swap_ns) / 1000000;
-    v.pinned = umin(LOAD(&a->pinned), MEM_MAX_BYTES);
-    v.paging = (LOAD(&a->page_flags) & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)) != 0;
+    v.waiting_admission = v.waiting_device >= 0 && MEM_LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
+    v.oom_refusals = MEM_LOAD(&a->oom_refusals);
+    v.waited_ms = MEM_LOAD(&a->waited_ns) / 1000000;
+    v.swapped_out = mem_clampb(MEM_LOAD(&a->swapped_out));
+    v.swap_outs = MEM_LOAD(&a->swap_outs);
+    v.swap_ins = MEM_LOAD(&a->swap_ins);
+    v.swap_ms = MEM_LOAD(&a->swap_ns) / 1000000;
+    v.pinned = mem_clampb(MEM_LOAD(&a->pinned));
+    v.paging = (MEM_LOAD(&a->page_flags) & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)) != 0;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (shm_slot_gen(t, slot) != gen)
         return -1;                      /* freed or claimed under us */
@@ -156,24 +153,24 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
 int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out)
 {
     mem_dev_t *dev = shm_device_area(t, device, SHM_AREA_MEM);
-    if (!dev || LOAD(&dev->magic) != MEM_DEV_MAGIC)
+    if (!dev || MEM_LOAD(&dev->magic) != MEM_DEV_MAGIC)
         return -1;
     mem_device_view_t v;
     memset(&v, 0, sizeof v);
     if (shm_device_uuid(t, device, v.uuid) != 0)
         return -1;
-    v.capacity = LOAD(&dev->capacity);
-    v.headroom = LOAD(&dev->headroom);
-    v.budget = LOAD(&dev->budget);
+    v.capacity = MEM_LOAD(&dev->capacity);
+    v.headroom = MEM_LOAD(&dev->headroom);
+    v.budget = MEM_LOAD(&dev->budget);
     if (v.capacity == 0 || v.capacity > MEM_MAX_BYTES || v.budget > v.capacity ||
         v.headroom > v.capacity)
         return -1;
     mem_sums_t s;
     mem_sums_live(t, device, &s);
-    v.used = umin(s.used, v.capacity);
-    v.granted = umin(s.granted, v.capacity);
-    v.reserved = umin(s.reserved, v.capacity);
-    v.committed = umin(s.committed, v.capacity);
+    v.used = mem_umin(s.used, v.capacity);
+    v.granted = mem_umin(s.granted, v.capacity);
+    v.reserved = mem_umin(s.reserved, v.capacity);
+    v.committed = mem_umin(s.committed, v.capacity);
     v.waiters = s.waiters;
     v.queued = s.queued;
     *out = v;
