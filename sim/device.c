@@ -337,6 +337,10 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *v)
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = 1; return 0;
     case 126: *v = 4; return 0;         /* MEM_SYNC_DOMAIN_COUNT */
     case 131: case 134: *v = -1; return 0;  /* NUMA_ID, HOST_NUMA_ID: none */
+    /* GPU_PCI_DEVICE_ID: device 0x2330 (H100 SXM5 80GB), vendor 0x10de
+     * (NVIDIA); cuBLASLt picks its kernels for the chip it reads here. */
+    case 139: *v = (int)0x233010de; return 0;
+    case 140: *v = (int)0x16c110de; return 0;   /* GPU_PCI_SUBSYSTEM_ID */
     }
     if ((int)a <= 0 || (int)a >= (int)CU_DEVICE_ATTRIBUTE_MAX)
         return -1;

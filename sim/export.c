@@ -157,17 +157,14 @@ static const void *const hooks_table[7] = {
 };
 
 /* Tools TLS (42d85a81-...): [2] writes the calling thread's current context
- * (NULL when none) where its argument points; cuBLASLt's heuristics call it
- * for every candidate kernel, and find no algorithm when it is left
- * unwritten. */
-static void tls_current_ctx(CUcontext *out)
+ * (NULL when none) where its argument points, and answers a CUresult that
+ * the caller tests; cuBLASLt's heuristics call it for every candidate
+ * kernel, and find no algorithm when it fails or leaves it unwritten. */
+static CUresult tls_current_ctx(CUcontext *out)
 {
-    CUcontext c = NULL;
     if (!out)
-        return;
-    if (cuCtxGetCurrent(&c) != CUDA_SUCCESS)
-        c = NULL;
-    *out = c;
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuCtxGetCurrent(out);
 }
 
 REFUSE(T_TLS, 1) REFUSE(T_TLS, 3)
