@@ -23,8 +23,10 @@
  * table", as its skip-init probe shows), said once under SIMGPU_LOG=1;
  * its table pointer is left unwritten.
  *
- * Lock: the tables are constant; the once-flags are atomics; the list of
- * unknown UUIDs already said has its own mutex (never held across a call).
+ * Lock: the tables are constant, but for the context-identity one, made
+ * once (pthread_once) at the first ask; the once-flags are atomics; the
+ * list of unknown UUIDs already said has its own mutex (never held across
+ * a call).
  */
 #include "sim.h"
 
@@ -47,12 +49,12 @@ static const char *const table_name[SIM_EXPORT_COUNT] = {
     [SIM_EXPORT_IDENTITY] = "CONTEXT_IDENTITY", [SIM_EXPORT_LT] = "CUBLASLT_1734DC26",
 };
 
-/* One bit per (table, slot): said already. */
-static _Atomic uint32_t said_slot[SIM_EXPORT_COUNT];
+/* One bit per (table, slot): said already.  Slots are below 64. */
+static _Atomic uint64_t said_slot[SIM_EXPORT_COUNT];
 
 CUresult sim_export_refuse(int table, int slot)
 {
-    uint32_t bit = 1u << slot;
+    uint64_t bit = 1ull << slot;
     if (sim_log_enabled() && !(atomic_fetch_or(&said_slot[table], bit) & bit))
         sim_note("cuGetExportTable: slot %d of %s is not implemented: CUDA_ERROR_NOT_SUPPORTED",
                  slot, table_name[table]);
@@ -201,6 +203,7 @@ static const void *const checks_table[4] = {
  * either failing fails the cuBLAS call.  Nobody documents them: simgpu
  * answers what that use needs, [51] the stream's own handle (checked) and
  * [39] its cuStreamGetId.  The other slots refuse. */
+#ifdef CU_PARAMS_cuStreamGetId
 static CUresult identity_stream(CUcontext ctx, CUstream s, CUstream *out, int per_thread)
 {
     unsigned long long id;
@@ -220,6 +223,7 @@ static CUresult identity_stream_id(CUcontext ctx, CUstream s, unsigned long long
     (void)ctx;
     return cuStreamGetId(s, id);
 }
+#endif
 
 #define IDENTITY_SLOTS 64
 #define SEQ_1_63(X, t) \

@@ -437,6 +437,7 @@ typedef struct sim_md2 {
 void sim_md2_init(sim_md2_t *m);
 void sim_md2_update(sim_md2_t *m, const void *data, size_t len);
 void sim_md2_final(sim_md2_t *m, uint8_t out[16]);
+void sim_md2(const void *data, size_t len, uint8_t out[16]);
 void sim_hmac_md2(const uint8_t key[16], const void *msg, size_t len, uint8_t out[16]);
 
 /* ---- mem.c ------------------------------------------------------------- */
