@@ -1,6 +1,6 @@
 /*
  * export.c - cuGetExportTable: the private tables the CUDA runtime (and
- * cuBLASLt) asks the driver for, by UUID.
+ * cuBLAS, cuBLASLt, CUPTI) asks the driver for, by UUID.
  *
  * The runtime asks for them before its first public call does anything:
  * with no table, every libcudart program stops at once.  Their layouts are
@@ -13,7 +13,7 @@
  *
  * Divided into: refusals (unknown UUIDs, slots nobody documents); the
  * CUDART interface; the tools tables; context checks and identity;
- * cuBLASLt's table; the list of tables and cuGetExportTable.  Context-local
+ * cuBLASLt's and CUPTI's tables; the list of tables and cuGetExportTable.  Context-local
  * storage is cls.c, the integrity check integrity.c.
  *
  * A slot that no reimplementation documents is never NULL (a caller would
@@ -41,12 +41,14 @@
 #define T_CHECKS    SIM_EXPORT_CHECKS
 #define T_IDENTITY  SIM_EXPORT_IDENTITY
 #define T_LT        SIM_EXPORT_LT
+#define T_CUPTI     SIM_EXPORT_CUPTI
 
 static const char *const table_name[SIM_EXPORT_COUNT] = {
     [SIM_EXPORT_CUDART] = "CUDART_INTERFACE", [SIM_EXPORT_HOOKS] = "TOOLS_RUNTIME_CALLBACK_HOOKS",
     [SIM_EXPORT_TLS] = "TOOLS_TLS", [SIM_EXPORT_CLS] = "CONTEXT_LOCAL_STORAGE",
     [SIM_EXPORT_CHECKS] = "CONTEXT_CHECKS", [SIM_EXPORT_INTEGRITY] = "INTEGRITY_CHECK",
     [SIM_EXPORT_IDENTITY] = "CONTEXT_IDENTITY", [SIM_EXPORT_LT] = "CUBLASLT_1734DC26",
+    [SIM_EXPORT_CUPTI] = "CUPTI_7CB63F9B",
 };
 
 /* One bit per (table, slot): said already.  Slots are below 64. */
@@ -236,11 +238,12 @@ static CUresult identity_stream_id(CUcontext ctx, CUstream s, unsigned long long
     X(t, 56) X(t, 57) X(t, 58) X(t, 59) X(t, 60) X(t, 61) X(t, 62) X(t, 63)
 #define REFUSE_SLOT(t, n) REFUSE(t, n)
 #define REFUSE_ENTRY(t, n) SLOT(refuse_##t##_##n),
-SEQ_1_63(REFUSE_SLOT, T_IDENTITY)
+/* A table of 64 slots that all refuse, as name. */
+#define REFUSING_TABLE(name, t) \
+    SEQ_1_63(REFUSE_SLOT, t) \
+    static const void *const name[64] = { SIZE_WORD(64), SEQ_1_63(REFUSE_ENTRY, t) };
 
-static const void *const identity_refusals[IDENTITY_SLOTS] = {
-    SIZE_WORD(IDENTITY_SLOTS), SEQ_1_63(REFUSE_ENTRY, T_IDENTITY)
-};
+REFUSING_TABLE(identity_refusals, T_IDENTITY)
 static const void *identity_table[IDENTITY_SLOTS];
 
 /* Made once, at the first ask. */
@@ -267,6 +270,13 @@ static const void *const lt_table[8] = {
     SIZE_WORD(8), SLOT(refuse_T_LT_1), SLOT(refuse_T_LT_2), SLOT(refuse_T_LT_3),
     SLOT(refuse_T_LT_4), SLOT(refuse_T_LT_5), SLOT(refuse_T_LT_6), SLOT(refuse_T_LT_7),
 };
+
+/* ---- CUPTI's table (7cb63f9b-...) -------------------------------------------------------
+ * CUPTI (loaded by JAX's CUDA plugin for its version check, and by
+ * profilers) asks for it first; refused, its error path calls itself until
+ * the stack overflows.  Given a table it goes on without calling a slot;
+ * nobody documents it, so all 64 refuse. */
+REFUSING_TABLE(cupti_table, T_CUPTI)
 
 /* ---- the list of tables, and cuGetExportTable --------------------------------------- */
 
@@ -296,6 +306,8 @@ static const export_row_t rows[] = {
         0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }, (const void *const *)identity_table },
     { { 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45,
         0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca }, lt_table },
+    { { 0x7c, 0xb6, 0x3f, 0x9b, 0x9c, 0xa4, 0x8e, 0x42,
+        0xa4, 0x84, 0xbe, 0xb6, 0x6e, 0x6a, 0xed, 0x7f }, cupti_table },
 };
 
 /* The unknown UUIDs said already (SIMGPU_LOG=1), each once. */

@@ -410,7 +410,7 @@ CUresult sim_ctx_primary_for_runtime(CUcontext *pctx, CUdevice dev);
 /* ---- export.c, cls.c, integrity.c, md2.c: the runtime's private tables --- */
 enum {
     SIM_EXPORT_CUDART, SIM_EXPORT_HOOKS, SIM_EXPORT_TLS, SIM_EXPORT_CLS, SIM_EXPORT_CHECKS,
-    SIM_EXPORT_INTEGRITY, SIM_EXPORT_IDENTITY, SIM_EXPORT_LT, SIM_EXPORT_COUNT
+    SIM_EXPORT_INTEGRITY, SIM_EXPORT_IDENTITY, SIM_EXPORT_LT, SIM_EXPORT_CUPTI, SIM_EXPORT_COUNT
 };
 /* A slot nobody documents was called: CUDA_ERROR_NOT_SUPPORTED, said once
  * per slot under SIMGPU_LOG=1. */

@@ -6,8 +6,8 @@
  * (an active primary context, modules from fatbin wrappers), the tools
  * tables, context-local storage and its destructors (destroy, reset, last
  * release, exit, not in a fork child), context checks and identity, the
- * integrity check (MD2 against RFC 1319's examples), cuBLASLt's table, and
- * refusals said once.  Then what the runtime needs beside them (loading
+ * integrity check (MD2 against RFC 1319's examples), cuBLASLt's and
+ * CUPTI's tables, and refusals said once.  Then what the runtime needs beside them (loading
  * mode, a library without code for the device, a library's variables per
  * context, cluster occupancy, the CIG limits).  Then the toolkit's own
  * runtime and libraries over simgpu: the programs of tests/clients built by
@@ -64,6 +64,8 @@ static const uint8_t U_IDENTITY[16] = { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32
                                         0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 };
 static const uint8_t U_LT[16] = { 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45,
                                   0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca };
+static const uint8_t U_CUPTI[16] = { 0x7c, 0xb6, 0x3f, 0x9b, 0x9c, 0xa4, 0x8e, 0x42,
+                                     0xa4, 0x84, 0xbe, 0xb6, 0x6e, 0x6a, 0xed, 0x7f };
 
 typedef void (*fn_t)(void);
 
@@ -201,7 +203,7 @@ static void test_tables_served(void **state)
     (void)state;
     const struct { const uint8_t *uuid; size_t words; } sized[] = {
         { U_CUDART, 13 }, { U_HOOKS, 7 }, { U_TLS, 4 }, { U_CHECKS, 4 }, { U_INTEGRITY, 3 },
-        { U_IDENTITY, 64 }, { U_LT, 8 },
+        { U_IDENTITY, 64 }, { U_LT, 8 }, { U_CUPTI, 64 },
     };
     for (size_t i = 0; i < sizeof sized / sizeof sized[0]; i++) {
         void *const *t = table_of(sized[i].uuid);
@@ -538,13 +540,16 @@ static void test_integrity(void **state)
     CKE(SLOT(table_of(U_INTEGRITY), 2, void_fn)(), CUDA_ERROR_NOT_SUPPORTED);
 }
 
-static void test_cublaslt_table(void **state)
+/* Tables served so that their askers go on, whose every slot refuses. */
+static void test_refusing_tables(void **state)
 {
     (void)state;
-    void *const *t = table_of(U_LT);
+    void *const *lt = table_of(U_LT), *const *cupti = table_of(U_CUPTI);
     void *a = NULL, *b = NULL;
     for (int s = 1; s < 8; s++)
-        CKE(SLOT(t, s, two_ptr_fn)(&a, &b), CUDA_ERROR_NOT_SUPPORTED);
+        CKE(SLOT(lt, s, two_ptr_fn)(&a, &b), CUDA_ERROR_NOT_SUPPORTED);
+    for (int s = 1; s < 64; s++)
+        CKE(SLOT(cupti, s, two_ptr_fn)(&a, &b), CUDA_ERROR_NOT_SUPPORTED);
     assert_null(a);
     assert_null(b);
 }
@@ -916,7 +921,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cls_exit),
         cmocka_unit_test(test_checks_and_identity),
         cmocka_unit_test(test_integrity),
-        cmocka_unit_test(test_cublaslt_table),
+        cmocka_unit_test(test_refusing_tables),
         cmocka_unit_test(test_refusals_said_once),
         cmocka_unit_test(test_loading_mode),
         cmocka_unit_test(test_library_without_code),
