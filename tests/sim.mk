@@ -8,7 +8,8 @@
 #   test_simgpu_mem  pools, arrays, texture and surface objects and the VMM
 #                    API, with exact accounting
 #   test_simgpu_image the JIT linker, image architectures, compressed fatbins,
-#                    managed variables (images built from tests/simgpu_images.cu)
+#                    managed variables, libraries as the runtime uses them
+#                    (images built from tests/simgpu_images.cu)
 #   test_simgpu_memop stream memory operations (cuStreamWaitValue/WriteValue,
 #                    batches): conditions, time model, a wait on another
 #                    process's write, a wait that never comes
@@ -19,10 +20,10 @@
 #                    (validation, first process fixes the configuration,
 #                    before cuInit, -Bsymbolic under a preload, SIMGPU_LOG);
 #                    it and test_simgpu_mp share test_simgpu_mp_lib.c
-#   test_simgpu_rt   the CUDA runtime: cuGetExportTable's tables one by one,
-#                    what the runtime needs beside them, and the toolkit's
-#                    runtime, cuBLAS, cuBLASLt and cuDNN over simgpu (the
-#                    rt_* clients of tests/clients, built by nvcc)
+#   test_simgpu_rt   the CUDA runtime's side of the driver: cuGetExportTable's
+#                    tables one by one, what the runtime needs beside them
+#   test_simgpu_cudart the toolkit's runtime, cuBLAS, cuBLASLt and cuDNN over
+#                    simgpu (the rt_* clients of tests/clients, built by nvcc)
 SIM_TEST_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)
 SIM_TEST_OBJS := $(B)/obj/tests/test_simgpu_util.o $(SIM_LIB)
 
@@ -97,7 +98,7 @@ $(eval $(call salus_test,test_simgpu_image,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(B)/obj/tests/test_simgpu_image.o: MOD_CFLAGS := -DCUDA_HOME_DIR='"$(CUDA_HOME)"'
 $(B)/tests/test_simgpu_image: | $(WL_CUBIN) $(WL_PTX) $(SIMIMG_ALL)
 
-# ---- test_simgpu_rt: the CUDA runtime and its libraries over simgpu ----------
+# ---- test_simgpu_rt and test_simgpu_cudart: the CUDA runtime over simgpu -----
 # rt_client.cu linked with the shared runtime, the static one, and as PTX
 # only (the driver gets PTX to JIT); rt_libs.cu with cuBLAS, cuBLASLt and
 # cuDNN (not built, and its tests skipped saying so, without cudnn.h).  The
@@ -121,4 +122,6 @@ $(RT_CLI)/rt_libs: tests/clients/rt_libs.cu | $(B)/.deps-build
 	$(RT_NVCC) -arch=sm_90 -cudart shared -o $@ $< -lcublasLt -lcublas -lcudnn
 
 $(eval $(call salus_test,test_simgpu_rt,$(SIM_MP_OBJS) $(B)/obj/sim/md2.o,$(SIM_TEST_LIBS)))
-$(B)/tests/test_simgpu_rt: | $(RT_CLIENTS) $(SIMIMG)/multi.fatbin $(SIMIMG)/other.fatbin $(WL_CUBIN)
+$(B)/tests/test_simgpu_rt: | $(SIMIMG)/multi.fatbin $(SIMIMG)/other.fatbin $(WL_CUBIN)
+$(eval $(call salus_test,test_simgpu_cudart,,))
+$(B)/tests/test_simgpu_cudart: | $(SIM_LIB) $(RT_CLIENTS)

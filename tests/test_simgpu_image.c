@@ -4,7 +4,9 @@
  * chosen), compressed fatbin entries (ZSTD, LZ4), managed variables, the JIT
  * linker (cuLink*: PTX, cubin, fatbin, host object and archive
  * inputs, the option and log handling, the errors), and the linked image
- * loaded, its kernels launched and its variables read; managed variables.
+ * loaded, its kernels launched and its variables read; managed variables;
+ * libraries as the CUDA runtime uses them (one without code for the device,
+ * a library's variables in each context).
  *
  * The images are built by tests/sim.mk from tests/simgpu_images.cu
  * (img_kernel, img_table {1.5, 2.5, 3.5, 4.5}, img_const = 7, img_managed,
@@ -18,6 +20,7 @@
 
 #include <cuda.h>
 #include <elf.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,6 +451,90 @@ static void test_link_errors(void **state)
     (void)path;
 }
 
+/* ---- libraries ---------------------------------------------------------------------
+ * What the CUDA runtime needs of them: it loads fatbins as libraries. */
+
+/* cuCtxCreate_v2, whatever cuda.h maps cuCtxCreate to. */
+static CUresult ctx_create(CUcontext *c)
+{
+    CUresult (*fn)(CUcontext *, unsigned, CUdevice) = NULL;
+    if (cuGetProcAddress_v2("cuCtxCreate", (void **)&fn, 3020, 0, NULL) || !fn)
+        return CUDA_ERROR_UNKNOWN;
+    return fn(c, 0, 0);
+}
+
+/* Run fn(arg) in a thread of its own, which has no current context. */
+static void in_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* A library from a fatbin with no code for this device loads; its lookups
+ * fail.  A module of it is refused at once. */
+static void test_library_without_code(void **state)
+{
+    (void)state;
+    char *other = image("other.fatbin", NULL);
+    CUlibrary lib;
+    CUkernel k;
+    CUmodule m;
+    CUdeviceptr p;
+    CK(cuLibraryLoadData(&lib, other, NULL, NULL, 0, NULL, NULL, 0));
+    CKE(cuLibraryGetKernel(&k, lib, "img_kernel"), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CKE(cuLibraryGetGlobal(&p, NULL, lib, "img_table"), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CK(cuLibraryUnload(lib));
+    CKE(cuModuleLoadData(&m, other), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    free(other);
+}
+
+static void *global_in_thread(void *arg)
+{
+    CUdeviceptr p;
+    CKE(cuLibraryGetGlobal(&p, NULL, (CUlibrary)arg, "img_table"), CUDA_ERROR_INVALID_CONTEXT);
+    return NULL;
+}
+
+/* A library's variable has memory in each context that asks, with its
+ * initial bytes, kept until the library or that context goes. */
+static void test_library_globals(void **state)
+{
+    (void)state;
+    char *fatbin = image("multi.fatbin", NULL);
+    CUlibrary lib;
+    CUmodule m;
+    CUcontext other;
+    CUdeviceptr p, q, r;
+    size_t size = 0;
+    float table[4], mine[4] = { 9, 8, 7, 6 };
+    CK(cuLibraryLoadData(&lib, fatbin, NULL, NULL, 0, NULL, NULL, 0));
+    CK(cuLibraryGetGlobal(&p, &size, lib, "img_table"));
+    assert_int_equal(size, sizeof table);
+    CK(cuMemcpyDtoH(table, p, sizeof table));
+    assert_true(table[0] == 1.5f && table[3] == 4.5f);
+    CK(cuMemcpyHtoD(p, mine, sizeof mine));
+    CK(cuLibraryGetGlobal(&q, NULL, lib, "img_table"));
+    assert_true(q == p);
+    CK(cuLibraryGetModule(&m, lib));
+    CK(cuModuleGetGlobal(&q, NULL, m, "img_table"));
+    assert_true(q == p);
+    CK(ctx_create(&other));
+    CK(cuLibraryGetGlobal(&r, NULL, lib, "img_table"));
+    assert_true(r != p);
+    CK(cuMemcpyDtoH(table, r, sizeof table));
+    assert_true(table[0] == 1.5f);
+    CK(cuCtxDestroy(other));
+    CK(cuCtxSetCurrent(simt_ctx));
+    CK(cuMemcpyDtoH(table, p, sizeof table));
+    assert_memory_equal(table, mine, sizeof mine);
+    CKE(cuLibraryGetGlobal(&q, NULL, lib, "no_such"), CUDA_ERROR_NOT_FOUND);
+    in_thread(global_in_thread, lib);
+    CK(cuLibraryUnload(lib));
+    CKE(cuMemcpyDtoH(table, p, sizeof table), CUDA_ERROR_INVALID_VALUE);    /* gone with it */
+    free(fatbin);
+}
+
 int main(void)
 {
     if (simt_init("simgpu-image"))
@@ -461,6 +548,8 @@ int main(void)
         cmocka_unit_test(test_link_containers),
         cmocka_unit_test(test_link_device_runtime),
         cmocka_unit_test(test_link_errors),
+        cmocka_unit_test(test_library_without_code),
+        cmocka_unit_test(test_library_globals),
     };
     return cmocka_run_group_tests_name("simgpu_image", tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /*
- * test_simgpu_rt.c - simgpu serving the CUDA runtime.
+ * test_simgpu_rt.c - simgpu serving the CUDA runtime, driver side (the
+ * toolkit's runtime and libraries over it are test_simgpu_cudart's).
  *
  * First the private tables of cuGetExportTable, one at a time, called as
  * the runtime calls them (driver API, this process): the CUDART interface
@@ -9,17 +10,10 @@
  * integrity check (MD2 against RFC 1319's examples), cuBLASLt's and
  * CUPTI's tables, and refusals said once.  Then what the runtime needs beside them (loading
  * mode, a library without code for the device, a library's variables per
- * context, cluster occupancy, the CIG limits).  Then the toolkit's own
- * runtime and libraries over simgpu: the programs of tests/clients built by
- * nvcc (rt_client linked -cudart shared, -cudart static and PTX only;
- * rt_libs with cuBLAS, cuBLASLt and cuDNN), each a child with its own state
- * and trace, judged by its exit status, its JSON line and the kernels the
- * trace shows for it.  Their checks read data moved by copies through the
- * host; simgpu's kernels compute nothing, so no result of a kernel is
- * checked anywhere here.
+ * context, cluster occupancy, the CIG limits, and the smaller answers
+ * cuDNN and PyTorch ask for).
  *
- * Children are this binary again (`--child <role>`, test_simgpu_mp_lib.c)
- * or the clients; skipped, saying why, when a client is not built.
+ * Children are this binary again (`--child <role>`, test_simgpu_mp_lib.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,7 +32,6 @@
 
 #define CK(x)      assert_int_equal((x), CUDA_SUCCESS)
 #define CKE(x, e)  assert_int_equal((x), (e))
-#define CLIENT_MS  60000
 
 /* md2.c, linked into this binary. */
 void sim_md2(const void *data, size_t len, uint8_t out[16]);
@@ -603,72 +596,6 @@ static void test_loading_mode(void **state)
     }
 }
 
-/* A library from a fatbin with no code for this device loads; its lookups
- * fail.  A module of it is refused at once. */
-static void test_library_without_code(void **state)
-{
-    (void)state;
-    primary_again();
-    void *other = image("other.fatbin");
-    CUlibrary lib;
-    CUkernel k;
-    CUmodule m;
-    CUdeviceptr p;
-    CK(cuLibraryLoadData(&lib, other, NULL, NULL, 0, NULL, NULL, 0));
-    CKE(cuLibraryGetKernel(&k, lib, "img_kernel"), CUDA_ERROR_NO_BINARY_FOR_GPU);
-    CKE(cuLibraryGetGlobal(&p, NULL, lib, "img_table"), CUDA_ERROR_NO_BINARY_FOR_GPU);
-    CK(cuLibraryUnload(lib));
-    CKE(cuModuleLoadData(&m, other), CUDA_ERROR_NO_BINARY_FOR_GPU);
-    free(other);
-}
-
-static void *global_in_thread(void *arg)
-{
-    CUdeviceptr p;
-    CKE(cuLibraryGetGlobal(&p, NULL, (CUlibrary)arg, "img_table"), CUDA_ERROR_INVALID_CONTEXT);
-    return NULL;
-}
-
-/* A library's variable has memory in each context that asks, with its
- * initial bytes, kept until the library or that context goes. */
-static void test_library_globals(void **state)
-{
-    (void)state;
-    primary_again();
-    void *fatbin = image("multi.fatbin");
-    CUlibrary lib;
-    CUmodule m;
-    CUcontext other;
-    CUdeviceptr p, q, r;
-    size_t size = 0;
-    float table[4], mine[4] = { 9, 8, 7, 6 };
-    CK(cuLibraryLoadData(&lib, fatbin, NULL, NULL, 0, NULL, NULL, 0));
-    CK(cuLibraryGetGlobal(&p, &size, lib, "img_table"));
-    assert_int_equal(size, sizeof table);
-    CK(cuMemcpyDtoH(table, p, sizeof table));
-    assert_true(table[0] == 1.5f && table[3] == 4.5f);
-    CK(cuMemcpyHtoD(p, mine, sizeof mine));
-    CK(cuLibraryGetGlobal(&q, NULL, lib, "img_table"));
-    assert_true(q == p);
-    CK(cuLibraryGetModule(&m, lib));
-    CK(cuModuleGetGlobal(&q, NULL, m, "img_table"));
-    assert_true(q == p);
-    CK(ctx_create(&other));
-    CK(cuLibraryGetGlobal(&r, NULL, lib, "img_table"));
-    assert_true(r != p);
-    CK(cuMemcpyDtoH(table, r, sizeof table));
-    assert_true(table[0] == 1.5f);
-    CK(cuCtxDestroy(other));
-    primary_again();
-    CK(cuMemcpyDtoH(table, p, sizeof table));
-    assert_memory_equal(table, mine, sizeof mine);
-    CKE(cuLibraryGetGlobal(&q, NULL, lib, "no_such"), CUDA_ERROR_NOT_FOUND);
-    in_thread(global_in_thread, lib);
-    CK(cuLibraryUnload(lib));
-    CKE(cuMemcpyDtoH(table, p, sizeof table), CUDA_ERROR_INVALID_VALUE);    /* gone with it */
-    free(fatbin);
-}
-
 #if CUDA_VERSION >= 12090
 static void log_callback(void *data, CUlogLevel level, char *message, size_t len)
 {
@@ -728,107 +655,6 @@ static void test_occupancy_limits_attributes(void **state)
     CK(cuLogsUnregisterCallback(h));
     CKE(cuLogsUnregisterCallback(h), CUDA_ERROR_INVALID_VALUE);
 #endif
-}
-
-/* ---- the toolkit's runtime and libraries -------------------------------------------------------- */
-
-typedef struct rt_run {
-    tu_proc_t p;
-    int rc;
-    char *out, *err;
-    long kernels;                       /* of the client's pid */
-    long named;                         /* of those, named as asked */
-} rt_run_t;
-
-static void rt_free(rt_run_t *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-/* Run tests/clients/<client> <mode> over simgpu (state of its own; extra:
- * one "NAME=value" more); kernel: the name to count in its trace. */
-static void rt_run(rt_run_t *r, const char *client, const char *mode, const char *kernel,
-                   const char *extra)
-{
-    char rel[128], prog[512], state[64], trace[600];
-    snprintf(rel, sizeof rel, "tests/clients/%s", client);
-    if (!tu_built(rel))
-        skip();
-    memset(r, 0, sizeof *r);
-    snprintf(trace, sizeof trace, "%s/rt-%s-%s.jsonl", tu_tmpdir(), client, mode);
-    unlink(trace);
-    tu_env_t env;
-    mp_env(&env, tu_unique_name("rt", state, sizeof state));
-    tu_env_set(&env, "SIMGPU_TRACE", "%s", trace);
-    tu_env_unset(&env, "CUDA_MODULE_LOADING");
-    if (extra) {
-        const char *eq = strchr(extra, '=');
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(eq - extra), extra);
-        tu_env_set(&env, name, "%s", eq + 1);
-    }
-    tu_build_path(rel, prog, sizeof prog);
-    char *argv[] = { prog, (char *)mode, NULL };
-    r->rc = tu_run(argv, &env, CLIENT_MS, &r->p);
-    r->out = tu_read_file(r->p.out_path, NULL);
-    r->err = tu_read_file(r->p.err_path, NULL);
-    tu_kernel_t *k = NULL;
-    long n = tu_trace_load(trace, &k);
-    for (long i = 0; i < n; i++) {
-        if (k[i].pid != r->p.pid)
-            continue;
-        r->kernels++;
-        r->named += kernel && !strcmp(k[i].name, kernel);
-    }
-    free(k);
-    tu_env_free(&env);
-    if (r->rc != 0 || !r->out || tu_json_need(r->out, "ok") != 1)
-        fail_msg("%s %s exited %d: %s%s", client, mode, r->rc, r->out ? r->out : "",
-                 r->err ? r->err : "");
-}
-
-/* rt_client: every launch it counted reached simgpu as rt_scale. */
-static void rt_client(const char *client, const char *mode)
-{
-    rt_run_t r;
-    rt_run(&r, client, mode, "rt_scale", NULL);
-    long launches = (long)tu_json_need(r.out, "launches");
-    assert_true(launches > 0);
-    assert_int_equal(r.named, launches);
-    assert_int_equal(tu_json_need(r.out, "major"), 9);
-    rt_free(&r);
-}
-
-static void test_rt_shared(void **state)  { (void)state; rt_client("rt_shared", "basic"); }
-static void test_rt_static(void **state)  { (void)state; rt_client("rt_static", "basic"); }
-static void test_rt_ptx(void **state)     { (void)state; rt_client("rt_ptx", "basic"); }
-static void test_rt_reset(void **state)   { (void)state; rt_client("rt_shared", "reset"); }
-static void test_rt_static_reset(void **state) { (void)state; rt_client("rt_static", "reset"); }
-static void test_rt_threads(void **state) { (void)state; rt_client("rt_shared", "threads"); }
-
-/* rt_libs: the library ran its kernels over simgpu. */
-static void rt_libs(const char *mode, const char *extra)
-{
-    rt_run_t r;
-    rt_run(&r, "rt_libs", mode, NULL, extra);
-    assert_true(r.kernels > 0);
-    double found;
-    if (tu_json_num(r.out, "algorithms", &found) == 0)
-        assert_true(found > 0);
-    rt_free(&r);
-}
-
-static void test_rt_sgemm(void **state)   { (void)state; rt_libs("sgemm", NULL); }
-static void test_rt_lt_f16(void **state)  { (void)state; rt_libs("lt-f16", NULL); }
-static void test_rt_lt_bf16(void **state) { (void)state; rt_libs("lt-bf16", NULL); }
-static void test_rt_conv(void **state)    { (void)state; rt_libs("conv", NULL); }
-/* cuBLAS's runtime loads all its fatbins at start under EAGER, one without
- * code for sm_90 among them. */
-static void test_rt_sgemm_eager(void **state)
-{
-    (void)state;
-    rt_libs("sgemm", "CUDA_MODULE_LOADING=EAGER");
 }
 
 /* ---- children ---------------------------------------------------------------------------------------- */
@@ -924,20 +750,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refusing_tables),
         cmocka_unit_test(test_refusals_said_once),
         cmocka_unit_test(test_loading_mode),
-        cmocka_unit_test(test_library_without_code),
-        cmocka_unit_test(test_library_globals),
         cmocka_unit_test(test_occupancy_limits_attributes),
-        cmocka_unit_test(test_rt_shared),
-        cmocka_unit_test(test_rt_static),
-        cmocka_unit_test(test_rt_ptx),
-        cmocka_unit_test(test_rt_reset),
-        cmocka_unit_test(test_rt_static_reset),
-        cmocka_unit_test(test_rt_threads),
-        cmocka_unit_test(test_rt_sgemm),
-        cmocka_unit_test(test_rt_lt_f16),
-        cmocka_unit_test(test_rt_lt_bf16),
-        cmocka_unit_test(test_rt_conv),
-        cmocka_unit_test(test_rt_sgemm_eager),
     };
     return cmocka_run_group_tests_name("simgpu runtime", tests, NULL, NULL);
 }
