@@ -5,6 +5,9 @@
 #   make test T=test_sched,test_ipc F='*lease*'
 #                   those test binaries only; of them, the tests whose names
 #                   match F (cmocka's filter: * and ? are wildcards)
+#   make test-soak  the long variants (SALUS_TEST_SOAK=1): gigabytes paged
+#                   and preempted where make test moves megabytes, more
+#                   rounds; the same checks (tests/module.mk lists them)
 #   make demo       jobs sharing a (simulated) GPU, with and without Salus
 #   make bench      the paper's experiments, reproduced (bench/results/)
 #   make fuzz       the table fuzzer under libFuzzer for FUZZ_SECONDS (300)

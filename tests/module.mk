@@ -17,3 +17,16 @@ $(B)/tests/$(1): $(B)/obj/tests/$(1).o $(TESTUTIL_OBJS) $(2)
 endef
 
 include $(filter-out tests/module.mk,$(wildcard tests/*.mk))
+
+# make test-soak: the long variants of the tests that have one, with
+# SALUS_TEST_SOAK=1 (tu_soak in tests/lib/testutil.h) and a timeout of
+# TEST_SOAK_TIMEOUT seconds per binary: paging's gigabytes and ten rounds
+# (test_memory_vmm), preemption's 3 GiB jobs (test_memory_preempt).  The
+# same checks as make test's, at the sizes and counts make test scaled
+# down to stay in its budget; they need about 8 GiB of free host memory.
+SOAK_TESTS := $(addprefix $(B)/tests/,test_memory_vmm test_memory_preempt)
+TEST_SOAK_TIMEOUT ?= 900
+.PHONY: test-soak
+test-soak: $(B)/.deps-test all $(SOAK_TESTS)
+	@SALUS_TEST_SOAK=1 CMOCKA_TEST_FILTER='$(F)' sh mk/run-tests.sh $(B)/tests/soak-logs \
+	    $(TEST_SOAK_TIMEOUT) $(SOAK_TESTS)
