@@ -3,7 +3,7 @@
 #   $(eval $(call salus_test,<name>,<objects it links>,<libraries>))
 # which adds it to TESTS, the list that make test runs in order.
 
-TESTUTIL_OBJS := $(B)/obj/tests/lib/testutil.o
+TESTUTIL_OBJS := $(B)/obj/tests/lib/testutil.o $(B)/obj/tests/lib/actor.o
 TEST_LDLIBS   := -lcmocka -ldl -lpthread -lrt
 
 $(TESTUTIL_OBJS): | $(B)/.deps-test
