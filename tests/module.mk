@@ -3,7 +3,8 @@
 #   $(eval $(call salus_test,<name>,<objects it links>,<libraries>))
 # which adds it to TESTS, the list that make test runs in order.
 
-TESTUTIL_OBJS := $(B)/obj/tests/lib/testutil.o $(B)/obj/tests/lib/actor.o
+TESTUTIL_OBJS := $(B)/obj/tests/lib/testutil.o $(B)/obj/tests/lib/actor.o \
+                 $(B)/obj/tests/lib/salusrun.o
 TEST_LDLIBS   := -lcmocka -ldl -lpthread -lrt
 
 $(TESTUTIL_OBJS): | $(B)/.deps-test
