@@ -1,7 +1,8 @@
 # Salus: share one NVIDIA GPU among unmodified deep-learning processes.
 #
 #   make            build libsalus.so, simgpu, the workloads and the tools
-#   make test       every test (unit and multi-process), then a summary line
+#   make test       every test (unit and multi-process), then a summary line;
+#                   two binaries at a time (TEST_JOBS=1: one at a time)
 #   make test T=test_sched,test_ipc F='*lease*'
 #                   those test binaries only; of them, the tests whose names
 #                   match F (cmocka's filter: * and ? are wildcards)
