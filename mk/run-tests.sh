@@ -25,7 +25,10 @@
 # (tu_unique_name, pid-based) and its files (tu_tmpdir, mkdtemp); each
 # binary also gets a SIMGPU_STATE and SALUS_TABLE of its own here, so that
 # a process that does not set them does not meet another binary's, or
-# another checkout's, on the per-user defaults.  The report waits for each
+# another checkout's, on the per-user defaults.  The binaries named in
+# TEST_ALONE (tests/module.mk: those whose checks are shares of time, or
+# that move the most memory) run after the lanes, one at a time, so that no
+# binary of this run competes with them.  The report waits for each
 # binary's result in turn; every binary has its timeout, so the wait ends.
 set -u
 filter=${CMOCKA_TEST_FILTER:-}
@@ -67,20 +70,32 @@ run_one() {
 
 # ---- the lanes ----------------------------------------------------------------
 
+alone() {
+    case " ${TEST_ALONE:-} " in *" $(basename "$1") "*) return 0 ;; esac
+    return 1
+}
+
 lane() {
     i=0
     for t in "$@"; do
         i=$(( i + 1 ))
+        alone "$t" && continue
         mkdir "$claims/$i" 2>/dev/null && run_one "$t"
     done
 }
 
 for t in "$@"; do rm -f "$logdir/$(basename "$t").res"; done
-n=0
-while [ "$n" -lt "$jobs" ]; do
-    lane "$@" &
-    n=$(( n + 1 ))
-done
+(
+    n=0
+    while [ "$n" -lt "$jobs" ]; do
+        lane "$@" &
+        n=$(( n + 1 ))
+    done
+    wait
+    for t in "$@"; do
+        alone "$t" && run_one "$t"
+    done
+) &
 
 # ---- the report -----------------------------------------------------------------
 

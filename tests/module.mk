@@ -19,6 +19,14 @@ endef
 
 include $(filter-out tests/module.mk,$(wildcard tests/*.mk))
 
+# make test runs two binaries at a time (mk/run-tests.sh, TEST_JOBS); these
+# run after the others, one at a time: their checks are shares of GPU time
+# or rest times between processes (a second binary's load beside them on a
+# busy 2-core machine made them fail), or they page gigabytes.
+TEST_ALONE ?= test_memory_thrash test_memory_ipc test_sched_lease test_sched_sim \
+              test_sched_gang
+export TEST_ALONE
+
 # make test-soak: the long variants of the tests that have one, with
 # SALUS_TEST_SOAK=1 (tu_soak in tests/lib/testutil.h) and a timeout of
 # TEST_SOAK_TIMEOUT seconds per binary: paging's gigabytes and ten rounds
