@@ -1,8 +1,8 @@
 /*
  * test_gpucheck_lib.h - what the tests of bench/gpu/check.sh share
- * (test_gpucheck: its judgements, lint, overlap and cuGetProcAddress steps;
+ * (test_gpucheck: its overlap and cuGetProcAddress steps;
  * test_gpucheck_torch: its PyTorch steps around the test double;
- * test_gpucheck_torchfail: those steps' judgements refusing what they must):
+ * test_gpucheck_judge: its judgements and lint):
  * bash and python3 found on PATH, whether what check.sh runs is built,
  * check.sh --simgpu with some of its steps, and its summary's lines.
  */
