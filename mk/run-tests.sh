@@ -25,10 +25,14 @@
 # (tu_unique_name, pid-based) and its files (tu_tmpdir, mkdtemp); each
 # binary also gets a SIMGPU_STATE and SALUS_TABLE of its own here, so that
 # a process that does not set them does not meet another binary's, or
-# another checkout's, on the per-user defaults.  The binaries named in
-# TEST_ALONE (tests/module.mk: those whose checks are shares of time, or
-# that move the most memory) run after the lanes, one at a time, so that no
-# binary of this run competes with them.  The report waits for each
+# another checkout's, on the per-user defaults.  Of the binaries named in
+# TEST_HEAVY (tests/module.mk: those that keep a core busy, Python and
+# shell mostly) one runs at a time: a lane whose next one is heavy while
+# another heavy runs takes a light one meanwhile (a heavy one holds the
+# directory "heavy" while it runs).  The binaries named in TEST_ALONE
+# (those whose checks are shares of time, or that move the most memory)
+# run after the lanes, one at a time, so that no binary of this run
+# competes with them.  The report waits for each
 # binary's result in turn; every binary has its timeout, so the wait ends.
 set -u
 filter=${CMOCKA_TEST_FILTER:-}
@@ -75,12 +79,39 @@ alone() {
     return 1
 }
 
+heavy() {
+    case " ${TEST_HEAVY:-} " in *" $(basename "$1") "*) return 0 ;; esac
+    return 1
+}
+
+# Passes over the list until every binary of the lanes is taken: a light
+# one is taken when nobody has; a heavy one when nobody has and no other
+# heavy one runs.  A pass that took nothing while some are left (heavy
+# ones, waiting for the one that runs) waits a second for it.
 lane() {
-    i=0
-    for t in "$@"; do
-        i=$(( i + 1 ))
-        alone "$t" && continue
-        mkdir "$claims/$i" 2>/dev/null && run_one "$t"
+    left=1
+    while [ "$left" -gt 0 ]; do
+        i=0; left=0; took=0
+        for t in "$@"; do
+            i=$(( i + 1 ))
+            alone "$t" && continue
+            [ -d "$claims/$i" ] && continue
+            if heavy "$t"; then
+                if ! mkdir "$claims/heavy" 2>/dev/null; then
+                    left=$(( left + 1 ))
+                    continue
+                fi
+                if mkdir "$claims/$i" 2>/dev/null; then
+                    run_one "$t"
+                    took=1
+                fi
+                rmdir "$claims/heavy"
+            elif mkdir "$claims/$i" 2>/dev/null; then
+                run_one "$t"
+                took=1
+            fi
+        done
+        [ "$left" -gt 0 ] && [ "$took" -eq 0 ] && sleep 1
     done
 }
 

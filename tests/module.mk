@@ -26,6 +26,12 @@ include $(filter-out tests/module.mk,$(wildcard tests/*.mk))
 TEST_ALONE ?= test_memory_thrash test_memory_ipc test_sched_lease test_sched_sim \
               test_sched_gang
 export TEST_ALONE
+# Of these, one at a time beside the other lane's: each keeps a core busy
+# (Python, shellcheck, nm, thousands of children), and two of them at once
+# on a loaded 2-core machine took test_gpucheck_judge past 40 s.
+TEST_HEAVY ?= test_slurm test_bench test_gpucheck test_gpucheck_torch test_gpucheck_judge \
+              test_clients test_ipc_fuzz test_ipc_fuzz_b test_layering
+export TEST_HEAVY
 
 # make test-soak: the long variants of the tests that have one, with
 # SALUS_TEST_SOAK=1 (tu_soak in tests/lib/testutil.h) and a timeout of
