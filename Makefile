@@ -1,10 +1,14 @@
 # Salus: share one NVIDIA GPU among unmodified deep-learning processes.
 #
 #   make            build libsalus.so, simgpu, the workloads and the tools
-#   make test       every test (unit and multi-process), then a summary line
+#   make test       every test (unit and multi-process), then a summary line;
+#                   two binaries at a time (TEST_JOBS=1: one at a time)
 #   make test T=test_sched,test_ipc F='*lease*'
 #                   those test binaries only; of them, the tests whose names
 #                   match F (cmocka's filter: * and ? are wildcards)
+#   make test-soak  the long variants (SALUS_TEST_SOAK=1): gigabytes paged
+#                   and preempted where make test moves megabytes, more
+#                   rounds; the same checks (tests/module.mk lists them)
 #   make demo       jobs sharing a (simulated) GPU, with and without Salus
 #   make bench      the paper's experiments, reproduced (bench/results/)
 #   make fuzz       the table fuzzer under libFuzzer for FUZZ_SECONDS (300)

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Run every test program, one at a time, and sum cmocka's results.
+# Run every test program, TEST_JOBS at a time (default 2), and sum cmocka's
+# results.
 #
 #   mk/run-tests.sh <log-dir> <timeout-seconds> <test-binary>...
 #
@@ -13,22 +14,52 @@
 # With CMOCKA_TEST_FILTER set (make test F=...), each binary runs only its
 # tests whose names match; binaries with none are left out of the listing,
 # and a filter that matches no test at all is a failure (a typo must not pass).
+#
+# Divided into: running one binary (its counts into <log-dir>/<name>.res);
+# the lanes; the report, in the order given.
+#
+# TEST_JOBS=2 runs two binaries at once: lanes, each taking the next binary
+# nobody has taken (a directory made per binary: mkdir is atomic), so that
+# a long binary holds one lane while the other goes through the short ones.
+# The tests never share state: each names its simgpu states and tables
+# (tu_unique_name, pid-based) and its files (tu_tmpdir, mkdtemp); each
+# binary also gets a SIMGPU_STATE and SALUS_TABLE of its own here, so that
+# a process that does not set them does not meet another binary's, or
+# another checkout's, on the per-user defaults.  Of the binaries named in
+# TEST_HEAVY (tests/module.mk: those that keep a core busy, Python and
+# shell mostly) one runs at a time: a lane whose next one is heavy while
+# another heavy runs takes a light one meanwhile (a heavy one holds the
+# directory "heavy" while it runs).  The binaries named in TEST_ALONE
+# (those whose checks are shares of time, or that move the most memory)
+# run after the lanes, one at a time, so that no binary of this run
+# competes with them.  The report waits for each
+# binary's result in turn; every binary has its timeout, so the wait ends.
 set -u
 filter=${CMOCKA_TEST_FILTER:-}
+jobs=${TEST_JOBS:-2}
+case "$jobs" in ''|*[!0-9]*|0) echo "run-tests: TEST_JOBS=$jobs is not a count of 1 or more" >&2; exit 2;; esac
 
 logdir=$1; limit=$2; shift 2
 mkdir -p "$logdir"
-passed=0; failed=0; skipped=0; failing=""; ran=0
+claims="$logdir/.claims.$$"
+rm -rf "$claims"
+mkdir -p "$claims"
+trap 'rm -rf "$claims"' EXIT
 
-for t in "$@"; do
+# ---- one binary -------------------------------------------------------------
+
+run_one() {
+    t=$1
     name=$(basename "$t")
     log="$logdir/$name.log"
     start=$(date +%s)
-    timeout -k 5 "$limit" "$t" >"$log" 2>&1
+    SIMGPU_STATE="/salus-rt-$$-$name-sim" SALUS_TABLE="/salus-rt-$$-$name" \
+        timeout -k 5 "$limit" "$t" >"$log" 2>&1
     rc=$?
+    rm -f "/dev/shm/salus-rt-$$-$name-sim" "/dev/shm/salus-rt-$$-$name"
     secs=$(( $(date +%s) - start ))
     # Count the run section only: cmocka repeats names in its summary.
-    set -- $(awk '
+    counts=$(awk '
         /^\[==========\] .* run\./ { done = 1 }
         done { next }
         /^\[ RUN      \]/ { run++ }
@@ -37,7 +68,76 @@ for t in "$@"; do
         /^\[  SKIPPED \]/ { skip++ }
         /^\[  ERROR   \]/ { err++ }
         END { printf "%d %d %d %d %d\n", run, ok, bad, skip, err }' "$log")
-    run=$1; ok=$2; bad=$3; skip=$4; err=$5
+    echo "$rc $secs $counts" > "$logdir/$name.res.tmp"
+    mv "$logdir/$name.res.tmp" "$logdir/$name.res"
+}
+
+# ---- the lanes ----------------------------------------------------------------
+
+alone() {
+    case " ${TEST_ALONE:-} " in *" $(basename "$1") "*) return 0 ;; esac
+    return 1
+}
+
+heavy() {
+    case " ${TEST_HEAVY:-} " in *" $(basename "$1") "*) return 0 ;; esac
+    return 1
+}
+
+# Passes over the list until every binary of the lanes is taken: a light
+# one is taken when nobody has; a heavy one when nobody has and no other
+# heavy one runs.  A pass that took nothing while some are left (heavy
+# ones, waiting for the one that runs) waits a second for it.
+lane() {
+    left=1
+    while [ "$left" -gt 0 ]; do
+        i=0; left=0; took=0
+        for t in "$@"; do
+            i=$(( i + 1 ))
+            alone "$t" && continue
+            [ -d "$claims/$i" ] && continue
+            if heavy "$t"; then
+                if ! mkdir "$claims/heavy" 2>/dev/null; then
+                    left=$(( left + 1 ))
+                    continue
+                fi
+                if mkdir "$claims/$i" 2>/dev/null; then
+                    run_one "$t"
+                    took=1
+                fi
+                rmdir "$claims/heavy"
+            elif mkdir "$claims/$i" 2>/dev/null; then
+                run_one "$t"
+                took=1
+            fi
+        done
+        [ "$left" -gt 0 ] && [ "$took" -eq 0 ] && sleep 1
+    done
+}
+
+for t in "$@"; do rm -f "$logdir/$(basename "$t").res"; done
+(
+    n=0
+    while [ "$n" -lt "$jobs" ]; do
+        lane "$@" &
+        n=$(( n + 1 ))
+    done
+    wait
+    for t in "$@"; do
+        alone "$t" && run_one "$t"
+    done
+) &
+
+# ---- the report -----------------------------------------------------------------
+
+passed=0; failed=0; skipped=0; failing=""; ran=0
+for t in "$@"; do
+    name=$(basename "$t")
+    log="$logdir/$name.log"
+    while [ ! -e "$logdir/$name.res" ]; do sleep 1; done
+    set -- $(cat "$logdir/$name.res")
+    rc=$1; secs=$2; run=$3; ok=$4; bad=$5; skip=$6; err=$7
+    rm -f "$logdir/$name.res"
     unfinished=$(( run - ok - bad - skip ))
     extra=0
     if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then extra=1; fi
@@ -62,6 +162,7 @@ for t in "$@"; do
         grep '^\[  SKIPPED \]' "$log" | sed -n '1,20p' | sed 's/^/    skipped: /'
     fi
 done
+wait
 
 if [ -n "$filter" ] && [ "$ran" -eq 0 ]; then
     echo "no test matches the filter '$filter'"

@@ -11,6 +11,9 @@ $(B)/tests/test_ipc_open: | $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS
 $(B)/obj/tests/lib/tablefuzz.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_ipc_fuzz,$(B)/obj/tests/lib/tablefuzz.o $(TOOLS_LIB_OBJS) $(TOOLS_CORE),$(TOOLS_LDLIBS)))
 $(B)/tests/test_ipc_fuzz: | $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
+# The second half of its tables (test_ipc_fuzz.c says why).
+$(eval $(call salus_test,test_ipc_fuzz_b,$(B)/obj/tests/lib/tablefuzz.o $(TOOLS_LIB_OBJS) $(TOOLS_CORE),$(TOOLS_LDLIBS)))
+$(B)/tests/test_ipc_fuzz_b: | $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
 
 # make fuzz: the libFuzzer harness (tests/fuzz/fuzz_table.c) over the same
 # host and monitor, built with clang -fsanitize=fuzzer,address,undefined from

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "ipc/ipc.h"
+#include "lib/salusrun.h"
 #include "lib/testutil.h"
 #include "memory/memory.h"
 
@@ -33,26 +34,23 @@
 #define GB (1ull << 30)
 #define OOM CUDA_ERROR_OUT_OF_MEMORY
 
-static char state_name[64], table_name[64], report[512];
+static sr_names_t names;          /* this test's state, table and report */
 
 static int setup(void **state)
 {
     (void)state;
-    tu_unique_name("salus-mdrv-sim", state_name, sizeof state_name);
-    tu_unique_name("salus-mdrv", table_name, sizeof table_name);
-    snprintf(report, sizeof report, "%s/report-%s.json", tu_tmpdir(), table_name + 1);
-    unlink(report);
+    sr_names(&names, "salus-mdrv");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    shm_unlink(state_name);
-    shm_unlink(table_name);
+    sr_unlink(&names);
     return 0;
 }
 
+/* A run of memclient. */
 typedef struct run {
     tu_proc_t p;
     int rc;
@@ -65,20 +63,10 @@ static void start2(run_t *r, const char *const *vars, const char *mode, const ch
 {
     tu_env_t env;
     char prog[512];
-    tu_env_init(&env);
-    tu_env_salus(&env, state_name, table_name);
-    tu_env_set(&env, "SALUS_REPORT", "%s", report);
-    tu_env_set(&env, "SALUS_MEM_HEADROOM", "0");
+    sr_env(&env, &names);
     tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");   /* contexts' memory is not the subject */
-    tu_env_unset(&env, "SALUS_MEM_LIMIT");
-    tu_env_unset(&env, "SALUS_MEM_RESERVE");
     tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");    /* a full device refuses at once */
-    for (int i = 0; vars && vars[i]; i++) {
-        char name[64];
-        const char *eq = strchr(vars[i], '=');
-        snprintf(name, sizeof name, "%.*s", (int)(eq - vars[i]), vars[i]);
-        tu_env_set(&env, name, "%s", eq + 1);
-    }
+    sr_env_vars(&env, vars);
     char *argv[] = { (char *)tu_build_path("tests/clients/memclient", prog, sizeof prog),
                      (char *)mode, (char *)arg, (char *)arg2, NULL };
     assert_int_equal(tu_spawn(&r->p, argv, &env), 0);
@@ -125,16 +113,10 @@ static int step(const run_t *r, int i)
     return (int)tu_json_need(r->json, key);
 }
 
-/* The report line of pid; a number from it. */
+/* A number from pid's report line. */
 static double report_num(pid_t pid, const char *key)
 {
-    char *text = tu_read_file(report, NULL), needle[32], line[4096];
-    assert_non_null(text);
-    snprintf(needle, sizeof needle, "\"pid\":%d,", (int)pid);
-    assert_int_equal(tu_find_line(text, needle, 0, line, sizeof line), 0);
-    double v = tu_json_need(line, key);
-    free(text);
-    return v;
+    return sr_report_num(&names, pid, key);
 }
 
 static int have_client(void)

@@ -26,29 +26,26 @@
 #include <unistd.h>
 
 #include "ipc/ipc.h"
+#include "lib/salusrun.h"
 #include "lib/testutil.h"
 #include "memory/memory.h"
 
 #define MB (1ull << 20)
 #define GB (1ull << 30)
 
-static char state_name[64], table_name[64], report[512];
+static sr_names_t names;          /* this test's state, table and report */
 
 static int setup(void **state)
 {
     (void)state;
-    tu_unique_name("salus-mem-sim", state_name, sizeof state_name);
-    tu_unique_name("salus-mem-e2e", table_name, sizeof table_name);
-    snprintf(report, sizeof report, "%s/report-%s.json", tu_tmpdir(), table_name + 1);
-    unlink(report);
+    sr_names(&names, "salus-mem-e2e");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    shm_unlink(state_name);
-    shm_unlink(table_name);
+    sr_unlink(&names);
     return 0;
 }
 
@@ -66,19 +63,9 @@ static void start(run_t *r, const char *const *vars, const char *const *args)
     char prog[512];
     char *argv[40];
     int n = 0;
-    tu_env_init(&env);
-    tu_env_salus(&env, state_name, table_name);
-    tu_env_set(&env, "SALUS_REPORT", "%s", report);
-    tu_env_set(&env, "SALUS_MEM_HEADROOM", "0");
-    tu_env_unset(&env, "SALUS_MEM_LIMIT");
-    tu_env_unset(&env, "SALUS_MEM_RESERVE");
+    sr_env(&env, &names);
     tu_env_unset(&env, "SALUS_MEM_WAIT_MS");
-    for (int i = 0; vars && vars[i]; i++) {
-        char name[64];
-        const char *eq = strchr(vars[i], '=');
-        snprintf(name, sizeof name, "%.*s", (int)(eq - vars[i]), vars[i]);
-        tu_env_set(&env, name, "%s", eq + 1);
-    }
+    sr_env_vars(&env, vars);
     argv[n++] = (char *)tu_build_path("bin/salus-train", prog, sizeof prog);
     const char *common[] = { "--kernels", "2", "--kernel-us", "100", NULL };
     for (int i = 0; common[i]; i++)
@@ -106,22 +93,15 @@ static void run(run_t *r, const char *const *vars, const char *const *args)
     finish(r);
 }
 
-/* The report line of pid; a number from it. */
+/* A number from pid's report line. */
 static double report_num(pid_t pid, const char *key)
 {
-    char *text = tu_read_file(report, NULL), needle[32], line[4096];
-    double v = -1;
-    assert_non_null(text);
-    snprintf(needle, sizeof needle, "\"pid\":%d,", (int)pid);
-    assert_int_equal(tu_find_line(text, needle, 0, line, sizeof line), 0);
-    assert_int_equal(tu_json_num(line, key, &v), 0);
-    free(text);
-    return v;
+    return sr_report_num(&names, pid, key);
 }
 
 static int table_opened(void *arg)
 {
-    shm_open_opts_t o = { .name = table_name, .read_only = 1 };
+    shm_open_opts_t o = { .name = names.table, .read_only = 1 };
     return shm_open_table(&o, (shm_table_t **)arg) == 0;
 }
 
@@ -432,7 +412,7 @@ static void test_exit_and_death_seen_at_once(void **state)
 /* How many devices the table knows (an index is never given back). */
 static int table_devices(void)
 {
-    shm_open_opts_t o = { .name = table_name, .read_only = 1 };
+    shm_open_opts_t o = { .name = names.table, .read_only = 1 };
     shm_table_t *t = NULL;
     assert_int_equal(shm_open_table(&o, &t), 0);
     int n = 0;

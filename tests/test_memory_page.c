@@ -26,7 +26,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/actor.h"
 #include "lib/testutil.h"
 #include "memory/mem_layout.h"
 #include "test_memory_lib.h"
@@ -124,51 +124,7 @@ static uint64_t fp_paged(int ordinal)
 
 static const mem_pager_t fake_pager = { fp_out, fp_in, fp_paged, NULL, NULL };
 
-/* ---- actors (forked children driven through pipes) ----------------------- */
-
-typedef struct actor {
-    pid_t pid;
-    int cmd[2], rep[2];
-    int (*fn)(struct actor *);
-    uint64_t arg;
-} actor_t;
-
-static int actor_main(void *arg)
-{
-    actor_t *a = arg;
-    close(a->cmd[1]);
-    close(a->rep[0]);
-    return a->fn(a);
-}
-
-static void actor_start(actor_t *a, int (*fn)(actor_t *), uint64_t arg)
-{
-    assert_int_equal(pipe(a->cmd), 0);
-    assert_int_equal(pipe(a->rep), 0);
-    a->fn = fn;
-    a->arg = arg;
-    a->pid = fk_fork(actor_main, a);
-    assert_true(a->pid > 0);
-    close(a->cmd[0]);
-    close(a->rep[1]);
-}
-
-static void act_tell(actor_t *a, char c) { fk_send(a->rep[1], c); }
-/* A command within ms? (the wait loop's look, 5 ms here) */
-static int act_has(actor_t *a, int ms)
-{
-    struct pollfd p = { .fd = a->cmd[0], .events = POLLIN };
-    return poll(&p, 1, ms) == 1;
-}
-static char act_next(actor_t *a) { return fk_recv(a->cmd[0]); }
-static void say(actor_t *a, char c) { fk_send(a->cmd[1], c); }
-static void expect(actor_t *a, char c) { assert_int_equal(fk_recv(a->rep[0]), c); }
-static void finish(actor_t *a)
-{
-    assert_int_equal(fk_wait(a->pid, 30000), 0);
-    close(a->cmd[1]);
-    close(a->rep[0]);
-}
+/* ---- actors: tests/lib/actor.h ------------------------------------------ */
 
 /* A 100M device, no headroom, refusals at once unless peers page. */
 static shm_table_t *start_100m(int swap)
@@ -313,9 +269,9 @@ static mem_slot_view_t view_after(shm_table_t *t, pid_t pid, uint64_t outs, uint
 static void two_waiting(shm_table_t **m, actor_t *first, actor_t *last)
 {
     actor_start(first, waiting_job, 40);
-    expect(first, 'w');
+    actor_expect(first, 'w');
     actor_start(last, waiting_job, 40);
-    expect(last, 'w');
+    actor_expect(last, 'w');
     *m = monitor();
     sh->rank[slot_of(*m, first->pid)] = 1;
     sh->rank[slot_of(*m, last->pid)] = 2;
@@ -330,8 +286,8 @@ static void test_last_pages_first(void **state)
     actor_t first, last, ask;
     two_waiting(&m, &first, &last);
     actor_start(&ask, asker, 50);                   /* 20M free: 30M to page */
-    say(&ask, 'a');
-    expect(&ask, 'o');                              /* waited for the page-out */
+    actor_say(&ask, 'a');
+    actor_expect(&ask, 'o');                              /* waited for the page-out */
     mem_slot_view_t vl = view_after(m, last.pid, 1, 0), vf = view(m, first.pid);
     assert_int_equal(vl.swap_outs, 1);
     assert_int_equal(vl.swapped_out, 40 * MB);      /* whole blocks: 2 x 20M >= 30M */
@@ -342,8 +298,8 @@ static void test_last_pages_first(void **state)
     /* The last job is to run: it pages in, and the first, waiting, pages out. */
     sh->rank[slot_of(m, first.pid)] = 2;
     sh->rank[slot_of(m, last.pid)] = 0;
-    say(&last, 'r');
-    expect(&last, 'i');
+    actor_say(&last, 'r');
+    actor_expect(&last, 'i');
     vl = view(m, last.pid);
     vf = view_after(m, first.pid, 1, 0);
     assert_int_equal(vl.swap_ins, 1);
@@ -354,12 +310,12 @@ static void test_last_pages_first(void **state)
     fk_devsum_t s;
     fk_devsum(m, 0, &s);
     assert_int_equal(s.used, 90 * MB);              /* 50 + 40 + 0 */
-    say(&first, 'x');
-    say(&last, 'x');
-    say(&ask, 'x');
-    finish(&first);
-    finish(&last);
-    finish(&ask);
+    actor_say(&first, 'x');
+    actor_say(&last, 'x');
+    actor_say(&ask, 'x');
+    actor_finish(&first);
+    actor_finish(&last);
+    actor_finish(&ask);
     shm_close_table(m);
 }
 
@@ -372,32 +328,32 @@ static void test_residency(void **state)
     actor_t first, last, ask;
     two_waiting(&m, &first, &last);
     actor_start(&ask, asker, 50);
-    say(&ask, 'a');
-    expect(&ask, 'o');                              /* `last` paged out */
+    actor_say(&ask, 'a');
+    actor_expect(&ask, 'o');                              /* `last` paged out */
     view_after(m, last.pid, 1, 0);
-    say(&ask, 'f');
-    expect(&ask, 'f');
-    say(&last, 's');
-    expect(&last, 's');
+    actor_say(&ask, 'f');
+    actor_expect(&ask, 'f');
+    actor_say(&last, 's');
+    actor_expect(&last, 's');
     sh->rank[slot_of(m, first.pid)] = 0;            /* the holder now: never asked */
     sh->rank[slot_of(m, last.pid)] = 1;
-    say(&last, 'r');                                /* pages in, in 500 ms */
-    expect(&last, 'i');
+    actor_say(&last, 'r');                                /* pages in, in 500 ms */
+    actor_expect(&last, 'i');
     /* Within 8 x 500 ms of its page-in, `last` is not asked.  The asker,
      * which does not wait on its own (SALUS_MEM_WAIT_MS=0), waits all the
      * same, since paging will free what it lacks: it gets its memory once
      * the residency is over and `last` is asked again. */
-    say(&ask, 'a');
+    actor_say(&ask, 'a');
     assert_int_equal(view(m, last.pid).swap_outs, 1);
-    expect(&ask, 'o');
+    actor_expect(&ask, 'o');
     mem_slot_view_t v = view_after(m, last.pid, 2, 1);
     assert_int_equal(v.swap_outs, 2);
-    say(&first, 'x');
-    say(&last, 'x');
-    say(&ask, 'x');
-    finish(&first);
-    finish(&last);
-    finish(&ask);
+    actor_say(&first, 'x');
+    actor_say(&last, 'x');
+    actor_say(&ask, 'x');
+    actor_finish(&first);
+    actor_finish(&last);
+    actor_finish(&ask);
     shm_close_table(m);
 }
 
@@ -420,34 +376,34 @@ static void test_blocked_until_room(void **state)
     (void)state;
     actor_t job, other, ask;
     actor_start(&job, waiting_job, 40);
-    expect(&job, 'w');
+    actor_expect(&job, 'w');
     actor_start(&other, waiting_job, 20);
-    expect(&other, 'w');
+    actor_expect(&other, 'w');
     shm_table_t *m = monitor();
     sh->rank[slot_of(m, job.pid)] = 2;              /* paged first */
     sh->rank[slot_of(m, other.pid)] = 1;
     assert_false(blocked(m, job.pid));
     actor_start(&ask, asker, 70);                   /* 40M free: 30M to page */
-    say(&ask, 'a');
-    expect(&ask, 'o');
+    actor_say(&ask, 'a');
+    actor_expect(&ask, 'o');
     mem_slot_view_t v = view_after(m, job.pid, 1, 0);
     assert_int_equal(v.swapped_out, 40 * MB);
     /* 40M out, 70M that cannot move: no room on 100M even with `other`
      * (which could move) paged out too. */
     assert_true(blocked(m, job.pid));
     assert_false(blocked(m, other.pid));            /* nothing out */
-    say(&ask, 'f');
-    expect(&ask, 'f');
+    actor_say(&ask, 'f');
+    actor_expect(&ask, 'f');
     assert_false(blocked(m, job.pid));              /* 40 + 20 fit now */
-    say(&job, 'r');
-    expect(&job, 'i');
+    actor_say(&job, 'r');
+    actor_expect(&job, 'i');
     assert_int_equal(view(m, job.pid).swapped_out, 0);
-    say(&job, 'x');
-    say(&other, 'x');
-    say(&ask, 'x');
-    finish(&job);
-    finish(&other);
-    finish(&ask);
+    actor_say(&job, 'x');
+    actor_say(&other, 'x');
+    actor_say(&ask, 'x');
+    actor_finish(&job);
+    actor_finish(&other);
+    actor_finish(&ask);
     shm_close_table(m);
 }
 
@@ -473,23 +429,23 @@ static void test_killed_while_paging_out(void **state)
     two_waiting(&m, &first, &last);
     __atomic_store_n(&sh->stall_out, 1, __ATOMIC_RELAXED);
     actor_start(&ask, asker, 50);
-    say(&ask, 'a');
+    actor_say(&ask, 'a');
     /* `last` freed its first block and stalls: kill it there. */
     paging_goal_t g = { m, slot_of(m, last.pid) };
     assert_true(tu_await(is_paging, &g, 10000));
     kill(last.pid, SIGKILL);
     assert_int_equal(fk_wait(last.pid, 5000), 128 + SIGKILL);
     __atomic_store_n(&sh->stall_out, 0, __ATOMIC_RELAXED);
-    expect(&ask, 'o');                              /* its memory came back by the reap */
+    actor_expect(&ask, 'o');                              /* its memory came back by the reap */
     fk_devsum_t d;
     fk_devsum(m, 0, &d);
     assert_int_equal(d.used, 90 * MB);              /* first's 40 + the asker's 50 */
     assert_true(d.committed <= d.budget);
     fk_check_invariants(m);
-    say(&first, 'x');
-    say(&ask, 'x');
-    finish(&first);
-    finish(&ask);
+    actor_say(&first, 'x');
+    actor_say(&ask, 'x');
+    actor_finish(&first);
+    actor_finish(&ask);
     close(last.cmd[1]);
     close(last.rep[0]);
     shm_close_table(m);

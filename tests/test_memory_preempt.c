@@ -2,8 +2,8 @@
  * test_memory_preempt.c - priority preemption on a full device with paging
  * (SALUS_SWAP=on), over simgpu with libsalus preloaded into pageclient:
  *
- *   - a low-priority job holds 3 GiB of a 4 GiB device and runs; a
- *     high-priority job that needs 3 GiB arrives.  Its allocation waits for
+ *   - a low-priority job holds 48 MiB of a 64 MiB device and runs; a
+ *     high-priority job that needs 48 MiB arrives.  Its allocation waits for
  *     memory (SALUS_MEM_WAIT_MS=0: without paging it would be refused at
  *     once), queued for the GPU meanwhile, so that the low job yields at a
  *     boundary and, waiting at the gate, is paged out for it.  Both finish,
@@ -20,7 +20,7 @@
  *     alone, so it waits while the low job can still end, and is not
  *     refused;
  *   - under pack, which gates nothing (no job waits at a gate to be paged),
- *     two jobs of 3 GiB on the 4 GiB device each fill half their memory,
+ *     two jobs of 48 MiB on the 64 MiB device each fill half their memory,
  *     then both allocate the rest at once: each waits for the other.  The
  *     one that arrived last pages itself out, the first gets its memory
  *     and runs to its end, the last comes back in and finishes; neither is
@@ -28,9 +28,15 @@
  *     byte survives, and the report counts the last one's page-out; the
  *     same with stream-ordered allocations (cuMemAllocAsync);
  *   - the same, with the last job SIGKILLed while it is paged out and waits
- *     to come back: the first finishes, and a fresh job then gets 3.5 GiB of
- *     the 4 GiB device at once (SALUS_MEM_WAIT_MS=0): nothing of the killed
+ *     to come back: the first finishes, and a fresh job then gets 56 MiB of
+ *     the 64 MiB device at once (SALUS_MEM_WAIT_MS=0): nothing of the killed
  *     job stays counted, on the device or in the table.
+ *
+ * Every job allocates in 6 or 7 blocks of 8 MiB (PAGECLIENT_BLOCK_MIB), big
+ * allocations all (2 MiB and more): the calls and the decisions of the
+ * gigabyte sizes these tests had, for megabytes of copies.  make test-soak
+ * (SALUS_TEST_SOAK=1) runs them at 64 times the sizes: 3 GiB jobs of 512 MiB
+ * blocks on a 4 GiB device, gigabytes copied and paged.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,22 +54,46 @@
 
 #include "lib/testutil.h"
 
-#define CHILD_MS 240000
+/* A job's deadline: seconds at make test's sizes, minutes at the soak's. */
+#define CHILD_MS (tu_soak() ? 240000 : 30000)
 
 static char state_name[64], table_name[64];
+
+/* Sizes in MiB at make test's scale; test-soak's are 64 times these. */
+#define DEV_MIB    64               /* the device */
+#define JOB_MIB    48               /* a job: fits alone, not two */
+#define FRESH_MIB  56               /* most of the device, after a kill */
+#define BLOCK_MIB  8                /* pageclient's blocks */
+#define HEADROOM_MIB 4
+
+static unsigned mib(unsigned n)
+{
+    return n * (tu_soak() ? 64u : 1u);
+}
+
+/* pageclient's environment at the scale of the run. */
+static void env_sizes(tu_env_t *env, unsigned dev_mib)
+{
+    tu_env_set(env, "SIMGPU_MEMORY", "%uM", mib(dev_mib));
+    tu_env_set(env, "PAGECLIENT_BLOCK_MIB", "%u", mib(BLOCK_MIB));
+    /* The default headroom of the gigabyte devices (256 MiB, its floor),
+     * scaled like them: 4 MiB at make test's sizes. */
+    tu_env_set(env, "SALUS_MEM_HEADROOM", "%uM", mib(HEADROOM_MIB));
+}
 
 static void spawn_swap(tu_proc_t *p, int priority, const char *iters, int async,
                        const char *swap, const char *wait_ms)
 {
-    char client[512], cubin[512];
+    char client[512], cubin[512], size[16];
+    snprintf(size, sizeof size, "%u", mib(async > 0 ? JOB_MIB / 2 : JOB_MIB));
     char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
                      (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
-                     async > 0 ? "1536" : "3072", (char *)iters, "2000",
+                     size, (char *)iters, "2000",
                      async > 0 ? "async" : async < 0 ? "warm" : NULL, NULL };
     tu_env_t env;
     tu_env_init(&env);
     tu_env_salus(&env, state_name, table_name);
-    tu_env_set(&env, "SIMGPU_MEMORY", async > 0 ? "2G" : "4G");
+    env_sizes(&env, async > 0 ? DEV_MIB / 2 : DEV_MIB);
     tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
     tu_env_set(&env, "SALUS_SWAP", swap);
     tu_env_set(&env, "SALUS_MEM_WAIT_MS", wait_ms);
@@ -80,12 +110,34 @@ static void spawn(tu_proc_t *p, int priority, const char *iters, int async)
     spawn_swap(p, priority, iters, async, "on", "0");
 }
 
+/* The child printed `word`, or exited (a wait for it then ends at once;
+ * the caller tells which). */
+static int printed_or_exited(tu_proc_t *p, const char *word)
+{
+    char *out = tu_read_file(p->out_path, NULL);
+    int yes = out && strstr(out, word) != NULL;
+    free(out);
+    return yes || tu_exited(p);
+}
+
 static int printed_ready(void *arg)
 {
-    char *out = tu_read_file(((tu_proc_t *)arg)->out_path, NULL);
-    int yes = out && strstr(out, "ready") != NULL;
+    return printed_or_exited(arg, "ready");
+}
+
+/* Wait for the child to print `word` (printed_ready, printed_half); fail,
+ * with what it said, when it exited or the deadline passed first. */
+static void await_said(tu_proc_t *p, int (*pred)(void *), const char *word, const char *what)
+{
+    if (tu_await(pred, p, CHILD_MS) && !p->exited)
+        return;
+    char *out = tu_read_file(p->out_path, NULL), *err = tu_read_file(p->err_path, NULL);
+    int said = out && strstr(out, word);
+    if (!said)
+        fail_msg("%s (%s): %s / %s", what, p->exited ? "it exited" : "deadline passed",
+                 out ? out : "", err ? err : "");
     free(out);
-    return yes;
+    free(err);
 }
 
 static void finish(tu_proc_t *p, const char *who)
@@ -107,8 +159,7 @@ static void preempt(int async)
     tu_unique_name("stmp", table_name, sizeof table_name);
     tu_proc_t low, high;
     spawn(&low, 10, "1000", async);       /* longer than the high job's 50 */
-    if (!tu_await(printed_ready, &low, CHILD_MS))
-        fail_msg("the low job never filled its memory");
+    await_said(&low, printed_ready, "ready", "the low job never filled its memory");
     spawn(&high, 90, "50", async);
     finish(&high, "high-priority");
     finish(&low, "low-priority");
@@ -139,8 +190,7 @@ static void give_up(const char *wait_ms)
     tu_unique_name("stmg", table_name, sizeof table_name);
     tu_proc_t low, high;
     spawn_swap(&low, 10, "300", 0, "off", "0");      /* its memory cannot move */
-    if (!tu_await(printed_ready, &low, CHILD_MS))
-        fail_msg("the low job never filled its memory");
+    await_said(&low, printed_ready, "ready", "the low job never filled its memory");
     spawn_swap(&high, 90, "20", -1, "on", wait_ms);      /* holds the GPU first */
     finish(&high, "high-priority");
     finish(&low, "low-priority");
@@ -183,18 +233,19 @@ static double report_num(const char *path, pid_t pid, const char *key)
  * paging on, SALUS_MEM_WAIT_MS of wait_ms. */
 static int pack_async;                 /* the growing jobs use cuMemAllocAsync */
 
-static void spawn_pack(tu_proc_t *p, const char *mib, const char *go, const char *wait_ms,
+static void spawn_pack(tu_proc_t *p, unsigned job_mib, const char *go, const char *wait_ms,
                        const char *report)
 {
-    char client[512], cubin[512], mode[600];
+    char client[512], cubin[512], mode[600], size[16];
     snprintf(mode, sizeof mode, "%s=%s", pack_async ? "grow-async" : "grow", go ? go : "");
+    snprintf(size, sizeof size, "%u", mib(job_mib));
     char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
                      (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
-                     (char *)mib, "100", "2000", go ? mode : NULL, NULL };
+                     size, "100", "2000", go ? mode : NULL, NULL };
     tu_env_t env;
     tu_env_init(&env);
     tu_env_salus(&env, state_name, table_name);
-    tu_env_set(&env, "SIMGPU_MEMORY", "4G");
+    env_sizes(&env, DEV_MIB);
     tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
     tu_env_set(&env, "SALUS_SWAP", "on");
     tu_env_set(&env, "SALUS_MEM_WAIT_MS", "%s", wait_ms);
@@ -208,10 +259,7 @@ static void spawn_pack(tu_proc_t *p, const char *mib, const char *go, const char
 
 static int printed_half(void *arg)
 {
-    char *out = tu_read_file(((tu_proc_t *)arg)->out_path, NULL);
-    int yes = out && strstr(out, "half") != NULL;
-    free(out);
-    return yes;
+    return printed_or_exited(arg, "half");
 }
 
 static int said_paged_out(void *arg)
@@ -219,7 +267,7 @@ static int said_paged_out(void *arg)
     char *err = tu_read_file(((tu_proc_t *)arg)->err_path, NULL);
     int yes = err && strstr(err, "paged out") != NULL;
     free(err);
-    return yes;
+    return yes || tu_exited(arg);
 }
 
 /* Two growing pack jobs, both past their first half, told to grow. */
@@ -232,12 +280,10 @@ static void pack_pair(tu_proc_t *first, tu_proc_t *last, const char *go, const c
     tu_unique_name("stmk", table_name, sizeof table_name);
     unlink(go);
     unlink(report);
-    spawn_pack(first, "3072", go, "1000", report);
-    if (!tu_await(printed_half, first, CHILD_MS))
-        fail_msg("the first job never filled half its memory");
-    spawn_pack(last, "3072", go, "1000", report);
-    if (!tu_await(printed_half, last, CHILD_MS))
-        fail_msg("the last job never filled half its memory");
+    spawn_pack(first, JOB_MIB, go, "1000", report);
+    await_said(first, printed_half, "half", "the first job never filled half its memory");
+    spawn_pack(last, JOB_MIB, go, "1000", report);
+    await_said(last, printed_half, "half", "the last job never filled half its memory");
     int fd = open(go, O_WRONLY | O_CREAT, 0644);     /* both grow at once */
     assert_true(fd >= 0);
     close(fd);
@@ -292,12 +338,13 @@ static void test_pack_killed_while_paged_out(void **state)
     pack_paths(go, report, sizeof go);
     tu_proc_t first, last, fresh;
     pack_pair(&first, &last, go, report);
-    if (!tu_await(said_paged_out, &last, CHILD_MS))
-        fail_msg("the last job never paged itself out");
+    if (!tu_await(said_paged_out, &last, CHILD_MS) || last.exited)
+        fail_msg("the last job never paged itself out (%s)",
+                 last.exited ? "it exited" : "deadline passed");
     kill(last.pid, SIGKILL);
     tu_wait(&last, CHILD_MS);
     finish(&first, "first");
-    spawn_pack(&fresh, "3584", NULL, "0", report);
+    spawn_pack(&fresh, FRESH_MIB, NULL, "0", report);
     finish(&fresh, "fresh");
     pack_clean(go, report);
 }

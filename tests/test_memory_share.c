@@ -17,7 +17,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,70 +24,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "lib/actor.h"
 #include "lib/testutil.h"
 #include "memory/mem_layout.h"
 #include "test_memory_lib.h"
 
 #define MS_NS 1000000ull
 
-/* ---- actors ---------------------------------------------------------------- */
+/* ---- actors: tests/lib/actor.h -------------------------------------------- */
 
-typedef struct actor {
-    pid_t pid;
-    int cmd[2], rep[2];
-    int (*fn)(struct actor *);
-    uint64_t arg;
-} actor_t;
-
-static int actor_main(void *arg)
-{
-    actor_t *a = arg;
-    close(a->cmd[1]);
-    close(a->rep[0]);
-    return a->fn(a);
-}
-
-static void actor_start(actor_t *a, int (*fn)(actor_t *), uint64_t arg)
-{
-    assert_int_equal(pipe(a->cmd), 0);
-    assert_int_equal(pipe(a->rep), 0);
-    a->fn = fn;
-    a->arg = arg;
-    a->pid = fk_fork(actor_main, a);
-    assert_true(a->pid > 0);
-    close(a->cmd[0]);
-    close(a->rep[1]);
-}
-
-/* In the actor. */
-static void act_tell(actor_t *a, char c) { fk_send(a->rep[1], c); }
-static void act_wait(actor_t *a, char c) { CHECK(fk_recv(a->cmd[0]) == c); }
-static void act_tell_u64(actor_t *a, uint64_t v)
-{
-    CHECK(write(a->rep[1], &v, sizeof v) == (ssize_t)sizeof v);
-}
-
-/* In the test. */
-static void say(actor_t *a, char c) { fk_send(a->cmd[1], c); }
-static void expect(actor_t *a, char c) { assert_int_equal(fk_recv(a->rep[0]), c); }
-static uint64_t expect_u64(actor_t *a)
-{
-    uint64_t v = 0;
-    assert_int_equal(read(a->rep[0], &v, sizeof v), (ssize_t)sizeof v);
-    return v;
-}
-/* 1 if the actor has said something (within ms). */
-static int has_said(actor_t *a, int ms)
-{
-    struct pollfd p = { .fd = a->rep[0], .events = POLLIN };
-    return poll(&p, 1, ms) == 1;
-}
-static void finish(actor_t *a)
-{
-    assert_int_equal(fk_wait(a->pid, 30000), 0);
-    close(a->cmd[1]);
-    close(a->rep[0]);
-}
+/* In the actor: the next command is c (else it exits, said). */
+static void act_wait(actor_t *a, char c) { CHECK(act_next(a) == c); }
 
 /* A process's slot, found by pid, and its state (a monitor's reading). */
 static int slot_of(shm_table_t *t, pid_t pid, shm_state_t *state)
@@ -193,22 +139,22 @@ static void test_one_budget_and_reclaim(void **state)
     (void)state;
     actor_t small, big;
     actor_start(&small, holder_small, 0);
-    expect(&small, 'r');
+    actor_expect(&small, 'r');
     shm_table_t *m = monitor();
     int slot = slot_of(m, small.pid, NULL);
     assert_true(slot >= 0);
     actor_start(&big, taker_big, (uint64_t)slot);
-    expect(&big, 'b');
-    say(&small, 'g');
-    expect(&small, 'd');
+    actor_expect(&big, 'b');
+    actor_say(&small, 'g');
+    actor_expect(&small, 'd');
     fk_devsum_t s;
     fk_devsum(m, 0, &s);
     assert_int_equal(s.used, 100 * MB);
     assert_true(s.committed <= s.budget);
-    say(&small, 'x');
-    say(&big, 'x');
-    finish(&small);
-    finish(&big);
+    actor_say(&small, 'x');
+    actor_say(&big, 'x');
+    actor_finish(&small);
+    actor_finish(&big);
     shm_close_table(m);
 }
 
@@ -263,30 +209,30 @@ static void test_wait_then_succeed(void **state)
     shm_table_t *m = monitor();
     actor_t holder, waiter;
     actor_start(&holder, holder_90, 0);
-    expect(&holder, 'a');
+    actor_expect(&holder, 'a');
     actor_start(&waiter, waiter_20, 10000);
-    expect(&waiter, 's');
+    actor_expect(&waiter, 's');
     int slot = await_waiting(m, waiter.pid);
     mem_slot_view_t v;
     assert_int_equal(mem_view_slot(m, slot, &v), 0);
     assert_int_equal(v.waiting_device, 0);
     assert_int_equal(v.waiting_admission, 0);
     tu_sleep_ms(200);
-    assert_false(has_said(&waiter, 0));           /* still waiting */
+    assert_false(actor_has_said(&waiter, 0));           /* still waiting */
     uint64_t freed = tu_now_ns();
-    say(&holder, 'f');
-    assert_int_equal(expect_u64(&waiter), CUDA_SUCCESS);
-    uint64_t t0 = expect_u64(&waiter), t1 = expect_u64(&waiter), waited = expect_u64(&waiter);
+    actor_say(&holder, 'f');
+    assert_int_equal(actor_expect_u64(&waiter), CUDA_SUCCESS);
+    uint64_t t0 = actor_expect_u64(&waiter), t1 = actor_expect_u64(&waiter), waited = actor_expect_u64(&waiter);
     assert_true(t1 >= freed);                     /* not before the memory was freed */
     assert_true(t1 - freed < 100ull * 1000 * 1000);
     assert_true(waited >= 200 && waited <= (t1 - t0) / 1000000 + 1);
     shm_state_t st;
     slot_of(m, waiter.pid, &st);
     assert_int_not_equal(st, SHM_WAIT_MEM);
-    say(&holder, 'x');
-    say(&waiter, 'x');
-    finish(&holder);
-    finish(&waiter);
+    actor_say(&holder, 'x');
+    actor_say(&waiter, 'x');
+    actor_finish(&holder);
+    actor_finish(&waiter);
     shm_close_table(m);
 }
 
@@ -309,21 +255,21 @@ static void test_wait_then_fail(void **state)
     (void)state;
     actor_t holder, waiter, own;
     actor_start(&holder, holder_90, 0);
-    expect(&holder, 'a');
+    actor_expect(&holder, 'a');
     actor_start(&waiter, waiter_20, 300);
-    expect(&waiter, 's');
-    assert_int_equal(expect_u64(&waiter), CUDA_ERROR_OUT_OF_MEMORY);
-    uint64_t t0 = expect_u64(&waiter), t1 = expect_u64(&waiter), waited = expect_u64(&waiter);
+    actor_expect(&waiter, 's');
+    assert_int_equal(actor_expect_u64(&waiter), CUDA_ERROR_OUT_OF_MEMORY);
+    uint64_t t0 = actor_expect_u64(&waiter), t1 = actor_expect_u64(&waiter), waited = actor_expect_u64(&waiter);
     assert_true(t1 - t0 >= 300ull * 1000 * 1000);
     assert_true(waited >= 300);
     actor_start(&own, own_limit_waiter, 0);
-    expect(&own, 'o');
-    finish(&own);
-    say(&holder, 'f');
-    say(&holder, 'x');
-    say(&waiter, 'x');
-    finish(&holder);
-    finish(&waiter);
+    actor_expect(&own, 'o');
+    actor_finish(&own);
+    actor_say(&holder, 'f');
+    actor_say(&holder, 'x');
+    actor_say(&waiter, 'x');
+    actor_finish(&holder);
+    actor_finish(&waiter);
 }
 
 /* ---- death ------------------------------------------------------------------- */
@@ -347,16 +293,16 @@ static void test_killed_memory_returns(void **state)
     shm_table_t *m = monitor();
     actor_t holder, waiter;
     actor_start(&holder, holder_90, 1);
-    expect(&holder, 'a');
+    actor_expect(&holder, 'a');
     actor_start(&waiter, waiter_20, 10000);
-    expect(&waiter, 's');
+    actor_expect(&waiter, 's');
     await_waiting(m, waiter.pid);
     uint64_t killed = tu_now_ns();
     kill(holder.pid, SIGKILL);
-    assert_int_equal(expect_u64(&waiter), CUDA_SUCCESS);
-    expect_u64(&waiter);
-    uint64_t t1 = expect_u64(&waiter);
-    expect_u64(&waiter);
+    assert_int_equal(actor_expect_u64(&waiter), CUDA_SUCCESS);
+    actor_expect_u64(&waiter);
+    uint64_t t1 = actor_expect_u64(&waiter);
+    actor_expect_u64(&waiter);
     assert_true(t1 - killed < 100ull * 1000 * 1000);   /* within 100 ms */
     assert_int_equal(fk_wait(holder.pid, 5000), 128 + SIGKILL);
     fk_devsum_t s;
@@ -364,19 +310,19 @@ static void test_killed_memory_returns(void **state)
     assert_int_equal(s.used, 20 * MB);                  /* exactly the survivor's */
 
     /* Killed with nobody waiting: the next refusal reaps it. */
-    say(&waiter, 'x');
-    finish(&waiter);                    /* exits without a word: its slot is dead */
+    actor_say(&waiter, 'x');
+    actor_finish(&waiter);                    /* exits without a word: its slot is dead */
     actor_t h2, p;
     actor_start(&h2, holder_90, 1);     /* reaps the waiter to fit */
-    expect(&h2, 'a');
+    actor_expect(&h2, 'a');
     kill(h2.pid, SIGKILL);
     assert_int_equal(fk_wait(h2.pid, 5000), 128 + SIGKILL);
     actor_start(&p, plain_50, 0);
-    expect(&p, 'p');
+    actor_expect(&p, 'p');
     fk_devsum(m, 0, &s);
     assert_int_equal(s.used, 50 * MB);
-    say(&p, 'x');
-    finish(&p);
+    actor_say(&p, 'x');
+    actor_finish(&p);
     /* A reaper without the memory module (a monitor) frees the slots: the
      * accounting follows, since sums are taken over live slots. */
     shm_reap_dead(m, 0);
@@ -419,14 +365,14 @@ static void test_admission_in_arrival_order(void **state)
     shm_table_t *m = monitor();
     actor_t first, second, third;
     actor_start(&first, reserver, 60);
-    expect(&first, 's');
-    expect_u64(&first);                            /* admitted at once */
-    assert_int_equal(expect_u64(&first), 60 * MB);
+    actor_expect(&first, 's');
+    actor_expect_u64(&first);                            /* admitted at once */
+    assert_int_equal(actor_expect_u64(&first), 60 * MB);
     actor_start(&second, reserver, 60);
-    expect(&second, 's');
+    actor_expect(&second, 's');
     int s2 = await_waiting(m, second.pid);
     actor_start(&third, reserver, 30);             /* would fit, but comes later */
-    expect(&third, 's');
+    actor_expect(&third, 's');
     int s3 = await_waiting(m, third.pid);
     mem_slot_view_t v;
     assert_int_equal(mem_view_slot(m, s2, &v), 0);
@@ -437,25 +383,25 @@ static void test_admission_in_arrival_order(void **state)
     assert_int_equal(mem_view_device(m, 0, &dv), 0);
     assert_int_equal(dv.queued, 2);
     tu_sleep_ms(300);
-    assert_false(has_said(&second, 0));
-    assert_false(has_said(&third, 0));
+    assert_false(actor_has_said(&second, 0));
+    assert_false(actor_has_said(&third, 0));
     uint64_t exited = tu_now_ns();
-    say(&first, 'x');                              /* the first job ends */
-    uint64_t t2 = expect_u64(&second), r2 = expect_u64(&second);
-    uint64_t t3 = expect_u64(&third), r3 = expect_u64(&third);
+    actor_say(&first, 'x');                              /* the first job ends */
+    uint64_t t2 = actor_expect_u64(&second), r2 = actor_expect_u64(&second);
+    uint64_t t3 = actor_expect_u64(&third), r3 = actor_expect_u64(&third);
     assert_true(t2 >= exited && t3 >= exited);
     assert_true(t2 - exited < 100ull * 1000 * 1000);   /* as soon as memory frees */
     assert_true(t3 - exited < 100ull * 1000 * 1000);
     assert_true(r2 >= 60 * MB);
     assert_int_equal(r3, 90 * MB);                     /* the second came first */
-    finish(&first);
+    actor_finish(&first);
     assert_int_equal(mem_view_device(m, 0, &dv), 0);
     assert_int_equal(dv.queued, 0);
     assert_int_equal(dv.reserved, 90 * MB);
-    say(&second, 'x');
-    say(&third, 'x');
-    finish(&second);
-    finish(&third);
+    actor_say(&second, 'x');
+    actor_say(&third, 'x');
+    actor_finish(&second);
+    actor_finish(&third);
     shm_close_table(m);
 }
 
@@ -510,19 +456,19 @@ static void test_reservations(void **state)
     (void)state;
     actor_t big, res, other;
     actor_start(&big, too_large, 0);
-    expect(&big, 'e');
-    finish(&big);
+    actor_expect(&big, 'e');
+    actor_finish(&big);
     shm_unlink(fk_table);
     actor_start(&res, reserved_job, 0);
-    expect(&res, 'A');
+    actor_expect(&res, 'A');
     actor_start(&other, unreserved_job, 0);        /* others cannot take it */
-    expect(&other, 'b');
-    say(&res, 'g');
-    expect(&res, 'a');                             /* guaranteed */
-    say(&res, 'x');
-    say(&other, 'x');
-    finish(&res);
-    finish(&other);
+    actor_expect(&other, 'b');
+    actor_say(&res, 'g');
+    actor_expect(&res, 'a');                             /* guaranteed */
+    actor_say(&res, 'x');
+    actor_say(&other, 'x');
+    actor_finish(&res);
+    actor_finish(&other);
 }
 
 /* ---- a stall inside the table's lock ------------------------------------------
@@ -563,15 +509,15 @@ static void test_lock_stall_recovers(void **state)
     shm_table_t *m = monitor();
     actor_t a;
     actor_start(&a, staller, 0);
-    expect(&a, 'a');
+    actor_expect(&a, 'a');
     assert_int_equal(shm_lock(m), 0);              /* a stall: past the 3 s deadline */
-    say(&a, 'b');
-    assert_int_equal(expect_u64(&a), CUDA_SUCCESS);            /* counted alone */
-    assert_int_equal(expect_u64(&a), CUDA_ERROR_OUT_OF_MEMORY); /* over its own limit */
+    actor_say(&a, 'b');
+    assert_int_equal(actor_expect_u64(&a), CUDA_SUCCESS);            /* counted alone */
+    assert_int_equal(actor_expect_u64(&a), CUDA_ERROR_OUT_OF_MEMORY); /* over its own limit */
     shm_unlock(m);
     uint64_t freed = tu_now_ns();
-    say(&a, 'c');
-    uint64_t back = expect_u64(&a);
+    actor_say(&a, 'c');
+    uint64_t back = actor_expect_u64(&a);
     print_message("      accounted again %.1f ms after the lock was freed\n",
                   (double)(back - freed) / 1e6);
     int slot = slot_of(m, a.pid, NULL);
@@ -584,8 +530,8 @@ static void test_lock_stall_recovers(void **state)
     fk_acct_t acct;
     fk_acct(m, slot, 0, &acct);
     assert_true(acct.granted <= acct.limit);
-    say(&a, 'x');
-    finish(&a);
+    actor_say(&a, 'x');
+    actor_finish(&a);
     shm_close_table(m);
 }
 
@@ -606,7 +552,7 @@ static int spare_holder(actor_t *a)
     fk_free(MEM_KIND_DEVICE, h);
     act_tell(a, 'r');
     for (;;) {
-        char c = fk_recv(a->cmd[0]);
+        char c = act_next(a);
         if (c != 'c')
             break;
         size_t f = 0, tot = 0;
@@ -657,12 +603,12 @@ static void test_reclaimer_killed_halfway(void **state)
     shm_table_t *m = monitor();
     actor_t holder;
     actor_start(&holder, spare_holder, 0);
-    expect(&holder, 'r');
+    actor_expect(&holder, 'r');
     int victim = slot_of(m, holder.pid, NULL);
     for (int step = 1; step <= 3; step++) {
         actor_t r;
         actor_start(&r, dying_reclaimer, ((uint64_t)victim << 8) | (uint64_t)step);
-        expect(&r, 'd');
+        actor_expect(&r, 'd');
         assert_int_equal(fk_wait(r.pid, 5000), 128 + SIGKILL);
         close(r.cmd[1]);
         close(r.rep[0]);
@@ -670,11 +616,11 @@ static void test_reclaimer_killed_halfway(void **state)
             assert_int_equal(shm_lock(m), 0);
             shm_unlock(m);
         }
-        say(&holder, 'c');
-        expect(&holder, 'k');
+        actor_say(&holder, 'c');
+        actor_expect(&holder, 'k');
     }
-    say(&holder, 'x');
-    finish(&holder);
+    actor_say(&holder, 'x');
+    actor_finish(&holder);
     shm_close_table(m);
 }
 

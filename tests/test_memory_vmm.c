@@ -3,11 +3,13 @@
  * vmm_alloc.c, vmm_page.c, jem.c) over simgpu, driven through memory.h in
  * forked children, each with a simgpu state and a table of its own:
  *
- *   - 3 GiB of big allocations on a 4 GiB device paged out and in (three
- *     times; ten with SALUS_TEST_PAGING_ROUNDS=10), every byte intact, the
- *     device's memory and the process's accounting released while out;
- *   - 10,000 small (sub-allocated) allocations the same way, with half of
- *     them freed and new ones made while paged out;
+ *   - six big allocations (8 MiB each; 512 MiB, 3 GiB in all, under
+ *     make test-soak) paged out and in (three times; ten under test-soak or
+ *     SALUS_TEST_PAGING_ROUNDS=10), every byte intact, the device's memory
+ *     and the process's accounting released while out;
+ *   - 10,000 small (sub-allocated) allocations the same way (three rounds;
+ *     ten under test-soak), with half of them freed and new ones made while
+ *     paged out;
  *   - a big allocation freed while out drops its copy, one made while out
  *     is resident;
  *   - jemalloc never writes to a device address: every byte of the small
@@ -79,16 +81,25 @@ static void run_child(int (*fn)(void *), void *arg)
     assert_int_equal(run_teller("vmm", child_state, child_table, sizeof child_state, fn, arg), 0);
 }
 
-/* ---- big allocations: 3 GiB on a 4 GiB device ----------------------------------
- * Each round trip moves 3 GiB through simgpu's host-backed memory twice
- * (several seconds on a loaded 2-core machine), so make test runs three;
- * SALUS_TEST_PAGING_ROUNDS=10 runs the ten of the issue. */
+/* ---- big allocations: six on a 4 GiB device ------------------------------------
+ * Six allocations of 8 MiB are as big (a reservation and chunks each) as
+ * six of 512 MiB, for 48 MiB to copy each way instead of 3 GiB; make
+ * test-soak (SALUS_TEST_SOAK=1) runs the 3 GiB, whose round trips take
+ * several seconds each on a loaded 2-core machine and half its free host
+ * memory.  make test runs three rounds; test-soak, or
+ * SALUS_TEST_PAGING_ROUNDS=10, the ten of the issue. */
 
-static int big_rounds(void)
+static int paging_rounds(void)
 {
     const char *e = getenv("SALUS_TEST_PAGING_ROUNDS");
-    int n = e ? atoi(e) : 3;
-    return n > 0 && n <= 100 ? n : 3;
+    int def = tu_soak() ? 10 : 3;
+    int n = e ? atoi(e) : def;
+    return n > 0 && n <= 100 ? n : def;
+}
+
+static uint64_t big_block(void)
+{
+    return tu_soak() ? 512 * MiB : 8 * MiB;
 }
 
 static int big_child(void *arg)
@@ -96,21 +107,21 @@ static int big_child(void *arg)
     (void)arg;
     enum { N = 6 };
     CUdeviceptr p[N];
-    size_t cap = 64 * MiB;
-    uint64_t *buf = malloc(cap);
+    size_t cap = 8 * MiB;
+    uint64_t *buf = malloc(cap), block = big_block();
     if (setup("4G") || !buf)
         return 1;
     for (int i = 0; i < N; i++) {
-        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, 512 * MiB, 1, 0));
-        if (fill(p[i], 512 * MiB, 7, buf, cap))
+        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, block, 1, 0));
+        if (fill(p[i], block, 7, buf, cap))
             return 1;
     }
-    TRUE(mem_resident_bytes(0) == 3 * GiB);
-    for (int r = 0, n = big_rounds(); r < n; r++)
-        if (round_trip(3 * GiB))
+    TRUE(mem_resident_bytes(0) == N * block);
+    for (int r = 0, n = paging_rounds(); r < n; r++)
+        if (round_trip(N * block))
             return 1;
     for (int i = 0; i < N; i++)
-        if (check(p[i], 512 * MiB, 7, buf, cap))
+        if (check(p[i], block, 7, buf, cap))
             return 1;
     return 0;
 }
@@ -150,13 +161,13 @@ static int small_child(void *arg)
         live += a[i].n;
     /* Only live bytes are staged (no free space, no whole granules); what
      * is out is the granules to map again. */
-    for (int r = 0; r < 10; r++) {
+    for (int r = 0, rounds = paging_rounds(); r < rounds; r++) {
         uint64_t freed = 0, restored = 0;
         CK(mem_page_out(0, 0, &freed));
         TRUE(mem_resident_bytes(0) == 0 && freed > 0);
         TRUE(mem_paged_out_bytes(0) == freed);
         TRUE(mem_vm.dev[0].stage_bytes >= live && mem_vm.dev[0].stage_bytes < live + live / 2);
-        if (r == 9) {                 /* while out: free half, make more */
+        if (r == rounds - 1) {        /* while out: free half, make more */
             CUresult frc;
             for (int i = 0; i < N; i += 2) {
                 TRUE(mem_vfree(a[i].p, &frc) == 1 && frc == CUDA_SUCCESS);
@@ -361,29 +372,35 @@ static void test_queries(void **state)
 /* ---- a page-in the device has no room for ----------------------------------------
  * It answers CUDA_ERROR_OUT_OF_MEMORY at once, though an allocation would
  * wait SALUS_MEM_WAIT_MS (here ten minutes: a wait would outlast the
- * test's deadline), leaves the memory out, and succeeds once there is room. */
+ * test's deadline), leaves the memory out, and succeeds once there is room.
+ * Half the device goes out, then five eighths come in: a 64 MiB device
+ * with a headroom of 4 MiB and contexts of 8 MiB (4 GiB and the defaults,
+ * 256 MiB and 512 MiB, under make test-soak). */
 
 static int no_room_child(void *arg)
 {
     (void)arg;
     CUdeviceptr a, c;
     uint64_t freed = 0, restored = 0, buf[8192];
+    uint64_t dev = tu_soak() ? 4 * GiB : 64 * MiB, half = dev / 2, more = dev / 2 + dev / 8;
     CUresult rc;
     setenv("SALUS_MEM_WAIT_MS", "600000", 1);
-    if (setup("4G"))
+    setenv("SALUS_MEM_HEADROOM", tu_soak() ? "256M" : "4M", 1);
+    setenv("SIMGPU_CTX_MEMORY", tu_soak() ? "512M" : "8M", 1);
+    if (setup(tu_soak() ? "4G" : "64M"))
         return 1;
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 2 * GiB, 1, 0));
-    if (fill(a, 2 * GiB, 9, buf, sizeof buf))
+    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, half, 1, 0));
+    if (fill(a, half, 9, buf, sizeof buf))
         return 1;
     CK(mem_page_out(0, 0, &freed));
-    TRUE(freed == 2 * GiB);
-    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, 2 * GiB + GiB / 2, 1, 0));
+    TRUE(freed == half);
+    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, more, 1, 0));
     TRUE(mem_page_in(0, &restored) == CUDA_ERROR_OUT_OF_MEMORY);
-    TRUE(mem_paged_out_bytes(0) == 2 * GiB && mem_resident_bytes(0) == 2 * GiB + GiB / 2);
+    TRUE(mem_paged_out_bytes(0) == half && mem_resident_bytes(0) == more);
     TRUE(mem_vfree(c, &rc) == 1 && rc == CUDA_SUCCESS);
     CK(mem_page_in(0, &restored));
-    TRUE(restored == 2 * GiB);
-    return check(a, 2 * GiB, 9, buf, sizeof buf);
+    TRUE(restored == half);
+    return check(a, half, 9, buf, sizeof buf);
 }
 
 static void test_page_in_without_room(void **state)

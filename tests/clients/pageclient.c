@@ -1,7 +1,8 @@
 /*
  * pageclient.c - a training job whose memory a peer may page out: it
- * allocates <MiB> with cuMemAlloc_v2 (in blocks of 512 MiB, or one block
- * of <MiB> when that is less), writes a pattern
+ * allocates <MiB> with cuMemAlloc_v2 (in blocks of 512 MiB, or of
+ * PAGECLIENT_BLOCK_MIB when set; one block of <MiB> when that is less, and
+ * <MiB> a whole number of blocks), writes a pattern
  * of each byte's address through the driver, says "ready", runs
  * <iterations> of two salus_spin kernels of <kernel_us> and a stream
  * synchronize (an iteration boundary), then reads every byte back.  For
@@ -130,11 +131,25 @@ int main(int argc, char **argv)
         return 2;
     }
     uint64_t total = strtoull(argv[2], NULL, 10) * MiB;
-    block_bytes = total < 512 * MiB ? total : 512 * MiB;
+    /* The tests' small devices keep the blocks' count with smaller blocks:
+     * the same calls, megabytes instead of gigabytes to copy. */
+    const char *bm = getenv("PAGECLIENT_BLOCK_MIB");
+    uint64_t block_max = bm && *bm ? strtoull(bm, NULL, 10) * MiB : 512 * MiB;
+    if (!block_max) {
+        fprintf(stderr, "pageclient: PAGECLIENT_BLOCK_MIB=%s is not a number of MiB above 0\n", bm);
+        return 2;
+    }
+    block_bytes = total < block_max ? total : block_max;
     buf_bytes = block_bytes < BUF_MAX ? block_bytes : BUF_MAX;
-    int blocks = block_bytes && block_bytes % buf_bytes == 0 ? (int)(total / block_bytes) : 0, bad = 0;
+    int blocks = block_bytes && block_bytes % buf_bytes == 0 && total % block_bytes == 0
+                 ? (int)(total / block_bytes) : 0, bad = 0;
+    if (blocks < 1 || blocks > 64) {
+        fprintf(stderr, "pageclient: %s MiB is not 1 to 64 whole blocks of %llu MiB\n", argv[2],
+                (unsigned long long)(block_bytes / MiB));
+        return 2;
+    }
     buf = malloc(buf_bytes);
-    if (!buf || blocks < 1 || blocks > 64)
+    if (!buf)
         return 2;
     CUresult rc = run(argv[1], blocks, atoi(argv[3]), strtoull(argv[4], NULL, 10) * 1000ull,
                       async, warm, grow, &bad);

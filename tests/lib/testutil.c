@@ -2,7 +2,7 @@
  * testutil.c - helpers of the multi-process tests (see testutil.h).
  *
  * Divided into: paths and names; environments; child processes; files and
- * flat JSON; simgpu traces; time and waiting; the test filter.
+ * flat JSON; simgpu traces; time and waiting; the soak switch; the test filter.
  * Single-threaded, like the tests.
  */
 #include "testutil.h"
@@ -302,6 +302,13 @@ int tu_wait(tu_proc_t *p, int timeout_ms)
     if (WIFSIGNALED(p->status))
         return 128 + WTERMSIG(p->status);
     return -1;
+}
+
+int tu_exited(tu_proc_t *p)
+{
+    if (!p->exited && waitpid(p->pid, &p->status, WNOHANG) == p->pid)
+        p->exited = 1;
+    return p->exited;
 }
 
 int tu_run(char *const argv[], const tu_env_t *env, int timeout_ms, tu_proc_t *p)
@@ -644,6 +651,14 @@ int tu_await(int (*pred)(void *arg), void *arg, int ms)
             nap *= 2;
     }
     return pred(arg) ? 1 : 0;
+}
+
+/* ---- the soak switch ------------------------------------------------------ */
+
+int tu_soak(void)
+{
+    const char *v = getenv(TU_SOAK_VAR);
+    return v && strcmp(v, "1") == 0;
 }
 
 /* ---- the test filter ------------------------------------------------------ */

@@ -60,6 +60,10 @@ int  tu_spawn(tu_proc_t *p, char *const argv[], const tu_env_t *env);
 /* Wait up to timeout_ms; kill (SIGKILL) and mark timed_out past it.
  * Returns the exit code (0-255), 128+signal, or -1 on timeout. */
 int  tu_wait(tu_proc_t *p, int timeout_ms);
+/* 1 once the child has exited (reaped then, without waiting; tu_wait
+ * afterwards returns its code), else 0: for a wait on a state the child
+ * reaches, so that a child that died ends the wait instead of its deadline. */
+int  tu_exited(tu_proc_t *p);
 /* spawn + wait. */
 int  tu_run(char *const argv[], const tu_env_t *env, int timeout_ms, tu_proc_t *p);
 /* Fork a child that runs fn(arg) (exiting on failure), tells the parent
@@ -116,6 +120,13 @@ void tu_sleep_ms(int ms);
  * when pred became true, 0 at the deadline (pred is asked once more then,
  * so a slow poll never loses a state reached just in time). */
 int tu_await(int (*pred)(void *arg), void *arg, int ms);
+
+/* make test-soak sets SALUS_TEST_SOAK=1: the tests that have a long variant
+ * (gigabytes where make test moves megabytes, more rounds) run it.  1 then,
+ * else 0.  The checks are the same either way; only the sizes and counts
+ * grow. */
+#define TU_SOAK_VAR "SALUS_TEST_SOAK"
+int tu_soak(void);
 
 /* Every test binary links this file: before main, it hands the pattern in
  * CMOCKA_TEST_FILTER (make test F=..., '*' and '?' as wildcards) to cmocka,

@@ -1,0 +1,70 @@
+/*
+ * test_gpucheck_torch.c - bench/gpu/check.sh's PyTorch steps (torch-graph,
+ * torch-retain, torch-six, torch-compile, torch-loader, torch-ipc) over
+ * simgpu, with a test double (tests/clients/fake_torch_sharing.py) in
+ * PyTorch's place, so that the peers, barriers, SIGKILLs, reports and
+ * judgements all run: all pass.  A binary of its own (test_gpucheck.c says
+ * why); the helpers are test_gpucheck_lib.c's.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/testutil.h"
+#include "test_gpucheck_lib.h"
+
+/* check.sh's PyTorch steps around the test double (torch-sharing) over
+ * simgpu: all pass, with their figures; summary.md their table,
+ * summary.json their counts (6 of check.sh's 18). */
+static void test_torch_steps(void **state)
+{
+    (void)state;
+    if (!all_built())
+        skip();
+    char out[600], status[8], fig[2048];
+    int rc = run_check("torch", "torch-sharing", NULL, out, sizeof out);
+    assert_true(rc == 0 || rc == 1);
+
+    /* The PyTorch steps around the test double: all pass over simgpu. */
+    static const char *const torch_steps[] = { "torch-graph", "torch-retain", "torch-six",
+                                               "torch-compile", "torch-loader", "torch-ipc" };
+    for (int i = 0; i < 6; i++)
+        expect_step(out, torch_steps[i], "PASS");
+    step_line(out, "torch-six", status, fig, sizeof fig);
+    assert_non_null(strstr(fig, "driver OOM: none"));
+    assert_null(strstr(fig, "driver free while held: n/a"));
+    step_line(out, "torch-loader", status, fig, sizeof fig);
+    assert_null(strstr(fig, "n/a"));
+
+    /* The table and the counts. */
+    char path[700];
+    snprintf(path, sizeof path, "%s/summary.md", out);
+    char *md = tu_read_file(path, NULL);
+    assert_non_null(md);
+    assert_int_equal(tu_count_lines(md, "| torch-"), 6);
+    assert_int_equal(tu_count_lines(md, "bench/gpu/check.sh on simgpu"), 1);
+    free(md);
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    char *js = tu_read_file(path, NULL);
+    assert_non_null(js);
+    assert_int_equal(tu_json_need(js, "pass") + tu_json_need(js, "fail") +
+                     tu_json_need(js, "skip"), 6);
+    assert_int_equal(tu_json_need(js, "simgpu"), 1);
+    assert_int_equal(rc, tu_json_need(js, "fail") > 0 ? 1 : 0);
+    free(js);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_torch_steps),
+    };
+    return cmocka_run_group_tests_name("gpucheck_torch", tests, setup_programs, NULL);
+}
