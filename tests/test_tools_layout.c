@@ -243,6 +243,14 @@ static void test_changes(void **state)
     assert_int_equal(top_changes(&a, &b, buf, sizeof buf), 2);
     assert_non_null(strstr(buf, "/salus-other appeared"));
     assert_non_null(strstr(buf, "/salus-test is gone"));
+    /* many tables at once (each run of another program makes its own):
+     * counted in one clause, not named one by one */
+    b.ntables = 3;
+    snprintf(b.tables[1].name, sizeof b.tables[1].name, "/salus-run-1");
+    snprintf(b.tables[2].name, sizeof b.tables[2].name, "/salus-run-2");
+    assert_int_equal(top_changes(&a, &b, buf, sizeof buf), 1);
+    assert_non_null(strstr(buf, "3 tables appeared, 1 went (3 shown)"));
+    assert_null(strstr(buf, "/salus-run-1"));
     top_snap_free(&a);
     top_snap_free(&b);
 }

@@ -403,6 +403,53 @@ static void test_top_wide(void **state)
     tt_job_stop(&j);
 }
 
+/* At 80 columns, with libsalus saying something on stderr (an invalid
+ * SALUS_TABLE, read by the table code salus-top links) and a table nobody
+ * uses beside the job's: the message is in the message line (line 1), no
+ * "salus[" line is drawn over the screen, the idle table is counted, not
+ * shown, the device header keeps its policy; at the end, the message is on
+ * salus-top's real stderr. */
+static void test_top_at_80(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_tmux_t tm;
+    tt_tmux_need(&tm, "salus-t8");
+    char idle[80], err_path[512], top[512], cmd[1400];
+    snprintf(idle, sizeof idle, "%s-idle", tt_table);
+    shm_table_t *t;
+    shm_open_opts_t o = { .name = idle, .create = 1, .quiet = 1 };
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    shm_close_table(t);
+    tt_job_t j;
+    tt_job_start(&j, "job80", "30");
+    tt_job_wait_running(&j);
+    snprintf(err_path, sizeof err_path, "%s/top80-%d.err", tu_tmpdir(), (int)getpid());
+    snprintf(cmd, sizeof cmd, "env SALUS_TABLE='bad name' %s -d 0.3 2>%s",
+             tu_build_path("bin/salus-top", top, sizeof top), err_path);
+    assert_int_equal(tt_tmux(&tm, NULL, "new-session", "-d", "-x", "80", "-y", "30", "-s",
+                             "top", cmd, NULL), 0);
+    const char *const want[] = { "libsalus: error: SALUS_TABLE=\"bad name\" is not accepted",
+                                 "unused)", "job80", "policy fair", NULL };
+    char *screen = tt_screen_with(&tm, want);
+    tt_assert_shows(screen, want);
+    assert_int_equal(tu_count_lines(screen, "libsalus:"), 1);
+    assert_true(strncmp(screen, " salus-top", 10) == 0);             /* line 0: the bar */
+    const char *second = strchr(screen, '\n');
+    assert_non_null(second);
+    assert_true(strncmp(second + 1, "libsalus: error:", 16) == 0);   /* line 1 */
+    assert_null(strstr(screen, "salus["));                           /* nothing drawn over */
+    assert_null(strstr(screen, idle + 1));                           /* the idle table: counted */
+    free(screen);
+    tt_top_quit(&tm);
+    char *err = tu_read_file(err_path, NULL);
+    unlink(err_path);
+    assert_true(tt_contains(err, "]: error: SALUS_TABLE=\"bad name\" is not accepted"));
+    free(err);
+    tt_job_stop(&j);
+    shm_unlink_table(idle);
+}
+
 /* ---- live control ---------------------------------------------------------------- */
 
 typedef struct slot_watch {
@@ -605,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_listen_arguments),
         cmocka_unit_test_setup_teardown(test_json_time_host, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_wide, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_top_at_80, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_renice_limit_commands, tt_setup, tt_teardown),
         cmocka_unit_test(test_control_permission),
         cmocka_unit_test_setup_teardown(test_top_keys, tt_setup, tt_teardown),

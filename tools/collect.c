@@ -44,7 +44,7 @@ void top_snap_free(top_snap_t *s)
 
 static void snap_clear(top_snap_t *s)
 {
-    s->ntables = s->ndevices = s->nprocs = 0;
+    s->ntables = s->ndevices = s->nprocs = s->hidden_tables = 0;
     s->interval_s = 0;
     s->note[0] = '\0';
 }
@@ -661,6 +661,7 @@ int top_collect(top_collector_t *c, top_snap_t *s)
             s->ntables--;                      /* a stale table nobody uses */
             s->ndevices = nd;
             s->nprocs = np;
+            s->hidden_tables++;
         }
     }
     /* Tables no longer named anywhere are closed. */

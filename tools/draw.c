@@ -12,7 +12,8 @@
  * The screen is:
  *   line 0      a status bar: tables, processes, interval, sort column, keys
  *   line 1      what just happened (a table appeared or went, a process
- *               exited, a policy changed), or why nothing is shown
+ *               exited, a policy changed, what libsalus's table code said on
+ *               stderr: capture.c), or why nothing is shown
  *   lines 2...  per device: two header lines, the column titles, its rows
  */
 #include "top.h"
@@ -80,6 +81,24 @@ static void tell(ui_t *u, const char *text)
         return;
     say(u, text);
     u->msg_mine = 0;
+}
+
+/* What libsalus's table code said on stderr meanwhile (capture.c): the
+ * last line in the message line, "libsalus: <level>: ..." (the pid is
+ * salus-top's own); shown as news is, and written on stderr at the end. */
+static void heard(ui_t *u)
+{
+    char line[400], shown[420];
+    int got = 0;
+    while (top_capture_line(line, sizeof line))
+        got = 1;
+    if (!got)
+        return;
+    const char *text = line;
+    if (strncmp(line, "salus[", 6) == 0 && strstr(line, "]: "))
+        text = strstr(line, "]: ") + 3;
+    snprintf(shown, sizeof shown, "libsalus: %s", text);
+    tell(u, shown);
 }
 
 /* ---- the screen's lines ------------------------------------------------------------ */
@@ -161,9 +180,12 @@ static void status_bar(ui_t *u, int width)
     char filter[96] = "";
     if (u->filter[0])
         snprintf(filter, sizeof filter, "  filter \"%s\"", u->filter);
-    snprintf(bar, sizeof bar, " salus-top  %d table%s  %d process%s  every %.1f s  "
+    char hidden[48] = "";
+    if (u->snap.hidden_tables > 0)
+        snprintf(hidden, sizeof hidden, " (+%d unused)", u->snap.hidden_tables);
+    snprintf(bar, sizeof bar, " salus-top  %d table%s%s  %d process%s  every %.1f s  "
              "sort %s%s%s   ? help  r renice  l limit  k kill  / filter  q quit",
-             u->snap.ntables, u->snap.ntables == 1 ? "" : "s", nprocs,
+             u->snap.ntables, u->snap.ntables == 1 ? "" : "s", hidden, nprocs,
              nprocs == 1 ? "" : "es", u->delay_s, top_col_title(u->sort),
              u->reverse ? " (reversed)" : "", filter);
     char fit[512];
@@ -618,6 +640,7 @@ int top_ui_run(top_collector_t *c, const top_ui_opts_t *o)
             next = now + (uint64_t)(u.delay_s * 1e9);
             fresh = 0;
         }
+        heard(&u);
         draw(&u);
         now = util_now_ns();
         timeout(next > now ? (int)((next - now) / 1000000) + 1 : 0);

@@ -492,12 +492,25 @@ int top_changes(const top_snap_t *old, const top_snap_t *now, char *buf, size_t 
         if (at < len)                                                       \
             at += (size_t)snprintf(buf + at, len - at, __VA_ARGS__);        \
     } while (0)
+    /* Tables that come and go (another program's, each run a table of its
+     * own) are named when one or two do, counted when more do, so that the
+     * line stays readable. */
+    int came = 0, went = 0;
     for (int i = 0; i < now->ntables; i++)
-        if (!has_table(old, now->tables[i].name))
-            SAY("table %s appeared", now->tables[i].name);
+        came += !has_table(old, now->tables[i].name);
     for (int i = 0; i < old->ntables; i++)
-        if (!has_table(now, old->tables[i].name))
-            SAY("table %s is gone", old->tables[i].name);
+        went += !has_table(now, old->tables[i].name);
+    if (came + went > 2) {
+        SAY("%d table%s appeared, %d went (%d shown)", came, came == 1 ? "" : "s", went,
+            now->ntables);
+    } else {
+        for (int i = 0; i < now->ntables; i++)
+            if (!has_table(old, now->tables[i].name))
+                SAY("table %s appeared", now->tables[i].name);
+        for (int i = 0; i < old->ntables; i++)
+            if (!has_table(now, old->tables[i].name))
+                SAY("table %s is gone", old->tables[i].name);
+    }
     for (int i = 0; i < old->nprocs; i++) {
         const top_proc_t *p = &old->procs[i];
         const char *table = old->tables[p->table].name;

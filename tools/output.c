@@ -45,6 +45,9 @@ void top_print_text(FILE *f, const top_snap_t *s, top_col_t sort, int width)
             nprocs, nprocs == 1 ? "" : "es");
     if (s->interval_s > 0)
         fprintf(f, "; GPU%% and WAIT%% over the last %.1f s", s->interval_s);
+    if (s->hidden_tables > 0)
+        fprintf(f, "; %d other table%s without live processes (--all shows them)",
+                s->hidden_tables, s->hidden_tables == 1 ? "" : "s");
     fprintf(f, "\n");
     if (s->note[0])
         fprintf(f, "note: %s\n", s->note);
@@ -181,7 +184,8 @@ void top_print_json(FILE *f, const top_snap_t *s)
         top_json_string(f, s->tables[i].name);
         fprintf(f, ",\"processes\":%d}", s->tables[i].nprocs);
     }
-    fprintf(f, "],\"interval_s\":%.3f,\"note\":", s->interval_s);
+    fprintf(f, "],\"hidden_tables\":%d,\"interval_s\":%.3f,\"note\":", s->hidden_tables,
+            s->interval_s);
     top_json_string(f, s->note);
     fprintf(f, "}\n");
 }

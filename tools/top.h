@@ -129,6 +129,9 @@ typedef struct top_snap {
     double interval_s;               /* since the previous snapshot, 0: none */
     int ntables;
     top_table_t tables[TOP_MAX_TABLES];
+    /* Tables found in /dev/shm that no live process uses, left out (the
+     * default table and those named with -t always show; --all shows all). */
+    int hidden_tables;
     int ndevices, devcap;
     top_device_t *devices;           /* by table, then index */
     int nprocs, proccap;
@@ -245,6 +248,17 @@ typedef struct top_ui_opts {
 } top_ui_opts_t;
 /* Until q.  TOP_EXIT_OK, or TOP_EXIT_FAIL when the terminal cannot be used. */
 int top_ui_run(top_collector_t *c, const top_ui_opts_t *o);
+
+/* ---- libsalus's messages under the live view (capture.c) -------------------------
+ * While the view is up, stderr (fd 2) is a pipe whose lines the view shows
+ * in its message line instead of letting them be drawn over the screen;
+ * stopping puts stderr back and writes every line captured on it. */
+/* 0, or -errno (stderr is left as it was). */
+int  top_capture_start(void);
+/* The next whole line captured, sanitized, without its newline: 1, or 0
+ * when there is none (or nothing is captured). */
+int  top_capture_line(char *buf, size_t len);
+void top_capture_stop(void);
 
 /* ---- the HTTP exporter (http.c) ---------------------------------------------------
  * "[ADDRESS]:PORT" into host ("127.0.0.1" when ADDRESS is empty) and port.
