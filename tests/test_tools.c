@@ -468,6 +468,75 @@ static void test_help(void **state)
 
 /* ---- pages and install ----------------------------------------------------------------- */
 
+/* A line of a man page that starts with .B (.B, .BI, .BR) and names
+ * `opt` (roff-escaped, "\\-\\-mem\\-wait") whole: not "\\-\\-mem" in
+ * "\\-\\-mem\\-wait". */
+static int has_option_entry(const char *text, const char *opt)
+{
+    size_t n = strlen(opt);
+    for (const char *p = text; (p = strstr(p, opt)) != NULL; p += n) {
+        const char *bol = p;
+        while (bol > text && bol[-1] != '\n')
+            bol--;
+        char next = p[n];
+        if (strncmp(bol, ".B", 2) == 0 && next != '\\' && next != '-' &&
+            !(next >= 'a' && next <= 'z') && !(next >= '0' && next <= '9'))
+            return 1;
+    }
+    return 0;
+}
+
+/* "\\-\\-" prefix then name, each '-' escaped as roff wants it. */
+static void roff_option(const char *prefix, const char *name, char *buf, size_t len)
+{
+    char whole[96];
+    snprintf(whole, sizeof whole, "%s%s", prefix, name);
+    size_t at = (size_t)snprintf(buf, len, "\\-\\-");
+    for (const char *c = whole; *c && at + 3 < len; c++) {
+        if (*c == '-')
+            buf[at++] = '\\';
+        buf[at++] = *c;
+    }
+    buf[at] = '\0';
+}
+
+/* Every option of `salus run` (the rows of libsalus's one list of variables
+ * that have one) has an entry in salus(1), and every one the Slurm plugin
+ * registers (all but --table and --name: the plugin names the table, the
+ * job its step) one in salus-slurm(8) as --salus-<option>. */
+static void test_run_options_documented(void **state)
+{
+    (void)state;
+    char path[512];
+    char *run = tu_read_file(tu_source_path("tools/man/salus.1", path, sizeof path), NULL);
+    char *slurm = tu_read_file(tu_source_path("tools/man/salus-slurm.8", path, sizeof path),
+                               NULL);
+    assert_non_null(run);
+    assert_non_null(slurm);
+    int missing = 0;
+    for (int i = 0; i < UTIL_VAR_COUNT; i++) {
+        char opt[96];
+        if (!util_vars[i].option)
+            continue;
+        roff_option("", util_vars[i].option, opt, sizeof opt);
+        if (!has_option_entry(run, opt)) {
+            print_error("salus(1) has no entry for salus run %s (%s)\n", opt,
+                        util_vars[i].name);
+            missing++;
+        }
+        if (i == UTIL_VAR_TABLE || i == UTIL_VAR_NAME)
+            continue;
+        roff_option("salus-", util_vars[i].option, opt, sizeof opt);
+        if (!has_option_entry(slurm, opt)) {
+            print_error("salus-slurm(8) has no entry for %s (%s)\n", opt, util_vars[i].name);
+            missing++;
+        }
+    }
+    free(run);
+    free(slurm);
+    assert_int_equal(missing, 0);
+}
+
 static void test_man_pages(void **state)
 {
     (void)state;
@@ -589,6 +658,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_man_pages),
+        cmocka_unit_test(test_run_options_documented),
         cmocka_unit_test(test_install),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
