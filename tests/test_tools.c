@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -537,6 +538,60 @@ static void test_run_options_documented(void **state)
     assert_int_equal(missing, 0);
 }
 
+/* The part of text from the line that starts with `from` to the next line
+ * that starts with `to` (a copy), or NULL. */
+static char *section(const char *text, const char *from, const char *to)
+{
+    const char *a = text ? strstr(text, from) : NULL;
+    if (!a)
+        return NULL;
+    const char *b = strstr(a + strlen(from), to);
+    size_t n = b ? (size_t)(b - a) : strlen(a);
+    char *out = malloc(n + 1);
+    assert_non_null(out);
+    memcpy(out, a, n);
+    out[n] = '\0';
+    return out;
+}
+
+/* One source for the policy figures: each figure of the README's "Which
+ * policy" (1.58x, 11.04, 12%) is bench/REPORT.md's, and libsalus(7)'s
+ * "Which policy" cites the report without copying any. */
+static void test_docs_cite_report(void **state)
+{
+    (void)state;
+    char path[512];
+    char *readme = tu_read_file(tu_source_path("README.md", path, sizeof path), NULL);
+    char *report = tu_read_file(tu_source_path("bench/REPORT.md", path, sizeof path), NULL);
+    char *page = tu_read_file(tu_source_path("tools/man/libsalus.7", path, sizeof path), NULL);
+    assert_non_null(report);
+    char *which = section(readme, "### Which policy", "\n#");
+    char *man = section(page, ".SS \"Which policy\"", "\n.S");
+    assert_non_null(which);
+    assert_non_null(man);
+    regex_t figure;
+    assert_int_equal(regcomp(&figure, "[0-9]+\\.[0-9]+x?|[0-9]+%", REG_EXTENDED), 0);
+    regmatch_t m;
+    int seen = 0;
+    for (const char *at = which; regexec(&figure, at, 1, &m, 0) == 0; at += m.rm_eo) {
+        char fig[32];
+        snprintf(fig, sizeof fig, "%.*s", (int)(m.rm_eo - m.rm_so), at + m.rm_so);
+        if (!tt_contains(report, fig))
+            fail_msg("README's \"Which policy\" says %s, which bench/REPORT.md does not", fig);
+        seen++;
+    }
+    assert_true(seen >= 8);                   /* the table's figures were found */
+    if (regexec(&figure, man, 1, &m, 0) == 0)
+        fail_msg("libsalus(7)'s \"Which policy\" copies a figure (%.*s): cite "
+                 "bench/REPORT.md instead", (int)(m.rm_eo - m.rm_so), man + m.rm_so);
+    regfree(&figure);
+    free(which);
+    free(man);
+    free(readme);
+    free(report);
+    free(page);
+}
+
 static void test_man_pages(void **state)
 {
     (void)state;
@@ -659,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_man_pages),
         cmocka_unit_test(test_run_options_documented),
+        cmocka_unit_test(test_docs_cite_report),
         cmocka_unit_test(test_install),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
