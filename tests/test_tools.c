@@ -58,9 +58,10 @@ static void test_top_in_terminal(void **state)
 
     /* h shows the help, any key goes back */
     tt_tmux(&tm, NULL, "send-keys", "-t", "top", "h", NULL);
-    const char *const help[] = { "press any key", "quit", NULL };
+    const char *const help[] = { "press any key", "quit", "k is kill", NULL };
     screen = tt_screen_with(&tm, help);
     tt_assert_shows(screen, help);
+    assert_null(strstr(screen, "also j"));           /* no vi key for down beside k = kill */
     free(screen);
     tt_tmux(&tm, NULL, "send-keys", "-t", "top", "x", NULL);
 
@@ -438,6 +439,17 @@ static void test_bad_arguments(void **state)
     BAD("bin/salus", "exclude", "reset", "--all", "-t", "x");
     BAD("bin/salus", "--bogus", "status", "--bogus");
     BAD("bin/salus", "is not a command", "help", "bogus");
+    /* a near miss is named with what it most likely means, a far one alone */
+    BAD("bin/salus", "--priorty is not an option of salus run: did you mean --priority?", "run",
+        "--priorty", "5", "true");
+    BAD("bin/salus", "did you mean --policy pack?", "run", "--policy", "pakc", "true");
+    BAD("bin/salus", "pakc is not a policy: it takes fifo fair priority srtf pack; did you "
+        "mean pack?", "policy", "pakc");
+    BAD("bin/salus", "did you mean status?", "stauts");
+    tt_out_t o = TT_TOOL("bin/salus", "run", "--frob", "true");
+    assert_int_equal(o.rc, 2);
+    assert_false(tt_contains(o.err, "did you mean"));
+    tt_out_free(&o);
 }
 
 static void test_help(void **state)

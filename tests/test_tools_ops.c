@@ -510,6 +510,12 @@ static void test_renice_limit_commands(void **state)
     tt_out_free(&o);
     w.limit = 1ull << 30;
     assert_true(tu_await(slot_shows, &w, 5000));
+    /* past the GPU's budget: the limit is the budget, and the reply says why */
+    o = TT_TOOL("bin/salus", "limit", pid, "64G", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "64G is more than its GPU's budget") ||
+        !tt_contains(o.out, "so its limit is the whole budget"))
+        fail_msg("salus limit 64G: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
 
     /* checked like every other value, and only what exists */
     static const char *const bad[][4] = { { "renice", "ctljob", "101", "101" },

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "memory/memory.h"
+#include "util/util.h"
 
 /* ---- permission ---------------------------------------------------------------- */
 
@@ -155,7 +156,15 @@ int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
     top_human_bytes(t->mem_limit, was, sizeof was);
     top_human_bytes(c.limit, now, sizeof now);
     top_human_bytes(c.used, holds, sizeof holds);
-    if (c.used > c.limit)
+    /* A size past the budget is cut to it (memory's rule): say why the
+     * limit is not what was asked.  Percentages are of the budget already. */
+    uint64_t asked;
+    if (!strchr(size, '%') && !strchr(size, '=') && util_parse_size(size, 1, &asked) == 0 &&
+        asked > c.limit)
+        snprintf(msg, len, "%d (%s): memory limit %s -> %s (it holds %s): %s is more than its "
+                 "GPU's budget, %s (the capacity less the headroom kept for contexts), so its "
+                 "limit is the whole budget", (int)t->pid, t->name, was, now, holds, size, now);
+    else if (c.used > c.limit)
         snprintf(msg, len, "%d (%s): memory limit %s -> %s; it holds %s, more than that: "
                  "the limit takes effect as it frees (no new allocation until it holds "
                  "less than %s)", (int)t->pid, t->name, was, now, holds, now);

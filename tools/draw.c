@@ -295,7 +295,7 @@ static const char *const help_text[] = {
     "  l           its memory limit: 20G, 512M, 25%, 100% (the whole budget)",
     "  k, F9       kill it (SIGTERM), after a confirmation",
     "              (changes: your own processes, or any of a group table of yours)",
-    "  Up, Down    select a row (also j); PgUp, PgDn, Home, End",
+    "  Up, Down    select a row; PgUp, PgDn, Home, End (no vi keys: k is kill)",
     "  space       refresh now",
     "  h, ?, F1    this help",
     "",
@@ -567,7 +567,7 @@ static int key(ui_t *u, int k)
     case 'k': case KEY_F(9): kill_prompt(u); return 2;
     case 'h': case 'H': case '?': case KEY_F(1): show_help(); return 0;
     case KEY_UP: move_sel(u, -1); return 0;
-    case KEY_DOWN: case 'j': move_sel(u, 1); return 0;
+    case KEY_DOWN: move_sel(u, 1); return 0;     /* no 'j': beside it, 'k' kills */
     case KEY_PPAGE: move_sel(u, -height); return 0;
     case KEY_NPAGE: move_sel(u, height); return 0;
     case KEY_HOME: move_sel(u, -u->snap.nprocs); return 0;

@@ -189,9 +189,13 @@ static int policy_parse(int argc, char **argv, policy_args_t *a)
     }
     if (optind < argc) {
         a->policy = top_policy_of(argv[optind]);
+        const char *guess = a->policy < 0 ? top_nearest(argv[optind], sched_policy_names,
+                                                        SCHED_POLICY_COUNT) : NULL;
+        char why[256];
+        snprintf(why, sizeof why, "is not a policy: it takes" SCHED_POLICY_WORDS "%s%s%s",
+                 guess ? "; did you mean " : "", guess ? guess : "", guess ? "?" : "");
         if (a->policy < 0)
-            return salus_bad("policy", argv[optind], "is not a policy: it takes"
-                             SCHED_POLICY_WORDS);
+            return salus_bad("policy", argv[optind], why);
         if (optind + 1 < argc)
             return salus_bad("policy", argv[optind + 1], "is one argument too many");
     }
@@ -463,7 +467,11 @@ int main(int argc, char **argv)
         return salus_renice(argc - 1, argv + 1);
     if (strcmp(cmd, "limit") == 0)
         return salus_limit(argc - 1, argv + 1);
+    static const char *const cmds[] = { "run", "status", "policy", "renice", "limit", "reset",
+                                        "help" };
+    const char *guess = top_nearest(cmd, cmds, (int)(sizeof cmds / sizeof *cmds));
     fprintf(stderr, "salus: \"%s\" is not a command: it takes run, status, policy, renice, "
-            "limit, reset or help\nsalus: see 'salus --help'\n", cmd);
+            "limit, reset or help%s%s%s\nsalus: see 'salus --help'\n", cmd,
+            guess ? "; did you mean " : "", guess ? guess : "", guess ? "?" : "");
     return TOP_EXIT_USAGE;
 }

@@ -312,6 +312,10 @@ int  top_parse_seconds(const char *text, double min, double max, double *out);
 int  top_parse_long(const char *text, long min, long max, long *out);
 /* The policy of that name (case-insensitive), or -1. */
 int  top_policy_of(const char *name);
+/* The candidate `word` is most likely a misspelling of (a few edits away,
+ * case-insensitive, an adjacent swap one edit), or NULL: the "did you
+ * mean" of a bad option, policy or command. */
+const char *top_nearest(const char *word, const char *const *cands, int n);
 /* The user name of uid (or its number), sanitized. */
 void top_user_name(uid_t uid, char *buf, size_t len);
 
