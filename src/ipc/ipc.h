@@ -188,8 +188,10 @@ int  shm_device_of(shm_table_t *t, const struct drv *drv, int ordinal);
  * and held marks the device shared in its own table (and in the other's,
  * when it may write it) and says so once.  A claim nobody holds is stale
  * and taken over.  shm_device_of checks it at a process's first lookup of an
- * ordinal, outside the table's lock.  Returns 1 shared, 0 ours, -1 not known
- * (no /dev/shm, a claim we cannot read). */
+ * ordinal, outside the table's lock.  A process's first claim also sweeps
+ * the claims of tables that are gone (shm_forget_claims(NULL)), so that
+ * tables removed by hand leave no claims behind for long.  Returns 1 shared,
+ * 0 ours, -1 not known (no /dev/shm, a claim we cannot read). */
 int  shm_device_claim(shm_table_t *t, int device, const uint8_t uuid[16]);
 /* 1 when device index d is marked shared with another table, else 0. */
 int  shm_device_shared(shm_table_t *t, int device);
