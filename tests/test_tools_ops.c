@@ -25,7 +25,9 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "test_tools_lib.h"
 #include "memory/memory.h"
@@ -536,6 +538,88 @@ static void test_renice_limit_commands(void **state)
     w = (slot_watch_t){ 0 };
 }
 
+/* Every change through the tools leaves an audit line in the system log:
+ * authpriv.notice, tag salus, who (user, uid, tool), when, and what.  The
+ * test stands in for syslog at /dev/log (where glibc's syslog(3) writes),
+ * so it runs only where no syslog daemon holds that socket. */
+static int read_audit(int fd, char *all, size_t cap, const char *const *want)
+{
+    size_t at = strlen(all);
+    uint64_t deadline = tu_now_ns() + 10ull * 1000000000;
+    for (;;) {
+        int have = 1;
+        for (int i = 0; want[i] && have; i++)
+            have = strstr(all, want[i]) != NULL;
+        if (have)
+            return 1;
+        if (tu_now_ns() > deadline)
+            return 0;
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        if (poll(&pf, 1, 100) == 1 && at + 1 < cap) {
+            ssize_t n = recv(fd, all + at, cap - at - 2, 0);
+            if (n > 0) {
+                at += (size_t)n;
+                all[at++] = '\n';
+                all[at] = '\0';
+            }
+        }
+    }
+}
+
+static void test_audit_lines(void **state)
+{
+    (void)state;
+    tt_need_build();
+    if (access("/dev/log", F_OK) == 0) {
+        print_message("a syslog daemon has /dev/log: the audit lines go to it, unread here\n");
+        skip();
+    }
+    tt_job_t j;
+    tt_job_start(&j, "auditjob", "30");
+    tt_job_wait_running(&j);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        tt_job_stop(&j);
+        print_message("cannot stand in for syslog at /dev/log (not root?)\n");
+        skip();
+    }
+    /* Nothing fatal until the socket is gone again: a /dev/log left behind
+     * would swallow the machine's syslog(3) lines and skip this test. */
+    int rcs = 0;
+    tt_out_t o = TT_TOOL("bin/salus", "renice", "auditjob", "60", "-t", tt_table);
+    rcs |= o.rc;
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus", "limit", "auditjob", "1G", "-t", tt_table);
+    rcs |= o.rc;
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus", "policy", "pack", "-t", tt_table);
+    rcs |= o.rc;
+    tt_out_free(&o);
+    char renice[160], limit[200], policy[160], who[64];
+    snprintf(renice, sizeof renice, "with salus at 20");
+    snprintf(limit, sizeof limit, "limit in %s: %d (auditjob): memory limit ", tt_table,
+             (int)j.p.pid);
+    snprintf(policy, sizeof policy, "policy: GPU 0 of %s: fair -> pack", tt_table);
+    snprintf(who, sizeof who, "(uid %u)", (unsigned)getuid());
+    char prio[200];
+    snprintf(prio, sizeof prio, "renice in %s: %d (auditjob): priority 50 -> 60", tt_table,
+             (int)j.p.pid);
+    const char *const want[] = { "<85>", "salus[", "]: audit: ", who, renice, prio, limit,
+                                 policy, NULL };
+    static char all[16384];
+    all[0] = '\0';
+    int seen = read_audit(fd, all, sizeof all, want);
+    close(fd);
+    unlink("/dev/log");
+    tt_job_stop(&j);
+    assert_int_equal(rcs, 0);
+    if (!seen)
+        fail_msg("the audit lines lack one of what they should say; they were:\n%s", all);
+}
+
 static void test_control_permission(void **state)
 {
     (void)state;
@@ -661,6 +745,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_top_at_80, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_renice_limit_commands, tt_setup, tt_teardown),
         cmocka_unit_test(test_control_permission),
+        cmocka_unit_test_setup_teardown(test_audit_lines, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_keys, tt_setup, tt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

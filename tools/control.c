@@ -5,7 +5,7 @@
  * memory limit through the sched and memory modules.
  *
  * Divided into: permission; finding targets; the changes, each said in one
- * sentence.
+ * sentence, which is also the change's audit line (audit.c).
  *
  * A change is made in the table under its lock by the module that owns the
  * field (sched_set_priority_table, mem_set_limit_table); it names the
@@ -125,8 +125,10 @@ int top_renice(const top_target_t *t, int priority, char *msg, size_t len)
 {
     shm_table_t *tab;
     int rc = open_for(t, &tab, msg, len);
-    if (rc != 0)
+    if (rc != 0) {
+        top_audit("renice to %d refused in %s: %s", priority, t->table, msg);
         return rc;
+    }
     rc = sched_set_priority_table(tab, t->slot, t->gen, priority);
     shm_close_table(tab);
     if (rc != 0)
@@ -135,6 +137,7 @@ int top_renice(const top_target_t *t, int priority, char *msg, size_t len)
     else
         snprintf(msg, len, "%d (%s): priority %d -> %d, from its next iteration boundary",
                  (int)t->pid, t->name, t->priority, priority);
+    top_audit("renice in %s: %s", t->table, msg);
     return rc;
 }
 
@@ -142,14 +145,17 @@ int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
 {
     shm_table_t *tab;
     int rc = open_for(t, &tab, msg, len);
-    if (rc != 0)
+    if (rc != 0) {
+        top_audit("limit to %.32s refused in %s: %s", size, t->table, msg);
         return rc;
+    }
     mem_limit_change_t c;
     rc = mem_set_limit_table(tab, t->slot, t->gen, size, &c);
     shm_close_table(tab);
     if (rc != 0) {
         snprintf(msg, len, "%d (%s): the memory limit could not be changed: %s", (int)t->pid,
                  t->name, change_error(rc));
+        top_audit("limit to %.32s refused in %s: %s", size, t->table, msg);
         return rc;
     }
     char was[16], now[16], holds[16];
@@ -171,5 +177,6 @@ int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
     else
         snprintf(msg, len, "%d (%s): memory limit %s -> %s (it holds %s), from its next "
                  "allocation", (int)t->pid, t->name, was, now, holds);
+    top_audit("limit in %s: %s", t->table, msg);
     return 0;
 }

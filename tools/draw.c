@@ -362,6 +362,7 @@ static void set_policy(ui_t *u, const char *table, int device, int policy)
     else
         snprintf(msg, sizeof msg, "GPU %d of %s: the policy could not be changed: %s", device,
                  table, rc == -EINVAL ? "bad device" : top_open_error(rc));
+    top_audit("policy: %s", msg);
     say(u, msg);
 }
 
@@ -516,6 +517,7 @@ static void kill_prompt(ui_t *u)
     else
         snprintf(msg, sizeof msg, "%d (%s): cannot be killed: %s", (int)t.pid, t.name,
                  strerror(errno));
+    top_audit("kill in %s: %s", t.table, msg);
     say(u, msg);
 }
 

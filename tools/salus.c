@@ -224,11 +224,16 @@ static int policy_set(shm_table_t *t, const char *name, int d, const policy_args
     if (rc != 0) {
         fprintf(stderr, "salus policy: GPU %d of %s: cannot change it: %s\n", d, name,
                 strerror(-rc));
+        top_audit("policy: GPU %d of %s: %s refused: %s", d, name, sched_policy_names[p],
+                  strerror(-rc));
         return TOP_EXIT_FAIL;
     }
     sched_device_info_t now;
     if (sched_read_device(t, d, &now) != 0)
         now.quantum_ms = 0;
+    top_audit("policy: GPU %d of %s: %s -> %s, quantum %u ms", d, name,
+              had ? sched_policy_names[old.policy] : "-", sched_policy_names[p],
+              (unsigned)now.quantum_ms);
     printf("GPU %d [%s]: policy %s", d, name, sched_policy_names[p]);
     if (had && old.policy != p)
         printf(" (was %s)", sched_policy_names[old.policy]);
@@ -328,6 +333,8 @@ static int reset_one(const char *name, const char *group, int force)
         return TOP_EXIT_FAIL;
     }
     rc = shm_unlink_table(name);
+    top_audit("reset%s: table %s %s, %d live process%s", force ? " --force" : "", name,
+              rc != 0 && rc != -ENOENT ? "not removed" : "removed", n, n == 1 ? "" : "es");
     if (rc != 0 && rc != -ENOENT) {
         fprintf(stderr, "salus reset: cannot remove %s: %s\n", name, strerror(-rc));
         return TOP_EXIT_FAIL;

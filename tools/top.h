@@ -293,6 +293,12 @@ void top_target_of(const top_snap_t *s, const top_proc_t *p, top_target_t *t);
 int top_renice(const top_target_t *t, int priority, char *msg, size_t len);
 int top_limit(const top_target_t *t, const char *size, char *msg, size_t len);
 
+/* One line to the system log (authpriv, notice, tag "salus") for a change
+ * made through the tools: who (user, uid, tool), when, and `fmt`: what and
+ * how it ended ("renice 4242 (train) in /salus-1000: priority 50 -> 80").
+ * (audit.c) */
+void top_audit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- salus-top's command line (top.c): also `salus status` -----------------------
  * once: always a snapshot (salus status), never the live view. */
 int top_main(int argc, char **argv, const char *prog, int once);
