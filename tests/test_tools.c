@@ -756,8 +756,16 @@ static void make_target(const char *what, const char *dest, const char *prefix)
     if (prefix)
         argv[n++] = (char *)prefix;
     argv[n] = NULL;
+    /* A make of its own: not a job of the make that runs the tests, whose
+     * jobserver's descriptors this process does not pass on. */
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_unset(&env, "MAKEFLAGS");
+    tu_env_unset(&env, "MFLAGS");
+    tu_env_unset(&env, "MAKELEVEL");
     tu_proc_t p;
-    int rc = tu_run(argv, NULL, 200000, &p);
+    int rc = tu_run(argv, &env, 200000, &p);
+    tu_env_free(&env);
     if (rc != 0) {
         char *err = tu_read_file(p.err_path, NULL);
         fail_msg("make %s: rc %d: %s", what, rc, err ? err : "");
