@@ -112,6 +112,26 @@ const char *shm_table_name(const shm_table_t *t);
  * forgotten all the same). */
 int  shm_unlink_table(const char *name);
 
+/* ---- tables of other versions (upgrade.c) ---------------------------------
+ * What any version's table says of itself, read without its layout: its
+ * table ABI, the Salus version that made it, and how many processes use it
+ * (their liveness locks).  0 and *out, or -errno (-ENOENT: no such table,
+ * -EPROTO: not a regular file). */
+#define SHM_VERSION_BYTES 16
+typedef struct shm_table_about {
+    uint32_t abi;                      /* 0: not a Salus table (bad magic) */
+    int live;                          /* processes using it; -1 unknown */
+    char version[SHM_VERSION_BYTES];   /* "0.3.0"; "": it does not say (older) */
+} shm_table_about_t;
+int  shm_table_about(const char *name, shm_table_about_t *out);
+/* The table a process joins at `name` (shm_process_table): that table; or,
+ * when an older version's table holds the name, the same made anew if no
+ * process uses it, else the side table "<name>.abi<ABI>" of this version
+ * until its processes end (README, "Upgrading"); said once.  A newer
+ * version's table is left alone (-EPROTO, said).  0 and *out, or -errno,
+ * said (the process then passes calls through). */
+int  shm_open_for_process(const char *name, const char *group, shm_table_t **out);
+
 /* ---- the lock ------------------------------------------------------------
  * A lock of our own over a futex word in the table guards structural
  * changes: claiming and freeing slots, leases, admissions.  Counters and
