@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
@@ -30,7 +31,9 @@
 #include <sys/un.h>
 
 #include "test_tools_lib.h"
+#include "ipc/shm_layout.h"
 #include "memory/memory.h"
+#include "salus_version.h"
 
 /* ---- version and help ---------------------------------------------------------- */
 
@@ -452,6 +455,97 @@ static void test_top_at_80(void **state)
     shm_unlink_table(idle);
 }
 
+/* ---- upgrades ---------------------------------------------------------------------- */
+
+typedef struct side_watch {
+    const char *table;
+    pid_t pid;
+} side_watch_t;
+
+/* The job has a slot in that table, with an iteration done. */
+static int runs_in(void *arg)
+{
+    const side_watch_t *w = arg;
+    shm_table_t *t;
+    int ok = 0;
+    if (top_open_table(w->table, "", 0, &t) != 0)
+        return 0;
+    for (int s = 0; s < SHM_MAX_SLOTS && !ok; s++) {
+        shm_ident_t id;
+        sched_slot_info_t si;
+        ok = shm_slot_ident(t, s, &id) == 0 && id.pid == w->pid &&
+             sched_read_slot(t, s, &si) == 0 && si.iterations > 0;
+    }
+    shm_close_table(t);
+    return ok;
+}
+
+/* In a child: a process of the old version, holding its liveness lock on
+ * the table at the path arg, as every version's processes do. */
+static int old_version_process(void *arg)
+{
+    int fd = open(arg, O_RDWR);
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SHM_LIVE_BASE + 3,
+                        .l_len = 1 };
+    return fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 ? 0 : 1;
+}
+
+/* A rolling upgrade: the table's name is held by an older version's table
+ * (table ABI one less, "Salus 0.2.9") with a live process; a job of this
+ * version runs, shared, in the side table, says so once, and salus status
+ * names both versions. */
+static void test_upgrade_status(void **state)
+{
+    (void)state;
+    tt_need_build();
+    char path[128], side[96];
+    snprintf(path, sizeof path, "/dev/shm%s", tt_table);
+    snprintf(side, sizeof side, "%s.abi%u", tt_table, (unsigned)SHM_ABI_VERSION);
+    shm_open_opts_t o = { .name = tt_table, .create = 1, .quiet = 1 };
+    shm_table_t *t;
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    shm_close_table(t);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint32_t old_abi = SHM_ABI_VERSION - 1;
+    char made_by[SHM_VERSION_BYTES] = "0.2.9";
+    assert_int_equal(pwrite(fd, &old_abi, sizeof old_abi, 8), (ssize_t)sizeof old_abi);
+    assert_int_equal(pwrite(fd, made_by, sizeof made_by, SHM_VERSION_OFFSET),
+                     (ssize_t)sizeof made_by);
+    close(fd);
+    int told = -1;
+    pid_t old = tu_fork_teller(old_version_process, path, &told);
+    assert_true(old > 0);
+    assert_int_equal(told, 0);
+
+    tt_job_t j;
+    tt_job_start(&j, "upgjob", "30");
+    side_watch_t w = { side, j.p.pid };
+    int running = tu_await(runs_in, &w, 15000);
+    tt_out_t out = TT_TOOL("bin/salus", "status", "-d", "0", "-t", tt_table, "-t", side);
+    kill(old, SIGKILL);
+    tu_proc_t op = { .pid = old };
+    tu_wait(&op, 5000);
+    tt_job_stop(&j);
+    char *err = tu_read_file(j.p.err_path, NULL);
+    shm_unlink_table(side);
+    assert_true(running);
+    char want_old[160], want_side[160], want_job[200];
+    snprintf(want_old, sizeof want_old, "%s of table ABI %u (Salus 0.2.9), 1 live process, "
+             "not read by this salus", tt_table, (unsigned)old_abi);
+    snprintf(want_side, sizeof want_side, "%s made by Salus %s", side, SALUS_VERSION);
+    snprintf(want_job, sizeof want_job, "uses table %s beside it until they end", side);
+    if (out.rc != 0 || !tt_contains(out.out, "versions: this salus ") ||
+        !tt_contains(out.out, want_old) || !tt_contains(out.out, want_side) ||
+        !tt_contains(out.out, "upgjob"))
+        fail_msg("salus status during an upgrade: rc %d:\n%s%s", out.rc, out.out, out.err);
+    if (!tt_contains(err, "is in use by 1 process of Salus 0.2.9") ||
+        !tt_contains(err, want_job))
+        fail_msg("the job did not say where it went: %s", err ? err : "");
+    tt_out_free(&out);
+    free(err);
+}
+
 /* ---- live control ---------------------------------------------------------------- */
 
 typedef struct slot_watch {
@@ -743,6 +837,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_json_time_host, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_wide, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_at_80, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_status, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_renice_limit_commands, tt_setup, tt_teardown),
         cmocka_unit_test(test_control_permission),
         cmocka_unit_test_setup_teardown(test_audit_lines, tt_setup, tt_teardown),

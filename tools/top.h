@@ -120,7 +120,18 @@ typedef struct top_device {
 typedef struct top_table {
     char name[SHM_TABLE_NAME_BYTES];
     int nprocs;                      /* live processes */
+    unsigned abi;                    /* its table ABI (this build's, when shown) */
+    char made_by[SHM_VERSION_BYTES]; /* the Salus version that made it; "": older */
 } top_table_t;
+
+/* A table of another version of Salus (another table ABI), which this build
+ * cannot read: named with what it says of itself (shm_table_about). */
+typedef struct top_other {
+    char name[SHM_TABLE_NAME_BYTES];
+    unsigned abi;
+    char made_by[SHM_VERSION_BYTES];
+    int nprocs;                      /* live processes; -1 unknown */
+} top_other_t;
 
 typedef struct top_snap {
     uint64_t taken_ns;               /* CLOCK_MONOTONIC */
@@ -132,6 +143,8 @@ typedef struct top_snap {
     /* Tables found in /dev/shm that no live process uses, left out (the
      * default table and those named with -t always show; --all shows all). */
     int hidden_tables;
+    int nothers;                     /* tables of other versions, found */
+    top_other_t others[TOP_MAX_TABLES];
     int ndevices, devcap;
     top_device_t *devices;           /* by table, then index */
     int nprocs, proccap;
