@@ -13,6 +13,9 @@
 #   make bench      the paper's experiments, reproduced (bench/results/)
 #   make fuzz       the table fuzzer under libFuzzer for FUZZ_SECONDS (300)
 #   make install PREFIX=/usr/local
+#   make uninstall PREFIX=/usr/local
+#                   what make install put there, removed
+#   make deb        a Debian package, build/deb/salus_<version>_<arch>.deb
 #   make DEBUG=1 test
 #                   a debug build (-O1, SALUS_DEBUG: the table's invariants
 #                   checked at every unlock) in build-debug/, and its tests
@@ -101,6 +104,8 @@ SALUS_OBJS := $(SALUS_SRCS:%.c=$(B)/obj/%.o)
 LIBSALUS   := $(B)/libsalus.so
 include $(wildcard src/*/module.mk sim/module.mk workloads/module.mk \
                    tools/module.mk bench/module.mk slurm/module.mk tests/module.mk)
+# After the modules: packaging uses their names (mk/package.mk).
+include mk/package.mk
 
 # libsalus.so: every module of src/, linked with hidden visibility so that it
 # exports only what is marked SALUS_EXPORT (the wrapped driver symbols, dlsym
@@ -135,7 +140,8 @@ demo: $(B)/.deps-test
 	@$(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) all
 	@sh mk/demo.sh
 
-# bin/, lib/ and share/man/ under $(DESTDIR)$(PREFIX): tools/module.mk's rule.
+# bin/, lib/ and share/man/ under $(DESTDIR)$(PREFIX): tools/module.mk's rule;
+# slurm/module.mk and mk/package.mk add theirs.
 install: all tools-install
 
 clean:

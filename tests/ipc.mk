@@ -4,6 +4,8 @@ $(eval $(call salus_test,test_ipc_lock,$(IPC_OBJS),))
 $(eval $(call salus_test,test_ipc_open,$(IPC_OBJS),))
 # test_ipc_claim: the GPU claim files as tables are made and removed.
 $(eval $(call salus_test,test_ipc_claim,$(IPC_OBJS),))
+# test_ipc_upgrade: a table of another version at a process's table name.
+$(eval $(call salus_test,test_ipc_upgrade,$(IPC_OBJS),))
 # test_ipc_open runs hosts (salus-train under libsalus over simgpu) and salus-top.
 $(B)/tests/test_ipc_open: | $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
 # The table fuzzer: the tools' collection and JSON output and the modules

@@ -3,7 +3,8 @@
  * and go: a table's removal takes the claims naming it that nobody holds and
  * leaves a live table's, a stale claim (its table gone or its processes
  * ended) never blocks a new table, the sweep of claims whose tables are gone
- * keeps those of tables still there, a process removing claims keeps the
+ * keeps those of tables still there, a process's first claim sweeps the
+ * claims of tables removed by hand, a process removing claims keeps the
  * lock it holds itself, and another user's claim is never removed.
  *
  * Claims are made by forked children (tu_fork_teller), each on a table and a
@@ -175,6 +176,31 @@ static void test_forget_claims_of_gone_tables(void **state)
     assert_true(gone(pb));
 }
 
+/* A table removed by hand (rm /dev/shm/salus-...) leaves its claim; the
+ * next process that claims any GPU sweeps it away. */
+static void test_attach_sweeps_orphaned_claims(void **state)
+{
+    (void)state;
+    char a[64], b[64], pa[512], pb[512];
+    uint8_t ua[16], ub[16];
+    int said = -1;
+    tu_unique_name("claim-byhand", a, sizeof a);
+    tu_unique_name("claim-attach", b, sizeof b);
+    make_uuid(ua);
+    make_uuid(ub);
+    claim_and_end(a, ua);
+    assert_int_equal(tu_claim_of(a, pa, sizeof pa), 0);
+    assert_int_equal(shm_unlink(a), 0);                 /* by hand: its claim stays */
+    assert_false(gone(pa));
+    pid_t pid = claimer(b, ub, 0, &said);               /* another GPU, another table */
+    assert_int_equal(said, 0);
+    assert_true(gone(pa));
+    assert_int_equal(tu_claim_of(b, pb, sizeof pb), 0); /* its own claim is kept */
+    stop(pid);
+    assert_int_equal(shm_unlink_table(b), 0);
+    assert_true(gone(pb));
+}
+
 /* A process that removes claims (its own table's among them) keeps holding
  * its own: opening and closing the file would have dropped its lock, and the
  * next table would have taken the GPU as its first. */
@@ -237,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_removal_forgets_its_claims),
         cmocka_unit_test(test_stale_claim_does_not_block),
         cmocka_unit_test(test_forget_claims_of_gone_tables),
+        cmocka_unit_test(test_attach_sweeps_orphaned_claims),
         cmocka_unit_test(test_forget_keeps_claims_held_here),
         cmocka_unit_test(test_another_users_claim_stays),
     };

@@ -243,6 +243,14 @@ static void test_changes(void **state)
     assert_int_equal(top_changes(&a, &b, buf, sizeof buf), 2);
     assert_non_null(strstr(buf, "/salus-other appeared"));
     assert_non_null(strstr(buf, "/salus-test is gone"));
+    /* many tables at once (each run of another program makes its own):
+     * counted in one clause, not named one by one */
+    b.ntables = 3;
+    snprintf(b.tables[1].name, sizeof b.tables[1].name, "/salus-run-1");
+    snprintf(b.tables[2].name, sizeof b.tables[2].name, "/salus-run-2");
+    assert_int_equal(top_changes(&a, &b, buf, sizeof buf), 1);
+    assert_non_null(strstr(buf, "3 tables appeared, 1 went (3 shown)"));
+    assert_null(strstr(buf, "/salus-run-1"));
     top_snap_free(&a);
     top_snap_free(&b);
 }
@@ -513,6 +521,42 @@ static void test_json_parser(void **state)
     tj_free(v);
 }
 
+/* At 80 columns the device header keeps what says how the GPU is shared
+ * (its memory and policy, its processes) and gives up the GPU's names, the
+ * table and the capacity first; at 200 it shows everything, in one order. */
+static void test_device_line_priority(void **state)
+{
+    (void)state;
+    top_snap_t s;
+    make_snap(&s);
+    snprintf(s.devices[0].uuid, sizeof s.devices[0].uuid, "%s",
+             "GPU-0a1b2c3d-0000-1111-2222-333344445555");
+    snprintf(s.devices[0].model, sizeof s.devices[0].model, "%s", "NVIDIA H100 80GB HBM3");
+    char buf[512];
+    top_device_line(&s, &s.devices[0], 200, buf, sizeof buf);
+    const char *order[] = { "GPU 0", "NVIDIA H100", "GPU-0a1b2c3d", "6.0G used of 15G",
+                            "(capacity 16G)", "policy fair", "quantum 100 ms", "process",
+                            s.tables[0].name, NULL };
+    const char *at = buf;
+    for (int i = 0; order[i]; i++) {
+        const char *p = strstr(at, order[i]);
+        if (!p)
+            fail_msg("\"%s\" missing or out of order in \"%s\"", order[i], buf);
+        at = p;
+    }
+    top_device_line(&s, &s.devices[0], 80, buf, sizeof buf);
+    assert_true(strlen(buf) <= 80);
+    assert_non_null(strstr(buf, "GPU 0  "));
+    assert_non_null(strstr(buf, "6.0G used of 15G"));
+    assert_non_null(strstr(buf, "policy fair"));
+    assert_non_null(strstr(buf, "process"));
+    assert_null(strstr(buf, "+"));                /* nothing cut in the middle */
+    assert_null(strstr(buf, "GPU-0a1b2c3d"));     /* the UUID went first */
+    top_device_line(&s, &s.devices[0], 40, buf, sizeof buf);
+    assert_non_null(strstr(buf, "policy fair"));  /* the policy outlives the memory */
+    top_snap_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_fit),
         cmocka_unit_test(test_device_lines),
         cmocka_unit_test(test_gpu_info),
+        cmocka_unit_test(test_device_line_priority),
         cmocka_unit_test(test_filter_reverse),
         cmocka_unit_test(test_json_time_host),
         cmocka_unit_test(test_sort),

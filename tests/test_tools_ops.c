@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
@@ -25,10 +26,14 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "test_tools_lib.h"
+#include "ipc/shm_layout.h"
 #include "memory/memory.h"
+#include "salus_version.h"
 
 /* ---- version and help ---------------------------------------------------------- */
 
@@ -403,6 +408,144 @@ static void test_top_wide(void **state)
     tt_job_stop(&j);
 }
 
+/* At 80 columns, with libsalus saying something on stderr (an invalid
+ * SALUS_TABLE, read by the table code salus-top links) and a table nobody
+ * uses beside the job's: the message is in the message line (line 1), no
+ * "salus[" line is drawn over the screen, the idle table is counted, not
+ * shown, the device header keeps its policy; at the end, the message is on
+ * salus-top's real stderr. */
+static void test_top_at_80(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_tmux_t tm;
+    tt_tmux_need(&tm, "salus-t8");
+    char idle[80], err_path[512], top[512], cmd[1400];
+    snprintf(idle, sizeof idle, "%s-idle", tt_table);
+    shm_table_t *t;
+    shm_open_opts_t o = { .name = idle, .create = 1, .quiet = 1 };
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    shm_close_table(t);
+    tt_job_t j;
+    tt_job_start(&j, "job80", "30");
+    tt_job_wait_running(&j);
+    snprintf(err_path, sizeof err_path, "%s/top80-%d.err", tu_tmpdir(), (int)getpid());
+    snprintf(cmd, sizeof cmd, "env SALUS_TABLE='bad name' %s -d 0.3 2>%s",
+             tu_build_path("bin/salus-top", top, sizeof top), err_path);
+    assert_int_equal(tt_tmux(&tm, NULL, "new-session", "-d", "-x", "80", "-y", "30", "-s",
+                             "top", cmd, NULL), 0);
+    const char *const want[] = { "libsalus: error: SALUS_TABLE=\"bad name\" is not accepted",
+                                 "unused)", "job80", "policy fair", NULL };
+    char *screen = tt_screen_with(&tm, want);
+    tt_assert_shows(screen, want);
+    assert_int_equal(tu_count_lines(screen, "libsalus:"), 1);
+    assert_true(strncmp(screen, " salus-top", 10) == 0);             /* line 0: the bar */
+    const char *second = strchr(screen, '\n');
+    assert_non_null(second);
+    assert_true(strncmp(second + 1, "libsalus: error:", 16) == 0);   /* line 1 */
+    assert_null(strstr(screen, "salus["));                           /* nothing drawn over */
+    assert_null(strstr(screen, idle + 1));                           /* the idle table: counted */
+    free(screen);
+    tt_top_quit(&tm);
+    char *err = tu_read_file(err_path, NULL);
+    unlink(err_path);
+    assert_true(tt_contains(err, "]: error: SALUS_TABLE=\"bad name\" is not accepted"));
+    free(err);
+    tt_job_stop(&j);
+    shm_unlink_table(idle);
+}
+
+/* ---- upgrades ---------------------------------------------------------------------- */
+
+typedef struct side_watch {
+    const char *table;
+    pid_t pid;
+} side_watch_t;
+
+/* The job has a slot in that table, with an iteration done. */
+static int runs_in(void *arg)
+{
+    const side_watch_t *w = arg;
+    shm_table_t *t;
+    int ok = 0;
+    if (top_open_table(w->table, "", 0, &t) != 0)
+        return 0;
+    for (int s = 0; s < SHM_MAX_SLOTS && !ok; s++) {
+        shm_ident_t id;
+        sched_slot_info_t si;
+        ok = shm_slot_ident(t, s, &id) == 0 && id.pid == w->pid &&
+             sched_read_slot(t, s, &si) == 0 && si.iterations > 0;
+    }
+    shm_close_table(t);
+    return ok;
+}
+
+/* In a child: a process of the old version, holding its liveness lock on
+ * the table at the path arg, as every version's processes do. */
+static int old_version_process(void *arg)
+{
+    int fd = open(arg, O_RDWR);
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SHM_LIVE_BASE + 3,
+                        .l_len = 1 };
+    return fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 ? 0 : 1;
+}
+
+/* A rolling upgrade: the table's name is held by an older version's table
+ * (table ABI one less, "Salus 0.2.9") with a live process; a job of this
+ * version runs, shared, in the side table, says so once, and salus status
+ * names both versions. */
+static void test_upgrade_status(void **state)
+{
+    (void)state;
+    tt_need_build();
+    char path[128], side[96];
+    snprintf(path, sizeof path, "/dev/shm%s", tt_table);
+    snprintf(side, sizeof side, "%s.abi%u", tt_table, (unsigned)SHM_ABI_VERSION);
+    shm_open_opts_t o = { .name = tt_table, .create = 1, .quiet = 1 };
+    shm_table_t *t;
+    assert_int_equal(shm_open_table(&o, &t), 0);
+    shm_close_table(t);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    uint32_t old_abi = SHM_ABI_VERSION - 1;
+    char made_by[SHM_VERSION_BYTES] = "0.2.9";
+    assert_int_equal(pwrite(fd, &old_abi, sizeof old_abi, 8), (ssize_t)sizeof old_abi);
+    assert_int_equal(pwrite(fd, made_by, sizeof made_by, SHM_VERSION_OFFSET),
+                     (ssize_t)sizeof made_by);
+    close(fd);
+    int told = -1;
+    pid_t old = tu_fork_teller(old_version_process, path, &told);
+    assert_true(old > 0);
+    assert_int_equal(told, 0);
+
+    tt_job_t j;
+    tt_job_start(&j, "upgjob", "30");
+    side_watch_t w = { side, j.p.pid };
+    int running = tu_await(runs_in, &w, 15000);
+    tt_out_t out = TT_TOOL("bin/salus", "status", "-d", "0", "-t", tt_table, "-t", side);
+    kill(old, SIGKILL);
+    tu_proc_t op = { .pid = old };
+    tu_wait(&op, 5000);
+    tt_job_stop(&j);
+    char *err = tu_read_file(j.p.err_path, NULL);
+    shm_unlink_table(side);
+    assert_true(running);
+    char want_old[160], want_side[160], want_job[200];
+    snprintf(want_old, sizeof want_old, "%s of table ABI %u (Salus 0.2.9), 1 live process, "
+             "not read by this salus", tt_table, (unsigned)old_abi);
+    snprintf(want_side, sizeof want_side, "%s made by Salus %s", side, SALUS_VERSION);
+    snprintf(want_job, sizeof want_job, "uses table %s beside it until they end", side);
+    if (out.rc != 0 || !tt_contains(out.out, "versions: this salus ") ||
+        !tt_contains(out.out, want_old) || !tt_contains(out.out, want_side) ||
+        !tt_contains(out.out, "upgjob"))
+        fail_msg("salus status during an upgrade: rc %d:\n%s%s", out.rc, out.out, out.err);
+    if (!tt_contains(err, "is in use by 1 process of Salus 0.2.9") ||
+        !tt_contains(err, want_job))
+        fail_msg("the job did not say where it went: %s", err ? err : "");
+    tt_out_free(&out);
+    free(err);
+}
+
 /* ---- live control ---------------------------------------------------------------- */
 
 typedef struct slot_watch {
@@ -463,6 +606,12 @@ static void test_renice_limit_commands(void **state)
     tt_out_free(&o);
     w.limit = 1ull << 30;
     assert_true(tu_await(slot_shows, &w, 5000));
+    /* past the GPU's budget: the limit is the budget, and the reply says why */
+    o = TT_TOOL("bin/salus", "limit", pid, "64G", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "64G is more than its GPU's budget") ||
+        !tt_contains(o.out, "so its limit is the whole budget"))
+        fail_msg("salus limit 64G: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
 
     /* checked like every other value, and only what exists */
     static const char *const bad[][4] = { { "renice", "ctljob", "101", "101" },
@@ -481,6 +630,88 @@ static void test_renice_limit_commands(void **state)
     /* what the job's run says: it went on with its 256M under a limit it passed */
     tt_job_stop(&j);
     w = (slot_watch_t){ 0 };
+}
+
+/* Every change through the tools leaves an audit line in the system log:
+ * authpriv.notice, tag salus, who (user, uid, tool), when, and what.  The
+ * test stands in for syslog at /dev/log (where glibc's syslog(3) writes),
+ * so it runs only where no syslog daemon holds that socket. */
+static int read_audit(int fd, char *all, size_t cap, const char *const *want)
+{
+    size_t at = strlen(all);
+    uint64_t deadline = tu_now_ns() + 10ull * 1000000000;
+    for (;;) {
+        int have = 1;
+        for (int i = 0; want[i] && have; i++)
+            have = strstr(all, want[i]) != NULL;
+        if (have)
+            return 1;
+        if (tu_now_ns() > deadline)
+            return 0;
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        if (poll(&pf, 1, 100) == 1 && at + 1 < cap) {
+            ssize_t n = recv(fd, all + at, cap - at - 2, 0);
+            if (n > 0) {
+                at += (size_t)n;
+                all[at++] = '\n';
+                all[at] = '\0';
+            }
+        }
+    }
+}
+
+static void test_audit_lines(void **state)
+{
+    (void)state;
+    tt_need_build();
+    if (access("/dev/log", F_OK) == 0) {
+        print_message("a syslog daemon has /dev/log: the audit lines go to it, unread here\n");
+        skip();
+    }
+    tt_job_t j;
+    tt_job_start(&j, "auditjob", "30");
+    tt_job_wait_running(&j);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        tt_job_stop(&j);
+        print_message("cannot stand in for syslog at /dev/log (not root?)\n");
+        skip();
+    }
+    /* Nothing fatal until the socket is gone again: a /dev/log left behind
+     * would swallow the machine's syslog(3) lines and skip this test. */
+    int rcs = 0;
+    tt_out_t o = TT_TOOL("bin/salus", "renice", "auditjob", "60", "-t", tt_table);
+    rcs |= o.rc;
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus", "limit", "auditjob", "1G", "-t", tt_table);
+    rcs |= o.rc;
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus", "policy", "pack", "-t", tt_table);
+    rcs |= o.rc;
+    tt_out_free(&o);
+    char renice[160], limit[200], policy[160], who[64];
+    snprintf(renice, sizeof renice, "with salus at 20");
+    snprintf(limit, sizeof limit, "limit in %s: %d (auditjob): memory limit ", tt_table,
+             (int)j.p.pid);
+    snprintf(policy, sizeof policy, "policy: GPU 0 of %s: fair -> pack", tt_table);
+    snprintf(who, sizeof who, "(uid %u)", (unsigned)getuid());
+    char prio[200];
+    snprintf(prio, sizeof prio, "renice in %s: %d (auditjob): priority 50 -> 60", tt_table,
+             (int)j.p.pid);
+    const char *const want[] = { "<85>", "salus[", "]: audit: ", who, renice, prio, limit,
+                                 policy, NULL };
+    static char all[16384];
+    all[0] = '\0';
+    int seen = read_audit(fd, all, sizeof all, want);
+    close(fd);
+    unlink("/dev/log");
+    tt_job_stop(&j);
+    assert_int_equal(rcs, 0);
+    if (!seen)
+        fail_msg("the audit lines lack one of what they should say; they were:\n%s", all);
 }
 
 static void test_control_permission(void **state)
@@ -605,8 +836,11 @@ int main(void)
         cmocka_unit_test(test_listen_arguments),
         cmocka_unit_test_setup_teardown(test_json_time_host, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_wide, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_top_at_80, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_status, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_renice_limit_commands, tt_setup, tt_teardown),
         cmocka_unit_test(test_control_permission),
+        cmocka_unit_test_setup_teardown(test_audit_lines, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_keys, tt_setup, tt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,7 +44,7 @@ void top_snap_free(top_snap_t *s)
 
 static void snap_clear(top_snap_t *s)
 {
-    s->ntables = s->ndevices = s->nprocs = 0;
+    s->ntables = s->ndevices = s->nprocs = s->hidden_tables = s->nothers = 0;
     s->interval_s = 0;
     s->note[0] = '\0';
 }
@@ -623,6 +623,36 @@ static int candidates(top_collector_t *c, cand_t *cand)
     return discover(cand, n);
 }
 
+/* A table this build could not read for its version: what it says of
+ * itself, for the versions line (salus status) and the note. */
+static void add_other(top_snap_t *s, const char *name)
+{
+    shm_table_about_t a;
+    if (s->nothers == TOP_MAX_TABLES || shm_table_about(name, &a) != 0 || a.abi == 0 ||
+        a.abi == SHM_ABI_VERSION)
+        return;
+    top_other_t *o = &s->others[s->nothers++];
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->abi = a.abi;
+    snprintf(o->made_by, sizeof o->made_by, "%s", a.version);
+    top_sanitize(o->made_by);
+    o->nprocs = a.live;
+}
+
+static void note_other(top_snap_t *s)
+{
+    for (int i = 0; i < s->nothers && !s->note[0]; i++) {
+        const top_other_t *o = &s->others[i];
+        if (o->nprocs == 0)
+            continue;
+        snprintf(s->note, sizeof s->note, "table %.63s: %d process%s of %s%.15s (table ABI "
+                 "%u), which this salus (ABI %u) cannot read; see Upgrading in the README",
+                 o->name, o->nprocs, o->nprocs == 1 ? "" : "es",
+                 o->made_by[0] ? "Salus " : "an older Salus", o->made_by, o->abi,
+                 (unsigned)SHM_ABI_VERSION);
+    }
+}
+
 static void note_missing(top_snap_t *s, const cand_t *cand, int n, const int *errs)
 {
     for (int i = 0; i < n && !s->note[0]; i++)
@@ -648,12 +678,20 @@ int top_collect(top_collector_t *c, top_snap_t *s)
     for (int i = 0; i < n; i++) {
         open_table_t *e = entry_of(c, cand[i].name);
         errs[i] = e ? refresh_entry(e, cand[i].group) : -EMFILE;
+        if (errs[i] == -EPROTO)
+            add_other(s, cand[i].name);
         if (errs[i] != 0 || s->ntables == TOP_MAX_TABLES)
             continue;
         int ti = s->ntables++;
         top_table_t *tt = &s->tables[ti];
+        shm_table_about_t about;
+        memset(tt, 0, sizeof *tt);
         snprintf(tt->name, sizeof tt->name, "%s", cand[i].name);
-        tt->nprocs = 0;
+        tt->abi = SHM_ABI_VERSION;
+        if (shm_table_about(cand[i].name, &about) == 0) {
+            snprintf(tt->made_by, sizeof tt->made_by, "%s", about.version);
+            top_sanitize(tt->made_by);
+        }
         int nd = s->ndevices, np = s->nprocs;
         if (sample_table(s, ti, e->t) != 0)
             return -ENOMEM;
@@ -661,6 +699,7 @@ int top_collect(top_collector_t *c, top_snap_t *s)
             s->ntables--;                      /* a stale table nobody uses */
             s->ndevices = nd;
             s->nprocs = np;
+            s->hidden_tables++;
         }
     }
     /* Tables no longer named anywhere are closed. */
@@ -671,6 +710,7 @@ int top_collect(top_collector_t *c, top_snap_t *s)
         if (!named)
             close_entry(&c->open[k]);
     }
+    note_other(s);
     note_missing(s, cand, n, errs);
     if (s->ntables == 0 && !s->note[0])
         snprintf(s->note, sizeof s->note, "no Salus table: no process shares a GPU "

@@ -5,7 +5,7 @@
  * memory limit through the sched and memory modules.
  *
  * Divided into: permission; finding targets; the changes, each said in one
- * sentence.
+ * sentence, which is also the change's audit line (audit.c).
  *
  * A change is made in the table under its lock by the module that owns the
  * field (sched_set_priority_table, mem_set_limit_table); it names the
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "memory/memory.h"
+#include "util/util.h"
 
 /* ---- permission ---------------------------------------------------------------- */
 
@@ -124,8 +125,10 @@ int top_renice(const top_target_t *t, int priority, char *msg, size_t len)
 {
     shm_table_t *tab;
     int rc = open_for(t, &tab, msg, len);
-    if (rc != 0)
+    if (rc != 0) {
+        top_audit("renice to %d refused in %s: %s", priority, t->table, msg);
         return rc;
+    }
     rc = sched_set_priority_table(tab, t->slot, t->gen, priority);
     shm_close_table(tab);
     if (rc != 0)
@@ -134,6 +137,7 @@ int top_renice(const top_target_t *t, int priority, char *msg, size_t len)
     else
         snprintf(msg, len, "%d (%s): priority %d -> %d, from its next iteration boundary",
                  (int)t->pid, t->name, t->priority, priority);
+    top_audit("renice in %s: %s", t->table, msg);
     return rc;
 }
 
@@ -141,26 +145,38 @@ int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
 {
     shm_table_t *tab;
     int rc = open_for(t, &tab, msg, len);
-    if (rc != 0)
+    if (rc != 0) {
+        top_audit("limit to %.32s refused in %s: %s", size, t->table, msg);
         return rc;
+    }
     mem_limit_change_t c;
     rc = mem_set_limit_table(tab, t->slot, t->gen, size, &c);
     shm_close_table(tab);
     if (rc != 0) {
         snprintf(msg, len, "%d (%s): the memory limit could not be changed: %s", (int)t->pid,
                  t->name, change_error(rc));
+        top_audit("limit to %.32s refused in %s: %s", size, t->table, msg);
         return rc;
     }
     char was[16], now[16], holds[16];
     top_human_bytes(t->mem_limit, was, sizeof was);
     top_human_bytes(c.limit, now, sizeof now);
     top_human_bytes(c.used, holds, sizeof holds);
-    if (c.used > c.limit)
+    /* A size past the budget is cut to it (memory's rule): say why the
+     * limit is not what was asked.  Percentages are of the budget already. */
+    uint64_t asked;
+    if (!strchr(size, '%') && !strchr(size, '=') && util_parse_size(size, 1, &asked) == 0 &&
+        asked > c.limit)
+        snprintf(msg, len, "%d (%s): memory limit %s -> %s (it holds %s): %s is more than its "
+                 "GPU's budget, %s (the capacity less the headroom kept for contexts), so its "
+                 "limit is the whole budget", (int)t->pid, t->name, was, now, holds, size, now);
+    else if (c.used > c.limit)
         snprintf(msg, len, "%d (%s): memory limit %s -> %s; it holds %s, more than that: "
                  "the limit takes effect as it frees (no new allocation until it holds "
                  "less than %s)", (int)t->pid, t->name, was, now, holds, now);
     else
         snprintf(msg, len, "%d (%s): memory limit %s -> %s (it holds %s), from its next "
                  "allocation", (int)t->pid, t->name, was, now, holds);
+    top_audit("limit in %s: %s", t->table, msg);
     return 0;
 }

@@ -12,7 +12,8 @@
  * The screen is:
  *   line 0      a status bar: tables, processes, interval, sort column, keys
  *   line 1      what just happened (a table appeared or went, a process
- *               exited, a policy changed), or why nothing is shown
+ *               exited, a policy changed, what libsalus's table code said on
+ *               stderr: capture.c), or why nothing is shown
  *   lines 2...  per device: two header lines, the column titles, its rows
  */
 #include "top.h"
@@ -80,6 +81,24 @@ static void tell(ui_t *u, const char *text)
         return;
     say(u, text);
     u->msg_mine = 0;
+}
+
+/* What libsalus's table code said on stderr meanwhile (capture.c): the
+ * last line in the message line, "libsalus: <level>: ..." (the pid is
+ * salus-top's own); shown as news is, and written on stderr at the end. */
+static void heard(ui_t *u)
+{
+    char line[400], shown[420];
+    int got = 0;
+    while (top_capture_line(line, sizeof line))
+        got = 1;
+    if (!got)
+        return;
+    const char *text = line;
+    if (strncmp(line, "salus[", 6) == 0 && strstr(line, "]: "))
+        text = strstr(line, "]: ") + 3;
+    snprintf(shown, sizeof shown, "libsalus: %s", text);
+    tell(u, shown);
 }
 
 /* ---- the screen's lines ------------------------------------------------------------ */
@@ -161,9 +180,12 @@ static void status_bar(ui_t *u, int width)
     char filter[96] = "";
     if (u->filter[0])
         snprintf(filter, sizeof filter, "  filter \"%s\"", u->filter);
-    snprintf(bar, sizeof bar, " salus-top  %d table%s  %d process%s  every %.1f s  "
+    char hidden[48] = "";
+    if (u->snap.hidden_tables > 0)
+        snprintf(hidden, sizeof hidden, " (+%d unused)", u->snap.hidden_tables);
+    snprintf(bar, sizeof bar, " salus-top  %d table%s%s  %d process%s  every %.1f s  "
              "sort %s%s%s   ? help  r renice  l limit  k kill  / filter  q quit",
-             u->snap.ntables, u->snap.ntables == 1 ? "" : "s", nprocs,
+             u->snap.ntables, u->snap.ntables == 1 ? "" : "s", hidden, nprocs,
              nprocs == 1 ? "" : "es", u->delay_s, top_col_title(u->sort),
              u->reverse ? " (reversed)" : "", filter);
     char fit[512];
@@ -273,7 +295,7 @@ static const char *const help_text[] = {
     "  l           its memory limit: 20G, 512M, 25%, 100% (the whole budget)",
     "  k, F9       kill it (SIGTERM), after a confirmation",
     "              (changes: your own processes, or any of a group table of yours)",
-    "  Up, Down    select a row (also j); PgUp, PgDn, Home, End",
+    "  Up, Down    select a row; PgUp, PgDn, Home, End (no vi keys: k is kill)",
     "  space       refresh now",
     "  h, ?, F1    this help",
     "",
@@ -282,7 +304,8 @@ static const char *const help_text[] = {
     "         admitted (SALUS_MEM_RESERVE); blocked: holds the GPU, stuck in a",
     "         sync on another process's work; paged-out: its memory paged to the",
     "         host (SALUS_SWAP); idle: registered, not using the GPU",
-    "MEM      memory held / its limit (- : no limit); resident+paged out when paged",
+    "MEM      memory held / its limit (the budget if it set none): 1.3G/15G;",
+    "         resident+paged out while paged out: 1.0G+3.0G; - not accounted",
     "ITERS    iterations done / declared (SALUS_ITERATIONS)",
     "GPU%     share of the last interval it held the GPU (- under pack: no lease)",
     "WAIT%    share of the last interval it waited for the GPU",
@@ -339,6 +362,7 @@ static void set_policy(ui_t *u, const char *table, int device, int policy)
     else
         snprintf(msg, sizeof msg, "GPU %d of %s: the policy could not be changed: %s", device,
                  table, rc == -EINVAL ? "bad device" : top_open_error(rc));
+    top_audit("policy: %s", msg);
     say(u, msg);
 }
 
@@ -493,6 +517,7 @@ static void kill_prompt(ui_t *u)
     else
         snprintf(msg, sizeof msg, "%d (%s): cannot be killed: %s", (int)t.pid, t.name,
                  strerror(errno));
+    top_audit("kill in %s: %s", t.table, msg);
     say(u, msg);
 }
 
@@ -544,7 +569,7 @@ static int key(ui_t *u, int k)
     case 'k': case KEY_F(9): kill_prompt(u); return 2;
     case 'h': case 'H': case '?': case KEY_F(1): show_help(); return 0;
     case KEY_UP: move_sel(u, -1); return 0;
-    case KEY_DOWN: case 'j': move_sel(u, 1); return 0;
+    case KEY_DOWN: move_sel(u, 1); return 0;     /* no 'j': beside it, 'k' kills */
     case KEY_PPAGE: move_sel(u, -height); return 0;
     case KEY_NPAGE: move_sel(u, height); return 0;
     case KEY_HOME: move_sel(u, -u->snap.nprocs); return 0;
@@ -618,6 +643,7 @@ int top_ui_run(top_collector_t *c, const top_ui_opts_t *o)
             next = now + (uint64_t)(u.delay_s * 1e9);
             fresh = 0;
         }
+        heard(&u);
         draw(&u);
         now = util_now_ns();
         timeout(next > now ? (int)((next - now) / 1000000) + 1 : 0);

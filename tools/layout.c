@@ -270,29 +270,86 @@ static void who(const top_snap_t *s, const top_device_t *d, pid_t pid, char *buf
     snprintf(buf, len, "%d", (int)pid);
 }
 
-void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
-                     char *buf, size_t len)
+/* The first header line is made of parts, each with a rank: when the line
+ * is wider than the screen, the parts of the highest rank go first (the
+ * GPU's model and UUID, the table, the capacity), so that what says how the
+ * device is shared (its memory and its policy) stays at 80 columns.  The
+ * parts keep their order on the line. */
+enum { HEAD_PARTS = 9 };
+typedef struct head_part {
+    char text[112];
+    int rank;                        /* 0: always kept; higher: dropped first */
+    int tight;                       /* one space before it, not two (model UUID) */
+} head_part_t;
+
+static int head_width(const head_part_t *p, int n, const int *keep)
 {
-    char line[768], used[16], budget[16], cap[16], mem[96], pol[96];
+    int w = 0, shown = 0;
+    for (int i = 0; i < n; i++)
+        if (keep[i] && p[i].text[0]) {
+            w += (int)strlen(p[i].text) + (shown ? 2 - p[i].tight : 0);
+            shown++;
+        }
+    return w;
+}
+
+static int head_parts(const top_snap_t *s, const top_device_t *d, head_part_t *p)
+{
+    char used[16], budget[16], cap[16];
+    int n = 0;
+    memset(p, 0, HEAD_PARTS * sizeof *p);
+    snprintf(p[n].text, sizeof p[n].text, "GPU %d", d->index);
+    p[n++].rank = 0;
+    snprintf(p[n].text, sizeof p[n].text, "%s", d->model);
+    p[n++].rank = 7;
+    snprintf(p[n].text, sizeof p[n].text, "%s", d->uuid);
+    p[n].tight = d->model[0] != '\0';
+    p[n++].rank = 8;
     if (d->has_mem) {
         top_human_bytes(d->used, used, sizeof used);
         top_human_bytes(d->budget, budget, sizeof budget);
         top_human_bytes(d->capacity, cap, sizeof cap);
-        snprintf(mem, sizeof mem, "mem %s used of %s (capacity %s)", used, budget, cap);
+        snprintf(p[n].text, sizeof p[n].text, "mem %s used of %s", used, budget);
+        p[n++].rank = 1;
+        snprintf(p[n].text, sizeof p[n].text, "(capacity %s)", cap);
+        p[n].tight = 1;
+        p[n++].rank = 5;
     } else {
-        snprintf(mem, sizeof mem, "mem not accounted");
+        snprintf(p[n].text, sizeof p[n].text, "mem not accounted");
+        p[n++].rank = 1;
     }
-    if (d->has_sched)
-        snprintf(pol, sizeof pol, "policy %s  quantum %u ms", sched_policy_names[d->policy],
-                 (unsigned)d->quantum_ms);
-    else
-        snprintf(pol, sizeof pol, "policy -");
-    char gpu[160] = "";
-    if (d->model[0] || d->uuid[0])
-        snprintf(gpu, sizeof gpu, "  %s%s%s", d->model, d->model[0] && d->uuid[0] ? " " : "",
-                 d->uuid);
-    snprintf(line, sizeof line, "GPU %d%s  %s  %s  %d process%s  [%s]", d->index, gpu, mem,
-             pol, d->nprocs, d->nprocs == 1 ? "" : "es", s->tables[d->table].name);
+    snprintf(p[n].text, sizeof p[n].text, "policy %s",
+             d->has_sched ? sched_policy_names[d->policy] : "-");
+    p[n++].rank = 0;
+    if (d->has_sched) {
+        snprintf(p[n].text, sizeof p[n].text, "quantum %u ms", (unsigned)d->quantum_ms);
+        p[n++].rank = 3;
+    }
+    snprintf(p[n].text, sizeof p[n].text, "%d process%s", d->nprocs, d->nprocs == 1 ? "" : "es");
+    p[n++].rank = 2;
+    snprintf(p[n].text, sizeof p[n].text, "[%.100s]", s->tables[d->table].name);
+    p[n++].rank = 6;
+    return n;
+}
+
+void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
+                     char *buf, size_t len)
+{
+    head_part_t p[HEAD_PARTS];
+    int keep[HEAD_PARTS], n = head_parts(s, d, p);
+    for (int i = 0; i < n; i++)
+        keep[i] = 1;
+    for (int rank = 8; rank > 0 && head_width(p, n, keep) > width; rank--)
+        for (int i = 0; i < n; i++)
+            if (p[i].rank == rank)
+                keep[i] = 0;
+    char line[1024];
+    size_t at = 0;
+    line[0] = '\0';
+    for (int i = 0; i < n; i++)
+        if (keep[i] && p[i].text[0] && at < sizeof line)
+            at += (size_t)snprintf(line + at, sizeof line - at, "%s%s",
+                                   at ? (p[i].tight ? " " : "  ") : "", p[i].text);
     top_fit(line, width, buf, len);
 }
 
@@ -435,12 +492,25 @@ int top_changes(const top_snap_t *old, const top_snap_t *now, char *buf, size_t 
         if (at < len)                                                       \
             at += (size_t)snprintf(buf + at, len - at, __VA_ARGS__);        \
     } while (0)
+    /* Tables that come and go (another program's, each run a table of its
+     * own) are named when one or two do, counted when more do, so that the
+     * line stays readable. */
+    int came = 0, went = 0;
     for (int i = 0; i < now->ntables; i++)
-        if (!has_table(old, now->tables[i].name))
-            SAY("table %s appeared", now->tables[i].name);
+        came += !has_table(old, now->tables[i].name);
     for (int i = 0; i < old->ntables; i++)
-        if (!has_table(now, old->tables[i].name))
-            SAY("table %s is gone", old->tables[i].name);
+        went += !has_table(now, old->tables[i].name);
+    if (came + went > 2) {
+        SAY("%d table%s appeared, %d went (%d shown)", came, came == 1 ? "" : "s", went,
+            now->ntables);
+    } else {
+        for (int i = 0; i < now->ntables; i++)
+            if (!has_table(old, now->tables[i].name))
+                SAY("table %s appeared", now->tables[i].name);
+        for (int i = 0; i < old->ntables; i++)
+            if (!has_table(now, old->tables[i].name))
+                SAY("table %s is gone", old->tables[i].name);
+    }
     for (int i = 0; i < old->nprocs; i++) {
         const top_proc_t *p = &old->procs[i];
         const char *table = old->tables[p->table].name;

@@ -20,10 +20,33 @@
 
 /* ---- plain text ---------------------------------------------------------------- */
 
+/* "versions: this salus 0.3.0 (table ABI 6); /salus-1000 made by 0.3.0; ...":
+ * which versions of Salus the tables in sight belong to. */
+static void print_versions(FILE *f, const top_snap_t *s)
+{
+    fprintf(f, "versions: this salus %s (table ABI %u)", SALUS_VERSION,
+            (unsigned)SHM_ABI_VERSION);
+    for (int i = 0; i < s->ntables; i++)
+        fprintf(f, "; %s made by %s%s", s->tables[i].name,
+                s->tables[i].made_by[0] ? "Salus " : "an older Salus of this ABI",
+                s->tables[i].made_by);
+    for (int i = 0; i < s->nothers; i++) {
+        const top_other_t *o = &s->others[i];
+        fprintf(f, "; %s of table ABI %u (%s%s), ", o->name, o->abi,
+                o->made_by[0] ? "Salus " : "an older Salus", o->made_by);
+        if (o->nprocs >= 0)
+            fprintf(f, "%d live process%s, ", o->nprocs, o->nprocs == 1 ? "" : "es");
+        fprintf(f, "not read by this salus");
+    }
+    fprintf(f, "\n");
+}
+
 void top_print_text(FILE *f, const top_snap_t *s, top_col_t sort, int width)
 {
     if (s->ntables == 0) {
         fprintf(f, "%s\n", s->note);
+        if (s->nothers > 0)
+            print_versions(f, s);
         return;
     }
     top_snap_t copy = *s;                     /* sorting reorders rows only */
@@ -45,7 +68,11 @@ void top_print_text(FILE *f, const top_snap_t *s, top_col_t sort, int width)
             nprocs, nprocs == 1 ? "" : "es");
     if (s->interval_s > 0)
         fprintf(f, "; GPU%% and WAIT%% over the last %.1f s", s->interval_s);
+    if (s->hidden_tables > 0)
+        fprintf(f, "; %d other table%s without live processes (--all shows them)",
+                s->hidden_tables, s->hidden_tables == 1 ? "" : "s");
     fprintf(f, "\n");
+    print_versions(f, s);
     if (s->note[0])
         fprintf(f, "note: %s\n", s->note);
     for (int d = 0; d < s->ndevices; d++) {
@@ -179,9 +206,26 @@ void top_print_json(FILE *f, const top_snap_t *s)
     for (int i = 0; i < s->ntables; i++) {
         fprintf(f, "%s{\"name\":", i ? "," : "");
         top_json_string(f, s->tables[i].name);
-        fprintf(f, ",\"processes\":%d}", s->tables[i].nprocs);
+        fprintf(f, ",\"processes\":%d,\"table_abi\":%u,\"made_by\":", s->tables[i].nprocs,
+                s->tables[i].abi);
+        top_json_string(f, s->tables[i].made_by);
+        fputc('}', f);
     }
-    fprintf(f, "],\"interval_s\":%.3f,\"note\":", s->interval_s);
+    fprintf(f, "],\"salus_version\":");
+    top_json_string(f, SALUS_VERSION);
+    fprintf(f, ",\"table_abi\":%u,\"other_versions\":[", (unsigned)SHM_ABI_VERSION);
+    for (int i = 0; i < s->nothers; i++) {
+        fprintf(f, "%s{\"name\":", i ? "," : "");
+        top_json_string(f, s->others[i].name);
+        fprintf(f, ",\"table_abi\":%u,\"made_by\":", s->others[i].abi);
+        top_json_string(f, s->others[i].made_by);
+        if (s->others[i].nprocs >= 0)
+            fprintf(f, ",\"processes\":%d}", s->others[i].nprocs);
+        else
+            fprintf(f, ",\"processes\":null}");
+    }
+    fprintf(f, "],\"hidden_tables\":%d,\"interval_s\":%.3f,\"note\":", s->hidden_tables,
+            s->interval_s);
     top_json_string(f, s->note);
     fprintf(f, "}\n");
 }

@@ -189,9 +189,13 @@ static int policy_parse(int argc, char **argv, policy_args_t *a)
     }
     if (optind < argc) {
         a->policy = top_policy_of(argv[optind]);
+        const char *guess = a->policy < 0 ? top_nearest(argv[optind], sched_policy_names,
+                                                        SCHED_POLICY_COUNT) : NULL;
+        char why[256];
+        snprintf(why, sizeof why, "is not a policy: it takes" SCHED_POLICY_WORDS "%s%s%s",
+                 guess ? "; did you mean " : "", guess ? guess : "", guess ? "?" : "");
         if (a->policy < 0)
-            return salus_bad("policy", argv[optind], "is not a policy: it takes"
-                             SCHED_POLICY_WORDS);
+            return salus_bad("policy", argv[optind], why);
         if (optind + 1 < argc)
             return salus_bad("policy", argv[optind + 1], "is one argument too many");
     }
@@ -220,11 +224,16 @@ static int policy_set(shm_table_t *t, const char *name, int d, const policy_args
     if (rc != 0) {
         fprintf(stderr, "salus policy: GPU %d of %s: cannot change it: %s\n", d, name,
                 strerror(-rc));
+        top_audit("policy: GPU %d of %s: %s refused: %s", d, name, sched_policy_names[p],
+                  strerror(-rc));
         return TOP_EXIT_FAIL;
     }
     sched_device_info_t now;
     if (sched_read_device(t, d, &now) != 0)
         now.quantum_ms = 0;
+    top_audit("policy: GPU %d of %s: %s -> %s, quantum %u ms", d, name,
+              had ? sched_policy_names[old.policy] : "-", sched_policy_names[p],
+              (unsigned)now.quantum_ms);
     printf("GPU %d [%s]: policy %s", d, name, sched_policy_names[p]);
     if (had && old.policy != p)
         printf(" (was %s)", sched_policy_names[old.policy]);
@@ -324,6 +333,8 @@ static int reset_one(const char *name, const char *group, int force)
         return TOP_EXIT_FAIL;
     }
     rc = shm_unlink_table(name);
+    top_audit("reset%s: table %s %s, %d live process%s", force ? " --force" : "", name,
+              rc != 0 && rc != -ENOENT ? "not removed" : "removed", n, n == 1 ? "" : "es");
     if (rc != 0 && rc != -ENOENT) {
         fprintf(stderr, "salus reset: cannot remove %s: %s\n", name, strerror(-rc));
         return TOP_EXIT_FAIL;
@@ -463,7 +474,11 @@ int main(int argc, char **argv)
         return salus_renice(argc - 1, argv + 1);
     if (strcmp(cmd, "limit") == 0)
         return salus_limit(argc - 1, argv + 1);
+    static const char *const cmds[] = { "run", "status", "policy", "renice", "limit", "reset",
+                                        "help" };
+    const char *guess = top_nearest(cmd, cmds, (int)(sizeof cmds / sizeof *cmds));
     fprintf(stderr, "salus: \"%s\" is not a command: it takes run, status, policy, renice, "
-            "limit, reset or help\nsalus: see 'salus --help'\n", cmd);
+            "limit, reset or help%s%s%s\nsalus: see 'salus --help'\n", cmd,
+            guess ? "; did you mean " : "", guess ? guess : "", guess ? "?" : "");
     return TOP_EXIT_USAGE;
 }

@@ -45,14 +45,44 @@ static int switch_option(util_var_id_t id)
     return util_vars[id].kind == UTIL_KIND_CHOICE && util_vars[id].choices == util_onoff_names;
 }
 
-/* 0, or says what is wrong (exit status 2 follows). */
+/* 0, or says what is wrong, with the choice it most likely means (exit
+ * status 2 follows). */
 static int check(util_var_id_t id, const char *v)
 {
-    char msg[768];
+    char msg[768], near[96] = "";
     if (util_var_refusal(id, util_vars[id].option, v, msg, sizeof msg) == 0)
         return 0;
-    fprintf(stderr, "salus run: %s\nsalus run: see 'salus run --help'\n", msg);
+    const char *const *ch = util_vars[id].kind == UTIL_KIND_CHOICE ? util_vars[id].choices : NULL;
+    int n = 0;
+    while (ch && ch[n])
+        n++;
+    const char *guess = ch ? top_nearest(v, ch, n) : NULL;
+    if (guess)
+        snprintf(near, sizeof near, "\nsalus run: did you mean --%s %s?", util_vars[id].option,
+                 guess);
+    fprintf(stderr, "salus run: %s%s\nsalus run: see 'salus run --help'\n", msg, near);
     return -1;
+}
+
+/* An option salus run does not know (argv's word, "--priorty=5"): said with
+ * the option it most likely means. */
+static int unknown_option(const char *word, const util_var_id_t *ids, int n)
+{
+    const char *cands[NOPTS + 1];
+    char name[64], why[160];
+    for (int i = 0; i < n; i++)
+        cands[i] = util_vars[ids[i]].option;
+    cands[n] = "help";
+    const char *w = word;
+    while (*w == '-')
+        w++;
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(w, "="), w);
+    const char *guess = top_nearest(name, cands, n + 1);
+    if (guess)
+        snprintf(why, sizeof why, "is not an option of salus run: did you mean --%s?", guess);
+    else
+        snprintf(why, sizeof why, "is not an option of salus run");
+    return salus_bad("run", word, why);
 }
 
 /* A misspelled SALUS_* variable of the environment would be ignored by the
@@ -186,8 +216,9 @@ int salus_run(int argc, char **argv)
             values[c - 1000] = optarg;
             continue;
         }
-        return salus_bad("run", argv[optind - 1],
-                         c == ':' ? "needs a value" : "is not an option of salus run");
+        if (c == ':')
+            return salus_bad("run", argv[optind - 1], "needs a value");
+        return unknown_option(argv[optind - 1], ids, n);
     }
     if (optind >= argc)
         return salus_bad("run", "COMMAND", "is missing: salus run [options] -- COMMAND [ARGS...]");

@@ -3,7 +3,8 @@
  * terminal, JSON and Prometheus; sizes for people; parsing numbers given on
  * the command line; user names.
  *
- * Divided into: sanitizing and escaping; sizes; parsing; users.
+ * Divided into: sanitizing and escaping; sizes; parsing; near misses (the
+ * "did you mean" of a misspelled option or name); users.
  *
  * Why sanitize although ipc already replaces control bytes in names: the
  * table is written by other processes, possibly hostile, and ipc's promise
@@ -13,6 +14,7 @@
  */
 #include "top.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pwd.h>
@@ -119,6 +121,57 @@ int top_policy_of(const char *name)
         if (strcasecmp(name, sched_policy_names[i]) == 0)
             return i;
     return -1;
+}
+
+/* ---- near misses -------------------------------------------------------------
+ * Damerau-Levenshtein distance (an adjacent swap counts one, so "pakc" is
+ * one edit from "pack"), case-insensitive, over short words only. */
+
+#define NEAR_MAX 40
+
+static int edits(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > NEAR_MAX || nb > NEAR_MAX)
+        return NEAR_MAX + 1;
+    int d[NEAR_MAX + 1][NEAR_MAX + 1];
+    for (size_t i = 0; i <= na; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= nb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v)
+                v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) ==
+                tolower((unsigned char)b[j - 2]) && tolower((unsigned char)a[i - 2]) ==
+                tolower((unsigned char)b[j - 1]) && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[na][nb];
+}
+
+const char *top_nearest(const char *word, const char *const *cands, int n)
+{
+    const char *best = NULL;
+    int best_d = 0;
+    for (int i = 0; word && *word && i < n; i++) {
+        if (!cands[i])
+            continue;
+        int len = (int)strlen(cands[i]);
+        int cap = len <= 4 ? 1 : len <= 8 ? 2 : 3;      /* a few edits, never most */
+        int d = edits(word, cands[i]);
+        if (d <= cap && (!best || d < best_d)) {
+            best = cands[i];
+            best_d = d;
+        }
+    }
+    return best;
 }
 
 /* ---- users ------------------------------------------------------------------ */

@@ -75,7 +75,9 @@ static void usage(FILE *f, const char *prog)
 "  ?  help          Up/Down  select a row   space  refresh now\n"
 "\n"
 "columns: PID USER NAME PRIO (0..100) STATE (running, waiting-gpu,\n"
-"waiting-mem, admission, paged-out, idle) MEM/LIMIT ITERS (done/declared) ITER ms (mean\n"
+"waiting-mem, admission, blocked, stopped, paged-out, idle) MEM/LIMIT\n"
+"(held/limit, 1.3G/15G, the budget when it set none; resident+paged out,\n"
+"1.0G+3.0G) ITERS (done/declared) ITER ms (mean\n"
 "iteration) GPU%% (time holding the GPU) WAIT%% (time waiting for it) SWITCHES\n"
 "(times handed the GPU) GPU%% LAST MINUTE (a sparkline, wide terminals).\n"
 "\n"
@@ -343,14 +345,22 @@ int top_main(int argc, char **argv, const char *prog, int once)
         free_args(&a);
         return rc;
     }
+    if (!a.once && !a.json && !a.listen && !isatty(STDOUT_FILENO))
+        a.once = 1;                   /* a pipe or a file: a snapshot, as top -b -n 1 */
+    /* The live view: what the table code says on stderr from here on (the
+     * collector's first reading of SALUS_* included) goes to its message
+     * line, never over the screen (capture.c). */
+    int live = !a.listen && !a.once && !a.json;
+    if (live)
+        top_capture_start();
     top_collect_opts_t o = { .tables = a.tables, .all = a.all };
     top_collector_t *c;
     if (top_collector_new(&o, &c) != 0) {
+        if (live)
+            top_capture_stop();
         free_args(&a);
         return TOP_EXIT_FAIL;
     }
-    if (!a.once && !a.json && !a.listen && !isatty(STDOUT_FILENO))
-        a.once = 1;                   /* a pipe or a file: a snapshot, as top -b -n 1 */
     if (a.listen)
         rc = top_serve(c, a.listen);
     else if (a.once)
@@ -362,6 +372,8 @@ int top_main(int argc, char **argv, const char *prog, int once)
                             .delay_s = a.delay_given ? a.delay_s : DEFAULT_DELAY_S,
                             .sort = a.sort });
     top_collector_free(c);
+    if (live)
+        top_capture_stop();
     free_args(&a);
     return rc;
 }

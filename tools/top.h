@@ -120,7 +120,18 @@ typedef struct top_device {
 typedef struct top_table {
     char name[SHM_TABLE_NAME_BYTES];
     int nprocs;                      /* live processes */
+    unsigned abi;                    /* its table ABI (this build's, when shown) */
+    char made_by[SHM_VERSION_BYTES]; /* the Salus version that made it; "": older */
 } top_table_t;
+
+/* A table of another version of Salus (another table ABI), which this build
+ * cannot read: named with what it says of itself (shm_table_about). */
+typedef struct top_other {
+    char name[SHM_TABLE_NAME_BYTES];
+    unsigned abi;
+    char made_by[SHM_VERSION_BYTES];
+    int nprocs;                      /* live processes; -1 unknown */
+} top_other_t;
 
 typedef struct top_snap {
     uint64_t taken_ns;               /* CLOCK_MONOTONIC */
@@ -129,6 +140,11 @@ typedef struct top_snap {
     double interval_s;               /* since the previous snapshot, 0: none */
     int ntables;
     top_table_t tables[TOP_MAX_TABLES];
+    /* Tables found in /dev/shm that no live process uses, left out (the
+     * default table and those named with -t always show; --all shows all). */
+    int hidden_tables;
+    int nothers;                     /* tables of other versions, found */
+    top_other_t others[TOP_MAX_TABLES];
     int ndevices, devcap;
     top_device_t *devices;           /* by table, then index */
     int nprocs, proccap;
@@ -246,6 +262,17 @@ typedef struct top_ui_opts {
 /* Until q.  TOP_EXIT_OK, or TOP_EXIT_FAIL when the terminal cannot be used. */
 int top_ui_run(top_collector_t *c, const top_ui_opts_t *o);
 
+/* ---- libsalus's messages under the live view (capture.c) -------------------------
+ * While the view is up, stderr (fd 2) is a pipe whose lines the view shows
+ * in its message line instead of letting them be drawn over the screen;
+ * stopping puts stderr back and writes every line captured on it. */
+/* 0, or -errno (stderr is left as it was). */
+int  top_capture_start(void);
+/* The next whole line captured, sanitized, without its newline: 1, or 0
+ * when there is none (or nothing is captured). */
+int  top_capture_line(char *buf, size_t len);
+void top_capture_stop(void);
+
 /* ---- the HTTP exporter (http.c) ---------------------------------------------------
  * "[ADDRESS]:PORT" into host ("127.0.0.1" when ADDRESS is empty) and port.
  * 0 or -1. */
@@ -279,6 +306,12 @@ void top_target_of(const top_snap_t *s, const top_proc_t *p, top_target_t *t);
 int top_renice(const top_target_t *t, int priority, char *msg, size_t len);
 int top_limit(const top_target_t *t, const char *size, char *msg, size_t len);
 
+/* One line to the system log (authpriv, notice, tag "salus") for a change
+ * made through the tools: who (user, uid, tool), when, and `fmt`: what and
+ * how it ended ("renice 4242 (train) in /salus-1000: priority 50 -> 80").
+ * (audit.c) */
+void top_audit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- salus-top's command line (top.c): also `salus status` -----------------------
  * once: always a snapshot (salus status), never the live view. */
 int top_main(int argc, char **argv, const char *prog, int once);
@@ -298,6 +331,10 @@ int  top_parse_seconds(const char *text, double min, double max, double *out);
 int  top_parse_long(const char *text, long min, long max, long *out);
 /* The policy of that name (case-insensitive), or -1. */
 int  top_policy_of(const char *name);
+/* The candidate `word` is most likely a misspelling of (a few edits away,
+ * case-insensitive, an adjacent swap one edit), or NULL: the "did you
+ * mean" of a bad option, policy or command. */
+const char *top_nearest(const char *word, const char *const *cands, int n);
 /* The user name of uid (or its number), sanitized. */
 void top_user_name(uid_t uid, char *buf, size_t len);
 

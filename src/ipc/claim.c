@@ -6,7 +6,8 @@
  * grant on it by the driver's free memory (account.c).
  *
  * Divided into: names and holding; reading a claim; telling the other
- * table; claiming; forgetting the claims of removed tables.
+ * table; claiming (which first sweeps, once per process, the claims of
+ * tables removed by hand); forgetting the claims of removed tables.
  *
  * The claim is /dev/shm/salus-gpu-<32 hex of the UUID>, mode 0644, one line
  * "<uid> <table name>".  It is made with O_CREAT|O_EXCL|O_NOFOLLOW and
@@ -247,12 +248,28 @@ static void say_shared(shm_table_t *t, int device, const uint8_t uuid[16], const
                   other);
 }
 
+/* The claims of tables removed without their claims (by hand, rm
+ * /dev/shm/salus-..., or by an older Salus) would pile up, one per GPU UUID
+ * they used: the first claim a process makes sweeps them, once per process
+ * (a readdir of /dev/shm, at a device's registration, never on a fast
+ * path).  Only claims nobody holds and whose table's object is gone go. */
+static void sweep_once(void)
+{
+    static int swept;
+    if (!__atomic_exchange_n(&swept, 1, __ATOMIC_RELAXED)) {
+        int n = shm_forget_claims(NULL);
+        if (n > 0)
+            util_debug("removed %d GPU claims of tables that are gone", n);
+    }
+}
+
 int shm_device_claim(shm_table_t *t, int device, const uint8_t uuid[16])
 {
     char path[SHM_CLAIM_PATH_BYTES], name[SHM_TABLE_NAME_BYTES];
     unsigned uid = 0;
     if (!t || t->read_only || device < 0 || device >= SHM_MAX_DEVICES || !uuid)
         return -1;
+    sweep_once();
     shm_claim_path(uuid, path, sizeof path);
     int live = 0;
     for (int tries = 0; tries < 3; tries++) {

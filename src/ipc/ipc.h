@@ -112,6 +112,26 @@ const char *shm_table_name(const shm_table_t *t);
  * forgotten all the same). */
 int  shm_unlink_table(const char *name);
 
+/* ---- tables of other versions (upgrade.c) ---------------------------------
+ * What any version's table says of itself, read without its layout: its
+ * table ABI, the Salus version that made it, and how many processes use it
+ * (their liveness locks).  0 and *out, or -errno (-ENOENT: no such table,
+ * -EPROTO: not a regular file). */
+#define SHM_VERSION_BYTES 16
+typedef struct shm_table_about {
+    uint32_t abi;                      /* 0: not a Salus table (bad magic) */
+    int live;                          /* processes using it; -1 unknown */
+    char version[SHM_VERSION_BYTES];   /* "0.3.0"; "": it does not say (older) */
+} shm_table_about_t;
+int  shm_table_about(const char *name, shm_table_about_t *out);
+/* The table a process joins at `name` (shm_process_table): that table; or,
+ * when an older version's table holds the name, the same made anew if no
+ * process uses it, else the side table "<name>.abi<ABI>" of this version
+ * until its processes end (README, "Upgrading"); said once.  A newer
+ * version's table is left alone (-EPROTO, said).  0 and *out, or -errno,
+ * said (the process then passes calls through). */
+int  shm_open_for_process(const char *name, const char *group, shm_table_t **out);
+
 /* ---- the lock ------------------------------------------------------------
  * A lock of our own over a futex word in the table guards structural
  * changes: claiming and freeing slots, leases, admissions.  Counters and
@@ -188,8 +208,10 @@ int  shm_device_of(shm_table_t *t, const struct drv *drv, int ordinal);
  * and held marks the device shared in its own table (and in the other's,
  * when it may write it) and says so once.  A claim nobody holds is stale
  * and taken over.  shm_device_of checks it at a process's first lookup of an
- * ordinal, outside the table's lock.  Returns 1 shared, 0 ours, -1 not known
- * (no /dev/shm, a claim we cannot read). */
+ * ordinal, outside the table's lock.  A process's first claim also sweeps
+ * the claims of tables that are gone (shm_forget_claims(NULL)), so that
+ * tables removed by hand leave no claims behind for long.  Returns 1 shared,
+ * 0 ours, -1 not known (no /dev/shm, a claim we cannot read). */
 int  shm_device_claim(shm_table_t *t, int device, const uint8_t uuid[16]);
 /* 1 when device index d is marked shared with another table, else 0. */
 int  shm_device_shared(shm_table_t *t, int device);

@@ -67,8 +67,13 @@ typedef struct shm_header {
     /* 1: another table hands out device d's memory too (claim.c); atomic,
      * set once, never cleared while the table lives. */
     uint8_t  dev_shared[SHM_MAX_DEVICES];
-    uint8_t pad1[60 - SHM_MAX_DEVICES];
+    /* The Salus version that made the table (SALUS_VERSION, NUL-padded), at
+     * SHM_VERSION_OFFSET in every version (upgrade.c); zeros in tables of
+     * ABI 6 made before it was written.  Set once, at creation. */
+    char     version[SHM_VERSION_BYTES];
+    uint8_t pad1[60 - SHM_MAX_DEVICES - SHM_VERSION_BYTES];
 } __attribute__((aligned(64))) shm_header_t;
+#define SHM_VERSION_OFFSET 612
 
 typedef struct shm_slot_id {
     uint32_t state;              /* shm_state_t; atomic */

@@ -1,11 +1,12 @@
 /*
  * table.c - the arbitration table's life: its name, creation, attachment and
- * validation, and the process's own table.
+ * validation.
  *
- * Divided into: names; opening (create or attach, then validate); the
- * process's own table.  The lock is lock.c, slots slots.c, and what the
- * table offers below the lock (areas, hooks, devices, futexes) area.c: the
- * top of ipc, this file depends on them and none on it.
+ * Divided into: names; opening (create or attach, then validate).  The lock
+ * is lock.c, slots slots.c, and what the table offers below the lock (areas,
+ * hooks, devices, futexes) area.c: this file depends on them and none on it
+ * but upgrade.c, the top of ipc, which picks the process's own table (and
+ * what to do when another version holds its name).
  *
  * Creation race.  The creator and every attacher take a record lock on the
  * INIT byte before looking at the object; whoever holds it and finds the
@@ -17,15 +18,15 @@
  *
  * One fd per table per process.  POSIX record locks belong to the process and
  * are all dropped when it closes any fd of the file, so a process opens its
- * table once (shm_process_table) and keeps it open until it exits.
+ * table once (shm_process_table, upgrade.c) and keeps it open until it exits.
  */
 #include "ipc/shm_layout.h"
+#include "salus_version.h"
 #include "util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,7 @@ static void init_layout(shm_layout_t *m)
     m->hdr.creator_uid = (uint32_t)getuid();
     m->hdr.creator_pid = (int32_t)getpid();
     m->hdr.created_ns = util_now_ns();
+    snprintf(m->hdr.version, sizeof m->hdr.version, "%s", SALUS_VERSION);
     __atomic_store_n(&m->hdr.ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -467,33 +469,4 @@ int shm_unlink_table(const char *name)
     if (rc == 0 || rc == -ENOENT)            /* removed, or gone already */
         shm_forget_claims(name);
     return rc;
-}
-
-/* ---- the process's own table -------------------------------------------- */
-
-static pthread_once_t process_once = PTHREAD_ONCE_INIT;
-static shm_table_t *process_table;
-
-static void open_process_table(void)
-{
-    shm_table_t *t;
-    if (shm_open_table(NULL, &t) == 0)
-        process_table = t;
-}
-
-shm_table_t *shm_process_table(void)
-{
-    pthread_once(&process_once, open_process_table);
-    return process_table;
-}
-
-/* A normal exit gives the slot back at once, so that what the process held
- * shows as free without waiting for a peer to reap it.  A destructor, not an
- * atexit handler: it runs after every atexit handler (the scheduler's release
- * of the lease, the report, which reads the slot), whenever they were
- * registered.  A forked child that never claimed a slot releases nothing. */
-__attribute__((destructor)) static void process_table_exit(void)
-{
-    if (process_table)
-        shm_release_self(process_table);
 }
