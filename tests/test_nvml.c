@@ -1,0 +1,412 @@
+/*
+ * test_nvml.c - NVML's view of a job, end to end: tests/clients/nvmlclient
+ * reads its memory and the device's processes through the driver
+ * (cuMemGetInfo_v2) and through NVML, over simgpu and simgpu's NVML.
+ *
+ *   - under libsalus, with a limit, beside a peer of the table and an
+ *     outsider (a simgpu process without libsalus): NVML's free is the
+ *     driver view's free, its total the limit, its used the process's
+ *     allocations and contexts (within one context of cuMemGetInfo's
+ *     total - free), before and after `salus limit` changes the limit; the
+ *     process lists (v1, _v2, _v3) are the table's processes, the outsider
+ *     left out; every hooked name resolves by dlsym to libsalus's function
+ *     of exactly that name;
+ *   - the same through a program linked to NVML;
+ *   - without libsalus (the control): the whole device, every process;
+ *   - simgpu's NVML against simgpu's driver: the same UUID, name, PCI bus
+ *     id and memory; NVML's errors for a bad handle and an unsupported query;
+ *   - gen_nvml.py refuses a list that nvml.h contradicts; libsalus(7)
+ *     names every hooked function.
+ *
+ * Each test has its own simgpu state and table.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include <nvml.h>
+
+#include "lib/testutil.h"
+#include "nvml_list.h"
+
+#define MB (1ull << 20)
+#define GB (1ull << 30)
+#define CTX_MEMORY (64 * MB)
+
+static char state_name[64], table_name[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    tu_unique_name("salus-nvml-sim", state_name, sizeof state_name);
+    tu_unique_name("salus-nvml", table_name, sizeof table_name);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+    return 0;
+}
+
+/* ---- clients ------------------------------------------------------------- */
+
+typedef struct client {
+    tu_proc_t p;
+    int step;            /* the line awaited */
+    char line[2048];
+} client_t;
+
+/* nvmlclient (or -linked) holding `mib`, under libsalus when salus, with
+ * SALUS_MEM_LIMIT=limit when not NULL. */
+static void start(client_t *c, const char *prog, int salus, const char *limit, const char *mib)
+{
+    tu_env_t env;
+    char path[512];
+    tu_env_init(&env);
+    if (salus)
+        tu_env_salus(&env, state_name, table_name);
+    else
+        tu_env_simgpu(&env, state_name);
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "64M");
+    tu_env_set(&env, "SALUS_MEM_HEADROOM", "0");
+    tu_env_unset(&env, "SALUS_MEM_RESERVE");
+    tu_env_unset(&env, "SALUS_GROUP");
+    if (limit)
+        tu_env_set(&env, "SALUS_MEM_LIMIT", "%s", limit);
+    else
+        tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    char *argv[] = { (char *)tu_build_path(prog, path, sizeof path), (char *)mib, "hold", NULL };
+    assert_int_equal(tu_spawn(&c->p, argv, &env), 0);
+    tu_env_free(&env);
+    c->step = 0;
+}
+
+static int has_line(void *arg)
+{
+    client_t *c = arg;
+    char needle[32];
+    snprintf(needle, sizeof needle, "\"step\":%d,", c->step);
+    char *out = tu_read_file(c->p.out_path, NULL);
+    int found = out && tu_find_line(out, needle, 0, c->line, sizeof c->line) == 0;
+    free(out);
+    return found;
+}
+
+/* Its next line (step 0 first; later ones asked with SIGUSR1). */
+static const char *next_line(client_t *c)
+{
+    if (c->step > 0)
+        kill(c->p.pid, SIGUSR1);
+    if (!tu_await(has_line, c, 20000)) {
+        char *err = tu_read_file(c->p.err_path, NULL);
+        fail_msg("nvmlclient %d said no step %d; stderr:\n%s", (int)c->p.pid, c->step,
+                 err ? err : "");
+    }
+    c->step++;
+    return c->line;
+}
+
+static void stop(client_t *c)
+{
+    kill(c->p.pid, SIGTERM);
+    assert_int_equal(tu_wait(&c->p, 20000), 0);
+}
+
+static uint64_t num(const char *line, const char *key)
+{
+    return (uint64_t)tu_json_need(line, key);
+}
+
+/* "a,b" of two pids, sorted. */
+static void pair(pid_t a, pid_t b, char *out, size_t len)
+{
+    snprintf(out, len, "%d,%d", (int)(a < b ? a : b), (int)(a < b ? b : a));
+}
+
+static void assert_procs(const char *line, const char *want)
+{
+    static const char *const keys[] = { "procs_v1", "procs_v2", "procs_v3" };
+    for (int i = 0; i < 3; i++) {
+        char got[512];
+        assert_int_equal(tu_json_str(line, keys[i], got, sizeof got), 0);
+        if (strcmp(got, want) != 0)
+            fail_msg("%s is \"%s\", the table's processes are \"%s\": %s", keys[i], got, want,
+                     line);
+    }
+}
+
+/* NVML's memory is the job's view: free = cuMemGetInfo's free, used = what
+ * cuMemGetInfo's total less free counts and at most one context more,
+ * total = used + free; the same through _v2 (simgpu reserves nothing). */
+static void assert_own_view(const char *line)
+{
+    uint64_t cu_free = num(line, "cu_free"), cu_total = num(line, "cu_total");
+    for (int v = 1; v <= 2; v++) {
+        char k_total[16], k_free[16], k_used[16], k_rc[16];
+        snprintf(k_rc, sizeof k_rc, "v%d_rc", v);
+        snprintf(k_total, sizeof k_total, "v%d_total", v);
+        snprintf(k_free, sizeof k_free, "v%d_free", v);
+        snprintf(k_used, sizeof k_used, "v%d_used", v);
+        assert_int_equal(num(line, k_rc), NVML_SUCCESS);
+        uint64_t total = num(line, k_total), free_b = num(line, k_free), used = num(line, k_used);
+        if (free_b != cu_free || total != used + free_b || used < cu_total - cu_free ||
+            used > cu_total - cu_free + CTX_MEMORY)
+            fail_msg("NVML v%d total %llu free %llu used %llu against cuMemGetInfo free %llu "
+                     "total %llu: %s", v, (unsigned long long)total,
+                     (unsigned long long)free_b, (unsigned long long)used,
+                     (unsigned long long)cu_free, (unsigned long long)cu_total, line);
+    }
+}
+
+/* ---- the job's view -------------------------------------------------------- */
+
+static void test_view_beside_peer_and_limit(void **state)
+{
+    (void)state;
+    client_t peer, outsider, job;
+    start(&peer, "tests/clients/nvmlclient", 1, NULL, "256");
+    next_line(&peer);
+    start(&outsider, "tests/clients/nvmlclient", 0, NULL, "64");
+    next_line(&outsider);
+    start(&job, "tests/clients/nvmlclient", 1, "1G", "128");
+    const char *line = next_line(&job);
+
+    char want[64];
+    pair(peer.p.pid, job.p.pid, want, sizeof want);
+    assert_int_equal(num(line, "cu_total"), 1 * GB);
+    assert_int_equal(num(line, "v1_total"), 1 * GB);           /* the limit */
+    assert_own_view(line);
+    assert_procs(line, want);
+    assert_int_equal(num(line, "wrapped"), num(line, "hooked"));
+
+    /* salus limit: the next reading follows the new limit, both ways */
+    char prog[512], pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)job.p.pid);
+    char *argv[] = { (char *)tu_build_path("bin/salus", prog, sizeof prog), "limit", pid,
+                     "512M", "-t", table_name, NULL };
+    tu_proc_t p;
+    tu_env_t env;
+    tu_env_init(&env);
+    assert_int_equal(tu_run(argv, &env, 20000, &p), 0);
+    tu_env_free(&env);
+    line = next_line(&job);
+    assert_int_equal(num(line, "cu_total"), 512 * MB);
+    assert_int_equal(num(line, "v1_total"), 512 * MB);
+    assert_own_view(line);
+    assert_procs(line, want);
+
+    /* the peer, without a limit, sees its own share the same way */
+    line = next_line(&peer);
+    assert_own_view(line);
+    assert_procs(line, want);
+
+    stop(&job);
+    stop(&outsider);
+    stop(&peer);
+}
+
+static void test_linked_program(void **state)
+{
+    (void)state;
+    client_t peer, job;
+    start(&peer, "tests/clients/nvmlclient", 1, NULL, "256");
+    next_line(&peer);
+    start(&job, "tests/clients/nvmlclient-linked", 1, "1G", "128");
+    const char *line = next_line(&job);
+    char want[64];
+    pair(peer.p.pid, job.p.pid, want, sizeof want);
+    assert_int_equal(num(line, "v1_total"), 1 * GB);
+    assert_own_view(line);
+    assert_procs(line, want);
+    stop(&job);
+    stop(&peer);
+}
+
+/* The control: without libsalus NVML shows the device as it is. */
+static void test_control_whole_device(void **state)
+{
+    (void)state;
+    client_t peer, plain;
+    start(&peer, "tests/clients/nvmlclient", 1, "1G", "256");
+    next_line(&peer);
+    start(&plain, "tests/clients/nvmlclient", 0, NULL, "128");
+    const char *line = next_line(&plain);
+    char want[64];
+    pair(peer.p.pid, plain.p.pid, want, sizeof want);
+    uint64_t cu_free = num(line, "cu_free");
+    assert_int_equal(num(line, "v1_total"), 16 * GB);
+    assert_int_equal(num(line, "v1_free"), cu_free);             /* the driver's free */
+    assert_int_equal(num(line, "v1_used"), 16 * GB - cu_free);
+    assert_int_equal(num(line, "v1_used"), 256 * MB + 128 * MB + 2 * CTX_MEMORY);
+    assert_procs(line, want);
+    assert_int_equal(num(line, "wrapped"), 0);
+    stop(&plain);
+    stop(&peer);
+}
+
+/* ---- simgpu's NVML against simgpu's driver ---------------------------------- */
+
+static void *sym(void *h, const char *name)
+{
+    void *f = dlsym(h, name);
+    if (!f)
+        fail_msg("no %s: %s", name, dlerror());
+    return f;
+}
+
+static void test_sim_nvml_matches_driver(void **state)
+{
+    (void)state;
+    char path[512];
+    setenv("SIMGPU_STATE", state_name, 1);
+    setenv("SIMGPU_DEVICES", "2", 1);
+    void *cu = dlopen(tu_build_path("sim/libcuda.so.1", path, sizeof path), RTLD_NOW | RTLD_LOCAL);
+    void *nv = dlopen(tu_build_path("sim/libnvidia-ml.so.1", path, sizeof path),
+                      RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(cu);
+    assert_non_null(nv);
+    CUresult (*init)(unsigned) = sym(cu, "cuInit");
+    CUresult (*get)(CUdevice *, int) = sym(cu, "cuDeviceGet");
+    CUresult (*uuid)(CUuuid *, CUdevice) = sym(cu, "cuDeviceGetUuid");
+    CUresult (*name)(char *, int, CUdevice) = sym(cu, "cuDeviceGetName");
+    CUresult (*pci)(char *, int, CUdevice) = sym(cu, "cuDeviceGetPCIBusId");
+    CUresult (*total)(size_t *, CUdevice) = sym(cu, "cuDeviceTotalMem_v2");
+    nvmlReturn_t (*ninit)(void) = sym(nv, "nvmlInit_v2");
+    nvmlReturn_t (*count)(unsigned *) = sym(nv, "nvmlDeviceGetCount_v2");
+    nvmlReturn_t (*handle)(unsigned, nvmlDevice_t *) = sym(nv, "nvmlDeviceGetHandleByIndex_v2");
+    nvmlReturn_t (*nuuid)(nvmlDevice_t, char *, unsigned) = sym(nv, "nvmlDeviceGetUUID");
+    nvmlReturn_t (*nname)(nvmlDevice_t, char *, unsigned) = sym(nv, "nvmlDeviceGetName");
+    nvmlReturn_t (*npci)(nvmlDevice_t, nvmlPciInfo_t *) = sym(nv, "nvmlDeviceGetPciInfo_v3");
+    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *) = sym(nv, "nvmlDeviceGetMemoryInfo");
+    nvmlReturn_t (*temp)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned *) =
+        sym(nv, "nvmlDeviceGetTemperature");
+    nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t *) =
+        sym(nv, "nvmlDeviceGetUtilizationRates");
+
+    nvmlDevice_t d;
+    assert_int_equal(handle(0, &d), NVML_ERROR_UNINITIALIZED);   /* before nvmlInit */
+    assert_int_equal(init(0), CUDA_SUCCESS);
+    assert_int_equal(ninit(), NVML_SUCCESS);
+    unsigned n = 0;
+    assert_int_equal(count(&n), NVML_SUCCESS);
+    assert_int_equal(n, 2);
+    for (unsigned i = 0; i < n; i++) {
+        CUdevice cd;
+        CUuuid u;
+        char cname[128], nname_s[128], cpci[64], text[NVML_DEVICE_UUID_BUFFER_SIZE], want[80];
+        size_t bytes;
+        nvmlPciInfo_t info;
+        nvmlMemory_t m;
+        assert_int_equal(get(&cd, (int)i), CUDA_SUCCESS);
+        assert_int_equal(handle(i, &d), NVML_SUCCESS);
+        assert_int_equal(uuid(&u, cd), CUDA_SUCCESS);
+        assert_int_equal(nuuid(d, text, sizeof text), NVML_SUCCESS);
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        snprintf(want, sizeof want,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                 b[12], b[13], b[14], b[15]);
+        assert_string_equal(text, want);
+        assert_int_equal(name(cname, sizeof cname, cd), CUDA_SUCCESS);
+        assert_int_equal(nname(d, nname_s, sizeof nname_s), NVML_SUCCESS);
+        assert_string_equal(cname, nname_s);
+        assert_int_equal(pci(cpci, sizeof cpci, cd), CUDA_SUCCESS);
+        assert_int_equal(npci(d, &info), NVML_SUCCESS);
+        assert_string_equal(cpci, info.busIdLegacy);
+        assert_int_equal(total(&bytes, cd), CUDA_SUCCESS);
+        assert_int_equal(mem(d, &m), NVML_SUCCESS);
+        assert_int_equal(m.total, bytes);
+    }
+    /* a forged handle, an unsupported sensor: the real NVML's codes */
+    unsigned t;
+    nvmlMemory_t m;
+    nvmlUtilization_t u;
+    assert_int_equal(mem((nvmlDevice_t)&t, &m), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(handle(n, &d), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(handle(0, &d), NVML_SUCCESS);
+    assert_int_equal(temp(d, NVML_TEMPERATURE_GPU, &t), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(util(d, &u), NVML_SUCCESS);
+    assert_int_equal(u.gpu, 0);                 /* nothing has run on this state */
+    unsetenv("SIMGPU_STATE");
+    unsetenv("SIMGPU_DEVICES");
+}
+
+/* ---- the list ------------------------------------------------------------ */
+
+static int gen(const char *list_text, char *err, size_t len)
+{
+    char list[512], out[512], errf[512], cmd[2048], src[512];
+    snprintf(list, sizeof list, "%s/nvml-%d.list", tu_tmpdir(), (int)getpid());
+    snprintf(out, sizeof out, "%s/nvml-%d.h", tu_tmpdir(), (int)getpid());
+    snprintf(errf, sizeof errf, "%s/nvml-%d.err", tu_tmpdir(), (int)getpid());
+    FILE *f = fopen(list, "w");
+    assert_non_null(f);
+    fputs(list_text, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 %s %s %s %s 2>%s",
+             tu_source_path("src/nvml/gen_nvml.py", src, sizeof src), list, NVML_H_PATH, out,
+             errf);
+    int rc = system(cmd);
+    char *e = tu_read_file(errf, NULL);
+    snprintf(err, len, "%s", e ? e : "");
+    free(e);
+    unlink(list);
+    unlink(out);
+    unlink(errf);
+    return rc;
+}
+
+static void test_generator_checks_header(void **state)
+{
+    (void)state;
+    char err[1024];
+    assert_int_equal(gen("nvmlDeviceGetMemoryInfo_v2 MEMORY\n", err, sizeof err), 0);
+    assert_int_not_equal(gen("# one\nnvmlDeviceGetMemoryInfo_v9 MEMORY\n", err, sizeof err), 0);
+    assert_non_null(strstr(err, ":2: nvmlDeviceGetMemoryInfo_v9 is not declared by nvml.h"));
+    assert_int_not_equal(gen("nvmlDeviceGetName MEMORY\n", err, sizeof err), 0);
+    assert_non_null(strstr(err, ":1: nvmlDeviceGetName takes 3 parameters"));
+    assert_int_not_equal(gen("nvmlDeviceGetMemoryInfo PROCS\n", err, sizeof err), 0);
+    assert_non_null(strstr(err, "nvmlDeviceGetMemoryInfo takes 2 parameters"));
+}
+
+static void test_man_page_names_every_hook(void **state)
+{
+    (void)state;
+#define NAME_(cat, name, type) #name,
+    static const char *const names[] = { NVH_LIST(NAME_) };
+    char path[512];
+    char *man = tu_read_file(tu_source_path("tools/man/libsalus.7", path, sizeof path), NULL);
+    assert_non_null(man);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strstr(man, names[i]))
+            fail_msg("libsalus(7) does not name %s (src/nvml/nvml.list)", names[i]);
+    free(man);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_view_beside_peer_and_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_linked_program, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_control_whole_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sim_nvml_matches_driver, setup, teardown),
+        cmocka_unit_test(test_generator_checks_header),
+        cmocka_unit_test(test_man_page_names_every_hook),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
