@@ -8,14 +8,15 @@ NVML_CLIENT_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include \
                      -I$(dir $(NVML_H)) -I$(GEN) $(CFLAGS)
 $(B)/tests/clients/nvmlclient: $(NVML_CLIENT_SRC) $(NVH_LIST_H) | $(B)/.deps-test
 	@mkdir -p $(@D)
-	$(CC) $(NVML_CLIENT_CFLAGS) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
+	$(CC) $(NVML_CLIENT_CFLAGS) -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl -pthread
 $(B)/tests/clients/nvmlclient-linked: $(NVML_CLIENT_SRC) $(NVH_LIST_H) $(SIM_NVML_LIB) \
                                       | $(B)/.deps-test
 	@mkdir -p $(@D)
 	$(CC) $(NVML_CLIENT_CFLAGS) -DNVML_LINKED -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda \
-	    -L$(B)/sim -l:libnvidia-ml.so.1 -ldl
+	    -L$(B)/sim -l:libnvidia-ml.so.1 -ldl -pthread
 $(B)/obj/tests/test_nvml.o: MOD_CFLAGS := -DNVML_H_PATH='"$(NVML_H)"'
 $(B)/obj/tests/test_nvml.o: $(NVH_LIST_H)
 $(eval $(call salus_test,test_nvml,,))
 $(B)/tests/test_nvml: $(SIM_LIB) $(SIM_NVML_LIB) $(B)/libsalus.so $(B)/bin/salus \
-                      $(B)/tests/clients/nvmlclient $(B)/tests/clients/nvmlclient-linked
+                      $(B)/tests/clients/nvmlclient $(B)/tests/clients/nvmlclient-linked \
+                      $(WL_CUBIN) $(B)/tests/clients/pageclient

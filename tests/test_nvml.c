@@ -11,10 +11,14 @@
  *     process lists (v1, _v2, _v3) are the table's processes, the outsider
  *     left out; every hooked name resolves by dlsym to libsalus's function
  *     of exactly that name;
+ *   - a job paged out for a higher-priority one (SALUS_SWAP=on): NVML's
+ *     used falls with the view's, and comes back at its page-in;
  *   - the same through a program linked to NVML;
  *   - without libsalus (the control): the whole device, every process;
  *   - simgpu's NVML against simgpu's driver: the same UUID, name, PCI bus
  *     id and memory; NVML's errors for a bad handle and an unsupported query;
+ *     utilization (the device's and a job's own) from the engine's kernel
+ *     time while a job spins, and none a sample period after it ends;
  *   - gen_nvml.py refuses a list that nvml.h contradicts; libsalus(7)
  *     names every hooked function.
  *
@@ -32,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cuda.h>
@@ -46,10 +51,21 @@
 #define CTX_MEMORY (64 * MB)
 
 static char state_name[64], table_name[64];
+/* Every child a test starts, killed at its teardown: a failed assertion
+ * leaves no job spinning behind it. */
+static pid_t kids[16];
+static int nkids;
+
+static void track(pid_t pid)
+{
+    if (nkids < (int)(sizeof kids / sizeof kids[0]))
+        kids[nkids++] = pid;
+}
 
 static int setup(void **state)
 {
     (void)state;
+    nkids = 0;
     tu_unique_name("salus-nvml-sim", state_name, sizeof state_name);
     tu_unique_name("salus-nvml", table_name, sizeof table_name);
     return 0;
@@ -58,6 +74,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    for (int i = 0; i < nkids; i++)
+        if (kill(kids[i], SIGKILL) == 0)
+            waitpid(kids[i], NULL, 0);
+    nkids = 0;
     shm_unlink(state_name);
     shm_unlink(table_name);
     return 0;
@@ -71,9 +91,32 @@ typedef struct client {
     char line[2048];
 } client_t;
 
+/* The paging test's set-up: a 4 GiB device, paging on, priorities, every
+ * host sync a boundary (the spinning job's one kernel per sync), and
+ * contexts that take nothing (as test_memory_preempt's: with 64 MiB
+ * contexts this page-out does not complete on this tree, a memory issue of
+ * its own). */
+static const char *const paging_vars[] = {
+    "SIMGPU_MEMORY=4G", "SIMGPU_CTX_MEMORY=0", "SALUS_SWAP=on", "SALUS_MEM_WAIT_MS=0",
+    "SALUS_POLICY=priority", "SALUS_ITER_SYNC=every", NULL,
+};
+
+static void set_vars(tu_env_t *env, const char *const *vars)
+{
+    for (int i = 0; vars && vars[i]; i++) {
+        char name[64];
+        const char *eq = strchr(vars[i], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - vars[i]), vars[i]);
+        tu_env_set(env, name, "%s", eq + 1);
+    }
+}
+
 /* nvmlclient (or -linked) holding `mib`, under libsalus when salus, with
- * SALUS_MEM_LIMIT=limit when not NULL. */
-static void start(client_t *c, const char *prog, int salus, const char *limit, const char *mib)
+ * SALUS_MEM_LIMIT=limit when not NULL; `vars` (NAME=value) after, and
+ * mode (NULL: hold) with its argument. */
+static void start_as(client_t *c, const char *prog, int salus, const char *limit,
+                     const char *mib, const char *const *vars, const char *mode,
+                     const char *arg)
 {
     tu_env_t env;
     char path[512];
@@ -90,10 +133,18 @@ static void start(client_t *c, const char *prog, int salus, const char *limit, c
         tu_env_set(&env, "SALUS_MEM_LIMIT", "%s", limit);
     else
         tu_env_unset(&env, "SALUS_MEM_LIMIT");
-    char *argv[] = { (char *)tu_build_path(prog, path, sizeof path), (char *)mib, "hold", NULL };
+    set_vars(&env, vars);
+    char *argv[] = { (char *)tu_build_path(prog, path, sizeof path), (char *)mib,
+                     (char *)(mode ? mode : "hold"), (char *)arg, NULL };
     assert_int_equal(tu_spawn(&c->p, argv, &env), 0);
+    track(c->p.pid);
     tu_env_free(&env);
     c->step = 0;
+}
+
+static void start(client_t *c, const char *prog, int salus, const char *limit, const char *mib)
+{
+    start_as(c, prog, salus, limit, mib, NULL, NULL, NULL);
 }
 
 static int has_line(void *arg)
@@ -150,9 +201,12 @@ static void assert_procs(const char *line, const char *want)
     }
 }
 
-/* NVML's memory is the job's view: free = cuMemGetInfo's free, used = what
- * cuMemGetInfo's total less free counts and at most one context more,
- * total = used + free; the same through _v2 (simgpu reserves nothing). */
+/* NVML's memory is the job's view: free = cuMemGetInfo's free, total =
+ * used + free, at most cuMemGetInfo's total and one context; used at most
+ * what cuMemGetInfo's total less free counts and one context (less when
+ * peers, not the limit, bound its room: that total less free then counts
+ * memory that is theirs); the same through _v2 (simgpu reserves nothing).
+ * What used is exactly, the tests say where they know. */
 static void assert_own_view(const char *line)
 {
     uint64_t cu_free = num(line, "cu_free"), cu_total = num(line, "cu_total");
@@ -164,7 +218,7 @@ static void assert_own_view(const char *line)
         snprintf(k_used, sizeof k_used, "v%d_used", v);
         assert_int_equal(num(line, k_rc), NVML_SUCCESS);
         uint64_t total = num(line, k_total), free_b = num(line, k_free), used = num(line, k_used);
-        if (free_b != cu_free || total != used + free_b || used < cu_total - cu_free ||
+        if (free_b != cu_free || total != used + free_b || total > cu_total + CTX_MEMORY ||
             used > cu_total - cu_free + CTX_MEMORY)
             fail_msg("NVML v%d total %llu free %llu used %llu against cuMemGetInfo free %llu "
                      "total %llu: %s", v, (unsigned long long)total,
@@ -190,6 +244,7 @@ static void test_view_beside_peer_and_limit(void **state)
     pair(peer.p.pid, job.p.pid, want, sizeof want);
     assert_int_equal(num(line, "cu_total"), 1 * GB);
     assert_int_equal(num(line, "v1_total"), 1 * GB);           /* the limit */
+    assert_int_equal(num(line, "v1_used"), 128 * MB + CTX_MEMORY);  /* its own, context too */
     assert_own_view(line);
     assert_procs(line, want);
     assert_int_equal(num(line, "wrapped"), num(line, "hooked"));
@@ -207,17 +262,94 @@ static void test_view_beside_peer_and_limit(void **state)
     line = next_line(&job);
     assert_int_equal(num(line, "cu_total"), 512 * MB);
     assert_int_equal(num(line, "v1_total"), 512 * MB);
+    assert_int_equal(num(line, "v1_used"), 128 * MB + CTX_MEMORY);
     assert_own_view(line);
     assert_procs(line, want);
 
     /* the peer, without a limit, sees its own share the same way */
     line = next_line(&peer);
+    assert_int_equal(num(line, "v1_used"), 256 * MB + CTX_MEMORY);
     assert_own_view(line);
     assert_procs(line, want);
 
     stop(&job);
     stop(&outsider);
     stop(&peer);
+}
+
+/* Until the job's NVML used is below w->below (or, with below 0, at least
+ * w->above): one line asked at a time, each checked as the job's view. */
+typedef struct watch {
+    client_t *c;
+    uint64_t below, above;
+    int asked;
+} watch_t;
+
+static int used_reaches(void *arg)
+{
+    watch_t *w = arg;
+    if (!w->asked) {
+        kill(w->c->p.pid, SIGUSR1);
+        w->asked = 1;
+    }
+    if (!has_line(w->c))
+        return 0;
+    w->c->step++;
+    w->asked = 0;
+    assert_own_view(w->c->line);
+    uint64_t used = num(w->c->line, "v1_used");
+    return w->below ? used < w->below : used >= w->above;
+}
+
+static void await_used(client_t *c, uint64_t below, uint64_t above, const char *what)
+{
+    watch_t w = { c, below, above, 0 };
+    if (!tu_await(used_reaches, &w, 60000))
+        fail_msg("the job's NVML view never showed %s; last: %s", what, c->line);
+}
+
+/* A job paged out for a higher-priority one: NVML follows its view out
+ * and back in, and lists both jobs meanwhile. */
+static void test_view_through_a_page_out(void **state)
+{
+    (void)state;
+    char cubin[512], prog[512];
+    tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin);
+    client_t low;
+    start_as(&low, "tests/clients/nvmlclient", 1, "3G", "2048", paging_vars, "spin", cubin);
+    const char *line = next_line(&low);
+    assert_own_view(line);
+    assert_int_equal(num(line, "v1_total"), 3 * GB);
+    uint64_t used0 = num(line, "v1_used");
+    assert_int_equal(used0, 2048 * MB);
+
+    tu_proc_t high;
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "64M");
+    tu_env_set(&env, "SALUS_MEM_HEADROOM", "0");
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    set_vars(&env, paging_vars);
+    tu_env_set(&env, "SALUS_PRIORITY", "90");
+    char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", prog, sizeof prog),
+                     cubin, "3072", "50", "2000", NULL };
+    assert_int_equal(tu_spawn(&high, argv, &env), 0);
+    track(high.pid);
+    tu_env_free(&env);
+
+    await_used(&low, used0 - 1 * GB, 0, "the page-out");
+    char want[64];
+    pair(low.p.pid, high.pid, want, sizeof want);
+    assert_procs(low.line, want);
+
+    int rc = tu_wait(&high, 60000);
+    char *out = tu_read_file(high.out_path, NULL);
+    if (rc != 0 || !out || !strstr(out, "done 0 bad 0"))
+        fail_msg("the high-priority job exited %d: %s", rc, out ? out : "");
+    free(out);
+    await_used(&low, 0, used0, "the page-in");
+    stop(&low);
 }
 
 static void test_linked_program(void **state)
@@ -267,6 +399,45 @@ static void *sym(void *h, const char *name)
     if (!f)
         fail_msg("no %s: %s", name, dlerror());
     return f;
+}
+
+typedef struct util_probe {
+    nvmlDevice_t d;
+    nvmlReturn_t (*rates)(nvmlDevice_t, nvmlUtilization_t *);
+    nvmlReturn_t (*samples)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned *,
+                            unsigned long long);
+    nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
+    pid_t pid;
+    int busy;            /* 1: until busy; 0: until idle and gone */
+    unsigned gpu, sm;    /* the last reading */
+    int listed;          /* the job in the compute process list */
+} util_probe_t;
+
+/* Busy: the device mostly busy, the job's own sample busy, the job listed.
+ * Idle: the device idle, the job in no list. */
+static int util_shows(void *arg)
+{
+    util_probe_t *p = arg;
+    nvmlUtilization_t u;
+    nvmlProcessUtilizationSample_t s[16];
+    nvmlProcessInfo_t rows[16];
+    unsigned n = 16, k = 16;
+    if (p->rates(p->d, &u) != NVML_SUCCESS)
+        return 0;
+    p->gpu = u.gpu;
+    p->sm = 0;
+    p->listed = 0;
+    if (p->samples(p->d, s, &n, 0) != NVML_SUCCESS)
+        n = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (s[i].pid == (unsigned)p->pid)
+            p->sm = s[i].smUtil;
+    if (p->procs(p->d, &k, rows) != NVML_SUCCESS)
+        k = 0;
+    for (unsigned i = 0; i < k; i++)
+        p->listed |= rows[i].pid == (unsigned)p->pid;
+    return p->busy ? p->gpu >= 50 && p->sm >= 50 && p->listed
+                   : p->gpu == 0 && p->sm == 0 && !p->listed;
 }
 
 static void test_sim_nvml_matches_driver(void **state)
@@ -342,6 +513,26 @@ static void test_sim_nvml_matches_driver(void **state)
     assert_int_equal(temp(d, NVML_TEMPERATURE_GPU, &t), NVML_ERROR_NOT_SUPPORTED);
     assert_int_equal(util(d, &u), NVML_SUCCESS);
     assert_int_equal(u.gpu, 0);                 /* nothing has run on this state */
+
+    /* A job spinning on device 0: utilization from the engine's kernel
+     * time, the job's own samples, the job in the process list; all gone
+     * a sample period after it ends. */
+    char cubin[512];
+    client_t job;
+    tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin);
+    start_as(&job, "tests/clients/nvmlclient", 0, NULL, "16", NULL, "spin", cubin);
+    next_line(&job);
+    util_probe_t pr = { .d = d, .rates = util, .samples = sym(nv, "nvmlDeviceGetProcessUtilization"),
+                        .procs = sym(nv, "nvmlDeviceGetComputeRunningProcesses_v3"),
+                        .pid = job.p.pid, .busy = 1 };
+    if (!tu_await(util_shows, &pr, 20000))
+        fail_msg("simgpu's NVML never showed the job busy: gpu %u%%, its sample %u%%, listed %d",
+                 pr.gpu, pr.sm, pr.listed);
+    stop(&job);
+    pr.busy = 0;
+    if (!tu_await(util_shows, &pr, 20000))
+        fail_msg("simgpu's NVML still shows the ended job: gpu %u%%, listed %d", pr.gpu,
+                 pr.listed);
     unsetenv("SIMGPU_STATE");
     unsetenv("SIMGPU_DEVICES");
 }
@@ -402,6 +593,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_view_beside_peer_and_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_view_through_a_page_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_linked_program, setup, teardown),
         cmocka_unit_test_setup_teardown(test_control_whole_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sim_nvml_matches_driver, setup, teardown),

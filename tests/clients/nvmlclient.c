@@ -4,7 +4,7 @@
  * frameworks do; for test_nvml, over simgpu (and its NVML), with libsalus
  * preloaded or not.
  *
- *   nvmlclient <MiB> [hold]
+ *   nvmlclient <MiB> [hold | spin <kernels.cubin>]
  *
  * Retains device 0's primary context, allocates <MiB>, then prints one JSON
  * line ("program":"nvmlclient", "step":0): the driver's free and total, what
@@ -12,7 +12,11 @@
  * nvmlDeviceGetComputeRunningProcesses and its _v2 and _v3 (sorted, comma
  * separated), and how many of the names libsalus hooks resolved to a
  * function of libsalus with exactly that name.  With `hold` it then prints
- * the next step's line at each SIGUSR1, until SIGTERM.
+ * the next step's line at each SIGUSR1, until SIGTERM.  With `spin` it
+ * writes its memory and runs as a training job (1 ms salus_spin kernels,
+ * each followed by a stream synchronize) while a second thread prints a
+ * line at each SIGUSR1: the job can wait at the gate and be paged out, and
+ * still be asked.
  *
  * Built twice: nvmlclient dlopens libnvidia-ml.so.1 and dlsyms every name
  * (pynvml's and nvidia-smi's way); nvmlclient-linked (NVML_LINKED) is
@@ -23,6 +27,7 @@
 #include <nvml.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,21 +157,67 @@ static void report(int step, nvmlDevice_t d)
     fflush(stdout);
 }
 
+static sigset_t sigs;
+static nvmlDevice_t dev0;
+static CUcontext ctx;
+
+/* Print a line at each SIGUSR1 (step 1 on), until SIGTERM. */
+static void answer_signals(void)
+{
+    for (int step = 1;; step++) {
+        int sig;
+        if (sigwait(&sigs, &sig) != 0 || sig == SIGTERM)
+            return;
+        report(step, dev0);
+    }
+}
+
+static void *reporter(void *arg)
+{
+    (void)arg;
+    cuCtxSetCurrent(ctx);           /* cuMemGetInfo answers for the current context */
+    answer_signals();
+    fflush(stdout);
+    _exit(0);
+}
+
+/* A job: 1 ms kernels, each waited for, for ever (until SIGTERM). */
+static int spin(const char *cubin, CUdeviceptr p, unsigned long long bytes)
+{
+    CUmodule m;
+    CUfunction f;
+    unsigned long long ns = 1000000;
+    void *args[] = { &ns };
+    pthread_t t;
+    if (cuModuleLoad(&m, cubin) != CUDA_SUCCESS ||
+        cuModuleGetFunction(&f, m, "salus_spin") != CUDA_SUCCESS ||
+        (bytes && cuMemsetD8(p, 0x5a, bytes) != CUDA_SUCCESS) ||
+        pthread_create(&t, NULL, reporter, NULL) != 0) {
+        fprintf(stderr, "nvmlclient: cannot start the job\n");
+        return 1;
+    }
+    for (;;)
+        if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) != CUDA_SUCCESS ||
+            cuStreamSynchronize(NULL) != CUDA_SUCCESS) {
+            fprintf(stderr, "nvmlclient: a kernel failed\n");
+            return 1;
+        }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: nvmlclient <MiB> [hold]\n");
+        fprintf(stderr, "usage: nvmlclient <MiB> [hold | spin <kernels.cubin>]\n");
         return 2;
     }
     int hold = argc > 2 && strcmp(argv[2], "hold") == 0;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGTERM);
-    sigprocmask(SIG_BLOCK, &set, NULL);
+    const char *cubin = argc > 3 && strcmp(argv[2], "spin") == 0 ? argv[3] : NULL;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     CUdevice dev;
-    CUcontext ctx;
     CUdeviceptr p = 0;
     if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
         cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
@@ -179,18 +230,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "nvmlclient: cuMemAlloc of %llu MiB failed\n", mib);
         return 1;
     }
-    nvmlDevice_t d;
-    if (bind() != 0 || nv.init() != NVML_SUCCESS || nv.handle(0, &d) != NVML_SUCCESS) {
+    if (bind() != 0 || nv.init() != NVML_SUCCESS || nv.handle(0, &dev0) != NVML_SUCCESS) {
         fprintf(stderr, "nvmlclient: no NVML\n");
         return 1;
     }
-    int step = 0;
-    report(step++, d);
-    while (hold) {
-        int sig;
-        if (sigwait(&set, &sig) != 0 || sig == SIGTERM)
-            break;
-        report(step++, d);
-    }
+    report(0, dev0);
+    if (cubin)
+        return spin(cubin, p, mib * MIB);
+    if (hold)
+        answer_signals();
     return 0;
 }
