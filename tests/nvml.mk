@@ -2,7 +2,8 @@
 # reads its memory and the device's processes both through the driver and
 # through NVML, over simgpu and simgpu's NVML, with libsalus preloaded (the
 # job's view) and without (the control: the whole device); the generator's
-# check of nvml.list against nvml.h; libsalus(7)'s list of the hooks.
+# check of nvml.list against nvml.h; libsalus(7)'s list of the hooks; and
+# pynvml (tests/clients/pynvml_smi.py, from build/venv: tests/clients.mk).
 NVML_CLIENT_SRC := tests/clients/nvmlclient.c
 NVML_CLIENT_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include \
                      -I$(dir $(NVML_H)) -I$(GEN) $(CFLAGS)
@@ -19,4 +20,4 @@ $(B)/obj/tests/test_nvml.o: $(NVH_LIST_H)
 $(eval $(call salus_test,test_nvml,,))
 $(B)/tests/test_nvml: $(SIM_LIB) $(SIM_NVML_LIB) $(B)/libsalus.so $(B)/bin/salus \
                       $(B)/tests/clients/nvmlclient $(B)/tests/clients/nvmlclient-linked \
-                      $(WL_CUBIN) $(B)/tests/clients/pageclient
+                      $(WL_CUBIN) $(B)/tests/clients/pageclient $(VENV_READY)

@@ -15,6 +15,9 @@
  *     used falls with the view's, and comes back at its page-in;
  *   - the same through a program linked to NVML;
  *   - without libsalus (the control): the whole device, every process;
+ *   - pynvml (tests/clients/pynvml_smi.py, nvidia-smi's table) in a limited
+ *     job agrees with its cuMemGetInfo; as a monitor without CUDA it sees
+ *     the device and, under libsalus, the table's processes;
  *   - simgpu's NVML against simgpu's driver: the same UUID, name, PCI bus
  *     id and memory; NVML's errors for a bad handle and an unsupported query;
  *     utilization (the device's and a job's own) from the engine's kernel
@@ -391,6 +394,83 @@ static void test_control_whole_device(void **state)
     stop(&peer);
 }
 
+/* ---- pynvml ----------------------------------------------------------------- */
+
+/* tests/clients/pynvml_smi.py <mib> in build/venv: its JSON line. */
+static void pynvml_run(int salus, const char *limit, const char *mib, pid_t *pid, char *line,
+                       size_t len)
+{
+    char py[512], script[512];
+    tu_env_t env;
+    tu_env_init(&env);
+    if (salus)
+        tu_env_salus(&env, state_name, table_name);
+    else
+        tu_env_simgpu(&env, state_name);
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "64M");
+    tu_env_set(&env, "SALUS_MEM_HEADROOM", "0");
+    if (limit)
+        tu_env_set(&env, "SALUS_MEM_LIMIT", "%s", limit);
+    else
+        tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    char *argv[] = { (char *)tu_build_path("venv/bin/python", py, sizeof py),
+                     (char *)tu_source_path("tests/clients/pynvml_smi.py", script, sizeof script),
+                     (char *)mib, NULL };
+    tu_proc_t p;
+    int rc = tu_run(argv, &env, 30000, &p);
+    tu_env_free(&env);
+    char *out = tu_read_file(p.out_path, NULL), *err = tu_read_file(p.err_path, NULL);
+    if (rc != 0 || !out || tu_find_line(out, "\"program\":\"pynvml\"", 0, line, len) != 0)
+        fail_msg("pynvml_smi.py exited %d: %s / %s", rc, out ? out : "", err ? err : "");
+    printf("%s", out);               /* the nvidia-smi table, for the log */
+    free(out);
+    free(err);
+    *pid = p.pid;
+}
+
+/* pynvml inside a limited job, as a monitor under libsalus and outside it. */
+static void test_pynvml_inside_and_outside(void **state)
+{
+    (void)state;
+    client_t peer, outsider;
+    start(&peer, "tests/clients/nvmlclient", 1, NULL, "256");
+    next_line(&peer);
+    start(&outsider, "tests/clients/nvmlclient", 0, NULL, "64");
+    next_line(&outsider);
+    char line[2048], want[64], got[512];
+    pid_t pid;
+
+    pynvml_run(1, "1G", "128", &pid, line, sizeof line);
+    pair(peer.p.pid, pid, want, sizeof want);
+    assert_int_equal(num(line, "total"), 1 * GB);
+    assert_int_equal(num(line, "used"), 128 * MB + CTX_MEMORY);
+    assert_int_equal(num(line, "free"), num(line, "cu_free"));
+    assert_int_equal(num(line, "total"), num(line, "used") + num(line, "free"));
+    assert_int_equal(num(line, "total2"), 1 * GB);
+    assert_int_equal(num(line, "free2"), num(line, "cu_free"));
+    assert_int_equal(num(line, "used2"), 128 * MB + CTX_MEMORY);
+    assert_int_equal(tu_json_str(line, "procs", got, sizeof got), 0);
+    assert_string_equal(got, want);
+
+    /* a monitor under libsalus, using no CUDA: the device, the table's processes */
+    pynvml_run(1, "1G", "0", &pid, line, sizeof line);
+    snprintf(want, sizeof want, "%d", (int)peer.p.pid);
+    assert_int_equal(num(line, "total"), 16 * GB);
+    assert_int_equal(num(line, "used"), 256 * MB + 64 * MB + 2 * CTX_MEMORY);
+    assert_int_equal(tu_json_str(line, "procs", got, sizeof got), 0);
+    assert_string_equal(got, want);
+
+    /* outside Salus: the same device, every process on it */
+    pynvml_run(0, NULL, "0", &pid, line, sizeof line);
+    pair(peer.p.pid, outsider.p.pid, want, sizeof want);
+    assert_int_equal(num(line, "total"), 16 * GB);
+    assert_int_equal(num(line, "used"), 256 * MB + 64 * MB + 2 * CTX_MEMORY);
+    assert_int_equal(tu_json_str(line, "procs", got, sizeof got), 0);
+    assert_string_equal(got, want);
+    stop(&outsider);
+    stop(&peer);
+}
+
 /* ---- simgpu's NVML against simgpu's driver ---------------------------------- */
 
 static void *sym(void *h, const char *name)
@@ -596,6 +676,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_view_through_a_page_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_linked_program, setup, teardown),
         cmocka_unit_test_setup_teardown(test_control_whole_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pynvml_inside_and_outside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sim_nvml_matches_driver, setup, teardown),
         cmocka_unit_test(test_generator_checks_header),
         cmocka_unit_test(test_man_page_names_every_hook),
