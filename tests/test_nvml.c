@@ -18,6 +18,7 @@
  *   - pynvml (tests/clients/pynvml_smi.py, nvidia-smi's table) in a limited
  *     job agrees with its cuMemGetInfo; as a monitor without CUDA it sees
  *     the device and, under libsalus, the table's processes;
+ *   - salus-top's device line and JSON carry NVML's figures of the device;
  *   - simgpu's NVML against simgpu's driver: the same UUID, name, PCI bus
  *     id and memory; NVML's errors for a bad handle and an unsupported query;
  *     utilization (the device's and a job's own) from the engine's kernel
@@ -471,6 +472,41 @@ static void test_pynvml_inside_and_outside(void **state)
     stop(&peer);
 }
 
+/* ---- salus-top ------------------------------------------------------------------ */
+
+/* salus-top's device line and JSON from NVML, over simgpu's: the device's
+ * figures (salus-top runs without libsalus), sensors simgpu lacks left out. */
+static void test_salus_top_reads_nvml(void **state)
+{
+    (void)state;
+    client_t peer;
+    start(&peer, "tests/clients/nvmlclient", 1, NULL, "256");
+    next_line(&peer);
+    char prog[512];
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_simgpu(&env, state_name);
+    tu_proc_t p;
+    char *json_argv[] = { (char *)tu_build_path("bin/salus-top", prog, sizeof prog), "--once",
+                          "--json", "-t", table_name, NULL };
+    assert_int_equal(tu_run(json_argv, &env, 20000, &p), 0);
+    char *out = tu_read_file(p.out_path, NULL);
+    assert_non_null(out);
+    if (!strstr(out, "\"nvml\":{\"mem_used_bytes\":335544320,\"mem_total_bytes\":17179869184,"
+                     "\"utilization_percent\":0,\"temperature_c\":null,\"power_watts\":null}"))
+        fail_msg("salus-top --json has not NVML's figures of the device: %s", out);
+    free(out);
+    char *text_argv[] = { prog, "--once", "-t", table_name, NULL };
+    assert_int_equal(tu_run(text_argv, &env, 20000, &p), 0);
+    out = tu_read_file(p.out_path, NULL);
+    assert_non_null(out);
+    if (!strstr(out, "util 0%  vram 320M/16G"))
+        fail_msg("salus-top's device line has not NVML's figures: %s", out);
+    free(out);
+    tu_env_free(&env);
+    stop(&peer);
+}
+
 /* ---- simgpu's NVML against simgpu's driver ---------------------------------- */
 
 static void *sym(void *h, const char *name)
@@ -677,6 +713,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_linked_program, setup, teardown),
         cmocka_unit_test_setup_teardown(test_control_whole_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pynvml_inside_and_outside, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_salus_top_reads_nvml, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sim_nvml_matches_driver, setup, teardown),
         cmocka_unit_test(test_generator_checks_header),
         cmocka_unit_test(test_man_page_names_every_hook),
