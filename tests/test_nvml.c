@@ -15,6 +15,8 @@
  *     used falls with the view's, and comes back at its page-in;
  *   - the same through a program linked to NVML;
  *   - without libsalus (the control): the whole device, every process;
+ *   - with a table libsalus cannot use: the driver's answers, and the
+ *     reason said once;
  *   - pynvml (tests/clients/pynvml_smi.py, nvidia-smi's table) in a limited
  *     job agrees with its cuMemGetInfo; as a monitor without CUDA it sees
  *     the device and, under libsalus, the table's processes;
@@ -35,6 +37,7 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,6 +374,35 @@ static void test_linked_program(void **state)
     assert_procs(line, want);
     stop(&job);
     stop(&peer);
+}
+
+/* A table libsalus cannot use (not a Salus table): memory passes through,
+ * and so do the process lists, which say once why. */
+static void test_unusable_table_fails_open(void **state)
+{
+    (void)state;
+    int fd = shm_open(table_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "not a table, not a table, not a table", 37), 37);
+    close(fd);
+    client_t outsider, job;
+    start(&outsider, "tests/clients/nvmlclient", 0, NULL, "64");
+    next_line(&outsider);
+    start(&job, "tests/clients/nvmlclient", 1, "1G", "128");
+    const char *line = next_line(&job);
+    char want[64];
+    pair(outsider.p.pid, job.p.pid, want, sizeof want);
+    assert_int_equal(num(line, "v1_total"), 16 * GB);          /* the driver's */
+    assert_int_equal(num(line, "v1_free"), num(line, "cu_free"));
+    assert_procs(line, want);                                    /* unfiltered */
+    stop(&job);
+    char *err = tu_read_file(job.p.err_path, NULL);
+    assert_non_null(err);
+    if (tu_count_lines(err, "NVML: nvmlDeviceGetComputeRunningProcesses") != 1 ||
+        tu_count_lines(err, "NVML:") != 1)
+        fail_msg("libsalus did not say once why NVML's lists are the device's: %s", err);
+    free(err);
+    stop(&outsider);
 }
 
 /* The control: without libsalus NVML shows the device as it is. */
@@ -712,6 +744,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_view_through_a_page_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_linked_program, setup, teardown),
         cmocka_unit_test_setup_teardown(test_control_whole_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unusable_table_fails_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pynvml_inside_and_outside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_salus_top_reads_nvml, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sim_nvml_matches_driver, setup, teardown),
