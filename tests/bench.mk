@@ -9,4 +9,5 @@ $(B)/tests/test_bench: $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(B)/
 # (about a minute).
 $(eval $(call salus_test,test_gpucheck,,))
 $(B)/tests/test_gpucheck: $(B)/libsalus.so $(SIM_LIB) $(GPUCHECK_FILES) $(WL_CUBIN) \
-                          $(B)/tests/clients/cudart_probe $(B)/bin/salus
+                          $(B)/tests/clients/cudart_probe $(B)/bin/salus \
+                          $(B)/tests/clients/nvmlclient $(SIM_NVML_LIB)

@@ -64,7 +64,8 @@ static int setup_programs(void **state)
 
 static const char *const built_needs[] = {
     "libsalus.so", "sim/libcuda.so.1", "gpucheck/overlap", "gpucheck/stamp.cubin",
-    "tests/clients/cudart_probe", "workloads/kernels.cubin", "bin/salus", NULL
+    "tests/clients/cudart_probe", "workloads/kernels.cubin", "bin/salus",
+    "tests/clients/nvmlclient", "sim/libnvidia-ml.so.1", NULL
 };
 
 static int all_built(void)
@@ -194,7 +195,7 @@ static void test_simgpu_steps(void **state)
     if (!all_built())
         skip();
     char out[600];
-    int rc = run_check("all", "overlap,procaddr,torch-sharing", NULL, out, sizeof out);
+    int rc = run_check("all", "overlap,procaddr,torch-sharing,nvml", NULL, out, sizeof out);
     assert_true(rc == 0 || rc == 1);
 
     static const char *const policies[] = { "fair", "pack" };
@@ -247,6 +248,11 @@ static void test_simgpu_steps(void **state)
     step_line(out, "torch-loader", status, fig, sizeof fig);
     assert_null(strstr(fig, "n/a"));
 
+    /* NVML in a limited job beside a peer, and without libsalus. */
+    step_line(out, "nvml", status, fig, sizeof fig);
+    if (strcmp(status, "PASS") != 0 || strncmp(fig, "limit 1G: NVML used ", 20) != 0)
+        fail_msg("nvml: %s %s", status, fig);
+
     /* The table and the counts. */
     char path[700];
     snprintf(path, sizeof path, "%s/summary.md", out);
@@ -261,7 +267,7 @@ static void test_simgpu_steps(void **state)
     char *js = tu_read_file(path, NULL);
     assert_non_null(js);
     assert_int_equal(tu_json_need(js, "pass") + tu_json_need(js, "fail") +
-                     tu_json_need(js, "skip"), 18);
+                     tu_json_need(js, "skip"), 19);
     assert_int_equal(tu_json_need(js, "simgpu"), 1);
     assert_int_equal(rc, tu_json_need(js, "fail") > 0 ? 1 : 0);
     free(js);
