@@ -33,12 +33,12 @@ need -h:gelf.h libelf-dev           # simgpu reads cubins
 need -h:zstd.h libzstd-dev          # and compressed fatbin entries
 need -h:ncurses.h libncurses-dev
 need -h:jemalloc/jemalloc.h libjemalloc-dev   # libsalus's private allocator (mk/jemalloc.sh)
+need -p:ensurepip python3-venv      # nvml.h from PyPI (mk/nvml.sh); build/venv (mk/venv.sh)
 case "$what" in
 test|demo|bench)
     need -h:cmocka.h libcmocka-dev
     need -c:tmux tmux
     need -c:timeout coreutils
-    need -p:ensurepip python3-venv      # build/venv of tests/clients (mk/venv.sh)
     need -p:numba python3-numba         # Numba 0.56, one of the third-party clients
     need -c:curl curl               # scrapes salus-top --listen in test_tools_ops
     need -c:promtool prometheus     # promtool check metrics on the exporter's text

@@ -98,27 +98,14 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
     CHECK_DEVICE(dev);
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    snprintf(name, (size_t)len, "NVIDIA H100 (simgpu)");
+    snprintf(name, (size_t)len, "%s", SIM_DEVICE_NAME);
     return CUDA_SUCCESS;
 }
 
-/* A stable, distinct UUID per device, shaped as a random (version 4) one.
- * The state's name is part of the seed: two states are two machines' GPUs,
- * so two tables on two states never look like two tables on one GPU, and
- * one state's devices keep their UUIDs across processes and runs. */
+/* A device's UUID: sim.h's, shared with simgpu's NVML. */
 static void device_uuid(CUdevice dev, char out[16])
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    const char *seeds[2] = { "simgpu", sim_state_name() };
-    for (int s = 0; s < 2; s++)
-        for (const char *p = seeds[s]; *p; p++)
-            h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-    for (int i = 0; i < 16; i++) {
-        h = (h ^ (unsigned)(dev + 1) ^ (unsigned)i) * 0x100000001b3ull;
-        out[i] = (char)(h >> 56);
-    }
-    out[6] = (char)((out[6] & 0x0f) | 0x40);
-    out[8] = (char)((out[8] & 0x3f) | 0x80);
+    sim_device_uuid_of(sim_state_name(), dev, out);
 }
 
 CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
@@ -140,7 +127,7 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)
     CHECK_DEVICE(dev);
     if (!id || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x18 + dev);
+    snprintf(id, (size_t)len, "0000:%02x:00.0", SIM_PCI_BUS(dev));
     return CUDA_SUCCESS;
 }
 
@@ -153,7 +140,7 @@ CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *id)
     if (sscanf(id, "%x:%x:%x.%x", &domain, &bus, &slot, &fn) != 4 &&
         (domain = 0, sscanf(id, "%x:%x.%x", &bus, &slot, &fn) != 3))
         return CUDA_ERROR_INVALID_VALUE;
-    int d = (int)bus - 0x18;
+    int d = (int)bus - SIM_PCI_BUS(0);
     if (domain || slot || fn || !sim_device_valid(d))
         return CUDA_ERROR_INVALID_DEVICE;
     *dev = d;
@@ -291,7 +278,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *v)
     case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: *v = 512; return 0;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: *v = 1; return 0;
     case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: *v = 1; return 0;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = 0x18 + dev; return 0;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = SIM_PCI_BUS(dev); return 0;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *v = 0; return 0;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *v = 0; return 0;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *v = 2619000; return 0;

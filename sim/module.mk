@@ -34,3 +34,6 @@ $(SIM_LIB): $(SIM_OBJS) sim/libcuda.map
 	ln -sf libcuda.so.1 $(@D)/libcuda.so
 
 ALL_TARGETS += $(SIM_LIB)
+
+# simgpu's NVML, built beside it (sim/nvml).
+include sim/nvml/module.mk

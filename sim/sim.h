@@ -95,6 +95,30 @@ static inline int sim_arch_runs_cubin(unsigned arch)
 }
 static inline uint64_t sim_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
+/* ---- a device's identity ------------------------------------------------
+ * What cuDeviceGet* (device.c) and simgpu's NVML (sim/nvml) both say of
+ * device dev of the state named `state`: one definition, so that the two
+ * views of a device can never disagree.  The UUID is stable and distinct
+ * per device, shaped as a random (version 4) one; the state's name is part
+ * of the seed: two states are two machines' GPUs, so two tables on two
+ * states never look like two tables on one GPU. */
+#define SIM_DEVICE_NAME      "NVIDIA H100 (simgpu)"
+#define SIM_PCI_BUS(dev)     (0x18 + (dev))
+static inline void sim_device_uuid_of(const char *state, int dev, char out[16])
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const char *seeds[2] = { "simgpu", state };
+    for (int s = 0; s < 2; s++)
+        for (const char *p = seeds[s]; *p; p++)
+            h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    for (int i = 0; i < 16; i++) {
+        h = (h ^ (unsigned)(dev + 1) ^ (unsigned)i) * 0x100000001b3ull;
+        out[i] = (char)(h >> 56);
+    }
+    out[6] = (char)((out[6] & 0x0f) | 0x40);
+    out[8] = (char)((out[8] & 0x3f) | 0x80);
+}
+
 /* ---- shared state (state.c) ---------------------------------------------
  * One per SIMGPU_STATE name, created by the first process, attached by the
  * others.  Everything a peer reads from it is bounds-checked first.
@@ -124,6 +148,11 @@ typedef struct sim_engine {
     uint64_t last_ctx;                  /* context id of that kernel, 0: none */
     uint64_t kernels;                   /* kernels run, for information */
     uint64_t tail[SIM_MAX_PROCS];       /* end of each slot's last kernel here */
+    /* Kernel time submitted here, in all and by each slot, counted when
+     * submitted (what has not run yet ends by free_ns, by tail[slot]):
+     * simgpu's NVML reads utilization from them (sim/nvml). */
+    uint64_t busy_ns;
+    uint64_t slot_busy_ns[SIM_MAX_PROCS];
 } sim_engine_t;
 
 typedef struct sim_shared {

@@ -393,6 +393,8 @@ void sim_engine_run(int dev, uint64_t ctx_id, uint64_t submit, uint64_t ready, u
     e->last_ctx = ctx_id;
     e->kernels++;
     e->tail[sim_p.slot] = t + dur;
+    e->busy_ns += dur;
+    e->slot_busy_ns[sim_p.slot] += dur;
     pthread_mutex_unlock(&e->lock);
     *start = t;
     *end = t + dur;

@@ -12,7 +12,8 @@ $(B)/tests/test_bench: $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(B)/
 GPUCHECK_TEST_OBJS := $(B)/obj/tests/test_gpucheck_lib.o
 $(B)/obj/tests/test_gpucheck_lib.o: | $(B)/.deps-test
 GPUCHECK_TEST_NEEDS := $(B)/libsalus.so $(SIM_LIB) $(GPUCHECK_FILES) $(WL_CUBIN) \
-                       $(B)/tests/clients/cudart_probe $(B)/bin/salus
+                       $(B)/tests/clients/cudart_probe $(B)/bin/salus \
+                       $(B)/tests/clients/nvmlclient $(SIM_NVML_LIB)
 $(eval $(call salus_test,test_gpucheck,$(GPUCHECK_TEST_OBJS),))
 $(eval $(call salus_test,test_gpucheck_torch,$(GPUCHECK_TEST_OBJS),))
 $(eval $(call salus_test,test_gpucheck_judge,$(GPUCHECK_TEST_OBJS),))

@@ -9,7 +9,7 @@
 # libraries of the RTLD_NEXT test and a libsalus whose intercept objects are
 # built -O0 -fno-optimize-sibling-calls.
 
-INTERCEPT_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/intercept/*.c)) \
+INTERCEPT_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/intercept/*.c src/nvml/*.c)) \
                   $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c src/ipc/*.c)) \
                   $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/memory/*.c)) \
                   $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/util/*.c src/drv/*.c))
@@ -21,7 +21,7 @@ $(B)/obj/tests/test_procmap.o $(B)/obj/tests/test_intercept_sim.o: \
     MOD_CFLAGS := -DCUDA_HOME_DIR='"$(CUDA_HOME)"' -DSIMGPU_LIB='"$(abspath $(SIM_LIB))"'
 $(B)/obj/tests/test_procmap.o $(B)/obj/tests/test_intercept.o \
     $(B)/obj/tests/test_intercept_load.o $(B)/obj/tests/test_intercept_sim.o \
-    $(B)/obj/tests/test_intercept_resolver.o: $(HOOK_LIST_H)
+    $(B)/obj/tests/test_intercept_resolver.o: $(HOOK_LIST_H) $(NVH_LIST_H)
 
 $(eval $(call salus_test,test_procmap,$(B)/obj/src/intercept/procmap.o,))
 $(B)/tests/test_procmap: | $(SIM_LIB)
@@ -50,7 +50,7 @@ $(TCLI)/libbadnext.so: tests/clients/badnext.c
 # libsalus with its intercept objects built without optimization or sibling
 # calls: the dlsym trampoline must forward RTLD_NEXT all the same.
 O0_OBJS := $(patsubst %.c,$(B)/obj-O0/%.o,$(wildcard src/intercept/*.c))
-$(O0_OBJS): $(B)/obj-O0/%.o: %.c $(HOOK_LIST_H)
+$(O0_OBJS): $(B)/obj-O0/%.o: %.c $(HOOK_LIST_H) $(NVH_LIST_H)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -fvisibility=hidden -O0 -g -fno-optimize-sibling-calls $(DEPFLAGS) -c $< -o $@
 -include $(wildcard $(B)/obj-O0/src/intercept/*.d)

@@ -37,15 +37,15 @@
 /* ---- the tests ------------------------------------------------------------------ */
 
 /* The issue-11 steps over simgpu (overlap, procaddr): every step has its
- * line and figures, summary.md its table, summary.json its counts (12 of
- * check.sh's 18; test_gpucheck_torch runs the other 6). */
+ * line and figures, summary.md its table, summary.json its counts (13 of
+ * check.sh's 19; test_gpucheck_torch runs the other 6). */
 static void test_simgpu_steps(void **state)
 {
     (void)state;
     if (!all_built())
         skip();
     char out[600];
-    int rc = run_check("steps", "overlap,procaddr", NULL, out, sizeof out);
+    int rc = run_check("steps", "overlap,procaddr,nvml", NULL, out, sizeof out);
     assert_true(rc == 0 || rc == 1);
 
     static const char *const policies[] = { "fair", "pack" };
@@ -87,6 +87,11 @@ static void test_simgpu_steps(void **state)
     /* The double's lookups, as PyTorch's runtime would make them. */
     expect_step(out, "procaddr-torch", "PASS");
 
+    /* NVML in a limited job beside a peer, and without libsalus. */
+    step_line(out, "nvml", status, fig, sizeof fig);
+    if (strcmp(status, "PASS") != 0 || strncmp(fig, "limit 1G: NVML used ", 20) != 0)
+        fail_msg("nvml: %s %s", status, fig);
+
     /* The table and the counts. */
     char path[700];
     snprintf(path, sizeof path, "%s/summary.md", out);
@@ -100,7 +105,7 @@ static void test_simgpu_steps(void **state)
     char *js = tu_read_file(path, NULL);
     assert_non_null(js);
     assert_int_equal(tu_json_need(js, "pass") + tu_json_need(js, "fail") +
-                     tu_json_need(js, "skip"), 12);
+                     tu_json_need(js, "skip"), 13);
     assert_int_equal(tu_json_need(js, "simgpu"), 1);
     assert_int_equal(rc, tu_json_need(js, "fail") > 0 ? 1 : 0);
     free(js);

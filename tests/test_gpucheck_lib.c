@@ -51,7 +51,8 @@ int setup_programs(void **state)
 
 static const char *const built_needs[] = {
     "libsalus.so", "sim/libcuda.so.1", "gpucheck/overlap", "gpucheck/stamp.cubin",
-    "tests/clients/cudart_probe", "workloads/kernels.cubin", "bin/salus", NULL
+    "tests/clients/cudart_probe", "workloads/kernels.cubin", "bin/salus",
+    "tests/clients/nvmlclient", "sim/libnvidia-ml.so.1", NULL
 };
 
 int all_built(void)

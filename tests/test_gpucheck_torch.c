@@ -22,7 +22,7 @@
 
 /* check.sh's PyTorch steps around the test double (torch-sharing) over
  * simgpu: all pass, with their figures; summary.md their table,
- * summary.json their counts (6 of check.sh's 18). */
+ * summary.json their counts (6 of check.sh's 19). */
 static void test_torch_steps(void **state)
 {
     (void)state;

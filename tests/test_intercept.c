@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "intercept/intercept.h"
+#include "nvml/nvhook.h"
 #include "lib/testutil.h"
 
 /* ---- fakes of every wrapped export ----------------------------------------
@@ -190,7 +191,8 @@ static void test_table_covers_the_categories(void **state)
     }
 }
 
-/* libsalus.so exports the list, dlsym and salus_* functions: nothing else. */
+/* libsalus.so exports the list, NVML's list (nvml.list), dlsym and salus_*
+ * functions: nothing else. */
 static void test_exported_symbols(void **state)
 {
     (void)state;
@@ -200,15 +202,17 @@ static void test_exported_symbols(void **state)
     FILE *p = popen(cmd, "r");
     if (!p)
         skip();
-    int seen[HOOK_COUNT] = { 0 }, total = 0, has_dlsym = 0;
+    int seen[HOOK_COUNT] = { 0 }, seen_nvml[NVH_IDS] = { 0 }, total = 0, has_dlsym = 0;
     while (fgets(line, sizeof line, p)) {
         char addr[64], type[8], name[200];
         if (sscanf(line, "%63s %7s %199s", addr, type, name) != 3)
             continue;
         total++;
-        int id = hook_find(name);
+        int id = hook_find(name), nv = nvh_find(name);
         if (id >= 0)
             seen[id]++;
+        else if (nv >= 0)
+            seen_nvml[nv]++;
         else if (strcmp(name, "dlsym") == 0)
             has_dlsym = 1;
         else if (strncmp(name, "salus_", 6) != 0)
@@ -220,6 +224,9 @@ static void test_exported_symbols(void **state)
     for (int i = 0; i < HOOK_COUNT; i++)
         if (seen[i] != 1)
             fail_msg("libsalus.so does not export %s", hook_names[i]);
+    for (int i = 0; i < NVH_IDS; i++)
+        if (seen_nvml[i] != 1)
+            fail_msg("libsalus.so does not export %s", nvh_names[i]);
 }
 
 /* ---- the wrappers ----------------------------------------------------------- */

@@ -74,6 +74,7 @@ static void check(const char *only)
 
 #define MODULE_TEST(m) static void test_##m(void **state) { (void)state; check(#m); }
 MODULE_TEST(intercept)
+MODULE_TEST(nvml)
 MODULE_TEST(sched)
 MODULE_TEST(memory)
 MODULE_TEST(ipc)
@@ -84,7 +85,8 @@ MODULE_TEST(modules)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_intercept), cmocka_unit_test(test_sched),
+        cmocka_unit_test(test_intercept), cmocka_unit_test(test_nvml),
+        cmocka_unit_test(test_sched),
         cmocka_unit_test(test_memory),    cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_drv),       cmocka_unit_test(test_util),
         cmocka_unit_test(test_modules),

@@ -204,6 +204,18 @@ static void test_device_lines(void **state)
     s.devices[0].policy = SCHED_POLICY_PACK;
     top_device_line2(&s, &s.devices[0], 200, buf, sizeof buf);
     assert_non_null(strstr(buf, "pack"));
+    assert_null(strstr(buf, "vram"));                 /* no NVML: nothing of it */
+    /* NVML on a real GPU: utilization, memory, temperature, power */
+    s.devices[0].has_nvml = 1;
+    s.devices[0].nvml = (top_nvml_t){ .util_pct = 37, .temp_c = 45, .power_mw = 250500,
+                                      .mem_used = 3ull << 30, .mem_total = 16ull << 30 };
+    top_device_line2(&s, &s.devices[0], 200, buf, sizeof buf);
+    assert_non_null(strstr(buf, "util 37%  vram 3.0G/16G  45C  250W"));
+    s.devices[0].nvml.temp_c = -1;                     /* a sensor it does not report */
+    s.devices[0].nvml.power_mw = -1;
+    top_device_line2(&s, &s.devices[0], 200, buf, sizeof buf);
+    assert_null(strstr(buf, "C  "));
+    assert_null(strstr(buf, "W"));
     top_snap_free(&s);
 }
 

@@ -373,6 +373,7 @@ static void fill_device(top_device_t *d, shm_table_t *t, int index, const slot_c
             d->minor = g.minor;
             snprintf(d->model, sizeof d->model, "%s", g.model);
         }
+        d->has_nvml = top_nvml_read(d->uuid, &d->nvml) == 0;
     }
     if (mem_view_device(t, index, &mv) == 0) {
         d->has_mem = 1;

@@ -353,6 +353,24 @@ void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
     top_fit(line, width, buf, len);
 }
 
+/* "  util 37%  vram 3.2G/16G  45C  250W": the device as NVML sees it, every
+ * tenant's use (what nvtop shows); the sensors only where reported. */
+static void nvml_text(const top_nvml_t *n, char *buf, size_t len)
+{
+    char used[16], total[16];
+    top_human_bytes(n->mem_used, used, sizeof used);
+    top_human_bytes(n->mem_total, total, sizeof total);
+    size_t at = 0;
+    if (n->util_pct >= 0)
+        at += (size_t)snprintf(buf + at, len - at, "  util %d%%", n->util_pct);
+    if (at < len)
+        at += (size_t)snprintf(buf + at, len - at, "  vram %s/%s", used, total);
+    if (at < len && n->temp_c >= 0)
+        at += (size_t)snprintf(buf + at, len - at, "  %dC", n->temp_c);
+    if (at < len && n->power_mw >= 0)
+        snprintf(buf + at, len - at, "  %lldW", (long long)(n->power_mw / 1000));
+}
+
 void top_device_line2(const top_snap_t *s, const top_device_t *d, int width,
                       char *buf, size_t len)
 {
@@ -376,8 +394,10 @@ void top_device_line2(const top_snap_t *s, const top_device_t *d, int width,
         at += (size_t)snprintf(line + at, sizeof line - at, "  memory waiters %u, admission %u",
                                (unsigned)d->mem_waiters, (unsigned)d->queued);
     if (at < sizeof line - 32 && d->has_sched)
-        snprintf(line + at, sizeof line - at, "  switches %llu",
-                 (unsigned long long)d->switches);
+        at += (size_t)snprintf(line + at, sizeof line - at, "  switches %llu",
+                               (unsigned long long)d->switches);
+    if (at < sizeof line - 96 && d->has_nvml)
+        nvml_text(&d->nvml, line + at, sizeof line - at);
     top_fit(line, width, buf, len);
 }
 

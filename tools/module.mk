@@ -13,13 +13,13 @@
 TOOLS_CORE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c \
                                                    src/sched/*.c src/memory/*.c))
 TOOLS_CORE      := $(B)/tools/libsalus-core.a
-TOOLS_LIB_OBJS  := $(patsubst %,$(B)/obj/tools/%.o,collect layout output draw text top gpuinfo http control \
+TOOLS_LIB_OBJS  := $(patsubst %,$(B)/obj/tools/%.o,collect layout output draw text top gpuinfo nvmlinfo http control \
                                                    capture audit)
 TOOLS_BINS      := $(B)/bin/salus $(B)/bin/salus-top
 TOOLS_MAN1      := tools/man/salus.1 tools/man/salus-top.1
 TOOLS_MAN7      := tools/man/libsalus.7
 TOOLS_MAN8      := tools/man/salus-slurm.8
-TOOLS_LDLIBS    := $(shell pkg-config --libs ncurses 2>/dev/null || echo -lncurses) -lm -lpthread -lrt
+TOOLS_LDLIBS    := $(shell pkg-config --libs ncurses 2>/dev/null || echo -lncurses) -lm -lpthread -lrt -ldl
 
 $(TOOLS_CORE): $(TOOLS_CORE_OBJS)
 	@mkdir -p $(@D)
@@ -28,6 +28,7 @@ $(TOOLS_CORE): $(TOOLS_CORE_OBJS)
 
 $(TOOLS_LIB_OBJS) $(B)/obj/tools/salus.o $(B)/obj/tools/salus_run.o $(B)/obj/tools/salus_control.o \
     $(B)/obj/tools/top_main.o: | $(B)/.deps-build
+$(B)/obj/tools/nvmlinfo.o: | $(NVML_H)
 
 $(B)/bin/salus-top: $(B)/obj/tools/top_main.o $(TOOLS_LIB_OBJS) $(TOOLS_CORE)
 	@mkdir -p $(@D)

@@ -150,6 +150,25 @@ static void json_holders(FILE *f, const top_snap_t *s, const top_device_t *d, in
     fprintf(f, "]");
 }
 
+/* "nvml": what NVML says of the GPU (every tenant's), null without NVML;
+ * a sensor the GPU does not report is null. */
+static void json_nvml(FILE *f, const top_device_t *d)
+{
+    const top_nvml_t *n = &d->nvml;
+    if (!d->has_nvml) {
+        fprintf(f, ",\"nvml\":null");
+        return;
+    }
+    fprintf(f, ",\"nvml\":{\"mem_used_bytes\":%llu,\"mem_total_bytes\":%llu,\"utilization_percent\":",
+            (unsigned long long)n->mem_used, (unsigned long long)n->mem_total);
+    n->util_pct >= 0 ? fprintf(f, "%d", n->util_pct) : fprintf(f, "null");
+    fprintf(f, ",\"temperature_c\":");
+    n->temp_c >= 0 ? fprintf(f, "%d", n->temp_c) : fprintf(f, "null");
+    fprintf(f, ",\"power_watts\":");
+    n->power_mw >= 0 ? fprintf(f, "%.3f", (double)n->power_mw / 1000) : fprintf(f, "null");
+    fprintf(f, "}");
+}
+
 static void json_device(FILE *f, const top_snap_t *s, int di)
 {
     const top_device_t *d = &s->devices[di];
@@ -168,6 +187,7 @@ static void json_device(FILE *f, const top_snap_t *s, int di)
     fprintf(f, ",\"quantum_ms\":%u,\"max_slice_ms\":%u,\"switches\":%llu",
             (unsigned)d->quantum_ms, (unsigned)d->max_slice_ms,
             (unsigned long long)d->switches);
+    json_nvml(f, d);
     json_holders(f, s, d, first);
     fprintf(f, ",\"mem_waiters\":%u,\"admission_queue\":%u,\"processes\":[",
             (unsigned)d->mem_waiters, (unsigned)d->queued);

@@ -115,7 +115,14 @@ typedef struct top_device {
     char uuid[48];                   /* "GPU-...", "" when unknown */
     char model[96];                  /* "" when unknown */
     int gpu_index, minor;            /* -1 when unknown */
+    int has_nvml;                    /* NVML knows the GPU: nvml is filled */
+    struct top_nvml {
+        int util_pct, temp_c;        /* -1: not reported */
+        int64_t power_mw;            /* -1: not reported */
+        uint64_t mem_used, mem_total;
+    } nvml;
 } top_device_t;
+typedef struct top_nvml top_nvml_t;
 
 typedef struct top_table {
     char name[SHM_TABLE_NAME_BYTES];
@@ -195,6 +202,11 @@ void top_uuid_text(const uint8_t uuid[16], char *buf, size_t len);
 /* The GPU of that UUID text as the kernel driver describes it under `root`
  * (NULL: /proc/driver/nvidia/gpus).  0, or -1 when it does not know it. */
 int  top_gpu_info(const char *root, const char *uuid, top_gpu_info_t *out);
+
+/* ---- what NVML says of the GPU (nvmlinfo.c) ---------------------------------------
+ * The device of that UUID text: 0 and *out, or -1 (no NVML, or it does not
+ * know the GPU).  NVML is loaded on first need, never linked. */
+int  top_nvml_read(const char *uuid, top_nvml_t *out);
 
 /* ---- the view (layout.c) ---------------------------------------------------------- */
 typedef enum top_col {

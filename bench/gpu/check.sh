@@ -35,17 +35,20 @@
 #                  numba-cuda, PyCUDA, Debian's Numba 0.56), each beside a
 #                  peer under fair and SALUS_MEM_LIMIT=64M: SALUS_REPORT
 #                  against what the client did, the limit refusing, the view
+#   8. nvml        NVML in a job under SALUS_MEM_LIMIT=1G beside a peer: its
+#                  memory is cuMemGetInfo's view, its processes the table's;
+#                  without libsalus the whole device
 # Everything goes to OUTDIR: one log per step, the jobs' JSON, the
 # SALUS_REPORTs, summary.txt, summary.json and summary.md (the results as
 # one Markdown table, also printed at the end).  Exit 0 when nothing failed,
 # 1 otherwise, 2 on bad arguments.  Each external command has a timeout;
 # the whole run stays under 10 minutes (later steps SKIP when time is
 # short).  CHECK_STEPS=build,overlap,... runs only those steps (of build
-# overhead sched overlap procaddr torch torch-sharing jax clients, or one of
+# overhead sched overlap procaddr torch torch-sharing jax clients nvml, or one of
 # torch-sharing's: torch-graph, torch-retain, torch-six, torch-compile,
 # torch-loader, torch-ipc).
 #
-# --simgpu runs steps 2, 3, 5 (overlap, procaddr) and 7 over simgpu
+# --simgpu runs steps 2, 3, 5 (overlap, procaddr), 7 and 8 over simgpu
 # (build/sim) instead of a GPU: a test of this script on a machine without
 # one (tests/test_gpucheck.c runs it so); its figures mean nothing.
 set -u
@@ -218,7 +221,8 @@ step_build() {
     local targets=("$bt/libsalus.so" "$bt/bin/salus")
     [ -n "$NVCC" ] && targets+=("$bt/bin/salus-train" "$bt/bin/salus-infer" gpucheck
                                 "$bt/tests/clients/cudart_probe")
-    [ "$SIMGPU" = 1 ] && targets+=("$bt/sim/libcuda.so.1")
+    targets+=("$bt/tests/clients/nvmlclient")
+    [ "$SIMGPU" = 1 ] && targets+=("$bt/sim/libcuda.so.1" "$bt/sim/libnvidia-ml.so.1")
     local t0 rc
     t0=$(date +%s)
     timeout "$(tmo 240)" "${mk[@]}" -j"$(nproc)" NVCC="${NVCC:-false}" \
@@ -578,6 +582,62 @@ step_clients() {
 
 # ---- run -----------------------------------------------------------------------------
 
+# ---- 8. NVML: the job's view ------------------------------------------------------
+
+# nvmlclient (tests/clients) beside a peer, both under libsalus, the job under
+# SALUS_MEM_LIMIT=1G, then without libsalus (the control): NVML's memory
+# against cuMemGetInfo's, its process list against the table's.
+step_nvml() {
+    out_of_time nvml && return
+    local c=$BUILD/tests/clients/nvmlclient tbl=/$TAG-nvml
+    if ! can_run_native || [ ! -x "$c" ] || [ ! -e "$LIB" ]; then
+        result SKIP nvml "$([ -x "$c" ] && echo "no GPU" || echo "tests/clients/nvmlclient is not built")"
+        return
+    fi
+    local env=("${RUNENV[@]}" "LD_PRELOAD=$LIB" "SALUS_TABLE=$tbl")
+    rm -f "$OUT"/nvml-*.json
+    timeout "$(tmo 120)" "${env[@]}" "$c" 256 hold >"$OUT/nvml-peer.json" 2>"$OUT/nvml-peer.err" &
+    local peer=$!
+    if ! await_line "$OUT/nvml-peer.json" '"step":0' 30; then
+        kill "$peer" 2>/dev/null
+        result FAIL nvml "the peer said nothing in 30 s; see nvml-peer.err"
+        return
+    fi
+    timeout "$(tmo 60)" "${env[@]}" SALUS_MEM_LIMIT=1G "$c" 128 >"$OUT/nvml-job.json" 2>"$OUT/nvml-job.err"
+    timeout "$(tmo 60)" "${RUNENV[@]}" "$c" 128 >"$OUT/nvml-plain.json" 2>"$OUT/nvml-plain.err"
+    kill "$peer" 2>/dev/null
+    wait "$peer" 2>/dev/null
+    verdict nvml "$(py 'import json, sys
+def last(p):
+    try:
+        return json.loads([l for l in open(p) if l.startswith("{")][-1])
+    except Exception:
+        return None
+peer, job, plain = (last(sys.argv[1] + "/nvml-%s.json" % n) for n in ("peer", "job", "plain"))
+if not (peer and job and plain):
+    print("FAIL a client said nothing (nvml-*.err)")
+    sys.exit()
+G = 1 << 30
+want = ",".join(str(p) for p in sorted((peer["pid"], job["pid"])))
+bad = [w for w, ok in (
+    ("NVML total %d is not the limit" % job["v1_total"], job["v1_total"] == G),
+    ("NVML free %d is not cuMemGetInfo free %d" % (job["v1_free"], job["cu_free"]),
+     job["v1_free"] == job["cu_free"]),
+    ("total is not used + free", job["v1_total"] == job["v1_used"] + job["v1_free"]),
+    ("_v2 differs", job["v2_free"] == job["v1_free"]),
+    ("processes %s, the table has %s" % (job["procs_v3"], want), job["procs_v3"] == want),
+    ("%d of %d names wrapped" % (job["wrapped"], job["hooked"]), job["wrapped"] == job["hooked"]),
+    ("the control is not the whole device", plain["v1_total"] > G and plain["wrapped"] == 0),
+    ("the control does not list the peer",
+     str(peer["pid"]) in plain["procs_v3"].split(","))) if not ok]
+M = 1 << 20
+print("%s limit 1G: NVML used %d MiB free %d MiB (cuMemGetInfo free %d MiB), processes %s; "
+      "without libsalus total %d MiB, processes %s%s" % (
+      "FAIL" if bad else "PASS", job["v1_used"] // M, job["v1_free"] // M, job["cu_free"] // M,
+      job["procs_v3"], plain["v1_total"] // M, plain["procs_v3"],
+      "; " + "; ".join(bad) if bad else ""))' "$OUT")"
+}
+
 # ---- 5. issue 11: sharing on a real GPU ----------------------------------------------
 
 . "$ROOT/bench/gpu/sharing.sh"
@@ -598,6 +658,7 @@ want torch && step_torch
 { want torch-sharing || [[ ",${CHECK_STEPS:-}," == *,torch-[grscl]* ]]; } && step_torch_sharing
 want jax && step_jax
 want clients && step_clients
+want nvml && step_nvml
 
 ELAPSED=$(( $(date +%s) - START ))
 printf '{"pass":%d,"fail":%d,"skip":%d,"seconds":%d,"gpu":%d,"simgpu":%d,"arch":"%s","cuda_home":"%s"}\n' \

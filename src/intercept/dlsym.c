@@ -7,7 +7,9 @@
  * dlsym(libcuda, "cuMemAlloc_v2") would bypass libsalus.  Our exported dlsym
  * answers a lookup of a wrapped export (the resolver among them) with our
  * wrapper, when the real lookup finds that export in the driver we forward
- * to; everything else goes to glibc's dlsym untouched.
+ * to; a lookup of an NVML name is the NVML module's to answer (pynvml and
+ * nvidia-smi dlopen libnvidia-ml.so.1); everything else goes to glibc's
+ * dlsym untouched.
  *
  * Divided into: the decision; the trampoline.  (The real dlsym is real.c's:
  * libsalus's own lookups need it too.)
@@ -25,8 +27,20 @@
  */
 #include "intercept/intercept.h"
 
+#include "nvml/nvhook.h"
+
 #include <dlfcn.h>
 #include <stddef.h>
+#include <string.h>
+
+/* NVML's names (nvml*): the NVML module decides (nvml/nvhook.h). */
+static void *dlsym_nvml(void *handle, const char *name)
+{
+    if (strncmp(name, "nvml", 4) != 0)
+        return NULL;
+    void *found = hook_dlsym_real(handle, name);
+    return found ? nvh_dlsym_decide(handle, name, found) : NULL;
+}
 
 /* ---- the decision ---------------------------------------------------------
  * NULL: forward to the real dlsym (the trampoline's tail call).  Not NULL:
@@ -34,7 +48,11 @@
 void *hook_dlsym_decide(void *handle, const char *name)
 {
     hook_dlsym_ready();             /* hook_dlsym_next, for the trampoline's forward */
-    if (!name || name[0] != 'c' || name[1] != 'u' || handle == RTLD_NEXT)
+    if (!name || handle == RTLD_NEXT)
+        return NULL;
+    if (name[0] == 'n')
+        return dlsym_nvml(handle, name);
+    if (name[0] != 'c' || name[1] != 'u')
         return NULL;
     int id = hook_find(name);
     if (id < 0)

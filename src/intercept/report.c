@@ -15,6 +15,7 @@
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include "intercept/intercept.h"
+#include "nvml/nvhook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -162,11 +163,13 @@ int hook_report_write(void)
 }
 
 /* ---- the constructor ------------------------------------------------------
- * libsalus's only start-up work: read SALUS_LOG (one getenv) and tell the
- * thread registry what to do at the first driver call.  The driver, the
+ * libsalus's only start-up work: read SALUS_LOG (one getenv), hand NVML's
+ * hooks glibc's dlsym, and tell the thread registry what to do at the first
+ * driver call.  The driver, the
  * blocks and the handlers wait for that call. */
 __attribute__((constructor)) static void salus_init(void)
 {
     util_log_init();
+    nvh_init(hook_dlsym_real);      /* NVML's hooks look up through glibc's dlsym */
     hook_threads_on_first_call(arm);
 }

@@ -224,6 +224,16 @@ void mem_context_end(mem_ctx_event_t ev, CUdevice device, CUresult rc);
  * never more than the driver said. */
 void mem_view_info(size_t *free_bytes, size_t *total_bytes);
 void mem_view_total(size_t *bytes, CUdevice device);
+/* The same view of the device with this UUID (the table's identity of a
+ * GPU, whatever its ordinal), for NVML: free and total as cuMemGetInfo_v2
+ * would answer there (before the driver's clamp), used = what its
+ * allocations hold, contexts = what its contexts take there (outside the
+ * limit).  0 and *out, or -1 when the process has no memory accounted on
+ * that device (nothing is registered by asking). */
+typedef struct mem_uuid_view {
+    uint64_t free, total, used, contexts;
+} mem_uuid_view_t;
+int mem_view_uuid(const uint8_t uuid[16], mem_uuid_view_t *out);
 
 /* The report's fields: "mem_used":N,"mem_peak":N,... (no braces); the
  * length as snprintf; 0 when the module is not active. */

@@ -68,6 +68,29 @@ void mem_view_total(size_t *bytes, CUdevice device)
     *bytes = (size_t)mem_umin(*bytes, total);
 }
 
+/* The view of the registered device whose table UUID is uuid, for NVML
+ * (src/nvml): the same own_view as cuMemGetInfo_v2's, and what the
+ * process's contexts take there.  Never registers a device. */
+int mem_view_uuid(const uint8_t uuid[16], mem_uuid_view_t *out)
+{
+    if (!uuid || !out || __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+        return -1;
+    for (int ord = 0; ord < MEM_MAX_ORDINALS; ord++) {
+        mem_local_dev_t *ld = &mem_p.dev[ord];
+        uint8_t u[16];
+        if (!__atomic_load_n(&ld->sd, __ATOMIC_ACQUIRE) ||
+            shm_device_uuid(mem_p.t, ld->d, u) != 0 || memcmp(u, uuid, 16) != 0)
+            continue;
+        mem_uuid_view_t v;
+        own_view(ld, &v.free, &v.total);
+        v.used = mem_sdev_used(ld->sd);
+        v.contexts = mem_ctx_of(ld->dev, mem_p.slot);
+        *out = v;
+        return 0;
+    }
+    return -1;
+}
+
 /* ---- the report ----------------------------------------------------------- */
 
 int mem_report_fields(char *buf, size_t cap)
