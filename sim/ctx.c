@@ -145,6 +145,7 @@ out_free:
 /* Free everything the context owns (it has no work left: callers wait). */
 static void ctx_teardown(sim_ctx_t *c)
 {
+    sim_cls_drop(sim_cls_take(c));     /* put by destructors after they ran */
     sim_modules_destroy_ctx(c);
     sim_streams_destroy_ctx(c);        /* user, per-thread and legacy streams */
     sim_events_destroy_ctx(c);
@@ -213,6 +214,12 @@ CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params,
 static CUresult ctx_destroy(CUcontext h)
 {
     SIM_CHECK_INIT();
+    SIM_LOCK();
+    sim_ctx_t *d = sim_ctx_get(h);
+    int created = d && !d->primary;
+    SIM_UNLOCK();
+    if (created)
+        sim_cls_release(h);             /* its storage's destructors, first */
     SIM_LOCK();
     sim_ctx_t *c = sim_ctx_get(h);
     CUresult rc = CUDA_SUCCESS;
@@ -475,6 +482,22 @@ CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peer)
 
 /* ---- primary contexts --------------------------------------------------- */
 
+/* The device's primary context made active (under the lock): a new one, or
+ * NULL with *rc saying why. */
+static sim_ctx_t *primary_activate(CUdevice dev, CUresult *rc)
+{
+    sim_ctx_t *c = sim_p.primary[dev];
+    *rc = CUDA_SUCCESS;
+    if (!c && !(c = sim_p.primary[dev] = ctx_new(dev, 0, 1, rc)))
+        return NULL;
+    if (!c->active) {
+        if ((*rc = ctx_start(c)) != CUDA_SUCCESS)
+            return NULL;
+        c->active = 1;
+    }
+    return c;
+}
+
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     SIM_CHECK_INIT();
@@ -482,20 +505,38 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_device_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    CUresult rc = CUDA_SUCCESS;
+    CUresult rc;
     SIM_LOCK();
-    sim_ctx_t *c = sim_p.primary[dev];
-    if (!c && !(c = sim_p.primary[dev] = ctx_new(dev, 0, 1, &rc)))
-        goto out_unlock;
-    if (!c->active) {
-        rc = ctx_start(c);
-        if (rc != CUDA_SUCCESS)
-            goto out_unlock;
-        c->active = 1;
+    sim_ctx_t *c = primary_activate(dev, &rc);
+    if (c) {
+        c->refcount++;
+        *pctx = (CUcontext)(uintptr_t)c->handle;
     }
-    c->refcount++;
-    *pctx = (CUcontext)(uintptr_t)c->handle;
-out_unlock:
+    SIM_UNLOCK();
+    return rc;
+}
+
+/* The runtime never retains the primary context itself: it asks the
+ * CUDART interface for it (export.c) and makes it current, which needs it
+ * active.  So the first ask retains it on the runtime's behalf, for the
+ * process; after a reset (cudaDeviceReset) the next ask retains it again. */
+CUresult sim_ctx_primary_for_runtime(CUcontext *pctx, CUdevice dev)
+{
+    SIM_CHECK_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc;
+    SIM_LOCK();
+    sim_ctx_t *c = primary_activate(dev, &rc);
+    if (c) {
+        if (!c->rt_held) {
+            c->rt_held = 1;
+            c->refcount++;
+        }
+        *pctx = (CUcontext)(uintptr_t)c->handle;
+    }
     SIM_UNLOCK();
     return rc;
 }
@@ -524,6 +565,7 @@ static void primary_deactivate(sim_ctx_t *c)
     c->active = 0;
     ctx_teardown(c);
     c->refcount = 0;
+    c->rt_held = 0;
 }
 
 static CUresult primary_release(CUdevice dev)
@@ -534,6 +576,11 @@ static CUresult primary_release(CUdevice dev)
     CUresult rc = CUDA_SUCCESS;
     SIM_LOCK();
     sim_ctx_t *c = sim_p.primary[dev];
+    int last = c && c->active && c->refcount == 1;
+    SIM_UNLOCK();
+    if (last)                           /* the storage's destructors, first */
+        sim_cls_release((CUcontext)(uintptr_t)c->handle);
+    SIM_LOCK();
     if (!c || !c->active || c->refcount <= 0)
         rc = CUDA_ERROR_INVALID_CONTEXT;
     else if (--c->refcount == 0)
@@ -552,6 +599,11 @@ static CUresult primary_reset(CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     SIM_LOCK();
     sim_ctx_t *c = sim_p.primary[dev];
+    int active = c && c->active;
+    SIM_UNLOCK();
+    if (active)                         /* the storage's destructors, first */
+        sim_cls_release((CUcontext)(uintptr_t)c->handle);
+    SIM_LOCK();
     if (c && c->active)
         primary_deactivate(c);
     SIM_UNLOCK();

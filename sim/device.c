@@ -1,7 +1,7 @@
 /*
  * device.c - the driver and its devices: cuInit, versions, device queries
  * (count, name, UUID, PCI id, attributes, properties), error names and
- * strings, the profiler and cuGetExportTable.
+ * strings and the profiler (cuGetExportTable is export.c).
  *
  * Divided into: driver; devices; attributes; errors; the rest.
  *
@@ -443,14 +443,6 @@ CUresult CUDAAPI cuGetErrorString(CUresult code, const char **str)
 }
 
 /* ---- the rest ---------------------------------------------------------------------- */
-
-/* The private tables cudart asks for: simgpu serves driver-API programs only. */
-CUresult CUDAAPI cuGetExportTable(const void **table, const CUuuid *id)
-{
-    (void)table;
-    (void)id;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
 
 /* No profiler is attached: starting, stopping and configuring one do nothing. */
 CUresult CUDAAPI cuProfilerInitialize(const char *config, const char *output, CUoutput_mode mode)

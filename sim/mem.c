@@ -218,12 +218,17 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t wid
     return rc;
 }
 
-/* cuMemFree synchronizes with the context's work, as the driver does. */
+/* cuMemFree synchronizes with the context's work, as the driver does.  A
+ * free of 0 does nothing and succeeds: cudaFree(0), which programs call to
+ * make the runtime start, frees 0 through here (the driver's header does
+ * not say; cudaFree's documentation does, and the runtime fails without). */
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
     SIM_CHECK_INIT();
+    if (!dptr)
+        return CUDA_SUCCESS;
     SIM_LOCK();
-    sim_range_t *r = dptr ? sim_range_find((uintptr_t)dptr) : NULL;
+    sim_range_t *r = sim_range_find((uintptr_t)dptr);
     CUresult rc = sim_capture_unsafe();
     if (rc != CUDA_SUCCESS)
         goto out_unlock;

@@ -162,6 +162,7 @@ typedef struct sim_func sim_func_t;
 typedef struct sim_pool sim_pool_t;
 typedef struct sim_graph sim_graph_t;
 typedef struct sim_node sim_node_t;
+typedef struct sim_cls sim_cls_t;
 
 /* A context.  Time invariants (tails only grow):
  *   btail >= tail of every blocking stream of the context (per-thread ones
@@ -183,6 +184,8 @@ struct sim_ctx {
     size_t limit[16];
     int cache_config, shmem_config;
     uint64_t charged;                   /* device memory the context itself takes */
+    int rt_held;                        /* primary: the runtime's retain (export.c) is held */
+    sim_cls_t *cls;                     /* context-local storage (cls.c) */
 };
 
 enum { SIM_S_USER = 0, SIM_S_LEGACY, SIM_S_PER_THREAD };
@@ -395,6 +398,42 @@ sim_ctx_t *sim_ctx_current(void);
 CUresult sim_ctx_require(sim_ctx_t **out);
 sim_ctx_t *sim_ctx_get(CUcontext h);                /* validated handle */
 void sim_ctx_reset_tls(void);
+
+/* The device's primary context, active, for the runtime (CUDART interface
+ * slot 2): retained once for the process, again after a reset. */
+CUresult sim_ctx_primary_for_runtime(CUcontext *pctx, CUdevice dev);
+
+/* ---- export.c, cls.c, integrity.c, md2.c: the runtime's private tables --- */
+enum {
+    SIM_EXPORT_CUDART, SIM_EXPORT_HOOKS, SIM_EXPORT_TLS, SIM_EXPORT_CLS, SIM_EXPORT_CHECKS,
+    SIM_EXPORT_INTEGRITY, SIM_EXPORT_IDENTITY, SIM_EXPORT_LT, SIM_EXPORT_COUNT
+};
+/* A slot nobody documents was called: CUDA_ERROR_NOT_SUPPORTED, said once
+ * per slot under SIMGPU_LOG=1. */
+CUresult sim_export_refuse(int table, int slot);
+extern const void *const sim_cudart_table[13];
+extern const void *const sim_integrity_table[3];
+extern const void *const sim_cls_table[4];
+/* Context-local storage: take a context's entries (under sim_p.lock), then
+ * run their destructors and free them (without it: destructors call the
+ * driver).  h is the context's handle, which the destructors get. */
+sim_cls_t *sim_cls_take(sim_ctx_t *c);
+void sim_cls_run(sim_cls_t *list, CUcontext h);
+void sim_cls_drop(sim_cls_t *list);     /* free, no destructor (under the lock) */
+/* Run the destructors of context h's storage, while it is still valid
+ * (called without the lock, before a destroy, reset or last release). */
+void sim_cls_release(CUcontext h);
+/* At cuInit: the exit handler that runs what destructors are left. */
+void sim_cls_init(void);
+
+typedef struct sim_md2 {
+    uint8_t x[48], c[16], buf[16], l;
+    unsigned n;                         /* bytes in buf */
+} sim_md2_t;
+void sim_md2_init(sim_md2_t *m);
+void sim_md2_update(sim_md2_t *m, const void *data, size_t len);
+void sim_md2_final(sim_md2_t *m, uint8_t out[16]);
+void sim_hmac_md2(const uint8_t key[16], const void *msg, size_t len, uint8_t out[16]);
 
 /* ---- mem.c ------------------------------------------------------------- */
 /* Allocate size device-visible bytes charged to dev, registered as kind. */

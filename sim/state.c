@@ -632,6 +632,7 @@ CUresult sim_init(unsigned flags)
     rc = claim_slot();
     if (rc != CUDA_SUCCESS)
         goto out_fail;
+    sim_cls_init();
     atomic_store_explicit(&sim_p.initialized, 1, memory_order_release);
     goto out_unlock;
 out_fail:
