@@ -5,6 +5,10 @@
 #   make test T=test_sched,test_ipc F='*lease*'
 #                   those test binaries only; of them, the tests whose names
 #                   match F (cmocka's filter: * and ? are wildcards)
+#   make test-frameworks
+#                   real PyTorch, JAX and CuPy programs under libsalus over
+#                   simgpu (tests/frameworks.mk; FW_ENV=dir: their Python
+#                   environment elsewhere than build/frameworks)
 #   make demo       jobs sharing a (simulated) GPU, with and without Salus
 #   make bench      the paper's experiments, reproduced (bench/results/)
 #   make fuzz       the table fuzzer under libFuzzer for FUZZ_SECONDS (300)
