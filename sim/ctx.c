@@ -76,6 +76,8 @@ static void pop_if_current(sim_ctx_t *c)
 
 /* ---- creating and tearing down ----------------------------------------- */
 
+enum { LIMIT_SHMEM_SIZE = 7, LIMIT_CIG_ENABLED = 8, LIMIT_CIG_SHMEM_FALLBACK = 9 };
+
 static const size_t default_limit[16] = {
     [CU_LIMIT_STACK_SIZE] = 1024,
     [CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20,
@@ -84,6 +86,14 @@ static const size_t default_limit[16] = {
     [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
     [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64,
     [CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0,
+    /* CUDA 12.8's (written as numbers for older headers): no context is a
+     * CIG (graphics-shared) one, so CIG_ENABLED is 0 and SHMEM_SIZE, the
+     * shared memory a kernel may have, is the device's whole per-block
+     * limit; the default of CIG_SHMEM_FALLBACK_ENABLED is not documented
+     * (1 here: the fallback a non-CIG context never needs). */
+    [LIMIT_SHMEM_SIZE] = 232448,
+    [LIMIT_CIG_ENABLED] = 0,
+    [LIMIT_CIG_SHMEM_FALLBACK] = 1,
 };
 
 static CUresult check_flags(unsigned flags)
@@ -402,16 +412,18 @@ static int limit_known(CUlimit limit)
     case CU_LIMIT_MALLOC_HEAP_SIZE: case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
     case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
     case CU_LIMIT_MAX_L2_FETCH_GRANULARITY: case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
+    case LIMIT_SHMEM_SIZE: case LIMIT_CIG_ENABLED: case LIMIT_CIG_SHMEM_FALLBACK:
         return 1;
     default:
         return 0;
     }
 }
 
+/* SHMEM_SIZE and CIG_ENABLED "can only be queried" (cuda.h). */
 CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
 {
     SIM_CHECK_INIT();
-    if (!limit_known(limit))
+    if (!limit_known(limit) || (int)limit == LIMIT_SHMEM_SIZE || (int)limit == LIMIT_CIG_ENABLED)
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
     WITH_CTX(NULL, c->limit[limit] = value);
 }

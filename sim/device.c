@@ -1,7 +1,7 @@
 /*
  * device.c - the driver and its devices: cuInit, versions, device queries
  * (count, name, UUID, PCI id, attributes, properties), error names and
- * strings and the profiler (cuGetExportTable is export.c).
+ * strings, the profiler and the error log (cuGetExportTable is export.c).
  *
  * Divided into: driver; devices; attributes; errors; the rest.
  *
@@ -337,6 +337,10 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *v)
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = 1; return 0;
     case 126: *v = 4; return 0;         /* MEM_SYNC_DOMAIN_COUNT */
     case 131: case 134: *v = -1; return 0;  /* NUMA_ID, HOST_NUMA_ID: none */
+    /* GPU_PCI_DEVICE_ID: device 0x2330 (H100 SXM5 80GB), vendor 0x10de
+     * (NVIDIA); cuBLASLt picks its kernels for the chip it reads here. */
+    case 139: *v = (int)0x233010de; return 0;
+    case 140: *v = (int)0x16c110de; return 0;   /* GPU_PCI_SUBSYSTEM_ID */
     }
     if ((int)a <= 0 || (int)a >= (int)CU_DEVICE_ATTRIBUTE_MAX)
         return -1;
@@ -455,3 +459,59 @@ CUresult CUDAAPI cuProfilerInitialize(const char *config, const char *output, CU
 
 CUresult CUDAAPI cuProfilerStart(void) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuProfilerStop(void) { return CUDA_SUCCESS; }
+
+#ifdef CU_PARAMS_cuLogsRegisterCallback
+/* The driver's error log (CUDA 12.9): simgpu writes nothing to it, so a
+ * callback registered (PyTorch registers one) is never called and the
+ * log's tail stays at 0.  Up to LOG_CALLBACKS at once; the handle is an
+ * entry of this table, checked when unregistered. */
+#define LOG_CALLBACKS 16
+struct CUlogsCallbackEntry_st {
+    CUlogsCallback fn;
+    void *data;
+};
+static struct CUlogsCallbackEntry_st log_cb[LOG_CALLBACKS];
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+CUresult CUDAAPI cuLogsRegisterCallback(CUlogsCallback fn, void *data, CUlogsCallbackHandle *out)
+{
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&log_lock);
+    for (int i = 0; i < LOG_CALLBACKS; i++) {
+        if (!log_cb[i].fn) {
+            log_cb[i].fn = fn;
+            log_cb[i].data = data;
+            if (out)                    /* optional, as documented */
+                *out = &log_cb[i];
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&log_lock);
+    return rc;
+}
+
+CUresult CUDAAPI cuLogsUnregisterCallback(CUlogsCallbackHandle h)
+{
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&log_lock);
+    for (int i = 0; i < LOG_CALLBACKS; i++) {
+        if (h == &log_cb[i] && log_cb[i].fn) {
+            log_cb[i].fn = NULL;
+            rc = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&log_lock);
+    return rc;
+}
+
+CUresult CUDAAPI cuLogsCurrent(CUlogIterator *it, unsigned int flags)
+{
+    if (!it || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *it = 0;
+    return CUDA_SUCCESS;
+}
+#endif

@@ -377,6 +377,11 @@ CUresult CUDAAPI cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *c, CUgreenCtx *g)
 CUresult CUDAAPI cuStreamGetId(CUstream h, unsigned long long *id) { STREAM_QUERY(h, 0, id, *id = s->id); }
 CUresult CUDAAPI cuStreamGetId_ptsz(CUstream h, unsigned long long *id) { STREAM_QUERY(h, 1, id, *id = s->id); }
 #endif
+#ifdef CU_PARAMS_cuStreamGetGreenCtx
+/* simgpu makes no green context: every stream's is NULL, as the driver
+ * documents for a stream not made in one (cuDNN asks on its streams). */
+CUresult CUDAAPI cuStreamGetGreenCtx(CUstream h, CUgreenCtx *g) { STREAM_QUERY(h, 0, g, *g = NULL); }
+#endif
 #ifdef CU_PARAMS_cuStreamGetDevice
 CUresult CUDAAPI cuStreamGetDevice(CUstream h, CUdevice *d) { STREAM_QUERY(h, 0, d, *d = s->ctx->device); }
 CUresult CUDAAPI cuStreamGetDevice_ptsz(CUstream h, CUdevice *d) { STREAM_QUERY(h, 1, d, *d = s->ctx->device); }

@@ -23,8 +23,10 @@
  * table", as its skip-init probe shows), said once under SIMGPU_LOG=1;
  * its table pointer is left unwritten.
  *
- * Lock: the tables are constant; the once-flags are atomics; the list of
- * unknown UUIDs already said has its own mutex (never held across a call).
+ * Lock: the tables are constant, but for the context-identity one, made
+ * once (pthread_once) at the first ask; the once-flags are atomics; the
+ * list of unknown UUIDs already said has its own mutex (never held across
+ * a call).
  */
 #include "sim.h"
 
@@ -47,12 +49,12 @@ static const char *const table_name[SIM_EXPORT_COUNT] = {
     [SIM_EXPORT_IDENTITY] = "CONTEXT_IDENTITY", [SIM_EXPORT_LT] = "CUBLASLT_1734DC26",
 };
 
-/* One bit per (table, slot): said already. */
-static _Atomic uint32_t said_slot[SIM_EXPORT_COUNT];
+/* One bit per (table, slot): said already.  Slots are below 64. */
+static _Atomic uint64_t said_slot[SIM_EXPORT_COUNT];
 
 CUresult sim_export_refuse(int table, int slot)
 {
-    uint32_t bit = 1u << slot;
+    uint64_t bit = 1ull << slot;
     if (sim_log_enabled() && !(atomic_fetch_or(&said_slot[table], bit) & bit))
         sim_note("cuGetExportTable: slot %d of %s is not implemented: CUDA_ERROR_NOT_SUPPORTED",
                  slot, table_name[table]);
@@ -157,17 +159,14 @@ static const void *const hooks_table[7] = {
 };
 
 /* Tools TLS (42d85a81-...): [2] writes the calling thread's current context
- * (NULL when none) where its argument points; cuBLASLt's heuristics call it
- * for every candidate kernel, and find no algorithm when it is left
- * unwritten. */
-static void tls_current_ctx(CUcontext *out)
+ * (NULL when none) where its argument points, and answers a CUresult that
+ * the caller tests; cuBLASLt's heuristics call it for every candidate
+ * kernel, and find no algorithm when it fails or leaves it unwritten. */
+static CUresult tls_current_ctx(CUcontext *out)
 {
-    CUcontext c = NULL;
     if (!out)
-        return;
-    if (cuCtxGetCurrent(&c) != CUDA_SUCCESS)
-        c = NULL;
-    *out = c;
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuCtxGetCurrent(out);
 }
 
 REFUSE(T_TLS, 1) REFUSE(T_TLS, 3)
@@ -195,20 +194,67 @@ static const void *const checks_table[4] = {
     SIZE_WORD(4), SLOT(refuse_T_CHECKS_1), SLOT(checks_check), SLOT(checks_zero),
 };
 
-/* Context identity (21318c60-...): [4] is cuCtxGetId, which cuBLASLt's
- * kernel registry keys its per-context state by. */
-REFUSE(T_IDENTITY, 1) REFUSE(T_IDENTITY, 2) REFUSE(T_IDENTITY, 3)
-#ifdef CU_PARAMS_cuCtxGetId
-#define IDENTITY_4 SLOT(cuCtxGetId)
-#else                                   /* headers older than CUDA 12.0 */
-REFUSE(T_IDENTITY, 4)
-#define IDENTITY_4 SLOT(refuse_T_IDENTITY_4)
+/* Context identity (21318c60-...), a table of at least 52 slots: [4] is
+ * cuCtxGetId, which cuBLASLt's kernel registry keys its per-context state
+ * by.  cuBLAS, given a stream of its own (cublasSetStream), calls [51]
+ * (context, stream, CUstream *out, per-thread flag) and then [39]
+ * (context, that stream, u64 *out), and keys its per-stream workspaces by
+ * what [39] gives, comparing the thread too for CU_STREAM_PER_THREAD;
+ * either failing fails the cuBLAS call.  Nobody documents them: simgpu
+ * answers what that use needs, [51] the stream's own handle (checked) and
+ * [39] its cuStreamGetId.  The other slots refuse. */
+#ifdef CU_PARAMS_cuStreamGetId
+static CUresult identity_stream(CUcontext ctx, CUstream s, CUstream *out, int per_thread)
+{
+    unsigned long long id;
+    (void)ctx;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (per_thread && !s)
+        s = CU_STREAM_PER_THREAD;
+    CUresult rc = cuStreamGetId(s, &id);
+    if (rc == CUDA_SUCCESS)
+        *out = s;
+    return rc;
+}
+
+static CUresult identity_stream_id(CUcontext ctx, CUstream s, unsigned long long *id)
+{
+    (void)ctx;
+    return cuStreamGetId(s, id);
+}
 #endif
 
-static const void *const identity_table[5] = {
-    SIZE_WORD(5), SLOT(refuse_T_IDENTITY_1), SLOT(refuse_T_IDENTITY_2),
-    SLOT(refuse_T_IDENTITY_3), IDENTITY_4,
+#define IDENTITY_SLOTS 64
+#define SEQ_1_63(X, t) \
+    X(t, 1) X(t, 2) X(t, 3) X(t, 4) X(t, 5) X(t, 6) X(t, 7) X(t, 8) X(t, 9) X(t, 10) \
+    X(t, 11) X(t, 12) X(t, 13) X(t, 14) X(t, 15) X(t, 16) X(t, 17) X(t, 18) X(t, 19) \
+    X(t, 20) X(t, 21) X(t, 22) X(t, 23) X(t, 24) X(t, 25) X(t, 26) X(t, 27) X(t, 28) \
+    X(t, 29) X(t, 30) X(t, 31) X(t, 32) X(t, 33) X(t, 34) X(t, 35) X(t, 36) X(t, 37) \
+    X(t, 38) X(t, 39) X(t, 40) X(t, 41) X(t, 42) X(t, 43) X(t, 44) X(t, 45) X(t, 46) \
+    X(t, 47) X(t, 48) X(t, 49) X(t, 50) X(t, 51) X(t, 52) X(t, 53) X(t, 54) X(t, 55) \
+    X(t, 56) X(t, 57) X(t, 58) X(t, 59) X(t, 60) X(t, 61) X(t, 62) X(t, 63)
+#define REFUSE_SLOT(t, n) REFUSE(t, n)
+#define REFUSE_ENTRY(t, n) SLOT(refuse_##t##_##n),
+SEQ_1_63(REFUSE_SLOT, T_IDENTITY)
+
+static const void *const identity_refusals[IDENTITY_SLOTS] = {
+    SIZE_WORD(IDENTITY_SLOTS), SEQ_1_63(REFUSE_ENTRY, T_IDENTITY)
 };
+static const void *identity_table[IDENTITY_SLOTS];
+
+/* Made once, at the first ask. */
+static void identity_fill(void)
+{
+    memcpy(identity_table, identity_refusals, sizeof identity_table);
+#ifdef CU_PARAMS_cuCtxGetId
+    identity_table[4] = SLOT(cuCtxGetId);
+#endif
+#ifdef CU_PARAMS_cuStreamGetId
+    identity_table[39] = SLOT(identity_stream_id);
+    identity_table[51] = SLOT(identity_stream);
+#endif
+}
 
 /* ---- cuBLASLt's table (1734dc26-...) -----------------------------------------------
  * Nobody documents it.  cuBLASLt 13 asks for it in its fp16/bf16
@@ -247,7 +293,7 @@ static const export_row_t rows[] = {
     { { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b,
         0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 }, sim_integrity_table },
     { { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
-        0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }, identity_table },
+        0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }, (const void *const *)identity_table },
     { { 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45,
         0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca }, lt_table },
 };
@@ -280,8 +326,10 @@ static void say_unknown(const uint8_t *u)
 
 CUresult CUDAAPI cuGetExportTable(const void **table, const CUuuid *id)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (!table || !id)
         return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&once, identity_fill);
     const uint8_t *u = (const uint8_t *)id->bytes;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (memcmp(rows[i].uuid, u, 16))

@@ -438,3 +438,33 @@ CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t *out, CUfunction
     SIM_UNLOCK();
     return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
+
+/* Clusters resident at once: blocks per SM (above) over the 132 SMs, in
+ * clusters of the size config's CLUSTER_DIMENSION gives; a size is needed
+ * (simgpu's kernels never require one), at most 16 blocks (the
+ * non-portable maximum), as the driver documents.  Hopper schedules a
+ * cluster within one GPC; simgpu ignores the GPCs' boundaries. */
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *n, CUfunction hf, const CUlaunchConfig *c)
+{
+    SIM_CHECK_INIT();
+    if (!n || !c || (c->numAttrs && !c->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t size = 0;
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        const CUlaunchAttribute *a = &c->attrs[i];
+        if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            size = (uint64_t)a->value.clusterDim.x * a->value.clusterDim.y *
+                   a->value.clusterDim.z;
+    }
+    if (!size || size > 16)
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    uint64_t block = (uint64_t)c->blockDimX * c->blockDimY * c->blockDimZ;
+    if (!block || block > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_func_t *f = sim_obj_get((uint64_t)(uintptr_t)hf, SIM_K_FUNC);
+    if (f)
+        *n = (int)(blocks_per_sm(f, (int)block, c->sharedMemBytes) * 132ull / size);
+    SIM_UNLOCK();
+    return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}

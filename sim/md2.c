@@ -3,8 +3,8 @@
  * with MD2's 16-byte block), for the runtime's integrity check
  * (integrity.c).
  *
- * Divided into: the substitution table; the digest (init, update, final);
- * HMAC.  MD2 is long broken as a hash; the runtime uses it as a handshake,
+ * Divided into: the substitution table; the digest (init, update, final,
+ * or all at once); HMAC.  MD2 is long broken as a hash; the runtime uses it as a handshake,
  * and so does simgpu.
  *
  * No state beyond the caller's, no lock.  It depends on nothing else in
@@ -88,6 +88,14 @@ void sim_md2_final(sim_md2_t *m, uint8_t out[16])
     memcpy(sum, m->c, 16);
     md2_block(m, sum);
     memcpy(out, m->x, 16);
+}
+
+void sim_md2(const void *data, size_t len, uint8_t out[16])
+{
+    sim_md2_t m;
+    sim_md2_init(&m);
+    sim_md2_update(&m, data, len);
+    sim_md2_final(&m, out);
 }
 
 /* ---- HMAC ---------------------------------------------------------------------------

@@ -11,7 +11,14 @@
  * charged.  A module's variables (__device__ / __constant__) get
  * host-backed memory in the module's context when it is loaded, with their
  * initial bytes from the cubin (PTX variables start as zeros), and go with
- * the module.
+ * the module; a library's get memory in each context that asks for them
+ * (cuLibraryGetGlobal), until the library or the context goes.
+ *
+ * Loading is lazy unless CUDA_MODULE_LOADING=EAGER, as the driver's since
+ * CUDA 12.2: cuModuleGetLoadingMode says which, and the runtime loads its
+ * fatbins at their first use or all at start accordingly.  A library from a
+ * fatbin with no code for the device loads either way, failing only its
+ * lookups.
  *
  * A library is a module not tied to a context; a CUkernel is the handle of
  * the library's function, so it may be launched as a CUfunction, as the
@@ -31,12 +38,36 @@
 
 /* ---- loading and unloading -------------------------------------------------- */
 
+/* A library's variable has memory in each context that asked for it
+ * (cuLibraryGetGlobal), until the library is unloaded or the context goes. */
+struct sim_ginst {
+    sim_ctx_t *ctx;
+    sim_range_t *r;
+    sim_ginst_t *next;
+};
+
+/* Drop the instances of g in ctx (NULL: in every context). */
+static void ginst_drop(sim_global_t *g, const sim_ctx_t *ctx)
+{
+    for (sim_ginst_t **e = &g->inst; *e;) {
+        sim_ginst_t *i = *e;
+        if (ctx && i->ctx != ctx) {
+            e = &i->next;
+            continue;
+        }
+        *e = i->next;
+        sim_mem_release(i->r);
+        free(i);
+    }
+}
+
 void sim_module_free(sim_module_t *m)
 {
     for (int i = 0; i < m->nfuncs; i++)
         sim_func_free(m->funcs[i]);
     free(m->funcs);
     for (int i = 0; i < m->nglobals; i++) {
+        ginst_drop(&m->globals[i], NULL);
         if (m->globals[i].r)
             sim_mem_release(m->globals[i].r);
         free(m->globals[i].name);
@@ -50,6 +81,38 @@ void sim_module_free(sim_module_t *m)
     free(m);
 }
 
+static int is_fatbin(const void *image)
+{
+    uint32_t magic;
+    memcpy(&magic, image, sizeof magic);
+    return magic == SIM_FATBIN_MAGIC || magic == SIM_FATBIN_WRAPPER_MAGIC;
+}
+
+/* A library from a fatbin with no code for this device loads, and only a
+ * lookup in it fails, with CUDA_ERROR_NO_BINARY_FOR_GPU (a cubin built for
+ * another device is still refused at once).  Under lazy loading the driver
+ * documents that a library's code is loaded at its first use; under eager
+ * loading what it does with such a library is not documented, but cuBLAS
+ * 13's runtime loads all of its 131 fatbins then (one holds only sm_120
+ * code and PTX) and works on an sm_90 GPU, so simgpu loads it in both. */
+static CUresult library_without_code(sim_module_t *m)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        sim_func_free(m->funcs[i]);
+    free(m->funcs);
+    m->funcs = NULL;
+    m->nfuncs = 0;
+    for (int i = 0; i < m->nglobals; i++) {
+        free(m->globals[i].name);
+        free(m->globals[i].init);
+    }
+    free(m->globals);
+    m->globals = NULL;
+    m->nglobals = 0;
+    m->nocode = 1;
+    return CUDA_SUCCESS;
+}
+
 /* Parse (unlocked), then publish: handles for the module and its functions. */
 static CUresult module_load(const void *image, size_t len, int library, uint64_t *out)
 {
@@ -61,6 +124,8 @@ static CUresult module_load(const void *image, size_t len, int library, uint64_t
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->is_library = library;
     CUresult rc = sim_image_load(image, len, m);
+    if (rc == CUDA_ERROR_NO_BINARY_FOR_GPU && library && is_fatbin(image))
+        rc = library_without_code(m);
     if (rc != CUDA_SUCCESS)
         goto out_free;
     SIM_LOCK();
@@ -78,7 +143,7 @@ static CUresult module_load(const void *image, size_t len, int library, uint64_t
     for (int i = 0; i < m->nfuncs; i++)
         if (!(m->funcs[i]->handle = sim_obj_new(SIM_K_FUNC, m->funcs[i])))
             goto out_unlock;
-    for (int i = 0; m->ctx && i < m->nglobals; i++) {   /* a library's: not modelled */
+    for (int i = 0; m->ctx && i < m->nglobals; i++) {   /* a library's: get_global */
         sim_global_t *g = &m->globals[i];
         if ((rc = sim_mem_alloc(m->ctx, m->ctx->device, g->size, SIM_R_GLOBAL, &g->r)))
             goto out_unlock;
@@ -190,6 +255,9 @@ static void free_if_ctx(void *obj, void *arg)
     sim_module_t *m = obj;
     if (m->ctx == arg)
         sim_module_free(m);
+    else if (m->is_library)
+        for (int i = 0; i < m->nglobals; i++)
+            ginst_drop(&m->globals[i], arg);
 }
 
 void sim_modules_destroy_ctx(sim_ctx_t *ctx)
@@ -197,22 +265,63 @@ void sim_modules_destroy_ctx(sim_ctx_t *ctx)
     sim_obj_foreach(SIM_K_MODULE, free_if_ctx, ctx);
 }
 
-CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hm,
-                                     const char *name)
+/* A module's variable is its memory; a library's has memory in the current
+ * context, made (with its initial bytes) at the first ask there. */
+static CUresult global_range(sim_module_t *m, sim_global_t *g, sim_range_t **out)
+{
+    if (!m->is_library) {
+        *out = g->r;
+        return g->r ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    }
+    sim_ctx_t *ctx;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    sim_ginst_t *i = g->inst;
+    while (i && i->ctx != ctx)
+        i = i->next;
+    if (!i) {
+        if (!(i = calloc(1, sizeof *i)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        if ((rc = sim_mem_alloc(ctx, ctx->device, g->size, SIM_R_GLOBAL, &i->r))) {
+            free(i);
+            return rc;
+        }
+        if (g->init)
+            memcpy((void *)i->r->base, g->init, g->size);
+        else
+            memset((void *)i->r->base, 0, g->size);
+        i->ctx = ctx;
+        i->next = g->inst;
+        g->inst = i;
+    }
+    *out = i->r;
+    return CUDA_SUCCESS;
+}
+
+/* The variable name of module or library h (library: 1 for a library
+ * only, -1 for either); both outputs are optional. */
+static CUresult get_global(CUdeviceptr *dptr, size_t *bytes, uint64_t h, const char *name,
+                           int library)
 {
     SIM_CHECK_INIT();
     if (!name)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_LOCK();
-    sim_module_t *m = sim_obj_get((uint64_t)(uintptr_t)hm, SIM_K_MODULE);
-    CUresult rc = m ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
-    for (int i = 0; m && i < m->nglobals; i++) {
-        if (m->globals[i].r && !strcmp(m->globals[i].name, name)) {
-            if (dptr)                   /* both outputs are optional */
-                *dptr = (CUdeviceptr)m->globals[i].r->base;
-            if (bytes)
-                *bytes = m->globals[i].size;
-            rc = CUDA_SUCCESS;
+    sim_module_t *m = sim_obj_get(h, SIM_K_MODULE);
+    CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+    if (m && (library < 0 || m->is_library == library)) {
+        rc = m->nocode ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_NOT_FOUND;
+        for (int i = 0; i < m->nglobals; i++) {
+            sim_range_t *r;
+            if (strcmp(m->globals[i].name, name))
+                continue;
+            if ((rc = global_range(m, &m->globals[i], &r)) == CUDA_SUCCESS) {
+                if (dptr)
+                    *dptr = (CUdeviceptr)r->base;
+                if (bytes)
+                    *bytes = m->globals[i].size;
+            }
             break;
         }
     }
@@ -220,12 +329,37 @@ CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule
     return rc;
 }
 
+CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hm,
+                                     const char *name)
+{
+    return get_global(dptr, bytes, (uint64_t)(uintptr_t)hm, name, -1);
+}
+
+/* As the driver documents it: the variable's memory for the library and
+ * the current context. */
+CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib,
+                                    const char *name)
+{
+    return get_global(dptr, bytes, (uint64_t)(uintptr_t)lib, name, 1);
+}
+
+/* CUDA_MODULE_LOADING, as the driver reads it: EAGER or LAZY, LAZY when
+ * unset (the default since CUDA 12.2).  What the driver does with another
+ * value is not documented; simgpu takes the default and says so. */
+void sim_read_loading_mode(void)
+{
+    const char *v = getenv("CUDA_MODULE_LOADING");
+    sim_p.eager = v && !strcmp(v, "EAGER");
+    if (v && *v && !sim_p.eager && strcmp(v, "LAZY"))
+        sim_note("CUDA_MODULE_LOADING=%s is neither EAGER nor LAZY: loading lazily", v);
+}
+
 CUresult CUDAAPI cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 {
     SIM_CHECK_INIT();
     if (!mode)
         return CUDA_ERROR_INVALID_VALUE;
-    *mode = CU_MODULE_EAGER_LOADING;
+    *mode = sim_p.eager ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
     return CUDA_SUCCESS;
 }
 
@@ -240,7 +374,7 @@ static CUresult get_function(uint64_t *out, uint64_t hm, const char *name, int l
     sim_module_t *m = sim_obj_get(hm, SIM_K_MODULE);
     CUresult rc = CUDA_ERROR_INVALID_HANDLE;
     if (m && (library < 0 || m->is_library == library)) {
-        rc = CUDA_ERROR_NOT_FOUND;
+        rc = m->nocode ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_ERROR_NOT_FOUND;
         for (int i = 0; i < m->nfuncs; i++) {
             if (!strcmp(m->funcs[i]->name, name)) {
                 *out = m->funcs[i]->handle;

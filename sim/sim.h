@@ -245,17 +245,20 @@ struct sim_func {
 
 /* A module-scope variable (__device__, __constant__): found in the image,
  * given memory when its module is loaded into a context. */
+typedef struct sim_ginst sim_ginst_t;   /* a library's variable in one context */
 typedef struct sim_global {
     char *name;
     size_t size;
     void *init;                         /* initial bytes; NULL: zeros */
     struct sim_range *r;                /* its memory, once loaded */
+    sim_ginst_t *inst;                  /* a library's: its memory in each context */
 } sim_global_t;
 
 struct sim_module {
     uint64_t handle;
     sim_ctx_t *ctx;                     /* NULL for a library */
     int is_library;
+    int nocode;                         /* a library with no code for the device (lazy) */
     int nfuncs;
     sim_func_t **funcs;
     int nglobals;
@@ -317,6 +320,7 @@ typedef struct sim_process {
     uint64_t kernel_ns;                 /* SIMGPU_KERNEL_NS */
     uint64_t pcie_bw;                   /* SIMGPU_PCIE_GBPS: host <-> device, bytes/ns */
     uint64_t ctx_memory;                /* SIMGPU_CTX_MEMORY: per context */
+    int eager;                          /* CUDA_MODULE_LOADING=EAGER (module.c) */
     int trace_fd;                       /* SIMGPU_TRACE, -1 if off */
     uint64_t next_stream_id;
     sim_ctx_t *primary[SIM_MAX_DEVICES];
@@ -433,6 +437,7 @@ typedef struct sim_md2 {
 void sim_md2_init(sim_md2_t *m);
 void sim_md2_update(sim_md2_t *m, const void *data, size_t len);
 void sim_md2_final(sim_md2_t *m, uint8_t out[16]);
+void sim_md2(const void *data, size_t len, uint8_t out[16]);
 void sim_hmac_md2(const uint8_t key[16], const void *msg, size_t len, uint8_t out[16]);
 
 /* ---- mem.c ------------------------------------------------------------- */
@@ -539,6 +544,8 @@ CUresult sim_fatbin_load(const unsigned char *img, sim_module_t *m);
 void sim_func_free(sim_func_t *f);
 void sim_module_free(sim_module_t *m);
 void sim_modules_destroy_ctx(sim_ctx_t *ctx);
+/* Read CUDA_MODULE_LOADING (at cuInit, under the process lock). */
+void sim_read_loading_mode(void);
 
 /* ---- link.c: CU_JIT_* options and logs ---------------------------------- */
 typedef struct sim_jit {

@@ -621,6 +621,7 @@ CUresult sim_init(unsigned flags)
             goto out_fail;
     }
     sim_read_visible();
+    sim_read_loading_mode();
     sim_p.kernel_ns = env_u64("SIMGPU_KERNEL_NS", SIM_DEFAULT_KERNEL_NS,
                               3600ull * 1000000000ull, NULL);
     sim_p.ctx_memory = read_ctx_memory();

@@ -19,6 +19,10 @@
 #                    (validation, first process fixes the configuration,
 #                    before cuInit, -Bsymbolic under a preload, SIMGPU_LOG);
 #                    it and test_simgpu_mp share test_simgpu_mp_lib.c
+#   test_simgpu_rt   the CUDA runtime: cuGetExportTable's tables one by one,
+#                    what the runtime needs beside them, and the toolkit's
+#                    runtime, cuBLAS, cuBLASLt and cuDNN over simgpu (the
+#                    rt_* clients of tests/clients, built by nvcc)
 SIM_TEST_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)
 SIM_TEST_OBJS := $(B)/obj/tests/test_simgpu_util.o $(SIM_LIB)
 
@@ -92,3 +96,29 @@ $(eval $(call salus_test,test_simgpu_image,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 # It links the toolkit's libcudadevrt.a too.
 $(B)/obj/tests/test_simgpu_image.o: MOD_CFLAGS := -DCUDA_HOME_DIR='"$(CUDA_HOME)"'
 $(B)/tests/test_simgpu_image: | $(WL_CUBIN) $(WL_PTX) $(SIMIMG_ALL)
+
+# ---- test_simgpu_rt: the CUDA runtime and its libraries over simgpu ----------
+# rt_client.cu linked with the shared runtime, the static one, and as PTX
+# only (the driver gets PTX to JIT); rt_libs.cu with cuBLAS, cuBLASLt and
+# cuDNN (not built, and its tests skipped saying so, without cudnn.h).  The
+# toolkit's libraries are found through the run path, libcuda.so.1 through
+# LD_LIBRARY_PATH (simgpu's).
+RT_CLI      := $(B)/tests/clients
+RT_NVCC     := $(NVCC) -Xlinker -rpath=$(CUDA_HOME)/lib64
+RT_CLIENTS  := $(RT_CLI)/rt_shared $(RT_CLI)/rt_static $(RT_CLI)/rt_ptx \
+               $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(RT_CLI)/rt_libs)
+$(RT_CLI)/rt_shared: tests/clients/rt_client.cu | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(RT_NVCC) -arch=sm_90 -cudart shared -o $@ $<
+$(RT_CLI)/rt_static: tests/clients/rt_client.cu | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(RT_NVCC) -arch=sm_90 -cudart static -o $@ $<
+$(RT_CLI)/rt_ptx: tests/clients/rt_client.cu | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(RT_NVCC) -gencode arch=compute_90,code=compute_90 -cudart shared -o $@ $<
+$(RT_CLI)/rt_libs: tests/clients/rt_libs.cu | $(B)/.deps-build
+	@mkdir -p $(@D)
+	$(RT_NVCC) -arch=sm_90 -cudart shared -o $@ $< -lcublasLt -lcublas -lcudnn
+
+$(eval $(call salus_test,test_simgpu_rt,$(SIM_MP_OBJS) $(B)/obj/sim/md2.o,$(SIM_TEST_LIBS)))
+$(B)/tests/test_simgpu_rt: | $(RT_CLIENTS) $(SIMIMG)/multi.fatbin $(SIMIMG)/other.fatbin $(WL_CUBIN)

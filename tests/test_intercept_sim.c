@@ -4,7 +4,8 @@
  * builds), cuLaunchKernelEx, dlopen + dlsym of versioned names,
  * cuGetProcAddress (5 arguments with flags 0 and 2, 4 arguments; a driver
  * whose answer is not its export, which libsalus passes through), and the
- * CUDA runtime itself (libcudart resolving its whole driver table).
+ * CUDA runtime itself (libcudart resolving its whole driver table, then
+ * running its work to the end).
  *
  * Each run is a child process (tests/clients) with its own SIMGPU_STATE,
  * SALUS_REPORT and SIMGPU_TRACE; the test holds libsalus's report and
@@ -22,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cuda.h>
@@ -51,6 +51,7 @@ typedef struct run {
     int rc;
     char *out, *err, *report;
     long kernels;           /* salus_spin kernels of the client's pid */
+    long probes;            /* probe_kernel kernels of the client's pid (cudart_probe) */
 } run_t;
 
 static void run_free(run_t *r)
@@ -104,6 +105,8 @@ static void run_client(run_t *r, const char *client, const char *mode, int cudar
     for (long i = 0; i < n; i++)
         if (k[i].pid == r->p.pid && strcmp(k[i].name, "salus_spin") == 0)
             r->kernels++;
+        else if (k[i].pid == r->p.pid && strcmp(k[i].name, "probe_kernel") == 0)
+            r->probes++;
     free(k);
     tu_env_free(&env);
 }
@@ -200,7 +203,10 @@ static const char *sim_answer(gpa_t gpa, const char *symbol, int version, unsign
 
 /* libcudart resolves its driver table through libsalus: every lookup the
  * debug log shows is answered with our wrapper exactly when simgpu's own
- * answer is an export we wrap, and then with the wrapper of that export. */
+ * answer is an export we wrap, and then with the wrapper of that export.
+ * Then the program runs to its end over simgpu (which serves the runtime's
+ * private tables), and libsalus sees its work: every launch, the sync, the
+ * allocation and the free, as simgpu's trace shows the kernels. */
 static void test_cudart(void **state)
 {
     (void)state;
@@ -210,9 +216,10 @@ static void test_cudart(void **state)
     run_t r;
     run_client(&r, "cudart_probe", "", 1, 1, NULL);
     assert_false(r.p.timed_out);
-    assert_true(WIFEXITED(r.p.status));          /* the runtime's error, not a signal */
-    if (r.rc != 0 && r.rc != 2)
-        fail_msg("cudart_probe exited %d: %s", r.rc, r.out ? r.out : "");
+    if (r.rc != 0 || !r.out)
+        fail_msg("cudart_probe exited %d: %s %s", r.rc, r.out ? r.out : "", r.err ? r.err : "");
+    assert_int_equal(tu_json_need(r.out, "error"), 0);
+    assert_true(tu_json_need(r.out, "count") >= 1);
     void *h = dlopen(tu_build_path("sim/libcuda.so.1", sim, sizeof sim), RTLD_NOW | RTLD_LOCAL);
     assert_non_null(h);
     gpa_t gpa = (gpa_t)dlsym(h, "cuGetProcAddress_v2");
@@ -248,10 +255,16 @@ static void test_cudart(void **state)
             lookups, wraps, per_thread_wraps);
     assert_true(lookups >= 400);
     assert_true(wraps > 0);
-    /* The report agrees with the log. */
+    /* The report agrees with the log, and with what the program did. */
     assert_non_null(r.report);
     assert_int_equal(tu_json_need(r.report, "resolver_wrapped"), wraps);
     assert_int_equal(tu_json_need(r.report, "resolver_passed"), lookups - wraps);
+    assert_int_equal(tu_json_need(r.report, "launches"), tu_json_need(r.out, "launches"));
+    assert_int_equal(r.probes, (long)tu_json_need(r.out, "launches"));
+    assert_int_equal(tu_json_need(r.report, "allocs"), tu_json_need(r.out, "allocs"));
+    assert_int_equal(tu_json_need(r.report, "frees"), tu_json_need(r.out, "frees"));
+    assert_int_equal(tu_json_need(r.report, "bytes_allocated"), tu_json_need(r.out, "bytes"));
+    assert_true(tu_json_need(r.report, "syncs") >= 1);
     run_free(&r);
 }
 

@@ -184,8 +184,8 @@ step_procaddr() {
     fi
     local env=("${RUNENV[@]}" "LD_PRELOAD=$LIB" "SALUS_TABLE=/$TAG-procaddr" "SALUS_LOG=debug")
     if [ -x "$probe" ]; then
-        # Over simgpu the runtime stops at cuGetExportTable (exit 2), after
-        # resolving its whole table: what this step reads.
+        # The runtime resolves its whole table through libsalus (what this
+        # step reads), then the probe does a little work.
         timeout "$(tmo 60)" "${env[@]}" "$probe" >"$OUT/procaddr-cudart.json" \
             2>"$OUT/procaddr-cudart.log"
         verdict procaddr-cudart "$(judge procaddr "$OUT/procaddr-cudart.log")"
