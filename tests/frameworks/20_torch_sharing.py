@@ -20,6 +20,10 @@ from fwlib import check
 
 READY_S = 240          # three interpreters importing torch on two loaded cores
 RUN_S = 300
+# Kernels of 100 us: an iteration (about 21 kernels) is mostly GPU time, as
+# in training, not Python's (simgpu's default of 10 us makes it 1 ms of host).
+SIM = {"SIMGPU_KERNEL_NS": 100000}
+ITERS = 200
 
 
 def job(args):
@@ -56,9 +60,9 @@ def at_boundaries(run, jobs):
 
 
 def fair(n):
-    run = fwlib.Run("fair%d" % n)
+    run = fwlib.Run("fair%d" % n, env=SIM)
     try:
-        jobs = [run.start("job%d" % i, ["60"], {"SALUS_POLICY": "fair"}) for i in range(n)]
+        jobs = [run.start("job%d" % i, [str(ITERS)], {"SALUS_POLICY": "fair"}) for i in range(n)]
         for j in jobs:
             j.await_ready(READY_S)
         for j in jobs:                  # in order: each comes while the others run
@@ -92,12 +96,12 @@ def case_fair3():
 
 
 def case_priority():
-    run = fwlib.Run("prio")
-    own = fwlib.Run("prio-own")          # the reference: alone, at the same time
+    run = fwlib.Run("prio", env=SIM)
+    own = fwlib.Run("prio-own", env=SIM)          # the reference: alone, at the same time
     try:
         low = run.start("low", ["100000"], {"SALUS_POLICY": "priority", "SALUS_PRIORITY": "10"})
-        high = run.start("high", ["40"], {"SALUS_POLICY": "priority", "SALUS_PRIORITY": "90"})
-        ref = own.start("alone", ["40"], {"SALUS_POLICY": "priority", "SALUS_PRIORITY": "90"})
+        high = run.start("high", [str(ITERS // 2)], {"SALUS_POLICY": "priority", "SALUS_PRIORITY": "90"})
+        ref = own.start("alone", [str(ITERS // 2)], {"SALUS_POLICY": "priority", "SALUS_PRIORITY": "90"})
         for j in (low, high, ref):
             j.await_ready(READY_S)
         low.go()
@@ -130,7 +134,7 @@ def case_priority():
 
 
 def case_srtf():
-    run = fwlib.Run("srtf")
+    run = fwlib.Run("srtf", env=SIM)
     try:
         iters = (60, 8, 24)
         jobs = [run.start("job%d" % n, [str(n)], {"SALUS_POLICY": "srtf", "SALUS_ITERATIONS": n})

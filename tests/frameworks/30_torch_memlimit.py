@@ -8,9 +8,9 @@ torch.cuda.OutOfMemoryError; Salus said on stderr that it refused it and
 why (the limit by name); the job then trained a step and moved bytes
 through a tensor intact (written from the host, read back); libsalus
 counted the refusals.  Under the caching allocator also its
-retry-after-free: with a tensor freed to its cache, an allocation that fits
-the limit only once the cache is given back succeeds after one refusal
-(torch's num_alloc_retries).
+retry-after-free: with a tensor freed to its cache, an allocation larger
+than the own view's free memory, which fits only once the cache is given
+back, succeeds after a refusal (torch's num_alloc_retries).
 """
 import fwlib
 from fwlib import MIB, check
@@ -31,12 +31,17 @@ def job(args):
     del held                                    # to the cache, not the driver
     torch.cuda.synchronize()
     cached = torch.cuda.memory_reserved()
-    big = torch.empty(384 * MIB, dtype=torch.uint8, device="cuda")
+    # A size that fits the own view only once the cache is given back
+    # (cuBLAS's own memory, outside the allocator, is in the view too).
+    free, _ = torch.cuda.mem_get_info()
+    size = (free + cached // 2) // (2 * MIB) * (2 * MIB)
+    big = torch.empty(size, dtype=torch.uint8, device="cuda")
     pattern = torch.arange(1 << 20, dtype=torch.int32) * 2654435761 % 251
     big[:4 << 20].view(torch.int32).copy_(pattern)
     back = big[:4 << 20].view(torch.int32).cpu()
     stats = torch.cuda.memory_stats()
-    fwlib.did(raised=raised, what=what, cached=cached, intact=bool(torch.equal(back, pattern)),
+    fwlib.did(raised=raised, what=what, cached=cached, free=free, size=size,
+              intact=bool(torch.equal(back, pattern)),
               retries=stats.get("num_alloc_retries", -1))
 
 
@@ -58,6 +63,7 @@ def limit_case(name, conf, retry):
         check(r.get("mem_limit_bytes") == LIMIT, "the report's limit is %s", r.get("mem_limit_bytes"))
         if retry:
             check(d["cached"] >= 256 * MIB, "the freed tensor was not cached (%d reserved)", d["cached"])
+            check(d["size"] > d["free"], "%d bytes fit the %d free without a retry", d["size"], d["free"])
             check(d["retries"] >= 1, "the allocator never retried after freeing its cache")
     finally:
         run.close()

@@ -8,10 +8,8 @@ all-reduce moved real bytes (each rank's contribution, written from the
 host, summed on the host side of gloo, read back), and while they ran the
 table showed them as one gang (salus-top --json).
 """
-import json
 import os
 import socket
-import subprocess
 
 import fwlib
 from fwlib import check
@@ -46,26 +44,7 @@ def free_port():
 
 def gangs(table):
     """The gang names salus-top shows for the table's processes."""
-    top = os.path.join(fwlib.BUILD, "bin", "salus-top")
-    try:
-        out = subprocess.run([top, "--json", "--once", "-t", table], capture_output=True,
-                             text=True, timeout=20).stdout
-        doc = json.loads(out)
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return {}
-    found = {}
-
-    def walk(v):
-        if isinstance(v, dict):
-            if "pid" in v and "gang" in v:
-                found[v["pid"]] = v["gang"]
-            for x in v.values():
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-    walk(doc)
-    return found
+    return {pid: p.get("gang") for pid, p in fwlib.procs(table).items()}
 
 
 def case_gloo():

@@ -73,8 +73,9 @@ class Run:
     """One simgpu state and one Salus table, a directory for the jobs'
     files, one trace.  Jobs of one Run share the GPU."""
 
-    def __init__(self, name, memory="16G", devices=1, salus=True):
+    def __init__(self, name, memory="16G", devices=1, salus=True, env=None):
         self.name = name
+        self.common = dict(env or {})           # every job's variables more
         self.dir = tempfile.mkdtemp(prefix="fw-%s-" % name,
                                     dir=os.environ.get("FW_TMP"))
         self.state = unique("fwsim")
@@ -105,7 +106,7 @@ class Run:
         env["SALUS_REPORT"] = os.path.join(self.dir, job_name + ".report")
         if self.salus:
             env["LD_PRELOAD"] = os.path.join(BUILD, "libsalus.so")
-        env.update({k: str(v) for k, v in extra.items()})
+        env.update({k: str(v) for k, v in dict(self.common, **extra).items()})
         return env
 
     def start(self, job_name, args=(), env=None, script=None):
@@ -255,7 +256,8 @@ class Job:
             raise Fail(why)
         for j in self.run.jobs:
             j.kill()
-        bare = Run(self.run.name + "-bare", self.run.memory, self.run.devices, salus=False)
+        bare = Run(self.run.name + "-bare", self.run.memory, self.run.devices, salus=False,
+                   env=self.run.common)
         try:
             again = [bare.start(j.name, j.args, j.extra, j.script) for j in (self,) + tuple(together)]
             for b in again:
@@ -360,6 +362,30 @@ def mid_iteration_switches(kernels, pid, iter_ends):
         if not any(last["end_ns"] <= t <= nxt["submit_ns"] for t in iter_ends):
             bad.append((last, nxt))
     return bad
+
+
+def procs(table):
+    """What salus-top --json says of each process of the table, by pid."""
+    top = os.path.join(BUILD, "bin", "salus-top")
+    try:
+        out = subprocess.run([top, "--json", "--once", "-t", table], capture_output=True,
+                             text=True, timeout=20).stdout
+        doc = json.loads(out)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {}
+    found = {}
+
+    def walk(v):
+        if isinstance(v, dict):
+            if "pid" in v and "mem_used_bytes" in v:
+                found[v["pid"]] = v
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+    walk(doc)
+    return found
 
 
 # ---- what a job says ------------------------------------------------------------------
