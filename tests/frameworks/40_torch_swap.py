@@ -1,7 +1,7 @@
 """SALUS_SWAP=on: a low-priority PyTorch job is paged out of a full simgpu
 for a high-priority one, and comes back with its bytes intact.
 
-Both jobs hold a 1 GiB tensor on a device of 1.5 GiB, so they do not fit
+Both jobs hold a 1 GiB tensor on a device of 2 GiB, so they do not fit
 together.  The low one writes a pattern over all of its tensor from the host
 and trains; the high one then comes, allocates its tensor, trains 20
 iterations and ends; the low one trains on and, told to stop, reads its
@@ -28,7 +28,8 @@ def job(args):
     stop = fwlib.Stop()
     fwlib.ready()
     hold = torch.empty(HOLD, dtype=torch.uint8, device="cuda")
-    pattern = (torch.arange(HOLD, dtype=torch.int64) * 2654435761 % 251).to(torch.uint8)
+    base = (torch.arange(MIB + 7, dtype=torch.int64) * 2654435761 % 251).to(torch.uint8)
+    pattern = torch.cat([base[i % 7:i % 7 + MIB] for i in range(HOLD // MIB)])   # 1 GiB, shifted MiBs
     hold.copy_(pattern)
     torch.cuda.synchronize()
     ends = fwtorch.train(t, iters, stop)
@@ -37,7 +38,7 @@ def job(args):
 
 
 def swap_case(name, conf):
-    run = fwlib.Run(name, memory="1536M")
+    run = fwlib.Run(name, memory="2G")
     try:
         env = dict(ENV)
         if conf:
