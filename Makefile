@@ -6,6 +6,10 @@
 #   make test T=test_sched,test_ipc F='*lease*'
 #                   those test binaries only; of them, the tests whose names
 #                   match F (cmocka's filter: * and ? are wildcards)
+#   make test-frameworks
+#                   real PyTorch, JAX and CuPy programs under libsalus over
+#                   simgpu (tests/frameworks.mk; FW_ENV=dir: their Python
+#                   environment elsewhere than build/frameworks)
 #   make test-soak  the long variants (SALUS_TEST_SOAK=1): gigabytes paged
 #                   and preempted where make test moves megabytes, more
 #                   rounds; the same checks (tests/module.mk lists them)

@@ -1,0 +1,82 @@
+"""torch.distributed under libsalus: two ranks on two simgpu devices, the
+gloo backend, DistributedDataParallel training.
+
+The ranks are started as torchrun starts them (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT), from which libsalus makes them a gang.  What must
+hold: both ranks end well, each ran its kernels on its own device, the
+all-reduce moved real bytes (each rank's contribution, written from the
+host, summed on the host side of gloo, read back), and while they ran the
+table showed them as one gang (salus-top --json).
+"""
+import os
+import socket
+
+import fwlib
+from fwlib import check
+
+ITERS = 20
+
+
+def job(args):
+    import torch
+    import torch.distributed as dist
+    import fwtorch
+    rank = int(os.environ["RANK"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("gloo", timeout=__import__("datetime").timedelta(seconds=120))
+    t = torch.full((1024,), float(rank + 1), device="cuda")
+    dist.all_reduce(t)                           # 1 + 2 on every rank, through the host
+    summed = bool((t.cpu() == 3.0).all())
+    tr = fwtorch.Trainer(conv=False)
+    tr.net = torch.nn.parallel.DistributedDataParallel(tr.net, device_ids=[rank])
+    fwlib.ready()
+    ends = fwtorch.train(tr, ITERS)
+    dist.barrier()
+    dist.destroy_process_group()
+    fwlib.did(rank=rank, device=torch.cuda.current_device(), summed=summed, iterations=len(ends))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gangs(table):
+    """The gang names salus-top shows for the table's processes."""
+    return {pid: p.get("gang") for pid, p in fwlib.procs(table).items()}
+
+
+def case_gloo():
+    run = fwlib.Run("dist", devices=2)
+    try:
+        port = free_port()
+        env = {"WORLD_SIZE": 2, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+               "SALUS_POLICY": "fair"}
+        ranks = [run.start("rank%d" % r, [], dict(env, RANK=r, LOCAL_RANK=r)) for r in (0, 1)]
+        ranks[0].await_ready(240, together=(ranks[1],))
+        ranks[1].await_ready(240, together=(ranks[0],))
+        seen = {}
+
+        def both_in_a_gang():
+            seen.update(gangs(run.table))
+            g = [seen.get(j.pid) for j in ranks]
+            return g[0] and g[0] == g[1]
+        fwlib.await_(both_in_a_gang, 60, "both ranks in one gang in salus-top")
+        for j in ranks:
+            j.go()
+        ranks[0].expect_ok(300, together=(ranks[1],))
+        ranks[1].expect_ok(300, together=(ranks[0],))
+        ks = run.kernels()
+        for r, j in enumerate(ranks):
+            d = j.did()
+            check(d.get("summed"), "rank %d's all-reduce did not sum the ranks' bytes", r)
+            check(d.get("iterations") == ITERS, "rank %d did %s iterations", r, d.get("iterations"))
+            devs = {k["device"] for k in ks if k["pid"] == j.pid}
+            check(devs == {r}, "rank %d ran kernels on devices %s", r, sorted(devs))
+    finally:
+        run.close()
+
+
+if __name__ == "__main__":
+    fwlib.main(job, [("torch_distributed_gloo_gang", case_gloo)])
