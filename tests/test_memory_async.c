@@ -79,7 +79,7 @@ static int virtualized_child(void *arg)
     CK(cuMemGetAddressRange_v2(&base, &size, small + 100));   /* the driver: a granule */
     TRUE(mem_vrange(small + 100, &base, &size) == 0 && base == small && size == 5000);
     TRUE(mem_vrange(big + 3 * MiB, &base, &size) == 0 && base == big && size == 6 * MiB);
-    TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 1, &rc) == 1 &&
+    TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 1) == 1 &&
          size == 6 * MiB);
     if (FILL(small, 5000 / 8 * 8, 1) || FILL(big, 6 * MiB, 2))
         return 1;

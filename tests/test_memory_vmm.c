@@ -333,12 +333,12 @@ static int query_child(void *arg)
     TRUE(mem_vrange(big + 3072 * 1000, &base, &size) == 0 && base == big &&
          size == 3072 * 1024);
     CUdeviceptr start = 0;
-    TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 10, &rc) == 1);
-    TRUE(rc == CUDA_SUCCESS && start == a);
-    TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 5, &rc) == 1 &&
+    TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 10) == 1);
+    TRUE(start == a);
+    TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 5) == 1 &&
          size == 3072 * 1024);
     int ipc = 0;                      /* libsalus's own handles (vmm_ipc.c) */
-    TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a, &rc) == 1 &&
+    TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a) == 1 &&
          ipc == 1);
     /* The driver sees the chunk under them; memory answers the allocation. */
     CK(cuMemGetAddressRange_v2(&base, &size, a + 10));
@@ -347,7 +347,7 @@ static int query_child(void *arg)
     CUdeviceptr plain;
     CK(cuMemAlloc_v2(&plain, 4096));
     TRUE(mem_vrange(plain, &base, &size) == -1);
-    TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, plain, &rc) == 0);
+    TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, plain) == 0);
     TRUE(mem_vfree(plain, &rc) == 0);
     return big_queries();
 }
@@ -724,7 +724,7 @@ static int no_fd_child(void *arg)
     CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 4 * MiB, 1, 0));
     CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 4 * MiB, 1, 0));
     TRUE(fd_refusals == 1);           /* asked once */
-    TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a, &rc) == 1 &&
+    TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a) == 1 &&
          ipc == 0);
     TRUE(mem_ipc_get(&h, a, &rc) == 1 && rc == CUDA_ERROR_NOT_SUPPORTED);
     TRUE(mem_vfree(a, &rc) == 1 && rc == CUDA_SUCCESS);

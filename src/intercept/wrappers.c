@@ -160,16 +160,14 @@ static inline void hook_info_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *
 static inline void hook_info_cuPointerGetAttribute(void *data, CUpointer_attribute attr,
                                                    CUdeviceptr ptr)
 {
-    CUresult rc;
-    mem_vattr(data, attr, ptr, &rc);
+    mem_vattr(data, attr, ptr);
 }
 
 static inline void hook_info_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs,
                                                     void **data, CUdeviceptr ptr)
 {
-    CUresult rc;
     for (unsigned i = 0; attrs && data && i < n; i++)
-        mem_vattr(data[i], attrs[i], ptr, &rc);
+        mem_vattr(data[i], attrs[i], ptr);
 }
 
 /* cuMemAlloc_v2 and cuMemAllocPitch_v2 of a process with paging on are

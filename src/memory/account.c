@@ -168,8 +168,8 @@ void mem_resume_try(void)
 }
 
 /* While suspended: take `bytes` as debt if the process stays within its own
- * limit.  CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY. */
-static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
+ * limit.  MEM_TAKEN, or MEM_TAKE_REFUSED. */
+static mem_take_t take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
 {
     mem_sdev_t *sd = ld->sd;
     uint64_t d = __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
@@ -177,10 +177,10 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
         uint64_t g = MEM_LOAD(&sd->granted), spare = MEM_SPARE(MEM_LOAD(&sd->avail));
         uint64_t used = g + d > spare ? g + d - spare : 0;
         if (used + mem_own_ctx(ld->d) + bytes > MEM_LOAD(&sd->limit))
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return MEM_TAKE_REFUSED;
         if (__atomic_compare_exchange_n(&ld->debt, &d, d + bytes, 1, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
-            return CUDA_SUCCESS;
+            return MEM_TAKEN;
     }
 }
 
@@ -675,19 +675,19 @@ void mem_take_nowait(int on)
     take_nowait = on;
 }
 
-int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
+mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
 {
     shm_table_t *t = mem_p.t;
     int lost = 0;
     if (mem_lock() != 0) {
         if (!__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE))
-            return 1;
-        int rc = take_as_debt(ld, bytes);
-        if (rc != CUDA_SUCCESS) {
+            return MEM_TAKE_UNCOUNTED;
+        mem_take_t r = take_as_debt(ld, bytes);
+        if (r == MEM_TAKE_REFUSED) {
             __atomic_add_fetch(&mem_p.area->oom_refusals, 1, __ATOMIC_RELAXED);
             say_refusal(ld, bytes, MEM_OVER_LIMIT);
         }
-        return rc;
+        return r;
     }
     mem_fix_log(t, ld->d);
     mem_fit_t fit = take_locked(ld, bytes, fresh);
@@ -700,35 +700,36 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
          mem_pageable_locked(ld, bytes, NULL) || stuck_now_locked(ld, bytes)))
         fit = wait_locked(ld, bytes, &lost);
     if (lost)
-        return 1;
+        return MEM_TAKE_UNCOUNTED;
     if (stuck_seen) {                 /* not refused: the caller pages itself out */
         mem_publish_locked(t, ld->d);
         shm_unlock(t);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return MEM_TAKE_REFUSED;
     }
     mem_publish_locked(t, ld->d);
     shm_unlock(t);
     if (fit == MEM_FIT)
-        return CUDA_SUCCESS;
+        return MEM_TAKEN;
     __atomic_add_fetch(&mem_p.area->oom_refusals, 1, __ATOMIC_RELAXED);
     say_refusal(ld, bytes, fit);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return MEM_TAKE_REFUSED;
 }
 
-int mem_take_held(mem_local_dev_t *ld, uint64_t bytes)
+mem_take_t mem_take_held(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t spare;
     if (mem_take_fast(ld->sd, bytes, &spare)) {
         mem_note_peak(ld, spare);
-        return CUDA_SUCCESS;
+        return MEM_TAKEN;
     }
     if (mem_lock() != 0)
-        return __atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE) ? take_as_debt(ld, bytes) : 1;
+        return __atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE) ? take_as_debt(ld, bytes)
+                                                                   : MEM_TAKE_UNCOUNTED;
     mem_fix_log(mem_p.t, ld->d);
     mem_fit_t fit = take_locked(ld, bytes, 1);   /* the driver gave it: no reading */
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
-    return fit == MEM_FIT ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return fit == MEM_FIT ? MEM_TAKEN : MEM_TAKE_REFUSED;
 }
 
 /* ---- the process's room, for its view ----------------------------------- */

@@ -319,10 +319,27 @@ mem_local_dev_t *mem_local_dev(int device);
 /* An entry freed or forgotten: its bytes back to the grant, or to its pool. */
 void mem_entry_released(const mem_entry_t *e);
 
+/* What a charge came to.  Inside the module results are this, never a
+ * CUresult mixed with 1 and -1: a CUresult is made only at the interface,
+ * by mem_take_cu. */
+typedef enum mem_take {
+    MEM_TAKEN = 0,          /* charged */
+    MEM_TAKE_REFUSED,       /* past the limit, the budget or the reservation */
+    MEM_TAKE_UNCOUNTED,     /* the table's lock is unusable: passes uncounted */
+    MEM_TAKE_ASK_DRIVER,    /* near the capacity: read the driver's free memory,
+                               then ask again with fresh = 1 (mem_take_slow) */
+} mem_take_t;
+
+/* What the program sees of a charge: an uncounted one goes ahead (fail
+ * open), a refusal is CUDA_ERROR_OUT_OF_MEMORY. */
+static inline CUresult mem_take_cu(mem_take_t r)
+{
+    return r == MEM_TAKE_REFUSED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
 /* Charge `bytes` on ld for an allocation (admission, the spare, a grant):
- * CUDA_SUCCESS, 1 when it passes uncounted (the lock is unusable), or the
- * refusal (memory.c). */
-int mem_charge(mem_local_dev_t *ld, uint64_t bytes);
+ * MEM_TAKEN, MEM_TAKE_UNCOUNTED or MEM_TAKE_REFUSED (memory.c). */
+mem_take_t mem_charge(mem_local_dev_t *ld, uint64_t bytes);
 
 /* ---- account.c: grants, reclaim, waits, admission (table lock) ---------- */
 
@@ -373,19 +390,18 @@ static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t spare_after)
 }
 
 /* The slow path of an allocation: grant more under the lock (waiting up to
- * SALUS_MEM_WAIT_MS when the device is full).  CUDA_SUCCESS with `bytes`
- * taken, CUDA_ERROR_OUT_OF_MEMORY, or 1: the lock is unusable, let it pass
- * uncounted; or MEM_TAKE_ASK_DRIVER (unless `fresh`): the grant would come
+ * SALUS_MEM_WAIT_MS when the device is full).  MEM_TAKEN with `bytes`
+ * taken, MEM_TAKE_REFUSED, MEM_TAKE_UNCOUNTED (the lock is unusable: let it
+ * pass); or MEM_TAKE_ASK_DRIVER (never when `fresh`): the grant would come
  * within the headroom of the device's capacity, where the driver's free
  * memory is to be read first (mem_drv_refresh) and the call made again
  * with fresh = 1. */
-#define MEM_TAKE_ASK_DRIVER (-1)
-int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh);
+mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh);
 /* Charge `bytes` the driver has already given (a pool or graph memory that
  * grew unseen): as mem_take_slow, but it never waits, counts no refusal and
- * says nothing; CUDA_ERROR_OUT_OF_MEMORY past the limit or the budget (the
- * caller says so), 1 when the lock is unusable. */
-int mem_take_held(mem_local_dev_t *ld, uint64_t bytes);
+ * says nothing; MEM_TAKE_REFUSED past the limit or the budget (the caller
+ * says so), MEM_TAKE_UNCOUNTED when the lock is unusable. */
+mem_take_t mem_take_held(mem_local_dev_t *ld, uint64_t bytes);
 void mem_give_slow(mem_local_dev_t *ld, uint64_t spare);
 /* Wake those waiting for memory on dev (wake_seq). */
 void mem_wake(mem_dev_t *dev);

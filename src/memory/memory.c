@@ -369,30 +369,29 @@ int mem_stream_device(CUstream stream)
     return (int)ord;
 }
 
-static inline __attribute__((always_inline)) int charge(mem_local_dev_t *ld, uint64_t bytes)
+static inline __attribute__((always_inline)) mem_take_t charge(mem_local_dev_t *ld,
+                                                                uint64_t bytes)
 {
     uint64_t spare;
     if (bytes > MEM_MAX_BYTES)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return MEM_TAKE_REFUSED;
     if (__builtin_expect(mem_p.cfg.reserve != NULL, 0) &&
-        __atomic_load_n(&ld->admitted, __ATOMIC_ACQUIRE) <= 0) {
-        CUresult rc = mem_admit((CUdevice)(ld - mem_p.dev));   /* the first allocation here */
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
+        __atomic_load_n(&ld->admitted, __ATOMIC_ACQUIRE) <= 0 &&
+        mem_admit((CUdevice)(ld - mem_p.dev)) != CUDA_SUCCESS)   /* the first allocation here */
+        return MEM_TAKE_REFUSED;
     if (__builtin_expect(mem_take_fast(ld->sd, bytes, &spare), 1)) {
         mem_note_peak(ld, spare);
-        return CUDA_SUCCESS;
+        return MEM_TAKEN;
     }
-    int rc = mem_take_slow(ld, bytes, 0);
-    if (rc == MEM_TAKE_ASK_DRIVER) {        /* near the capacity: ask the driver */
+    mem_take_t r = mem_take_slow(ld, bytes, 0);
+    if (r == MEM_TAKE_ASK_DRIVER) {         /* near the capacity: ask the driver */
         mem_drv_refresh(ld, (int)(ld - mem_p.dev));
-        rc = mem_take_slow(ld, bytes, 1);
+        r = mem_take_slow(ld, bytes, 1);
     }
-    return rc;                        /* 1: lock unusable, uncounted */
+    return r;
 }
 
-int mem_charge(mem_local_dev_t *ld, uint64_t bytes)
+mem_take_t mem_charge(mem_local_dev_t *ld, uint64_t bytes)
 {
     return charge(ld, bytes);
 }
@@ -410,11 +409,9 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
     mem_local_dev_t *ld = local_dev(device);
     if (!ld)
         return CUDA_SUCCESS;
-    int rc = charge(ld, bytes);
-    if (rc == 1)
-        return CUDA_SUCCESS;          /* lock unusable: uncounted */
-    if (rc != CUDA_SUCCESS)
-        return (CUresult)rc;
+    mem_take_t r = charge(ld, bytes);
+    if (r != MEM_TAKEN)
+        return mem_take_cu(r);        /* refused, or uncounted (the lock is unusable) */
     op->bytes = bytes;
     op->dev = ld->d;
     op->kind = (uint16_t)kind;
@@ -447,7 +444,10 @@ static void driver_undo(int cls, uint64_t handle)
         drv->array_destroy((CUarray)(uintptr_t)handle);
 }
 
-/* A pitched allocation at its true size; -1 if more does not fit. */
+/* A pitched allocation at its true size: 0, or -1 when what it takes
+ * beyond the bound is refused.  When that charge passes uncounted (the
+ * table's lock is unusable) the allocation stands, accounted at the bound
+ * it was charged: fail open, as every call from then on. */
 static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
 {
     CUdeviceptr base = 0;
@@ -461,8 +461,12 @@ static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
         mem_give(ld, op->bytes - size);
     } else if (size > op->bytes) {
         uint64_t more = size - op->bytes;
-        if (!mem_take_fast(ld->sd, more, &spare) && mem_take_slow(ld, more, 1) != CUDA_SUCCESS)
+        mem_take_t r = mem_take_fast(ld->sd, more, &spare) ? MEM_TAKEN
+                                                           : mem_take_slow(ld, more, 1);
+        if (r == MEM_TAKE_REFUSED)
             return -1;
+        if (r == MEM_TAKE_UNCOUNTED)
+            return 0;                 /* the bound stays what is given back */
     }
     op->bytes = size;
     return 0;

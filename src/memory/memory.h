@@ -415,10 +415,11 @@ int mem_vfree(CUdeviceptr p, CUresult *rc);
  * (each out-parameter may be NULL) when p lies in a virtualized allocation,
  * -1 otherwise (the driver answers). */
 int mem_vrange(CUdeviceptr p, CUdeviceptr *base, size_t *size);
-/* cuPointerGetAttribute: 1 and *rc when memory answers for a virtualized
- * allocation (range start and size, context, buffer id, legacy IPC
- * capability: libsalus's handles below), 0 when the driver answers. */
-int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc);
+/* After the driver answered cuPointerGetAttribute: 1 when memory wrote
+ * *data over its answer for a virtualized allocation (range start and
+ * size, context, buffer id, legacy IPC capability: libsalus's handles
+ * below), 0 when the driver's answer stands. */
+int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p);
 
 /* ---- CUDA IPC on paged memory (vmm_ipc.c) ------------------------------------
  * The driver makes no legacy IPC handle for VMM memory, so libsalus makes

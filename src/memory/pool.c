@@ -147,11 +147,11 @@ static void reread(int i)
     uint64_t c = __atomic_load_n(&p->charged, __ATOMIC_SEQ_CST);
     if ((uint64_t)r > c) {
         uint64_t more = (uint64_t)r - c;
-        int rc = mem_take_held(ld, more);
-        if (rc == CUDA_SUCCESS) {
+        mem_take_t r = mem_take_held(ld, more);
+        if (r == MEM_TAKEN) {
             __atomic_add_fetch(&p->charged, more, __ATOMIC_SEQ_CST);
             __atomic_add_fetch(&p->slack, more, __ATOMIC_SEQ_CST);
-        } else if (rc != 1) {
+        } else if (r == MEM_TAKE_REFUSED) {
             __atomic_store_n(&p->dirty, 1, __ATOMIC_RELAXED);    /* read again */
             util_log_once(&said, UTIL_LOG_WARN, "memory: a memory pool on %s grew by %s "
                           "past what this process may take (its limit, or the device's "
@@ -207,10 +207,10 @@ CUresult mem_pool_alloc_begin(mem_kind_t kind, CUmemoryPool pool, int device, ui
         __atomic_store_n(&p->dirty, 1, __ATOMIC_RELAXED);
     uint64_t need = bytes - took;
     if (need) {
-        int rc = mem_charge(ld, need);
-        if (rc != CUDA_SUCCESS) {
+        mem_take_t r = mem_charge(ld, need);
+        if (r != MEM_TAKEN) {
             mem_pool_put(i, took);        /* as before the call */
-            return rc == 1 ? CUDA_SUCCESS : (CUresult)rc;
+            return mem_take_cu(r);        /* refused, or uncounted */
         }
         __atomic_add_fetch(&p->charged, need, __ATOMIC_SEQ_CST);
     }
@@ -310,7 +310,7 @@ static void graph_reread_locked(int ord)
             CUDA_SUCCESS || (uint64_t)r > MEM_MAX_BYTES)
         return;
     uint64_t c = mem_p.graph_charged[ord];
-    if ((uint64_t)r > c && mem_take_held(ld, (uint64_t)r - c) == CUDA_SUCCESS)
+    if ((uint64_t)r > c && mem_take_held(ld, (uint64_t)r - c) == MEM_TAKEN)
         mem_p.graph_charged[ord] = (uint64_t)r;
     else if ((uint64_t)r < c) {
         mem_give(ld, c - (uint64_t)r);
@@ -336,9 +336,9 @@ CUresult mem_graph_alloc_begin(int device, uint64_t bytes, mem_op_t *op)
     mem_local_dev_t *ld = mem_local_dev(device);
     if (!ld)
         return CUDA_SUCCESS;
-    int rc = mem_charge(ld, bytes);
-    if (rc != CUDA_SUCCESS)
-        return rc == 1 ? CUDA_SUCCESS : (CUresult)rc;
+    mem_take_t r = mem_charge(ld, bytes);
+    if (r != MEM_TAKEN)
+        return mem_take_cu(r);            /* refused, or uncounted */
     op->bytes = bytes;
     op->dev = device;                     /* the ordinal, here */
     op->state = OP_ALLOC;

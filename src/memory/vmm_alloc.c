@@ -390,7 +390,7 @@ int mem_vrange(CUdeviceptr p, CUdeviceptr *base, size_t *size)
     return a ? 0 : -1;
 }
 
-int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc)
+int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p)
 {
     if (!mem_swap_on() || !data)
         return 0;
@@ -410,8 +410,6 @@ int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc)
         }
     }
     pthread_mutex_unlock(&mem_vm.lock);
-    if (a)
-        *rc = CUDA_SUCCESS;
     return a != NULL;
 }
 
