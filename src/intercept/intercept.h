@@ -41,6 +41,7 @@
 #include "cu_procmap.h"
 #include "hook_list.h"
 #include "memory/memory.h"
+#include "vmem/vmem.h"
 #include "sched/sched.h"
 #include "util/util.h"
 

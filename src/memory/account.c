@@ -40,8 +40,8 @@
  * timeout (20 ms) also makes the waiter reap dead peers, so memory of a
  * killed process reaches it within 100 ms.
  *
- * Stuck.  An allocator's wait runs under its own lock (mem_vm.lock), which
- * paging needs: set to (mem_take_stuck_bail), it gives up once page.c's
+ * Stuck.  An allocator's wait runs under its own lock (vmem's), which
+ * paging needs: asked to (MEM_CHARGE_BAIL), it gives up once page.c's
  * stuck rule names this process (mem_p.page_stuck), and page.c's
  * mem_page_self_wait, called with that lock released, pages it out and
  * waits for room to come back in.
@@ -548,40 +548,24 @@ static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
     return 0;
 }
 
-/* This thread's waits give up once stuck (mem_take_stuck_bail), and
- * whether the last one did. */
-static __thread int stuck_bail, stuck_seen;
-
-void mem_take_stuck_bail(int on)
-{
-    stuck_bail = on;
-    stuck_seen = 0;
-}
-
-int mem_take_was_stuck(void)
-{
-    int seen = stuck_seen;
-    stuck_seen = 0;
-    return seen;
-}
-
-/* Stuck now, for a wait that may give up so.  Under the lock. */
-static int stuck_now_locked(mem_local_dev_t *ld, uint64_t bytes)
+/* Stuck now, for a wait that may give up so (MEM_CHARGE_BAIL).  Under the
+ * lock. */
+static int stuck_now_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags)
 {
     int (*stuck)(mem_local_dev_t *, uint64_t) =
         __atomic_load_n(&mem_p.page_stuck, __ATOMIC_ACQUIRE);
-    return stuck_bail && stuck && stuck(ld, bytes);
+    return (flags & MEM_CHARGE_BAIL) && stuck && stuck(ld, bytes);
 }
 
 /* Stuck (page.c's rule, mem_p.page_stuck) for MEM_STUCK_NS, with a
- * caller that can page itself out (stuck_bail): the wait gives up, so
+ * caller that can page itself out (MEM_CHARGE_BAIL): the wait gives up, so
  * that the caller, its locks released, pages out and waits for room for
  * everything (mem_page_self_wait).  *since tracks the stretch.  Under the
  * lock; 1: stuck (waits on, or gives up when *give_up). */
-static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes, uint64_t now, uint64_t *since,
-                        int *give_up)
+static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags, uint64_t now,
+                        uint64_t *since, int *give_up)
 {
-    if (!stuck_now_locked(ld, bytes)) {
+    if (!stuck_now_locked(ld, bytes, flags)) {
         *since = 0;
         return 0;
     }
@@ -593,9 +577,10 @@ static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes, uint64_t now, uint6
 
 /* Over the device's budget: wait for peers to give memory back (or die),
  * up to SALUS_MEM_WAIT_MS, and as long as peers are asked to page out (the
- * wait then ends when they have), or until stuck (stuck_locked).  Lock
- * held on entry; on return too, unless *lost. */
-static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
+ * wait then ends when they have), or until stuck (stuck_locked: *stuck).
+ * Lock held on entry; on return too, unless *lost. */
+static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags, int *lost,
+                             int *gave_up_stuck)
 {
     mem_slot_t *a = mem_p.area;
     uint64_t start = util_now_ns(), deadline = start + mem_p.cfg.wait_ns, since = 0;
@@ -615,14 +600,15 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
         int asked = fit == MEM_OVER_DEVICE && mem_ask_pages_locked(ld, bytes) != 0;
         int page_now = 0;
         int pageable = fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes, &page_now);
-        int stuck = fit == MEM_OVER_DEVICE && stuck_locked(ld, bytes, now, &since, &give_up);
+        int stuck = fit == MEM_OVER_DEVICE &&
+                    stuck_locked(ld, bytes, flags, now, &since, &give_up);
         if (asked && deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
         if ((pageable || stuck || (fit == MEM_OVER_DEVICE && outwaits_locked(ld, bytes))) &&
             deadline < now + 2 * MEM_WAIT_SLICE_NS)
             deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait or end */
         if (give_up)
-            stuck_seen = 1;
+            *gave_up_stuck = 1;
         if (fit != MEM_OVER_DEVICE || now >= deadline || give_up)
             break;
         /* Paging cannot make the room now: leave the GPU to the jobs that
@@ -666,19 +652,10 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
                       "; SALUS_MEM_WAIT_MS=<ms> would wait for them to free memory");
 }
 
-/* This thread's takes are refused at once instead of waiting (a page-in's
- * charges: mem_take_nowait). */
-static __thread int take_nowait;
-
-void mem_take_nowait(int on)
-{
-    take_nowait = on;
-}
-
-mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
+mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh, unsigned flags)
 {
     shm_table_t *t = mem_p.t;
-    int lost = 0;
+    int lost = 0, stuck = 0;
     if (mem_lock() != 0) {
         if (!__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE))
             return MEM_TAKE_UNCOUNTED;
@@ -695,16 +672,16 @@ mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
         shm_unlock(t);
         return MEM_TAKE_ASK_DRIVER;
     }
-    if (fit == MEM_OVER_DEVICE && !take_nowait &&
+    if (fit == MEM_OVER_DEVICE && !(flags & MEM_CHARGE_NOWAIT) &&
         (mem_p.cfg.wait_ns || mem_ask_pages_locked(ld, bytes) ||
-         mem_pageable_locked(ld, bytes, NULL) || stuck_now_locked(ld, bytes)))
-        fit = wait_locked(ld, bytes, &lost);
+         mem_pageable_locked(ld, bytes, NULL) || stuck_now_locked(ld, bytes, flags)))
+        fit = wait_locked(ld, bytes, flags, &lost, &stuck);
     if (lost)
         return MEM_TAKE_UNCOUNTED;
-    if (stuck_seen) {                 /* not refused: the caller pages itself out */
+    if (stuck) {                      /* not refused: the caller pages itself out */
         mem_publish_locked(t, ld->d);
         shm_unlock(t);
-        return MEM_TAKE_REFUSED;
+        return MEM_TAKE_STUCK;
     }
     mem_publish_locked(t, ld->d);
     shm_unlock(t);

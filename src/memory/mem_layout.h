@@ -55,7 +55,7 @@
  * the tag; the owner's compare-and-swaps and additions keep it. */
 #define MEM_SPARE_BITS   48
 #define MEM_SPARE_MASK   ((1ull << MEM_SPARE_BITS) - 1)
-#define MEM_MAX_BYTES    MEM_SPARE_MASK
+_Static_assert(MEM_MAX_BYTES == MEM_SPARE_MASK, "memory.h's bound is the spare's field");
 #define MEM_TAG(w)       ((uint32_t)((w) >> MEM_SPARE_BITS))
 #define MEM_SPARE(w)     ((w) & MEM_SPARE_MASK)
 
@@ -209,7 +209,6 @@ typedef struct mem_config {
     const char *headroom_text;
     uint64_t wait_ns;
     int swap;                      /* SALUS_SWAP: 1 on */
-    const char *swap_limit;        /* SALUS_SWAP_LIMIT, NULL: the default */
 } mem_config_t;
 
 enum { MEM_OFF = 0, MEM_ON = 1, MEM_OPEN = 2 };
@@ -253,9 +252,6 @@ typedef struct mem_proc {
     void (*gpu_wait)(int ordinal);
     /* Its other half (mem_set_gpu_give_up), outside the lock. */
     void (*gpu_give_up)(int ordinal);
-    /* The interception layer's count of calls that can write device memory
-     * (mem_set_work_count); NULL: every allocation counts as written. */
-    uint64_t (*work_count)(void);
     /* Wakes a peer asked to page out (mem_set_nudge), under the lock. */
     void (*nudge)(shm_table_t *t, int slot);
     /* Holds or lets go this process's launches (mem_set_hold), outside the
@@ -328,18 +324,21 @@ typedef enum mem_take {
     MEM_TAKE_UNCOUNTED,     /* the table's lock is unusable: passes uncounted */
     MEM_TAKE_ASK_DRIVER,    /* near the capacity: read the driver's free memory,
                                then ask again with fresh = 1 (mem_take_slow) */
+    MEM_TAKE_STUCK,         /* MEM_CHARGE_BAIL: the wait gave up stuck, nothing said */
 } mem_take_t;
 
 /* What the program sees of a charge: an uncounted one goes ahead (fail
  * open), a refusal is CUDA_ERROR_OUT_OF_MEMORY. */
 static inline CUresult mem_take_cu(mem_take_t r)
 {
-    return r == MEM_TAKE_REFUSED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    return r == MEM_TAKE_REFUSED || r == MEM_TAKE_STUCK ? CUDA_ERROR_OUT_OF_MEMORY
+                                                        : CUDA_SUCCESS;
 }
 
-/* Charge `bytes` on ld for an allocation (admission, the spare, a grant):
- * MEM_TAKEN, MEM_TAKE_UNCOUNTED or MEM_TAKE_REFUSED (memory.c). */
-mem_take_t mem_charge(mem_local_dev_t *ld, uint64_t bytes);
+/* Charge `bytes` on ld for an allocation (admission, the spare, a grant),
+ * with memory.h's MEM_CHARGE_* `flags`: MEM_TAKEN, MEM_TAKE_UNCOUNTED,
+ * MEM_TAKE_REFUSED, or MEM_TAKE_STUCK (MEM_CHARGE_BAIL) (memory.c). */
+mem_take_t mem_charge(mem_local_dev_t *ld, uint64_t bytes, unsigned flags);
 
 /* ---- account.c: grants, reclaim, waits, admission (table lock) ---------- */
 
@@ -390,13 +389,14 @@ static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t spare_after)
 }
 
 /* The slow path of an allocation: grant more under the lock (waiting up to
- * SALUS_MEM_WAIT_MS when the device is full).  MEM_TAKEN with `bytes`
- * taken, MEM_TAKE_REFUSED, MEM_TAKE_UNCOUNTED (the lock is unusable: let it
- * pass); or MEM_TAKE_ASK_DRIVER (never when `fresh`): the grant would come
- * within the headroom of the device's capacity, where the driver's free
- * memory is to be read first (mem_drv_refresh) and the call made again
- * with fresh = 1. */
-mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh);
+ * SALUS_MEM_WAIT_MS when the device is full, unless MEM_CHARGE_NOWAIT is
+ * in `flags`).  MEM_TAKEN with `bytes` taken, MEM_TAKE_REFUSED,
+ * MEM_TAKE_UNCOUNTED (the lock is unusable: let it pass), MEM_TAKE_STUCK
+ * (MEM_CHARGE_BAIL: the wait gave up stuck); or MEM_TAKE_ASK_DRIVER (never
+ * when `fresh`): the grant would come within the headroom of the device's
+ * capacity, where the driver's free memory is to be read first
+ * (mem_drv_refresh) and the call made again with fresh = 1. */
+mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh, unsigned flags);
 /* Charge `bytes` the driver has already given (a pool or graph memory that
  * grew unseen): as mem_take_slow, but it never waits, counts no refusal and
  * says nothing; MEM_TAKE_REFUSED past the limit or the budget (the caller
@@ -479,17 +479,6 @@ void mem_wait_enter(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64
 void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked);
 /* With paging on, queue for table device d's GPU (outside the lock). */
 void mem_queue_for_gpu(int d);
-/* On (1): this thread's takes over the budget are refused at once, never
- * wait (a page-in's charges: it waits itself, holding nothing); off (0). */
-void mem_take_nowait(int on);
-/* On (1): this thread's waits for memory give up once stuck (page.c's
- * rule: every job holding memory waits for more, under a policy that gates
- * nothing, and this one arrived last), refused without a word, so that the
- * caller can release its own locks and page itself out
- * (mem_page_self_wait); mem_take_was_stuck tells (and forgets) whether
- * the last wait did.  Off (0). */
-void mem_take_stuck_bail(int on);
-int mem_take_was_stuck(void);
 /* Under the lock: paging could free what `bytes` lacks on ld's device;
  * *now (may be NULL): by asking peers now (none within its residency or
  * waiting for memory itself). */
@@ -532,7 +521,7 @@ uint64_t mem_effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint64_
  * p destroyed, or the driver released it (account.c). */
 void mem_pool_drain(mem_pool_t *p);
 
-/* ---- vmm_track.c: VMM handles released while mapped ---------------------- */
+/* ---- vmm_handles.c: VMM handles released while mapped ---------------------- */
 /* At a successful cuMemRelease of `handle`, charged `bytes` on table device
  * `dev`: 1 when it is still mapped, and the charge is kept until its last
  * mapping goes; 0 when the caller gives it back now. */

@@ -45,7 +45,6 @@ static void read_config(mem_config_t *c)
     int swap = 0;
     util_var_choice(UTIL_VAR_SWAP, &swap);             /* off unless on */
     c->swap = swap == 1;
-    c->swap_limit = util_var_text(UTIL_VAR_SWAP_LIMIT);
 }
 
 /* The default headroom: 5% of the capacity, within 256 MiB .. 4 GiB, and
@@ -370,7 +369,7 @@ int mem_stream_device(CUstream stream)
 }
 
 static inline __attribute__((always_inline)) mem_take_t charge(mem_local_dev_t *ld,
-                                                                uint64_t bytes)
+                                                                uint64_t bytes, unsigned flags)
 {
     uint64_t spare;
     if (bytes > MEM_MAX_BYTES)
@@ -383,17 +382,17 @@ static inline __attribute__((always_inline)) mem_take_t charge(mem_local_dev_t *
         mem_note_peak(ld, spare);
         return MEM_TAKEN;
     }
-    mem_take_t r = mem_take_slow(ld, bytes, 0);
+    mem_take_t r = mem_take_slow(ld, bytes, 0, flags);
     if (r == MEM_TAKE_ASK_DRIVER) {         /* near the capacity: ask the driver */
         mem_drv_refresh(ld, (int)(ld - mem_p.dev));
-        r = mem_take_slow(ld, bytes, 1);
+        r = mem_take_slow(ld, bytes, 1, flags);
     }
     return r;
 }
 
-mem_take_t mem_charge(mem_local_dev_t *ld, uint64_t bytes)
+mem_take_t mem_charge(mem_local_dev_t *ld, uint64_t bytes, unsigned flags)
 {
-    return charge(ld, bytes);
+    return charge(ld, bytes, flags);
 }
 
 CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *op)
@@ -409,7 +408,7 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
     mem_local_dev_t *ld = local_dev(device);
     if (!ld)
         return CUDA_SUCCESS;
-    mem_take_t r = charge(ld, bytes);
+    mem_take_t r = charge(ld, bytes, 0);
     if (r != MEM_TAKEN)
         return mem_take_cu(r);        /* refused, or uncounted (the lock is unusable) */
     op->bytes = bytes;
@@ -462,7 +461,7 @@ static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
     } else if (size > op->bytes) {
         uint64_t more = size - op->bytes;
         mem_take_t r = mem_take_fast(ld->sd, more, &spare) ? MEM_TAKEN
-                                                           : mem_take_slow(ld, more, 1);
+                                                           : mem_take_slow(ld, more, 1, 0);
         if (r == MEM_TAKE_REFUSED)
             return -1;
         if (r == MEM_TAKE_UNCOUNTED)

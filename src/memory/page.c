@@ -113,10 +113,6 @@ void mem_set_gpu_give_up(mem_gpu_wait_fn fn)
     __atomic_store_n(&mem_p.gpu_give_up, fn, __ATOMIC_RELEASE);
 }
 
-void mem_set_work_count(mem_work_count_fn fn)
-{
-    __atomic_store_n(&mem_p.work_count, fn, __ATOMIC_RELEASE);
-}
 
 void mem_set_nudge(mem_nudge_fn fn)
 {
@@ -655,35 +651,4 @@ int mem_page_is_out(void)
 {
     mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
     return a && MEM_LOAD(&a->swapped_out) != 0;
-}
-
-/* ---- the host bound ---------------------------------------------------------
- * What the host can spare without swapping: half of MemAvailable when first
- * asked (several jobs may page at once; the other half is left to them and
- * to the programs' own host memory). */
-static uint64_t mem_available(void)
-{
-    unsigned long long kb = 0;
-    char line[128];
-    FILE *f = fopen("/proc/meminfo", "re");
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
-uint64_t mem_swap_limit(void)
-{
-    static uint64_t limit;
-    uint64_t v = __atomic_load_n(&limit, __ATOMIC_RELAXED);
-    if (v)
-        return v;
-    if (!mem_p.cfg.swap_limit ||
-        util_parse_size(mem_p.cfg.swap_limit, mem_available(), &v) != 0 || !v)
-        v = mem_available() / 2;
-    __atomic_store_n(&limit, v, __ATOMIC_RELAXED);
-    return v;
 }

@@ -207,7 +207,7 @@ CUresult mem_pool_alloc_begin(mem_kind_t kind, CUmemoryPool pool, int device, ui
         __atomic_store_n(&p->dirty, 1, __ATOMIC_RELAXED);
     uint64_t need = bytes - took;
     if (need) {
-        mem_take_t r = mem_charge(ld, need);
+        mem_take_t r = mem_charge(ld, need, 0);
         if (r != MEM_TAKEN) {
             mem_pool_put(i, took);        /* as before the call */
             return mem_take_cu(r);        /* refused, or uncounted */
@@ -336,7 +336,7 @@ CUresult mem_graph_alloc_begin(int device, uint64_t bytes, mem_op_t *op)
     mem_local_dev_t *ld = mem_local_dev(device);
     if (!ld)
         return CUDA_SUCCESS;
-    mem_take_t r = mem_charge(ld, bytes);
+    mem_take_t r = mem_charge(ld, bytes, 0);
     if (r != MEM_TAKEN)
         return mem_take_cu(r);            /* refused, or uncounted */
     op->bytes = bytes;
@@ -379,7 +379,6 @@ void mem_graph_changed(int device)
  * from their slack).  No pool: one load. */
 void mem_pools_sync(void)
 {
-    mem_async_settle();                   /* paging's stream-ordered frees too */
     uint64_t graphs = __atomic_load_n(&mem_p.graph_mask, __ATOMIC_RELAXED);
     if (__builtin_expect(graphs != 0, 0))
         graph_reread(graphs);

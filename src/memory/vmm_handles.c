@@ -1,5 +1,6 @@
 /*
- * vmm_track.c - VMM memory that outlives its handle: the physical memory of
+ * vmm_handles.c - the program's own VMM handles (not paging's: src/vmem):
+ * memory that outlives its handle: the physical memory of
  * a cuMemCreate handle lives until the handle is released AND its last
  * mapping is gone (the usual pattern is create, map, release: the memory
  * stays until cuMemUnmap).  The handle's charge, taken at cuMemCreate, is
