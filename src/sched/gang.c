@@ -101,8 +101,7 @@ int sched_gang_members_locked(shm_table_t *t, int slot, int *out, int cap)
  * lease is 0 (sched_int.h): free for everyone, so no gang waits for it. */
 static sched_dev_t *gated(shm_table_t *t, int d)
 {
-    sched_dev_t *dev = sched_dev(t, d);
-    return dev && __atomic_load_n(&dev->magic, __ATOMIC_RELAXED) == SCHED_DEV_MAGIC ? dev : NULL;
+    return sched_dev_ready(t, d);
 }
 
 static int holder_of(shm_table_t *t, const sched_dev_t *dev)

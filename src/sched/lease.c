@@ -142,8 +142,8 @@ static uint32_t gate_compute(shm_table_t *t, int slot)
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         if (!(devset & (1u << d)))
             continue;
-        sched_dev_t *dev = sched_dev(t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_RELAXED) != SCHED_DEV_MAGIC)
+        sched_dev_t *dev = sched_dev_ready(t, d);
+        if (!dev)
             continue;
         const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
         if (!(ops->flags & SCHED_POL_GATED))
@@ -647,10 +647,8 @@ void sched_reap_hook(shm_table_t *t, int slot, void *slot_area, void *ctx)
     (void)slot_area;
     (void)ctx;
     uint64_t now = sched_now();
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        sched_dev_t *dev = sched_dev(t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
-            continue;
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(t, d, dev) {
         sched_dequeue_locked(t, d, slot);
         if (sched_lease_holder(t, dev->lease) == slot) {
             int to = sched_grant_pick_locked(t, d, now, 1);
@@ -667,10 +665,8 @@ void sched_repair_hook(shm_table_t *t, void *ctx)
 {
     (void)ctx;
     uint64_t now = sched_now();
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        sched_dev_t *dev = sched_dev(t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
-            continue;
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(t, d, dev) {
         if (dev->policy >= SCHED_POLICY_COUNT)
             dev->policy = SCHED_POLICY_FAIR;
         const sched_policy_ops_t *ops = sched_policy_ops(dev->policy);
@@ -695,8 +691,8 @@ int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, in
     int rc = shm_lock(t);
     if (rc != 0)
         return rc;
-    sched_dev_t *dev = sched_dev(t, device);
-    if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC) {
+    sched_dev_t *dev = sched_dev_ready(t, device);
+    if (!dev) {
         shm_unlock(t);
         return -ENODEV;
     }

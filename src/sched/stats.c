@@ -75,8 +75,7 @@ static int slot_usable(shm_table_t *t, int slot)
 
 static int dev_usable(shm_table_t *t, int device)
 {
-    sched_dev_t *d = sched_dev(t, device);
-    return d && __atomic_load_n(&d->magic, __ATOMIC_ACQUIRE) == SCHED_DEV_MAGIC;
+    return sched_dev_ready(t, device) != NULL;
 }
 
 static double ms(uint64_t ns)
