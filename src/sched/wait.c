@@ -634,11 +634,23 @@ static int tenure_begins(sched_proc_t *p, int d)
 static int acquire_once(sched_proc_t *p, int d);
 
 /* Once more when the tenure's page-in gave the lease up (tenure_begins):
- * the memory is in by then, so the second wait ends in a tenure. */
+ * the memory is in by then, so the second wait ends in a tenure.  Past
+ * SCHED_ACQUIRE_ROUNDS waits that each ended so (memory taken back each
+ * time, or a table scribbled on), the launch goes ahead without the lease,
+ * as libsalus never hangs its host, and says so once. */
+#define SCHED_ACQUIRE_ROUNDS 64
+
 void sched_acquire(sched_proc_t *p, int d)
 {
-    for (int round = 0; round < 64 && acquire_once(p, d) != 0; round++)
-        ;
+    static int said;
+    for (int round = 0; round < SCHED_ACQUIRE_ROUNDS; round++)
+        if (acquire_once(p, d) == 0)
+            return;
+    util_log_once(&said, UTIL_LOG_WARN, "device %d: the GPU was granted %d times in a row "
+                  "and each time given up again while this process paged its memory back in; "
+                  "this launch goes ahead without the lease, so jobs may share the GPU for a "
+                  "while; salus-top shows which jobs hold and wait for the device's memory",
+                  d, SCHED_ACQUIRE_ROUNDS);
 }
 
 static int acquire_once(sched_proc_t *p, int d)
@@ -756,10 +768,8 @@ void sched_release_all(sched_proc_t *p)
     if (shm_lock(p->t) != 0)
         return;
     uint64_t now = sched_now();
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        sched_dev_t *dev = sched_dev(p->t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
-            continue;
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(p->t, d, dev) {
         sched_dequeue_locked(p->t, d, p->slot);
         if (dev->lease == my_lease(p))
             sched_grant_pick_locked(p->t, d, now, 1);
