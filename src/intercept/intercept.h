@@ -43,6 +43,7 @@
 #include "memory/memory.h"
 #include "vmem/vmem.h"
 #include "sched/sched.h"
+#include "util/list.h"
 #include "util/util.h"
 
 /* Everything declared here is internal to libsalus: references to it need
@@ -238,8 +239,8 @@ typedef struct hook_block {
     int active;                   /* on the active list */
     uint32_t parked;              /* in the gated path: its call counted, not made
                                      yet (owner writes, relaxed) */
-    struct hook_block *next, **pprev;     /* every registered block */
-    struct hook_block *anext, **apprev;   /* the active list */
+    util_link_t on_live;          /* every registered block, or the spare ones */
+    util_link_t on_active;        /* the active list */
 } hook_block_t;
 
 extern __thread hook_block_t *hook_tls __attribute__((tls_model("initial-exec")));
