@@ -130,23 +130,23 @@ int hook_threads_armed(void)
 
 void hook_thread_gated(hook_block_t *b, const void *work)
 {
-    __atomic_store_n(&b->parked, 1, __ATOMIC_RELAXED);
+    util_store_relaxed(&b->parked, 1);
     const uint32_t *gate = sched_launch_slow(work);
-    __atomic_store_n(&b->parked, 0, __ATOMIC_RELAXED);
+    util_store_relaxed(&b->parked, 0);
     if (b == &fallback) {
-        __atomic_store_n(&b->s.gate, gate, __ATOMIC_RELAXED);
+        util_store_relaxed(&b->s.gate, gate);
         return;
     }
     /* The owner reads its own `active` flag without the lock: only a fold
      * clears it, and a fold also points the gate at sched_gate_unreg, which
      * brings the owner back here. */
-    if (__atomic_load_n(&b->active, __ATOMIC_RELAXED) &&
-        __atomic_load_n(&b->s.gate, __ATOMIC_RELAXED) == gate)
+    if (util_load_relaxed(&b->active) &&
+        util_load_relaxed(&b->s.gate) == gate)
         return;
     pthread_mutex_lock(&registry_lock);
     if (!b->active)
         link_active(b);
-    __atomic_store_n(&b->s.gate, gate, __ATOMIC_RELAXED);
+    util_store_relaxed(&b->s.gate, gate);
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -154,14 +154,14 @@ static uint64_t block_launches(const hook_block_t *b)
 {
     uint64_t n = 0;
     for (int i = 0; i < HOOK_LAUNCHES; i++)
-        n += __atomic_load_n(&b->c.calls[hook_launch_ids[i]], __ATOMIC_RELAXED);
+        n += util_load_relaxed(&b->c.calls[hook_launch_ids[i]]);
     return n;
 }
 
 /* Under registry_lock: b's launches since its last fold, into *tok. */
 static void fold_block(hook_block_t *b, sched_token_t *tok)
 {
-    uint64_t n = block_launches(b), h = __atomic_load_n(&b->s.hash, __ATOMIC_RELAXED);
+    uint64_t n = block_launches(b), h = util_load_relaxed(&b->s.hash);
     tok->launches += n - b->folded_launches;
     tok->hash += h - b->folded_hash;
     b->folded_launches = n;
@@ -182,7 +182,7 @@ sched_token_t hook_threads_fold(void)
         fold_block(b, &tok);
         if (b != self) {
             unlink_active(b);
-            __atomic_store_n(&b->s.gate, &sched_gate_unreg, __ATOMIC_RELAXED);
+            util_store_relaxed(&b->s.gate, &sched_gate_unreg);
         }
     }
     pthread_mutex_unlock(&registry_lock);
@@ -199,7 +199,7 @@ static uint64_t work_of(const hook_counts_t *c)
 {
     uint64_t n = 0;
     for (int i = 0; i < HOOK_WORKS; i++)
-        n += __atomic_load_n(&c->calls[hook_work_ids[i]], __ATOMIC_RELAXED);
+        n += util_load_relaxed(&c->calls[hook_work_ids[i]]);
     return n;
 }
 
@@ -210,14 +210,14 @@ uint64_t hook_work_released(void)
     hook_block_t *b;
     UTIL_LIST_EACH(b, &live, hook_block_t, on_live)
         if (b != &fallback)
-            n += work_of(&b->c) - (__atomic_load_n(&b->parked, __ATOMIC_RELAXED) ? 1 : 0);
+            n += work_of(&b->c) - (util_load_relaxed(&b->parked) ? 1 : 0);
     pthread_mutex_unlock(&registry_lock);
     return n;
 }
 
 static void counts_add(hook_counts_t *sum, const hook_counts_t *c)
 {
-#define ADD_(field) sum->field += __atomic_load_n(&c->field, __ATOMIC_RELAXED)
+#define ADD_(field) sum->field += util_load_relaxed(&c->field)
     ADD_(syncs); ADD_(allocs); ADD_(frees); ADD_(bytes_allocated);
     ADD_(resolver_wrapped); ADD_(resolver_passed);
     for (int i = 0; i < HOOK_COUNT; i++)

@@ -18,14 +18,14 @@
 
 int mem_active(void)
 {
-    return __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) == MEM_ON;
+    return util_load_acquire(&mem_p.mode) == MEM_ON;
 }
 
 const drv_t *mem_driver(void)
 {
     /* start() copies it before the release store of the mode, counted or
      * not (it keeps the table that was given even when it runs open). */
-    return __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_OFF &&
+    return util_load_acquire(&mem_p.mode) != MEM_OFF &&
            mem_p.drv.ctx_get_device ? &mem_p.drv : NULL;
 }
 
@@ -40,7 +40,7 @@ mem_charge_t mem_charge_at(int ordinal, uint64_t bytes, unsigned flags)
 {
     if (!mem_active() || bytes == 0 || ordinal == MEM_DEV_NONE)
         return MEM_UNCOUNTED;
-    if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
+    if (__builtin_expect(util_load_relaxed(&mem_p.suspended), 0))
         mem_resume_try();             /* the lock timed out once: is it back? */
     mem_local_dev_t *ld = mem_local_dev(ordinal);
     if (!ld)
@@ -95,17 +95,17 @@ int mem_room_at(int ordinal, uint64_t *room)
 int mem_waited_on(int ordinal)
 {
     mem_local_dev_t *ld = mem_local_dev(ordinal);
-    return ld && ld->dev && __atomic_load_n(&ld->dev->waiters, __ATOMIC_RELAXED) != 0;
+    return ld && ld->dev && util_load_relaxed(&ld->dev->waiters) != 0;
 }
 
 void mem_set_pinned(int ordinal, uint64_t bytes)
 {
-    mem_slot_t *area = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    mem_slot_t *area = util_load_acquire(&mem_p.area);
     mem_local_dev_t *ld = ordinal >= 0 ? mem_local_dev(ordinal) : NULL;
     if (!area)
         return;
-    __atomic_store_n(&area->pinned, ld ? bytes : 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&area->pinned_dev, ld ? (uint32_t)ld->d + 1 : 0, __ATOMIC_RELAXED);
+    util_store_relaxed(&area->pinned, ld ? bytes : 0);
+    util_store_relaxed(&area->pinned_dev, ld ? (uint32_t)ld->d + 1 : 0);
 }
 
 int mem_page_self_wait_at(int ordinal, uint64_t bytes)

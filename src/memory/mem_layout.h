@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "ipc/ipc.h"
+#include "util/atomic.h"
 #include "memory/memory.h"
 #include "memory/mem_map.h"
 
@@ -266,12 +267,11 @@ typedef struct mem_proc {
 extern mem_proc_t mem_p;
 
 /* ---- reading the table ------------------------------------------------------
- * Every word of the table is read and written with relaxed atomics (the
+ * Every word of the table is read and written with relaxed atomics
+ * (util_load_relaxed, util_store_relaxed: util/atomic.h; the
  * lock or a futex orders what needs ordering); a size read from it is
  * clamped to MEM_MAX_BYTES before it is summed, so that a scribbling peer
  * cannot overflow a sum. */
-#define MEM_LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
-#define MEM_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 
 static inline uint64_t mem_umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t mem_umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -287,8 +287,8 @@ static inline mem_slot_t *mem_area_of(shm_table_t *t, int slot)
  * grant no device could hold (a scribbled word). */
 static inline uint64_t mem_sdev_used(const mem_sdev_t *sd)
 {
-    uint64_t g = __atomic_load_n(&sd->granted, __ATOMIC_RELAXED);
-    uint64_t spare = MEM_SPARE(__atomic_load_n(&sd->avail, __ATOMIC_RELAXED));
+    uint64_t g = util_load_relaxed(&sd->granted);
+    uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
     return g <= MEM_MAX_BYTES && g > spare ? g - spare : 0;
 }
 
@@ -297,15 +297,15 @@ static inline uint64_t mem_sdev_used(const mem_sdev_t *sd)
  * (a scribbled word, not a peak). */
 static inline uint64_t mem_largest_seen(const mem_dev_t *dev)
 {
-    uint64_t seen = (uint64_t)__atomic_load_n(&dev->peak_mib, __ATOMIC_RELAXED) << 20;
-    return seen <= __atomic_load_n(&dev->budget, __ATOMIC_RELAXED) ? seen : 0;
+    uint64_t seen = (uint64_t)util_load_relaxed(&dev->peak_mib) << 20;
+    return seen <= util_load_relaxed(&dev->budget) ? seen : 0;
 }
 
 /* Slot j's context charge on device dev, in bytes (j checked). */
 static inline uint64_t mem_ctx_of(const mem_dev_t *dev, int j)
 {
     return j >= 0 && j < SHM_MAX_SLOTS ?
-           (uint64_t)__atomic_load_n(&dev->ctx_kib[j], __ATOMIC_RELAXED) << 10 : 0;
+           (uint64_t)util_load_relaxed(&dev->ctx_kib[j]) << 10 : 0;
 }
 
 /* The registered device of an ordinal (-1: the current context's), or NULL
@@ -359,7 +359,7 @@ uint64_t mem_pay_debt(mem_local_dev_t *ld, uint64_t bytes);
  * left in *spare_after.  The CAS keeps the tag: bytes <= spare, no borrow. */
 static inline int mem_take_fast(mem_sdev_t *sd, uint64_t bytes, uint64_t *spare_after)
 {
-    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_RELAXED);
+    uint64_t w = util_load_relaxed(&sd->avail);
     while (MEM_SPARE(w) >= bytes)
         if (__atomic_compare_exchange_n(&sd->avail, &w, w - bytes, 1,
                                         __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
@@ -372,7 +372,7 @@ static inline int mem_take_fast(mem_sdev_t *sd, uint64_t bytes, uint64_t *spare_
 /* Raise *w to v (the owner's threads race only to raise it). */
 static inline void mem_raise(uint64_t *w, uint64_t v)
 {
-    uint64_t p = __atomic_load_n(w, __ATOMIC_RELAXED);
+    uint64_t p = util_load_relaxed(w);
     while (__builtin_expect(v > p, 0) &&
            !__atomic_compare_exchange_n(w, &p, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
@@ -382,7 +382,7 @@ static inline void mem_raise(uint64_t *w, uint64_t v)
  * spare left after a take. */
 static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t spare_after)
 {
-    uint64_t g = __atomic_load_n(&ld->sd->granted, __ATOMIC_RELAXED);
+    uint64_t g = util_load_relaxed(&ld->sd->granted);
     uint64_t used = g > spare_after ? g - spare_after : 0;
     mem_raise(&ld->sd->peak, used);
     mem_raise(&ld->iter_peak, used);
@@ -412,12 +412,12 @@ void mem_wake(mem_dev_t *dev);
  * Ordering with waiters: see account.c. */
 static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
 {
-    if (__builtin_expect(__atomic_load_n(&ld->debt, __ATOMIC_RELAXED) != 0, 0) &&
+    if (__builtin_expect(util_load_relaxed(&ld->debt) != 0, 0) &&
         (bytes = mem_pay_debt(ld, bytes)) == 0)
         return;
-    uint64_t w = __atomic_add_fetch(&ld->sd->avail, bytes, __ATOMIC_SEQ_CST);
+    uint64_t w = util_add_seq(&ld->sd->avail, bytes);
     if (__builtin_expect(MEM_SPARE(w) > ld->shrink_at, 0) ||
-        __builtin_expect(__atomic_load_n(&ld->dev->waiters, __ATOMIC_SEQ_CST) != 0, 0))
+        __builtin_expect(util_load_seq(&ld->dev->waiters) != 0, 0))
         mem_give_slow(ld, MEM_SPARE(w));
 }
 /* Admission of the process on ld's device (admit.c): SALUS_MEM_RESERVE's
@@ -542,8 +542,8 @@ void mem_vmm_postfork(int child);
 static inline void mem_pool_put(int idx, uint64_t bytes)
 {
     mem_pool_t *p = &mem_p.pools[idx & (MEM_MAX_POOLS - 1)];
-    __atomic_add_fetch(&p->slack, bytes, __ATOMIC_SEQ_CST);
-    if (__builtin_expect(__atomic_load_n(&p->destroyed, __ATOMIC_SEQ_CST), 0))
+    util_add_seq(&p->slack, bytes);
+    if (__builtin_expect(util_load_seq(&p->destroyed), 0))
         mem_pool_drain(p);
 }
 /* ---- page.c --------------------------------------------------------------- */

@@ -48,8 +48,8 @@ int sched_admit_order_locked(shm_table_t *t, int d, int a, int b)
         return 0;
     sched_dev_t *dev = sched_dev_ready(t, d);
     sched_slot_t *sa = sched_slot(t, a), *sb = sched_slot(t, b);
-    if (!dev || !sa || !sb || __atomic_load_n(&sa->magic, __ATOMIC_ACQUIRE) != SCHED_SLOT_MAGIC ||
-        __atomic_load_n(&sb->magic, __ATOMIC_ACQUIRE) != SCHED_SLOT_MAGIC)
+    if (!dev || !sa || !sb || util_load_acquire(&sa->magic) != SCHED_SLOT_MAGIC ||
+        util_load_acquire(&sb->magic) != SCHED_SLOT_MAGIC)
         return 0;
     const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
     if (!ops->admit)

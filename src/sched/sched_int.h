@@ -175,7 +175,7 @@ static inline int sched_any_waiter(const sched_dev_t *dev)
 {
     uint64_t any = 0;
     for (int i = 0; i < SCHED_WAIT_WORDS; i++)
-        any |= __atomic_load_n(&dev->waiters[i], __ATOMIC_RELAXED);
+        any |= util_load_relaxed(&dev->waiters[i]);
     return any != 0;
 }
 
@@ -431,7 +431,7 @@ static inline sched_dev_t *sched_dev(shm_table_t *t, int device)   /* NULL: bad 
 static inline sched_dev_t *sched_dev_ready(shm_table_t *t, int device)
 {
     sched_dev_t *dev = sched_dev(t, device);
-    return dev && __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) == SCHED_DEV_MAGIC ? dev : NULL;
+    return dev && util_load_acquire(&dev->magic) == SCHED_DEV_MAGIC ? dev : NULL;
 }
 /* Each such device of t, in index order, as d and dev:
  *   sched_dev_t *dev;
@@ -460,9 +460,9 @@ static inline int sched_lease_holder(shm_table_t *t, uint64_t lease)
  * (sched_slot_t.held_ns). */
 static inline uint64_t sched_tenure_ns(shm_table_t *t, sched_dev_t *dev, int slot, uint64_t now)
 {
-    if (sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE)) != slot)
+    if (sched_lease_holder(t, util_load_acquire(&dev->lease)) != slot)
         return 0;
-    uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
+    uint64_t since = util_load_relaxed(&dev->since_ns);
     return now > since ? now - since : 0;
 }
 

@@ -98,11 +98,11 @@ static struct {
 /* The default pool of ordinal ord, asked of the driver once; NULL unknown. */
 static CUmemoryPool default_pool(int ord)
 {
-    CUmemoryPool h = __atomic_load_n(&va.dflt[ord], __ATOMIC_RELAXED);
+    CUmemoryPool h = util_load_relaxed(&va.dflt[ord]);
     if (h || !vmem_drv()->device_get_default_mem_pool ||
         vmem_drv()->device_get_default_mem_pool(&h, (CUdevice)ord) != CUDA_SUCCESS)
         return h;
-    __atomic_store_n(&va.dflt[ord], h, __ATOMIC_RELAXED);
+    util_store_relaxed(&va.dflt[ord], h);
     return h;
 }
 
@@ -110,10 +110,10 @@ static CUmemoryPool default_pool(int ord)
  * is virtualized. */
 static int pool_virtual(int ord, CUmemoryPool pool)
 {
-    if (__atomic_load_n(&va.shared[ord], __ATOMIC_RELAXED))
+    if (util_load_relaxed(&va.shared[ord]))
         return 0;
     if (!pool)
-        return !__atomic_load_n(&va.custom[ord], __ATOMIC_RELAXED);
+        return !util_load_relaxed(&va.custom[ord]);
     return pool == default_pool(ord);
 }
 
@@ -122,7 +122,7 @@ void vmem_async_pool_set(int device, CUmemoryPool pool)
     if (device < 0 || device >= VMEM_MAX_DEVICES)
         return;
     CUmemoryPool d = default_pool(device);
-    __atomic_store_n(&va.custom[device], (uint8_t)(!d || pool != d), __ATOMIC_RELAXED);
+    util_store_relaxed(&va.custom[device], (uint8_t)(!d || pool != d));
 }
 
 /* Whether `map` gives a device other than ord access. */
@@ -141,7 +141,7 @@ void vmem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_
     for (int ord = 0; ord < VMEM_MAX_DEVICES && pool && map; ord++) {
         if (default_pool(ord) != pool || !other_device(ord, map, count))
             continue;
-        __atomic_store_n(&va.shared[ord], 1, __ATOMIC_RELAXED);
+        util_store_relaxed(&va.shared[ord], 1);
         if (vmem_on())
             util_log_once(&said, UTIL_LOG_INFO, "memory: CUDA device %d's default memory "
                           "pool is shared with other devices (cuMemPoolSetAccess); its "
@@ -206,7 +206,7 @@ static int defer_locked(vmem_buf_t *a, CUstream stream)
     if (event_record_locked(stream, &p.ev, &p.ctx) != 0)
         return -1;
     va.pend[va.npend++] = p;
-    __atomic_store_n(&va.pending, va.npend, __ATOMIC_RELAXED);
+    util_store_relaxed(&va.pending, va.npend);
     return 0;
 }
 
@@ -248,7 +248,7 @@ static void settle_locked(int wait)
         free(p->a);
     }
     va.npend = k;
-    __atomic_store_n(&va.pending, k, __ATOMIC_RELAXED);
+    util_store_relaxed(&va.pending, k);
 }
 
 /* For the allocator beneath (vmem_async_ops_p, registered at the first
@@ -271,7 +271,7 @@ static const vmem_async_ops_t ops = { settle_any_locked, forget };
 
 void vmem_async_settle(void)
 {
-    if (__builtin_expect(!__atomic_load_n(&va.pending, __ATOMIC_RELAXED), 1))
+    if (__builtin_expect(!util_load_relaxed(&va.pending), 1))
         return;
     if (pthread_mutex_trylock(&vmem_p.lock) != 0)
         return;                       /* a page-out in progress settles them */
@@ -286,7 +286,7 @@ void vmem_async_settle(void)
  * is still there; the next free makes a new event. */
 void vmem_async_context_ending(void)
 {
-    if (__builtin_expect(!__atomic_load_n(&vmem_async_ops_p, __ATOMIC_ACQUIRE), 1))
+    if (__builtin_expect(!util_load_acquire(&vmem_async_ops_p), 1))
         return;                       /* no stream-ordered allocation yet */
     pthread_mutex_lock(&vmem_p.lock);
     settle_locked(WAIT_ALL);
@@ -307,7 +307,7 @@ CUresult vmem_alloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int
     do {
         pthread_mutex_lock(&vmem_p.lock);
         vmem_stuck_try(rounds);
-        __atomic_store_n(&vmem_async_ops_p, &ops, __ATOMIC_RELEASE);
+        util_store_release(&vmem_async_ops_p, &ops);
         settle_any_locked();
         rc = vmem_alloc_locked(ord, bytes, out);
         if (rc == CUDA_ERROR_OUT_OF_MEMORY && va.npend) {
@@ -354,5 +354,5 @@ out_unlock:
 
 size_t vmem_async_pending(void)
 {
-    return __atomic_load_n(&va.pending, __ATOMIC_RELAXED);
+    return util_load_relaxed(&va.pending);
 }

@@ -155,7 +155,7 @@ static void forget(void);
 static void start(void)
 {
     util_fork_register(UTIL_FORK_PAGING, NULL, NULL, forget);
-    __atomic_store_n(&vmem_p.on, 2, __ATOMIC_RELEASE);
+    util_store_release(&vmem_p.on, 2);
     const drv_t *d = vmem_drv();
     if (!mem_swap_wanted())
         return;
@@ -168,7 +168,7 @@ static void start(void)
                    "allocations stay ordinary and are never paged out");
         return;
     }
-    __atomic_store_n(&vmem_p.on, 1, __ATOMIC_RELEASE);
+    util_store_release(&vmem_p.on, 1);
 }
 
 /* Its own copy of the driver table: memory's, once memory has one (an
@@ -193,13 +193,13 @@ const drv_t *vmem_drv(void)
 int vmem_on(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    int on = __atomic_load_n(&vmem_p.on, __ATOMIC_ACQUIRE);
+    int on = util_load_acquire(&vmem_p.on);
     if (__builtin_expect(on != 0, 1))
         return on == 1;
     if (!mem_active())
         return 0;                     /* not started (yet), or uncounted */
     pthread_once(&once, start);
-    return __atomic_load_n(&vmem_p.on, __ATOMIC_ACQUIRE) == 1;
+    return util_load_acquire(&vmem_p.on) == 1;
 }
 
 /* A fork() child makes no CUDA call on its parent's memory: it forgets it
@@ -211,10 +211,10 @@ static void forget(void)
     memset(&vmem_p.allocs, 0, sizeof vmem_p.allocs);
     memset(&vmem_p.bigs, 0, sizeof vmem_p.bigs);
     vmem_p.staged = 0;
-    __atomic_store_n(&vmem_p.ticking, 0, __ATOMIC_RELAXED);
+    util_store_relaxed(&vmem_p.ticking, 0);
     if (vmem_p.ipc_forget)
         vmem_p.ipc_forget();
-    const vmem_async_ops_t *o = __atomic_load_n(&vmem_async_ops_p, __ATOMIC_ACQUIRE);
+    const vmem_async_ops_t *o = util_load_acquire(&vmem_async_ops_p);
     if (o)
         o->forget();
 }
@@ -396,7 +396,7 @@ uint64_t vmem_cache_drop_locked(vmem_dev_t *v)
 
 int vmem_cache_put_locked(vmem_dev_t *v, const vmem_buf_t *a)
 {
-    if (a->exported || a->out || !__atomic_load_n(&vmem_p.ticking, __ATOMIC_RELAXED) ||
+    if (a->exported || a->out || !util_load_relaxed(&vmem_p.ticking) ||
         waited_on(v->ordinal)) {
         vmem_cache_drop_locked(v);
         return 0;
@@ -431,13 +431,13 @@ int vmem_cache_take_locked(vmem_dev_t *v, uint64_t bytes, vmem_cached_t *c)
 
 void vmem_set_work_count(vmem_work_count_fn fn)
 {
-    __atomic_store_n(&vmem_p.work_count, fn, __ATOMIC_RELEASE);
+    util_store_release(&vmem_p.work_count, fn);
 }
 
 uint64_t vmem_keep_tick(void)
 {
     uint64_t now = util_now_ns(), next = 0;
-    __atomic_store_n(&vmem_p.ticking, 1, __ATOMIC_RELAXED);
+    util_store_relaxed(&vmem_p.ticking, 1);
     if (pthread_mutex_trylock(&vmem_p.lock) != 0)
         return VMEM_KEEP_NS / 4;    /* busy (an allocation may wait in it): soon */
     for (int i = 0; i < VMEM_MAX_DEVICES; i++) {

@@ -45,12 +45,12 @@ static void phase(vmem_phase_t at)
 
 static void copied(uint64_t bytes)
 {
-    __atomic_add_fetch(&vmem_p.copied, bytes, __ATOMIC_RELAXED);
+    util_add_relaxed(&vmem_p.copied, bytes);
 }
 
 uint64_t vmem_copied_bytes(void)
 {
-    return __atomic_load_n(&vmem_p.copied, __ATOMIC_RELAXED);
+    return util_load_relaxed(&vmem_p.copied);
 }
 
 /* ---- the host bound ---------------------------------------------------------
@@ -74,13 +74,13 @@ static uint64_t host_available(void)
 static uint64_t vmem_swap_limit(void)
 {
     static uint64_t limit;
-    uint64_t v = __atomic_load_n(&limit, __ATOMIC_RELAXED);
+    uint64_t v = util_load_relaxed(&limit);
     if (v)
         return v;
     const char *text = util_var_text(UTIL_VAR_SWAP_LIMIT);
     if (!text || util_parse_size(text, host_available(), &v) != 0 || !v)
         v = host_available() / 2;
-    __atomic_store_n(&limit, v, __ATOMIC_RELAXED);
+    util_store_relaxed(&limit, v);
     return v;
 }
 

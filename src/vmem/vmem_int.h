@@ -38,6 +38,7 @@
 #include "drv/drv.h"
 #include "memory/memory.h"
 #include "vmem/vmem.h"
+#include "util/atomic.h"
 
 #define VMEM_MAX_DEVICES 16        /* CUDA ordinals that may virtualize */
 
@@ -272,7 +273,7 @@ typedef struct vmem_async_ops {
 extern const vmem_async_ops_t *vmem_async_ops_p;
 static inline void vmem_async_settle_locked(void)
 {
-    const vmem_async_ops_t *o = __atomic_load_n(&vmem_async_ops_p, __ATOMIC_ACQUIRE);
+    const vmem_async_ops_t *o = util_load_acquire(&vmem_async_ops_p);
     if (o)
         o->settle_locked();
 }
@@ -291,7 +292,7 @@ extern void (*vmem_phase_hook)(vmem_phase_t phase);
  * unknown (every allocation counts as written then). */
 static inline uint64_t vmem_work_now(void)
 {
-    uint64_t (*fn)(void) = __atomic_load_n(&vmem_p.work_count, __ATOMIC_ACQUIRE);
+    uint64_t (*fn)(void) = util_load_acquire(&vmem_p.work_count);
     return fn ? fn() : UINT64_MAX;
 }
 
