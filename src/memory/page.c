@@ -28,9 +28,8 @@
  *     keeps the GPU, the keep hook), so that the copies cost the device at
  *     most 2t in every 8t + 2t however the policy alternates.  Memory
  *     never written is not copied, so t is what written memory's copies
- *     take; the wait for victims to page out is not counted (counted, up
- *     to 250 ms, it cut fair's page-outs in the training bench by a third
- *     and doubled srtf's average JCT: newcomers waited out residencies);
+ *     take; the wait for victims to page out is not counted (why:
+ *     docs/decisions/0001);
  *   - a waiter whose paged-out memory could not come back even with every
  *     pageable peer out (contexts and memory that cannot move fill the
  *     device) is no candidate for the GPU (the blocked hook); one granted
