@@ -29,7 +29,8 @@ $(B)/tests/test_memory_drv: $(SIM_LIB) $(B)/libsalus.so $(MEM_CLIENT)
 # jemalloc linked in as libsalus links it.
 MEM_VMM_LIBS := $(MEM_JEMALLOC_LINK) -L$(B)/sim -l:libcuda.so.1 \
                 -Wl,-rpath,$(abspath $(B)/sim) -lm
-MEM_VMM_OBJS := $(MEM_TEST_OBJS) $(B)/obj/tests/test_memory_vmm_lib.o
+MEM_VMM_OBJS := $(MEM_TEST_OBJS) $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/vmem/*.c)) \
+                $(B)/obj/tests/test_memory_vmm_lib.o
 $(B)/obj/tests/test_memory_vmm_lib.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_memory_vmm,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
 $(B)/tests/test_memory_vmm: $(SIM_LIB) $(B)/libsalus.so $(B)/tests/clients/vmmclient \

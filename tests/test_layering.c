@@ -77,6 +77,7 @@ MODULE_TEST(intercept)
 MODULE_TEST(nvml)
 MODULE_TEST(sched)
 MODULE_TEST(memory)
+MODULE_TEST(vmem)
 MODULE_TEST(ipc)
 MODULE_TEST(drv)
 MODULE_TEST(util)
@@ -87,7 +88,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intercept), cmocka_unit_test(test_nvml),
         cmocka_unit_test(test_sched),
-        cmocka_unit_test(test_memory),    cmocka_unit_test(test_ipc),
+        cmocka_unit_test(test_memory),    cmocka_unit_test(test_vmem),
+        cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_drv),       cmocka_unit_test(test_util),
         cmocka_unit_test(test_modules),
     };

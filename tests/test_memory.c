@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,10 +213,49 @@ static int pitch_cases(void *arg)
     return 0;
 }
 
+/* A pitched allocation that grew past what was charged, with the table's
+ * lock unusable by then (its object shrunk under the mapping: ipc's guard
+ * reads the table as zeros and shm_lock refuses it): the growth passes
+ * uncounted, as every call does from then on, and the allocation stands
+ * (fail open), never freed and refused. */
+static int pitch_lock_unusable_cases(void *arg)
+{
+    (void)arg;
+    char path[512];
+    fk_reset();
+    setenv("SALUS_MEM_LIMIT", "64M", 1);
+    setenv("SALUS_MEM_HEADROOM", "0", 1);
+    fk_capture_stderr(path, sizeof path);
+    shm_table_t *t = fk_start(fk_table);
+    CHECK(t);
+    uint64_t a;
+    CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, 1 * MB, &a), CUDA_SUCCESS);   /* registered */
+    mem_op_t op;
+    CHECK_EQ(mem_alloc_begin(MEM_KIND_PITCH, MEM_DEV_CURRENT, 10 * MB, &op), CUDA_SUCCESS);
+    int fd = shm_open(fk_table, O_RDWR, 0);
+    CHECK(fd >= 0);
+    CHECK(ftruncate(fd, 0) == 0);
+    close(fd);
+    fk.pitch_size = 40 * MB;                      /* beyond any spare: the lock is asked */
+    int undone = fk_undone();
+    CHECK_EQ(mem_alloc_end(&op, CUDA_SUCCESS, 0x7000000), CUDA_SUCCESS);
+    CHECK_EQ(fk_undone(), undone);                /* kept, not freed */
+    CHECK_EQ(fk_alloc(MEM_KIND_PITCH, 10 * MB, &a), CUDA_SUCCESS);   /* uncounted */
+    CHECK_EQ(fk_undone(), undone);
+    fk_free(MEM_KIND_PITCH, 0x7000000);
+    fk_free(MEM_KIND_PITCH, a);
+    char *err = tu_read_file(path, NULL);
+    CHECK(err && tu_count_lines(err, "pass through without limits") == 1);
+    free(err);
+    return 0;
+}
+
 static void test_pitch_true_size(void **state)
 {
     (void)state;
     in_child(pitch_cases, NULL);
+    shm_unlink(fk_table);
+    in_child(pitch_lock_unusable_cases, NULL);
 }
 
 /* ---- the process's own view --------------------------------------------- */

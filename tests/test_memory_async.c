@@ -72,31 +72,31 @@ static int virtualized_child(void *arg)
         return 1;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     uint64_t used0 = 0;              /* the device is not yet in the slot */
-    CK(mem_valloc_async(&small, 5000, NULL, MEM_DEV_CURRENT));
-    CK(mem_valloc_async(&big, 6 * MiB, NULL, 0));
-    TRUE(mem_resident_bytes(0) == 8 * MiB);          /* a granule and the big chunk */
+    CK(vmem_alloc_async(&small, 5000, NULL, MEM_DEV_CURRENT));
+    CK(vmem_alloc_async(&big, 6 * MiB, NULL, 0));
+    TRUE(vmem_resident_bytes(0) == 8 * MiB);          /* a granule and the big chunk */
     TRUE(table_used() == used0 + 8 * MiB);
     CK(cuMemGetAddressRange_v2(&base, &size, small + 100));   /* the driver: a granule */
-    TRUE(mem_vrange(small + 100, &base, &size) == 0 && base == small && size == 5000);
-    TRUE(mem_vrange(big + 3 * MiB, &base, &size) == 0 && base == big && size == 6 * MiB);
-    TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 1, &rc) == 1 &&
+    TRUE(vmem_range(small + 100, &base, &size) == 0 && base == small && size == 5000);
+    TRUE(vmem_range(big + 3 * MiB, &base, &size) == 0 && base == big && size == 6 * MiB);
+    TRUE(vmem_attr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 1) == 1 &&
          size == 6 * MiB);
     if (FILL(small, 5000 / 8 * 8, 1) || FILL(big, 6 * MiB, 2))
         return 1;
-    CK(mem_page_out(0, 0, &freed));
-    TRUE(freed == 8 * MiB && mem_resident_bytes(0) == 0 && table_used() == used0);
-    CK(mem_page_in(0, &restored));
+    CK(vmem_page_out(0, 0, &freed));
+    TRUE(freed == 8 * MiB && vmem_resident_bytes(0) == 0 && table_used() == used0);
+    CK(vmem_page_in(0, &restored));
     TRUE(restored == 8 * MiB && table_used() == used0 + 8 * MiB);
     if (CHECK(small, 5000 / 8 * 8, 1) || CHECK(big, 6 * MiB, 2))
         return 1;
     /* Freed in stream order, and by cuMemFree_v2. */
-    TRUE(mem_vfree_async(big, s, 0, &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(vmem_free_async(big, s, 0, &rc) == 1 && rc == CUDA_SUCCESS);
     CK(cuStreamSynchronize(s));
-    mem_async_settle();
-    TRUE(mem_async_pending() == 0 && mem_resident_bytes(0) == 2 * MiB);
-    TRUE(mem_vrange(big, &base, &size) != 0);
-    TRUE(mem_vfree(small, &rc) == 1 && rc == CUDA_SUCCESS);
-    TRUE(mem_vfree_async(small, s, 0, &rc) == 0);   /* gone: the driver's to refuse */
+    vmem_async_settle();
+    TRUE(vmem_async_pending() == 0 && vmem_resident_bytes(0) == 2 * MiB);
+    TRUE(vmem_range(big, &base, &size) != 0);
+    TRUE(vmem_free(small, &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(vmem_free_async(small, s, 0, &rc) == 0);   /* gone: the driver's to refuse */
     TRUE(table_used() == used0 + 2 * MiB);           /* the granule stays backed */
     return 0;
 }
@@ -141,31 +141,31 @@ static int reuse_round(spin_t *k, uint64_t n, unsigned long long ns)
     CUresult rc;
     void *args[] = { &ns };
     uint64_t resident;
-    if (mem_valloc_async(&a, n, NULL, MEM_DEV_CURRENT) != CUDA_SUCCESS ||
+    if (vmem_alloc_async(&a, n, NULL, MEM_DEV_CURRENT) != CUDA_SUCCESS ||
         cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
         cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, k->s1, args, NULL) != CUDA_SUCCESS ||
         cuMemsetD8Async(a, 0x5a, n, k->s1) != CUDA_SUCCESS ||
         cuEventRecord(e, k->s1) != CUDA_SUCCESS ||
-        mem_vfree_async(a, k->s1, 0, &rc) != 1)
+        vmem_free_async(a, k->s1, 0, &rc) != 1)
         return -1;
-    if (mem_valloc_async(&b, n, NULL, MEM_DEV_CURRENT) != CUDA_SUCCESS)
+    if (vmem_alloc_async(&b, n, NULL, MEM_DEV_CURRENT) != CUDA_SUCCESS)
         return -1;
     int running = cuEventQuery(e) == CUDA_ERROR_NOT_READY;
-    if (running && (overlaps(a, n, b, n) || mem_async_pending() != 1)) {
+    if (running && (overlaps(a, n, b, n) || vmem_async_pending() != 1)) {
         fprintf(stderr, "block %#llx of %llu bytes reused as %#llx while its stream ran\n",
                 (unsigned long long)a, (unsigned long long)n, (unsigned long long)b);
         return -1;
     }
     /* Once the stream has passed the free, the memory goes back. */
-    resident = mem_resident_bytes(0);
+    resident = vmem_resident_bytes(0);
     if (cuStreamSynchronize(k->s1) != CUDA_SUCCESS)
         return -1;
-    mem_async_settle();
-    if (mem_async_pending() != 0 || mem_vfree(b, &rc) != 1 || cuEventDestroy(e) != CUDA_SUCCESS)
+    vmem_async_settle();
+    if (vmem_async_pending() != 0 || vmem_free(b, &rc) != 1 || cuEventDestroy(e) != CUDA_SUCCESS)
         return -1;
-    if (n >= 2 * MiB && mem_resident_bytes(0) != resident - 2 * n) {
+    if (n >= 2 * MiB && vmem_resident_bytes(0) != resident - 2 * n) {
         fprintf(stderr, "resident %llu, was %llu with two blocks of %llu\n",
-                (unsigned long long)mem_resident_bytes(0), (unsigned long long)resident,
+                (unsigned long long)vmem_resident_bytes(0), (unsigned long long)resident,
                 (unsigned long long)n);
         return -1;
     }
@@ -194,12 +194,12 @@ static int no_reuse_child(void *arg)
     CUresult rc;
     unsigned long long ns = 20000000ull;
     void *args[] = { &ns };
-    uint64_t resident = mem_resident_bytes(0);
-    CK(mem_valloc_async(&a, 4 * MiB, NULL, MEM_DEV_CURRENT));
+    uint64_t resident = vmem_resident_bytes(0);
+    CK(vmem_alloc_async(&a, 4 * MiB, NULL, MEM_DEV_CURRENT));
     CK(cuLaunchKernel(k.fn, 1, 1, 1, 1, 1, 1, 0, k.s1, args, NULL));
-    TRUE(mem_vfree_async(a, k.s1, 0, &rc) == 1 && mem_async_pending() == 1);
-    mem_async_context_ending();
-    TRUE(mem_async_pending() == 0 && mem_resident_bytes(0) == resident);
+    TRUE(vmem_free_async(a, k.s1, 0, &rc) == 1 && vmem_async_pending() == 1);
+    vmem_async_context_ending();
+    TRUE(vmem_async_pending() == 0 && vmem_resident_bytes(0) == resident);
     return 0;
 }
 
@@ -236,27 +236,27 @@ static int cycles_child(void *arg)
         CUstream st = s[(rnd >> 8) & 1];
         if (live[slot]) {
             if ((rnd >> 9) % 8 == 0)
-                TRUE(mem_vfree(live[slot], &rc) == 1);
+                TRUE(vmem_free(live[slot], &rc) == 1);
             else
-                TRUE(mem_vfree_async(live[slot], st, 0, &rc) == 1);
+                TRUE(vmem_free_async(live[slot], st, 0, &rc) == 1);
             live[slot] = 0;
         }
         uint64_t n = (rnd >> 12) % 4 == 0 ? (rnd >> 16) % (6 * MiB) + 1 : (rnd >> 16) % 32768 + 8;
-        CK(mem_valloc_async(&live[slot], n, NULL, MEM_DEV_CURRENT));
+        CK(vmem_alloc_async(&live[slot], n, NULL, MEM_DEV_CURRENT));
         CK(cuMemsetD8Async(live[slot], (unsigned char)i, n < 4096 ? n : 4096, st));
         if (i % 97 == 0)
             CK(cuStreamSynchronize(st));
         if (i % 97 == 0)
-            mem_async_settle();
-        TRUE(table_used() == used0 + mem_resident_bytes(0));
-        TRUE(dev_free() == free0 - mem_resident_bytes(0));
+            vmem_async_settle();
+        TRUE(table_used() == used0 + vmem_resident_bytes(0));
+        TRUE(dev_free() == free0 - vmem_resident_bytes(0));
     }
     for (int i = 0; i < LIVE; i++)
         if (live[i])
-            TRUE(mem_vfree_async(live[i], s[i & 1], 0, &rc) == 1);
-    CK(mem_page_out(0, 0, &freed));   /* waits for the streams: every free settles */
-    TRUE(mem_async_pending() == 0 && mem_resident_bytes(0) == 0);
-    TRUE(mem_paged_out_bytes(0) == 0);
+            TRUE(vmem_free_async(live[i], s[i & 1], 0, &rc) == 1);
+    CK(vmem_page_out(0, 0, &freed));   /* waits for the streams: every free settles */
+    TRUE(vmem_async_pending() == 0 && vmem_resident_bytes(0) == 0);
+    TRUE(vmem_paged_out_bytes(0) == 0);
     TRUE(table_used() == used0 && dev_free() == free0);
     return 0;
 }

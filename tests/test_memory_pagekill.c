@@ -7,7 +7,7 @@
  *   - a survivor holds 96 MiB (two big allocations) with a pattern;
  *   - the victim holds 96 MiB the same way and 200 small allocations, and
  *     is parked at the phase (the allocator's test seam,
- *     mem_vm_phase_hook, stops it half-way: one big allocation released or
+ *     vmem_phase_hook, stops it half-way: one big allocation released or
  *     mapped again, the other not, its staging held), then SIGKILLed.
  *
  * Then the survivor pages out and in (every byte of it intact) and
@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "lib/testutil.h"
+#include "memory/mem_layout.h"
 #include "test_memory_vmm_lib.h"
 
 #define DEVICE_MEM "256M"
@@ -77,7 +78,7 @@ static int child_setup(void)
 static int hold(CUdeviceptr p[2], uint64_t seed, uint64_t *buf, size_t cap)
 {
     for (int i = 0; i < 2; i++) {
-        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, BIG, 1, 0));
+        CK(vmem_alloc(MEM_KIND_DEVICE, &p[i], NULL, BIG, 1, 0));
         if (fill(p[i], BIG, seed + (uint64_t)i, buf, cap))
             return 1;
     }
@@ -90,18 +91,18 @@ static int survivor_round(CUdeviceptr p[2], uint64_t *buf, size_t cap)
 {
     uint64_t freed = 0, restored = 0;
     CUdeviceptr extra;
-    CK(mem_page_out(0, 0, &freed));
+    CK(vmem_page_out(0, 0, &freed));
     TRUE(freed == 2 * BIG);
-    CK(mem_page_in(0, &restored));
+    CK(vmem_page_in(0, &restored));
     TRUE(restored == 2 * BIG);
     for (int i = 0; i < 2; i++)
         if (check(p[i], BIG, 1 + (uint64_t)i, buf, cap))
             return 1;
-    CK(mem_valloc(MEM_KIND_DEVICE, &extra, NULL, EXTRA, 1, 0));   /* the victim's room */
+    CK(vmem_alloc(MEM_KIND_DEVICE, &extra, NULL, EXTRA, 1, 0));   /* the victim's room */
     if (fill(extra, EXTRA, 3, buf, cap) || check(extra, EXTRA, 3, buf, cap))
         return 1;
-    TRUE(table_used() == 2 * BIG + EXTRA && mem_resident_bytes(0) == 2 * BIG + EXTRA);
-    sh->resident = mem_resident_bytes(0);
+    TRUE(table_used() == 2 * BIG + EXTRA && vmem_resident_bytes(0) == 2 * BIG + EXTRA);
+    sh->resident = vmem_resident_bytes(0);
     return 0;
 }
 
@@ -133,7 +134,7 @@ static void park(void)
     _exit(1);
 }
 
-static void park_hook(mem_vm_phase_t phase)
+static void park_hook(vmem_phase_t phase)
 {
     if ((int)phase == park_at)
         park();
@@ -147,18 +148,18 @@ static int victim(void)
     if (!buf || child_setup() || hold(p, 11, buf, cap))
         return 1;
     for (int i = 0; i < SMALLS; i++) {
-        CK(mem_valloc(MEM_KIND_DEVICE, &s, NULL, 4096, 1, 0));
+        CK(vmem_alloc(MEM_KIND_DEVICE, &s, NULL, 4096, 1, 0));
         if (fill(s, 4096, 13, buf, cap))
             return 1;
     }
-    if (park_at == MEM_VM_HALF_OUT)
-        mem_vm_phase_hook = park_hook;
-    CK(mem_page_out(0, 0, &freed));
-    TRUE(freed == 2 * BIG + 2 * MiB && park_at != MEM_VM_HALF_OUT);
+    if (park_at == VMEM_HALF_OUT)
+        vmem_phase_hook = park_hook;
+    CK(vmem_page_out(0, 0, &freed));
+    TRUE(freed == 2 * BIG + 2 * MiB && park_at != VMEM_HALF_OUT);
     if (park_at == PARKED_OUT)
         park();
-    mem_vm_phase_hook = park_hook;
-    CK(mem_page_in(0, &restored));
+    vmem_phase_hook = park_hook;
+    CK(vmem_page_in(0, &restored));
     return 1;                         /* never here: parked half-way in */
 }
 
@@ -323,13 +324,13 @@ static void test_killed_while_paged_out(void **state)
 static void test_killed_while_paging_out(void **state)
 {
     (void)state;
-    killed_at(MEM_VM_HALF_OUT);
+    killed_at(VMEM_HALF_OUT);
 }
 
 static void test_killed_while_paging_in(void **state)
 {
     (void)state;
-    killed_at(MEM_VM_HALF_IN);
+    killed_at(VMEM_HALF_IN);
 }
 
 int main(void)

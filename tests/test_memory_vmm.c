@@ -65,13 +65,13 @@ static int setup(const char *mem)
 static int round_trip(uint64_t expect_out)
 {
     uint64_t freed = 0, restored = 0, before = dev_free(), used = table_used();
-    CK(mem_page_out(0, 0, &freed));
-    TRUE(freed > 0 && mem_resident_bytes(0) == 0);
-    TRUE(freed == expect_out && mem_paged_out_bytes(0) == freed);
+    CK(vmem_page_out(0, 0, &freed));
+    TRUE(freed > 0 && vmem_resident_bytes(0) == 0);
+    TRUE(freed == expect_out && vmem_paged_out_bytes(0) == freed);
     TRUE(dev_free() == before + freed);
     TRUE(table_used() == used - freed);
-    CK(mem_page_in(0, &restored));
-    TRUE(restored == freed && mem_paged_out_bytes(0) == 0);
+    CK(vmem_page_in(0, &restored));
+    TRUE(restored == freed && vmem_paged_out_bytes(0) == 0);
     TRUE(dev_free() == before && table_used() == used);
     return 0;
 }
@@ -112,11 +112,11 @@ static int big_child(void *arg)
     if (setup("4G") || !buf)
         return 1;
     for (int i = 0; i < N; i++) {
-        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, block, 1, 0));
+        CK(vmem_alloc(MEM_KIND_DEVICE, &p[i], NULL, block, 1, 0));
         if (fill(p[i], block, 7, buf, cap))
             return 1;
     }
-    TRUE(mem_resident_bytes(0) == N * block);
+    TRUE(vmem_resident_bytes(0) == N * block);
     for (int r = 0, n = paging_rounds(); r < n; r++)
         if (round_trip(N * block))
             return 1;
@@ -152,7 +152,7 @@ static int small_child(void *arg)
     for (int i = 0; i < N; i++) {
         a[i].n = small_size(i);
         a[i].seed = (uint64_t)i;
-        CK(mem_valloc(MEM_KIND_DEVICE, &a[i].p, NULL, a[i].n, 1, 0));
+        CK(vmem_alloc(MEM_KIND_DEVICE, &a[i].p, NULL, a[i].n, 1, 0));
         if (fill(a[i].p, a[i].n, a[i].seed, buf, sizeof buf))
             return 1;
     }
@@ -163,28 +163,28 @@ static int small_child(void *arg)
      * is out is the granules to map again. */
     for (int r = 0, rounds = paging_rounds(); r < rounds; r++) {
         uint64_t freed = 0, restored = 0;
-        CK(mem_page_out(0, 0, &freed));
-        TRUE(mem_resident_bytes(0) == 0 && freed > 0);
-        TRUE(mem_paged_out_bytes(0) == freed);
-        TRUE(mem_vm.dev[0].stage_bytes >= live && mem_vm.dev[0].stage_bytes < live + live / 2);
+        CK(vmem_page_out(0, 0, &freed));
+        TRUE(vmem_resident_bytes(0) == 0 && freed > 0);
+        TRUE(vmem_paged_out_bytes(0) == freed);
+        TRUE(vmem_p.dev[0].stage_bytes >= live && vmem_p.dev[0].stage_bytes < live + live / 2);
         if (r == rounds - 1) {        /* while out: free half, make more */
             CUresult frc;
             for (int i = 0; i < N; i += 2) {
-                TRUE(mem_vfree(a[i].p, &frc) == 1 && frc == CUDA_SUCCESS);
+                TRUE(vmem_free(a[i].p, &frc) == 1 && frc == CUDA_SUCCESS);
                 a[i].n = 0;
             }
-            TRUE(mem_paged_out_bytes(0) > 0);
+            TRUE(vmem_paged_out_bytes(0) > 0);
             for (int i = N; i < N + N / 2; i++) {
                 a[i].n = small_size(i);
                 a[i].seed = (uint64_t)i;
-                CK(mem_valloc(MEM_KIND_DEVICE, &a[i].p, NULL, a[i].n, 1, 0));
-                TRUE(mem_paged_out_bytes(0) == 0);   /* the region came back first */
+                CK(vmem_alloc(MEM_KIND_DEVICE, &a[i].p, NULL, a[i].n, 1, 0));
+                TRUE(vmem_paged_out_bytes(0) == 0);   /* the region came back first */
                 if (fill(a[i].p, a[i].n, a[i].seed, buf, sizeof buf))
                     return 1;
             }
         }
-        CK(mem_page_in(0, &restored));
-        TRUE(mem_paged_out_bytes(0) == 0);
+        CK(vmem_page_in(0, &restored));
+        TRUE(vmem_paged_out_bytes(0) == 0);
     }
     for (int i = 0; i < N + N / 2; i++)
         if (a[i].n && check(a[i].p, a[i].n, a[i].seed, buf, sizeof buf))
@@ -209,25 +209,25 @@ static int big_while_out_child(void *arg)
     if (setup("4G"))
         return 1;
     uint64_t empty = dev_free();
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
-    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 3 * MiB, 1, 0));   /* rounded to 4 MiB */
+    CK(vmem_alloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &b, NULL, 3 * MiB, 1, 0));   /* rounded to 4 MiB */
     if (fill(a, 64 * MiB, 1, buf, sizeof buf) || fill(b, 3 * MiB, 2, buf, sizeof buf))
         return 1;
     TRUE(dev_free() == empty - 68 * MiB);
-    CK(mem_page_out(0, 0, &freed));
+    CK(vmem_page_out(0, 0, &freed));
     TRUE(freed == 68 * MiB && dev_free() == empty);
-    TRUE(mem_paged_out_bytes(0) == 68 * MiB);
-    TRUE(mem_vfree(a, &rc) == 1 && rc == CUDA_SUCCESS);
-    TRUE(mem_paged_out_bytes(0) == 4 * MiB);
-    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, 8 * MiB, 1, 0));
-    TRUE(mem_resident_bytes(0) == 8 * MiB && dev_free() == empty - 8 * MiB);
+    TRUE(vmem_paged_out_bytes(0) == 68 * MiB);
+    TRUE(vmem_free(a, &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(vmem_paged_out_bytes(0) == 4 * MiB);
+    CK(vmem_alloc(MEM_KIND_DEVICE, &c, NULL, 8 * MiB, 1, 0));
+    TRUE(vmem_resident_bytes(0) == 8 * MiB && dev_free() == empty - 8 * MiB);
     if (fill(c, 8 * MiB, 3, buf, sizeof buf))
         return 1;
-    CK(mem_page_in(0, &restored));
+    CK(vmem_page_in(0, &restored));
     TRUE(restored == 4 * MiB && dev_free() == empty - 12 * MiB);
     if (check(b, 3 * MiB, 2, buf, sizeof buf) || check(c, 8 * MiB, 3, buf, sizeof buf))
         return 1;
-    TRUE(mem_vfree(b, &rc) == 1 && mem_vfree(c, &rc) == 1);
+    TRUE(vmem_free(b, &rc) == 1 && vmem_free(c, &rc) == 1);
     TRUE(dev_free() == empty && table_used() == 0);
     return 0;
 }
@@ -246,7 +246,7 @@ static void test_big_while_out(void **state)
 static int granules_clean(uint64_t seed)
 {
     static uint64_t buf[(2 * MiB) / 8];
-    mem_vdev_t *v = &mem_vm.dev[0];
+    vmem_dev_t *v = &vmem_p.dev[0];
     int backed = 0;
     for (size_t g = 0; g < v->size / v->gran; g++) {
         if (!v->g[g].h)
@@ -274,15 +274,15 @@ static int jem_clean_child(void *arg)
     CUresult rc;
     if (setup("4G") || !p)
         return 1;
-    TRUE(mem_jem_available());
+    TRUE(vmem_jem_available());
     for (int i = 0; i < N; i++)
-        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, small_size(i), 1, 0));
+        CK(vmem_alloc(MEM_KIND_DEVICE, &p[i], NULL, small_size(i), 1, 0));
     if (granules_clean(5))            /* nothing written yet: all zero */
         return 1;
     for (int round = 0; round < 4; round++) {
         for (int i = round % 2; i < N; i += 2) {
-            TRUE(mem_vfree(p[i], &rc) == 1);
-            CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, small_size(i * 7 + round), 1, 0));
+            TRUE(vmem_free(p[i], &rc) == 1);
+            CK(vmem_alloc(MEM_KIND_DEVICE, &p[i], NULL, small_size(i * 7 + round), 1, 0));
         }
         for (int i = 0; i < N; i += 3)
             if (fill(p[i], small_size(i * 7 + round), 5, buf, sizeof buf))
@@ -308,22 +308,22 @@ static int big_queries(void)
     size_t size = 0;
     CUresult rc = CUDA_ERROR_UNKNOWN;
     for (int i = 0; i < N; i++)
-        CK(mem_valloc(MEM_KIND_DEVICE, &p[i], NULL, (size_t)(i + 1) * 3 * MiB, 1, 0));
+        CK(vmem_alloc(MEM_KIND_DEVICE, &p[i], NULL, (size_t)(i + 1) * 3 * MiB, 1, 0));
     for (int i = 0; i < N; i += 3)
-        TRUE(mem_vfree(p[i], &rc) == 1 && rc == CUDA_SUCCESS);
+        TRUE(vmem_free(p[i], &rc) == 1 && rc == CUDA_SUCCESS);
     for (int i = 0; i < N; i++) {
         size_t n = (size_t)(i + 1) * 3 * MiB;
         int live = i % 3 != 0;
-        TRUE(mem_vrange(p[i] + n - 1, &base, &size) == (live ? 0 : -1));
+        TRUE(vmem_range(p[i] + n - 1, &base, &size) == (live ? 0 : -1));
         if (live)
             TRUE(base == p[i] && size == n);
         if (live && n % (2 * MiB))                         /* the chunk's tail */
-            TRUE(mem_vrange(p[i] + n, &base, &size) == -1);
+            TRUE(vmem_range(p[i] + n, &base, &size) == -1);
     }
     for (int i = 0; i < N; i++)
         if (i % 3 != 0)
-            TRUE(mem_vfree(p[i], &rc) == 1 && rc == CUDA_SUCCESS);
-    TRUE(mem_vrange(p[1], &base, &size) == -1);
+            TRUE(vmem_free(p[i], &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(vmem_range(p[1], &base, &size) == -1);
     return 0;
 }
 
@@ -335,21 +335,21 @@ static int query_child(void *arg)
     CUresult rc = CUDA_ERROR_UNKNOWN;
     if (setup("4G"))
         return 1;
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 1000, 1, 0));
-    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 1000, 1, 0));
-    CK(mem_valloc(MEM_KIND_PITCH, &big, &pitch, 3000, 1024, 4));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &a, NULL, 1000, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &b, NULL, 1000, 1, 0));
+    CK(vmem_alloc(MEM_KIND_PITCH, &big, &pitch, 3000, 1024, 4));
     TRUE(pitch == 3072);
-    TRUE(mem_vrange(a + 999, &base, &size) == 0 && base == a && size == 1000);
-    TRUE(mem_vrange(b, &base, &size) == 0 && base == b && size == 1000);
-    TRUE(mem_vrange(big + 3072 * 1000, &base, &size) == 0 && base == big &&
+    TRUE(vmem_range(a + 999, &base, &size) == 0 && base == a && size == 1000);
+    TRUE(vmem_range(b, &base, &size) == 0 && base == b && size == 1000);
+    TRUE(vmem_range(big + 3072 * 1000, &base, &size) == 0 && base == big &&
          size == 3072 * 1024);
     CUdeviceptr start = 0;
-    TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 10, &rc) == 1);
-    TRUE(rc == CUDA_SUCCESS && start == a);
-    TRUE(mem_vattr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 5, &rc) == 1 &&
+    TRUE(vmem_attr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 10) == 1);
+    TRUE(start == a);
+    TRUE(vmem_attr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, big + 5) == 1 &&
          size == 3072 * 1024);
     int ipc = 0;                      /* libsalus's own handles (vmm_ipc.c) */
-    TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a, &rc) == 1 &&
+    TRUE(vmem_attr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a) == 1 &&
          ipc == 1);
     /* The driver sees the chunk under them; memory answers the allocation. */
     CK(cuMemGetAddressRange_v2(&base, &size, a + 10));
@@ -357,9 +357,9 @@ static int query_child(void *arg)
     /* Not ours: the driver answers. */
     CUdeviceptr plain;
     CK(cuMemAlloc_v2(&plain, 4096));
-    TRUE(mem_vrange(plain, &base, &size) == -1);
-    TRUE(mem_vattr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, plain, &rc) == 0);
-    TRUE(mem_vfree(plain, &rc) == 0);
+    TRUE(vmem_range(plain, &base, &size) == -1);
+    TRUE(vmem_attr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, plain) == 0);
+    TRUE(vmem_free(plain, &rc) == 0);
     return big_queries();
 }
 
@@ -389,16 +389,16 @@ static int no_room_child(void *arg)
     setenv("SIMGPU_CTX_MEMORY", tu_soak() ? "512M" : "8M", 1);
     if (setup(tu_soak() ? "4G" : "64M"))
         return 1;
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, half, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &a, NULL, half, 1, 0));
     if (fill(a, half, 9, buf, sizeof buf))
         return 1;
-    CK(mem_page_out(0, 0, &freed));
+    CK(vmem_page_out(0, 0, &freed));
     TRUE(freed == half);
-    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, more, 1, 0));
-    TRUE(mem_page_in(0, &restored) == CUDA_ERROR_OUT_OF_MEMORY);
-    TRUE(mem_paged_out_bytes(0) == half && mem_resident_bytes(0) == more);
-    TRUE(mem_vfree(c, &rc) == 1 && rc == CUDA_SUCCESS);
-    CK(mem_page_in(0, &restored));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &c, NULL, more, 1, 0));
+    TRUE(vmem_page_in(0, &restored) == CUDA_ERROR_OUT_OF_MEMORY);
+    TRUE(vmem_paged_out_bytes(0) == half && vmem_resident_bytes(0) == more);
+    TRUE(vmem_free(c, &rc) == 1 && rc == CUDA_SUCCESS);
+    CK(vmem_page_in(0, &restored));
     TRUE(restored == half);
     return check(a, half, 9, buf, sizeof buf);
 }
@@ -421,15 +421,15 @@ static int limit_child(void *arg)
     setenv("SALUS_SWAP_LIMIT", "100M", 1);
     if (setup("4G"))
         return 1;
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
-    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 256 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &b, NULL, 256 * MiB, 1, 0));
     if (fill(a, 64 * MiB, 11, buf, sizeof buf) || fill(b, 256 * MiB, 12, buf, sizeof buf))
         return 1;
-    CK(mem_page_out(0, 0, &freed));
-    TRUE(freed == 64 * MiB && mem_paged_out_bytes(0) == 64 * MiB);
-    TRUE(mem_resident_bytes(0) == 256 * MiB && mem_vm.staged == 64 * MiB);
-    CK(mem_page_in(0, &restored));
-    TRUE(restored == 64 * MiB && mem_vm.staged == 0);
+    CK(vmem_page_out(0, 0, &freed));
+    TRUE(freed == 64 * MiB && vmem_paged_out_bytes(0) == 64 * MiB);
+    TRUE(vmem_resident_bytes(0) == 256 * MiB && vmem_p.staged == 64 * MiB);
+    CK(vmem_page_in(0, &restored));
+    TRUE(restored == 64 * MiB && vmem_p.staged == 0);
     return check(a, 64 * MiB, 11, buf, sizeof buf) || check(b, 256 * MiB, 12, buf, sizeof buf);
 }
 
@@ -469,9 +469,9 @@ static int pcie_child(void *arg)
     setenv("SIMGPU_TRACE", pcie_trace, 1);
     if (setup("4G"))
         return 1;
-    CK(mem_valloc(MEM_KIND_DEVICE, &p, NULL, 64 * MiB, 1, 0));
-    CK(mem_page_out(0, 0, &freed));
-    CK(mem_page_in(0, &restored));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &p, NULL, 64 * MiB, 1, 0));
+    CK(vmem_page_out(0, 0, &freed));
+    CK(vmem_page_in(0, &restored));
     char *text = tu_read_file(pcie_trace, NULL);
     TRUE(text != NULL);
     TRUE(copy_ns(text, "\"DtoH\"", &out_ns) == 0 && copy_ns(text, "\"HtoD\"", &in_ns) == 0);
@@ -494,7 +494,7 @@ static void test_paging_at_pcie_bandwidth(void **state)
 
 /* ---- memory never written is not copied ------------------------------------------------
  * With the interception layer's count of work let through (a fake here:
- * mem_set_work_count's seam), a big allocation made since the last work is
+ * vmem_set_work_count's seam), a big allocation made since the last work is
  * paged out and in without a copy; once work has gone through since, it is
  * copied both ways like any other, and what was written survives. */
 
@@ -517,18 +517,18 @@ static int unwritten_child(void *arg)
     setenv("SIMGPU_TRACE", pcie_trace, 1);
     if (setup("4G") || !buf)
         return 1;
-    mem_set_work_count(fake_work_count);
+    vmem_set_work_count(fake_work_count);
     fake_work = 5;
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &a, NULL, 64 * MiB, 1, 0));
     if (fill(a, 64 * MiB, 3, buf, cap))
         return 1;
     fake_work++;                       /* the program's work on a went through */
-    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 128 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &b, NULL, 128 * MiB, 1, 0));
     TRUE(truncate(pcie_trace, 0) == 0);  /* fill's copies left out (O_APPEND: no hole) */
-    CK(mem_page_out(0, 0, &freed));
-    TRUE(freed == 192 * MiB && mem_paged_out_bytes(0) == 192 * MiB);
-    CK(mem_page_in(0, &restored));
-    TRUE(restored == 192 * MiB && mem_resident_bytes(0) == 192 * MiB);
+    CK(vmem_page_out(0, 0, &freed));
+    TRUE(freed == 192 * MiB && vmem_paged_out_bytes(0) == 192 * MiB);
+    CK(vmem_page_in(0, &restored));
+    TRUE(restored == 192 * MiB && vmem_resident_bytes(0) == 192 * MiB);
     char *text = tu_read_file(pcie_trace, NULL);
     TRUE(text != NULL);
     TRUE(copy_ns(text, "\"DtoH\"", &out_ns) == 0 && copy_ns(text, "\"HtoD\"", &in_ns) == 0);
@@ -543,8 +543,8 @@ static int unwritten_child(void *arg)
     fake_work++;                       /* now b may have been written: copied from here */
     if (fill(b, 128 * MiB, 4, buf, cap))
         return 1;
-    CK(mem_page_out(0, 0, &freed));
-    CK(mem_page_in(0, &restored));
+    CK(vmem_page_out(0, 0, &freed));
+    CK(vmem_page_in(0, &restored));
     return check(a, 64 * MiB, 3, buf, cap) || check(b, 128 * MiB, 4, buf, cap);
 }
 
@@ -568,11 +568,11 @@ static int killed_child(void *arg)
     if (setup_named("4G", kill_state, kill_table))
         return 1;
     uint64_t empty = dev_free();      /* the device less this process's context */
-    CK(mem_valloc(MEM_KIND_DEVICE, &p, NULL, 256 * MiB, 1, 0));
-    CK(mem_valloc(MEM_KIND_DEVICE, &q, NULL, 4096, 1, 0));
-    CK(mem_page_out(0, 0, &freed));
-    TRUE(mem_paged_out_bytes(0) == 256 * MiB + 2 * MiB);
-    CK(mem_valloc(MEM_KIND_DEVICE, &p, NULL, 64 * MiB, 1, 0));   /* resident too */
+    CK(vmem_alloc(MEM_KIND_DEVICE, &p, NULL, 256 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &q, NULL, 4096, 1, 0));
+    CK(vmem_page_out(0, 0, &freed));
+    TRUE(vmem_paged_out_bytes(0) == 256 * MiB + 2 * MiB);
+    CK(vmem_alloc(MEM_KIND_DEVICE, &p, NULL, 64 * MiB, 1, 0));   /* resident too */
     TRUE(dev_free() == empty - 64 * MiB);
     return 0;
 }
@@ -643,7 +643,7 @@ static void client(const char *mode, int preload, char *out, size_t len)
 static int kept_expired(void *arg)
 {
     (void)arg;
-    mem_keep_tick();
+    vmem_keep_tick();
     return table_used() == 0;
 }
 
@@ -656,27 +656,27 @@ static int keep_child(void *arg)
     if (setup("1G"))
         return 1;
     uint64_t empty = dev_free();
-    mem_keep_tick();                                 /* the drain thread has looked */
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 8 * MiB, 1, 0));
-    TRUE(mem_vfree(a, &rc) == 1 && rc == CUDA_SUCCESS);
+    vmem_keep_tick();                                 /* the drain thread has looked */
+    CK(vmem_alloc(MEM_KIND_DEVICE, &a, NULL, 8 * MiB, 1, 0));
+    TRUE(vmem_free(a, &rc) == 1 && rc == CUDA_SUCCESS);
     TRUE(table_used() == 8 * MiB && dev_free() == empty - 8 * MiB);
-    TRUE(mem_vrange(a, NULL, NULL) != 0);           /* freed, for the program */
-    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 8 * MiB, 1, 0));
+    TRUE(vmem_range(a, NULL, NULL) != 0);           /* freed, for the program */
+    CK(vmem_alloc(MEM_KIND_DEVICE, &b, NULL, 8 * MiB, 1, 0));
     TRUE(b == a && table_used() == 8 * MiB && dev_free() == empty - 8 * MiB);
-    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, 4 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &c, NULL, 4 * MiB, 1, 0));
     TRUE(table_used() == 12 * MiB && dev_free() == empty - 12 * MiB);
-    TRUE(mem_vfree(b, &rc) == 1 && mem_vfree(c, &rc) == 1);
+    TRUE(vmem_free(b, &rc) == 1 && vmem_free(c, &rc) == 1);
     TRUE(table_used() == 12 * MiB);                 /* both kept */
-    CK(mem_valloc(MEM_KIND_DEVICE, &c, NULL, 6 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &c, NULL, 6 * MiB, 1, 0));
     TRUE(table_used() == 6 * MiB && dev_free() == empty - 6 * MiB);   /* a miss: both go */
-    TRUE(mem_vfree(c, &rc) == 1 && table_used() == 6 * MiB);
-    CK(mem_page_out(0, 0, &freed));
-    TRUE(freed == 6 * MiB && mem_paged_out_bytes(0) == 0);
-    TRUE(table_used() == 0 && dev_free() == empty && mem_resident_bytes(0) == 0);
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 8 * MiB, 1, 0));
-    TRUE(mem_vfree(a, &rc) == 1 && table_used() == 8 * MiB);
+    TRUE(vmem_free(c, &rc) == 1 && table_used() == 6 * MiB);
+    CK(vmem_page_out(0, 0, &freed));
+    TRUE(freed == 6 * MiB && vmem_paged_out_bytes(0) == 0);
+    TRUE(table_used() == 0 && dev_free() == empty && vmem_resident_bytes(0) == 0);
+    CK(vmem_alloc(MEM_KIND_DEVICE, &a, NULL, 8 * MiB, 1, 0));
+    TRUE(vmem_free(a, &rc) == 1 && table_used() == 8 * MiB);
     TRUE(tu_await(kept_expired, NULL, 10000));
-    TRUE(dev_free() == empty && mem_resident_bytes(0) == 0);
+    TRUE(dev_free() == empty && vmem_resident_bytes(0) == 0);
     return 0;
 }
 
@@ -738,14 +738,14 @@ static int no_fd_child(void *arg)
     patch_drv = refuse_fd;
     if (setup("4G"))
         return 1;
-    CK(mem_valloc(MEM_KIND_DEVICE, &a, NULL, 4 * MiB, 1, 0));
-    CK(mem_valloc(MEM_KIND_DEVICE, &b, NULL, 4 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &a, NULL, 4 * MiB, 1, 0));
+    CK(vmem_alloc(MEM_KIND_DEVICE, &b, NULL, 4 * MiB, 1, 0));
     TRUE(fd_refusals == 1);           /* asked once */
-    TRUE(mem_vattr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a, &rc) == 1 &&
+    TRUE(vmem_attr(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a) == 1 &&
          ipc == 0);
-    TRUE(mem_ipc_get(&h, a, &rc) == 1 && rc == CUDA_ERROR_NOT_SUPPORTED);
-    TRUE(mem_vfree(a, &rc) == 1 && rc == CUDA_SUCCESS);
-    TRUE(mem_vfree(b, &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(vmem_ipc_get(&h, a, &rc) == 1 && rc == CUDA_ERROR_NOT_SUPPORTED);
+    TRUE(vmem_free(a, &rc) == 1 && rc == CUDA_SUCCESS);
+    TRUE(vmem_free(b, &rc) == 1 && rc == CUDA_SUCCESS);
     return 0;
 }
 

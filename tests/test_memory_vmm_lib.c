@@ -55,7 +55,7 @@ int setup_named(const char *mem, const char *state_name, const char *table_name)
     if (patch_drv)
         patch_drv(&d);
     TRUE(mem_init(&d, NULL) == 0);
-    TRUE(mem_swap_on());
+    TRUE(vmem_on());
     return 0;
 }
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "memory/mem_vmm.h"
+#include "vmem/vmem_int.h"
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)

@@ -63,7 +63,7 @@ void *hook_dlsym_decide(void *handle, const char *name)
     if (found == hook_wrappers[id])
         return found;               /* the lookup found libsalus itself */
     if (hook_real_load() != 0 ||
-        found != __atomic_load_n(&hook_real.slot[id], __ATOMIC_RELAXED)) {
+        found != util_load_relaxed(&hook_real.slot[id])) {
         util_debug("dlsym %s: not the driver's (%p): passed", name, found);
         return NULL;
     }

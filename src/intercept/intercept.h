@@ -41,7 +41,9 @@
 #include "cu_procmap.h"
 #include "hook_list.h"
 #include "memory/memory.h"
+#include "vmem/vmem.h"
 #include "sched/sched.h"
+#include "util/list.h"
 #include "util/util.h"
 
 /* Everything declared here is internal to libsalus: references to it need
@@ -144,7 +146,7 @@ typedef union hook_real {
 extern hook_real_t hook_real;
 
 /* The real function of an export, as its wrapper calls it. */
-#define HOOK_REAL(export) __atomic_load_n(&hook_real.fn.f_##export, __ATOMIC_RELAXED)
+#define HOOK_REAL(export) util_load_relaxed(&hook_real.fn.f_##export)
 
 /* Load the driver and fill the table, once.  0, or -1 if it cannot be loaded
  * (said once on stderr).  Safe from any thread; a call made while this thread
@@ -237,8 +239,8 @@ typedef struct hook_block {
     int active;                   /* on the active list */
     uint32_t parked;              /* in the gated path: its call counted, not made
                                      yet (owner writes, relaxed) */
-    struct hook_block *next, **pprev;     /* every registered block */
-    struct hook_block *anext, **apprev;   /* the active list */
+    util_link_t on_live;          /* every registered block, or the spare ones */
+    util_link_t on_active;        /* the active list */
 } hook_block_t;
 
 extern __thread hook_block_t *hook_tls __attribute__((tls_model("initial-exec")));
@@ -282,7 +284,7 @@ static inline hook_block_t *hook_block(void)
  * (5 loads, 5 stores, 4 register saves) around its tail call. */
 static inline void hook_add(uint64_t *counter, uint64_t n)
 {
-    *(volatile uint64_t *)counter = __atomic_load_n(counter, __ATOMIC_RELAXED) + n;
+    *(volatile uint64_t *)counter = util_load_relaxed(counter) + n;
 }
 
 /* Entry of every wrapper but the launches': count the call, return the block. */

@@ -45,9 +45,9 @@ static CUresult hook_pool_allocated(mem_op_t *op, CUresult rc, CUdeviceptr *dptr
 static int hook_pool_valloc(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, int dev,
                             CUresult *rc)
 {
-    if (__builtin_expect(!mem_swap_on(), 1) || sched_captures() != 0)
+    if (__builtin_expect(!vmem_on(), 1) || sched_captures() != 0)
         return 0;
-    CUresult r = mem_valloc_async(dptr, bytes, pool, dev);
+    CUresult r = vmem_alloc_async(dptr, bytes, pool, dev);
     if (r == CUDA_ERROR_NOT_SUPPORTED)
         return 0;
     if (r == CUDA_SUCCESS) {
@@ -119,7 +119,7 @@ static CUresult hook_memop_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
     CUresult rc = HOOK_REAL(cuMemPoolTrimTo)(pool, keep);
     if (rc == CUDA_SUCCESS) {
         mem_pool_trimmed(pool);
-        mem_async_settle();           /* paging's stream-ordered frees, done since */
+        vmem_async_settle();           /* paging's stream-ordered frees, done since */
     }
     return rc;
 }
@@ -130,7 +130,7 @@ static CUresult hook_memop_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAcce
 {
     CUresult rc = HOOK_REAL(cuMemPoolSetAccess)(pool, map, count);
     if (rc == CUDA_SUCCESS)
-        mem_async_pool_access(pool, map, count);
+        vmem_async_pool_access(pool, map, count);
     return rc;
 }
 
@@ -164,7 +164,7 @@ static CUresult hook_memop_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     CUresult rc = HOOK_REAL(cuDeviceSetMemPool)(dev, pool);
     if (rc == CUDA_SUCCESS) {
         mem_pool_set_current((int)dev, pool);
-        mem_async_pool_set((int)dev, pool);
+        vmem_async_pool_set((int)dev, pool);
     }
     return rc;
 }
@@ -279,7 +279,7 @@ static CUresult hook_memop_cuMemMapArrayAsync_ptsz(CUarrayMapInfo *list, unsigne
 static CUresult hook_memop_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
 {
     CUresult rc;
-    if (mem_ipc_get(handle, p, &rc))
+    if (vmem_ipc_get(handle, p, &rc))
         return rc;
     return HOOK_REAL(cuIpcGetMemHandle)(handle, p);
 }
@@ -288,7 +288,7 @@ static CUresult hook_memop_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle han
                                               unsigned int flags)
 {
     CUresult rc;
-    if (mem_ipc_open(p, &handle, flags, &rc))
+    if (vmem_ipc_open(p, &handle, flags, &rc))
         return rc;
     return HOOK_REAL(cuIpcOpenMemHandle)(p, handle, flags);
 }
@@ -297,7 +297,7 @@ static CUresult hook_memop_cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle 
                                                  unsigned int flags)
 {
     CUresult rc;
-    if (mem_ipc_open(p, &handle, flags, &rc))
+    if (vmem_ipc_open(p, &handle, flags, &rc))
         return rc;
     return HOOK_REAL(cuIpcOpenMemHandle_v2)(p, handle, flags);
 }
@@ -305,7 +305,7 @@ static CUresult hook_memop_cuIpcOpenMemHandle_v2(CUdeviceptr *p, CUipcMemHandle 
 static CUresult hook_memop_cuIpcCloseMemHandle(CUdeviceptr p)
 {
     CUresult rc;
-    if (mem_ipc_close(p, &rc))
+    if (vmem_ipc_close(p, &rc))
         return rc;
     return HOOK_REAL(cuIpcCloseMemHandle)(p);
 }

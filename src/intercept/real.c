@@ -67,10 +67,10 @@ static void *dlsym_find_real(void)
 
 static inline dlsym_fn_t dlsym_next(void)
 {
-    void *f = __atomic_load_n(&hook_dlsym_next, __ATOMIC_RELAXED);
+    void *f = util_load_relaxed(&hook_dlsym_next);
     if (UTIL_UNLIKELY(f == NULL)) {
         f = dlsym_find_real();
-        __atomic_store_n(&hook_dlsym_next, f, __ATOMIC_RELAXED);
+        util_store_relaxed(&hook_dlsym_next, f);
     }
     return (dlsym_fn_t)f;
 }
@@ -151,7 +151,7 @@ static int real_fill(void *h, const char *what)
     int missing = 0;
     for (int i = 0; i < HOOK_COUNT; i++) {
         if (fn[i])
-            __atomic_store_n(&hook_real.slot[i], fn[i], __ATOMIC_RELEASE);
+            util_store_release(&hook_real.slot[i], fn[i]);
         else
             missing++;
     }
@@ -207,7 +207,7 @@ static void load_fork_register(void)
 int hook_real_load(void)
 {
     static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-    int state = __atomic_load_n(&load_state, __ATOMIC_ACQUIRE);
+    int state = util_load_acquire(&load_state);
     if (UTIL_LIKELY(state != 0))
         return state > 0 ? 0 : -1;
     if (loading)       /* the driver's constructor called back into us */
@@ -219,7 +219,7 @@ int hook_real_load(void)
         loading = 1;
         state = real_load_locked();
         loading = 0;
-        __atomic_store_n(&load_state, state, __ATOMIC_RELEASE);
+        util_store_release(&load_state, state);
     }
     pthread_mutex_unlock(&load_lock);
     return state > 0 ? 0 : -1;
@@ -227,7 +227,7 @@ int hook_real_load(void)
 
 void *hook_real_handle(void)
 {
-    if (__atomic_load_n(&load_state, __ATOMIC_ACQUIRE) <= 0)
+    if (util_load_acquire(&load_state) <= 0)
         return NULL;
     return driver;
 }
@@ -236,7 +236,7 @@ static CUresult real_bind(hook_id_t id)
 {
     if (hook_real_load() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (__atomic_load_n(&hook_real.slot[id], __ATOMIC_ACQUIRE) == real_lazy.slot[id]) {
+    if (util_load_acquire(&hook_real.slot[id]) == real_lazy.slot[id]) {
         static int said[HOOK_COUNT];
         util_log_once(&said[id], UTIL_LOG_WARN,
                       "the CUDA driver has no %s: the call fails with CUDA_ERROR_NOT_FOUND "
@@ -268,7 +268,7 @@ void hook_real_install(const hook_real_t *fake)
         __atomic_store_n(&hook_real.slot[i], fake->slot[i] ? fake->slot[i] : real_lazy.slot[i],
                          __ATOMIC_RELEASE);
     driver = NULL;
-    __atomic_store_n(&load_state, 1, __ATOMIC_RELEASE);
+    util_store_release(&load_state, 1);
     pthread_mutex_unlock(&load_lock);
 }
 
@@ -276,8 +276,8 @@ void hook_real_reset(void)
 {
     pthread_mutex_lock(&load_lock);
     for (int i = 0; i < HOOK_COUNT; i++)
-        __atomic_store_n(&hook_real.slot[i], real_lazy.slot[i], __ATOMIC_RELEASE);
+        util_store_release(&hook_real.slot[i], real_lazy.slot[i]);
     driver = NULL;
-    __atomic_store_n(&load_state, 0, __ATOMIC_RELEASE);
+    util_store_release(&load_state, 0);
     pthread_mutex_unlock(&load_lock);
 }

@@ -45,7 +45,7 @@ void *const hook_wrappers[HOOK_COUNT] = { HOOK_LIST(WRAPPER_) };
  * equal, passed). */
 static int answer_is_ours(int id, void *fn)
 {
-    return fn == __atomic_load_n(&hook_real.slot[id], __ATOMIC_ACQUIRE);
+    return fn == util_load_acquire(&hook_real.slot[id]);
 }
 
 /* Steps 2 and 3: the id of the wrapper to answer, or -1 with *why set. */
@@ -67,7 +67,7 @@ static int resolve_choose(const char *symbol, void *fn, int version, cuuint64_t 
                       "resolve %s@%d flags=%llu: the driver's answer %p is not its export %s "
                       "(%p), which our wrapper calls: passed through, not intercepted",
                       symbol, version, (unsigned long long)flags, fn, *export_name,
-                      __atomic_load_n(&hook_real.slot[id], __ATOMIC_RELAXED));
+                      util_load_relaxed(&hook_real.slot[id]));
         *why = "passed (the driver's answer is not the export our wrapper calls)";
         return -1;
     }

@@ -30,9 +30,9 @@ hook_block_t hook_unregistered = { .s = { .gate = &sched_gate_unreg } };
 __thread hook_block_t *hook_tls __attribute__((tls_model("initial-exec"))) = &hook_unregistered;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static hook_block_t *live;            /* blocks of running threads */
-static hook_block_t *active;          /* blocks that launched since the last fold */
-static hook_block_t *spare;           /* blocks of exited threads, zeroed, for reuse */
+static util_list_t live;              /* blocks of running threads (on_live) */
+static util_list_t active;            /* blocks that launched since the last fold (on_active) */
+static util_list_t spare;             /* blocks of exited threads, zeroed, for reuse (on_live) */
 static hook_counts_t retired;         /* sums of exited threads */
 static sched_token_t pending;         /* unfolded launches of exited threads */
 static hook_block_t fallback = { .s = { .gate = &sched_gate_unreg } };  /* calloc failed */
@@ -45,42 +45,30 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* ---- the registry -------------------------------------------------------- */
 
-static void link_live(hook_block_t *b)
-{
-    b->next = live;
-    b->pprev = &live;
-    if (live)
-        live->pprev = &b->next;
-    live = b;
-}
-
-static void unlink_live(hook_block_t *b)
-{
-    *b->pprev = b->next;
-    if (b->next)
-        b->next->pprev = b->pprev;
-    b->next = NULL;
-    b->pprev = NULL;
-}
-
 static void link_active(hook_block_t *b)
 {
-    b->anext = active;
-    b->apprev = &active;
-    if (active)
-        active->apprev = &b->anext;
-    active = b;
+    util_list_push(&active, &b->on_active);
     b->active = 1;
 }
 
 static void unlink_active(hook_block_t *b)
 {
-    *b->apprev = b->anext;
-    if (b->anext)
-        b->anext->apprev = b->apprev;
-    b->anext = NULL;
-    b->apprev = NULL;
+    util_list_remove(&b->on_active);
     b->active = 0;
+}
+
+/* A spare block, zeroed, or NULL. */
+static hook_block_t *take_spare(void)
+{
+    util_link_t *n = util_list_pop(&spare);
+    return n ? UTIL_CONTAINER(n, hook_block_t, on_live) : NULL;
+}
+
+/* b, off every list, zeroed and kept for the next thread. */
+static void keep_spare(hook_block_t *b)
+{
+    memset(b, 0, sizeof *b);
+    util_list_push(&spare, &b->on_live);
 }
 
 static void thread_exit(void *arg);
@@ -92,19 +80,17 @@ hook_block_t *hook_thread_register(void)
     pthread_mutex_lock(&registry_lock);
     if (!exit_key_made && pthread_key_create(&exit_key, thread_exit) == 0)
         exit_key_made = 1;
-    hook_block_t *b = spare;
-    if (b)
-        spare = b->next;
-    else
+    hook_block_t *b = take_spare();
+    if (!b)
         b = calloc(1, sizeof *b);
     if (b) {
         memset(b, 0, sizeof *b);
         b->s.gate = &sched_gate_unreg;
-        link_live(b);
+        util_list_push(&live, &b->on_live);
     } else {
         b = &fallback;      /* racy counts beat no counts; registered once */
-        if (!b->pprev)
-            link_live(b);
+        if (!util_link_on(&b->on_live))
+            util_list_push(&live, &b->on_live);
     }
     void (*first)(void) = NULL;
     if (!armed) {
@@ -144,23 +130,23 @@ int hook_threads_armed(void)
 
 void hook_thread_gated(hook_block_t *b, const void *work)
 {
-    __atomic_store_n(&b->parked, 1, __ATOMIC_RELAXED);
+    util_store_relaxed(&b->parked, 1);
     const uint32_t *gate = sched_launch_slow(work);
-    __atomic_store_n(&b->parked, 0, __ATOMIC_RELAXED);
+    util_store_relaxed(&b->parked, 0);
     if (b == &fallback) {
-        __atomic_store_n(&b->s.gate, gate, __ATOMIC_RELAXED);
+        util_store_relaxed(&b->s.gate, gate);
         return;
     }
     /* The owner reads its own `active` flag without the lock: only a fold
      * clears it, and a fold also points the gate at sched_gate_unreg, which
      * brings the owner back here. */
-    if (__atomic_load_n(&b->active, __ATOMIC_RELAXED) &&
-        __atomic_load_n(&b->s.gate, __ATOMIC_RELAXED) == gate)
+    if (util_load_relaxed(&b->active) &&
+        util_load_relaxed(&b->s.gate) == gate)
         return;
     pthread_mutex_lock(&registry_lock);
     if (!b->active)
         link_active(b);
-    __atomic_store_n(&b->s.gate, gate, __ATOMIC_RELAXED);
+    util_store_relaxed(&b->s.gate, gate);
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -168,14 +154,14 @@ static uint64_t block_launches(const hook_block_t *b)
 {
     uint64_t n = 0;
     for (int i = 0; i < HOOK_LAUNCHES; i++)
-        n += __atomic_load_n(&b->c.calls[hook_launch_ids[i]], __ATOMIC_RELAXED);
+        n += util_load_relaxed(&b->c.calls[hook_launch_ids[i]]);
     return n;
 }
 
 /* Under registry_lock: b's launches since its last fold, into *tok. */
 static void fold_block(hook_block_t *b, sched_token_t *tok)
 {
-    uint64_t n = block_launches(b), h = __atomic_load_n(&b->s.hash, __ATOMIC_RELAXED);
+    uint64_t n = block_launches(b), h = util_load_relaxed(&b->s.hash);
     tok->launches += n - b->folded_launches;
     tok->hash += h - b->folded_hash;
     b->folded_launches = n;
@@ -191,12 +177,12 @@ sched_token_t hook_threads_fold(void)
     pthread_mutex_lock(&registry_lock);
     sched_token_t tok = pending;
     memset(&pending, 0, sizeof pending);
-    for (hook_block_t *b = active, *next; b; b = next) {
-        next = b->anext;
+    hook_block_t *b;
+    UTIL_LIST_EACH(b, &active, hook_block_t, on_active) {
         fold_block(b, &tok);
         if (b != self) {
             unlink_active(b);
-            __atomic_store_n(&b->s.gate, &sched_gate_unreg, __ATOMIC_RELAXED);
+            util_store_relaxed(&b->s.gate, &sched_gate_unreg);
         }
     }
     pthread_mutex_unlock(&registry_lock);
@@ -213,7 +199,7 @@ static uint64_t work_of(const hook_counts_t *c)
 {
     uint64_t n = 0;
     for (int i = 0; i < HOOK_WORKS; i++)
-        n += __atomic_load_n(&c->calls[hook_work_ids[i]], __ATOMIC_RELAXED);
+        n += util_load_relaxed(&c->calls[hook_work_ids[i]]);
     return n;
 }
 
@@ -221,16 +207,17 @@ uint64_t hook_work_released(void)
 {
     pthread_mutex_lock(&registry_lock);
     uint64_t n = work_of(&retired) + work_of(&fallback.c);   /* the shared block: as let through */
-    for (hook_block_t *b = live; b; b = b->next)
+    hook_block_t *b;
+    UTIL_LIST_EACH(b, &live, hook_block_t, on_live)
         if (b != &fallback)
-            n += work_of(&b->c) - (__atomic_load_n(&b->parked, __ATOMIC_RELAXED) ? 1 : 0);
+            n += work_of(&b->c) - (util_load_relaxed(&b->parked) ? 1 : 0);
     pthread_mutex_unlock(&registry_lock);
     return n;
 }
 
 static void counts_add(hook_counts_t *sum, const hook_counts_t *c)
 {
-#define ADD_(field) sum->field += __atomic_load_n(&c->field, __ATOMIC_RELAXED)
+#define ADD_(field) sum->field += util_load_relaxed(&c->field)
     ADD_(syncs); ADD_(allocs); ADD_(frees); ADD_(bytes_allocated);
     ADD_(resolver_wrapped); ADD_(resolver_passed);
     for (int i = 0; i < HOOK_COUNT; i++)
@@ -244,7 +231,8 @@ void hook_counts_snapshot(hook_counts_t *out)
     memset(&sum, 0, sizeof sum);
     pthread_mutex_lock(&registry_lock);
     counts_add(&sum, &retired);
-    for (hook_block_t *b = live; b; b = b->next)
+    hook_block_t *b;
+    UTIL_LIST_EACH(b, &live, hook_block_t, on_live)
         counts_add(&sum, &b->c);
     pthread_mutex_unlock(&registry_lock);
     for (int i = 0; i < HOOK_LAUNCHES; i++)
@@ -265,10 +253,8 @@ static void thread_exit(void *arg)
     if (b->active)
         unlink_active(b);
     fold_block(b, &pending);
-    unlink_live(b);
-    memset(b, 0, sizeof *b);
-    b->next = spare;
-    spare = b;
+    util_list_remove(&b->on_live);
+    keep_spare(b);
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -291,16 +277,12 @@ static void postfork_parent(void)
 
 static void postfork_child(void)
 {
-    while (live) {
-        hook_block_t *b = live;
-        unlink_live(b);
-        if (b == &fallback)
-            continue;
-        memset(b, 0, sizeof *b);
-        b->next = spare;
-        spare = b;
+    for (util_link_t *n; (n = util_list_pop(&live)) != NULL;) {
+        hook_block_t *b = UTIL_CONTAINER(n, hook_block_t, on_live);
+        if (b != &fallback)
+            keep_spare(b);
     }
-    active = NULL;
+    active.first = NULL;
     memset(&fallback, 0, sizeof fallback);
     fallback.s.gate = &sched_gate_unreg;
     memset(&retired, 0, sizeof retired);

@@ -104,8 +104,10 @@ static inline void hook_on_sync(hook_block_t *b, sched_sync_kind_t kind, const v
     if (rc == CUDA_SUCCESS)
         hook_add(&b->c.syncs, 1);
     sched_sync_end(&b->s, kind, rc == CUDA_SUCCESS, hook_threads_fold);
-    if (rc == CUDA_SUCCESS && kind != SCHED_SYNC_COPY)
+    if (rc == CUDA_SUCCESS && kind != SCHED_SYNC_COPY) {
+        vmem_async_settle();          /* paging's stream-ordered frees the sync passed */
         mem_pools_sync();             /* pools release memory at these */
+    }
 }
 
 /* Before an allocation reaches the driver: memory admission reserves `size`
@@ -154,34 +156,32 @@ static inline void hook_info_cuDeviceTotalMem_v2(size_t *bytes, CUdevice_v1 dev)
 static inline void hook_info_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
                                                      CUdeviceptr ptr)
 {
-    mem_vrange(ptr, base, size);
+    vmem_range(ptr, base, size);
 }
 
 static inline void hook_info_cuPointerGetAttribute(void *data, CUpointer_attribute attr,
                                                    CUdeviceptr ptr)
 {
-    CUresult rc;
-    mem_vattr(data, attr, ptr, &rc);
+    vmem_attr(data, attr, ptr);
 }
 
 static inline void hook_info_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs,
                                                     void **data, CUdeviceptr ptr)
 {
-    CUresult rc;
     for (unsigned i = 0; attrs && data && i < n; i++)
-        mem_vattr(data[i], attrs[i], ptr, &rc);
+        vmem_attr(data[i], attrs[i], ptr);
 }
 
 /* cuMemAlloc_v2 and cuMemAllocPitch_v2 of a process with paging on are
  * served by memory (virtualized), not by the driver: 1 with *rc the answer,
- * or 0 when they go to the driver after all (mem_valloc's NOT_SUPPORTED). */
+ * or 0 when they go to the driver after all (vmem_alloc's NOT_SUPPORTED). */
 static inline int hook_valloc(hook_block_t *b, mem_kind_t kind, CUdeviceptr *out,
                               size_t *pitch, size_t width, size_t height, unsigned elem,
                               CUresult *rc)
 {
-    if (__builtin_expect(!mem_swap_on(), 1))
+    if (__builtin_expect(!vmem_on(), 1))
         return 0;
-    CUresult r = mem_valloc(kind, out, pitch, width, height, elem);
+    CUresult r = vmem_alloc(kind, out, pitch, width, height, elem);
     if (r == CUDA_ERROR_NOT_SUPPORTED)
         return 0;
     if (r == CUDA_SUCCESS) {
@@ -204,8 +204,8 @@ static inline int hook_valloc(hook_block_t *b, mem_kind_t kind, CUdeviceptr *out
 #define HOOK_VALLOC_MEM_KIND_POOL    0
 #define HOOK_VALLOC_MEM_KIND_VMM     0
 #define HOOK_VALLOC_MEM_KIND_ARRAY   0
-#define HOOK_VFREE_MEM_KIND_DEVICE(pt) (mem_swap_on() && mem_vfree(a0, &rc))
-#define HOOK_VFREE_MEM_KIND_ASYNC(pt)  (mem_swap_on() && hook_vfree_async(a0, a1, pt, &rc))
+#define HOOK_VFREE_MEM_KIND_DEVICE(pt) (vmem_on() && vmem_free(a0, &rc))
+#define HOOK_VFREE_MEM_KIND_ASYNC(pt)  (vmem_on() && hook_vfree_async(a0, a1, pt, &rc))
 #define HOOK_VFREE_MEM_KIND_VMM(pt)    0
 #define HOOK_VFREE_MEM_KIND_ARRAY(pt)  0
 
@@ -225,14 +225,14 @@ static void hook_modules_start(void)
                                          .paged_out = mem_page_is_out,
                                          .keep = mem_page_keep_locked,
                                          .blocked = mem_page_blocked_locked,
-                                         .tick = mem_keep_tick };
+                                         .tick = vmem_keep_tick };
     sched_init(&drv);
     if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
         mem_set_rank(sched_rank_locked);
         mem_set_admit_order(sched_admit_order_locked, sched_enroll);
         mem_set_gpu_wait(sched_wait_mem);
         mem_set_gpu_give_up(sched_give_up_for_mem);
-        mem_set_work_count(hook_work_released);
+        vmem_set_work_count(hook_work_released);
         mem_set_nudge(sched_nudge);
         mem_set_hold(sched_hold_for_mem);
         sched_set_hooks(&hooks);
@@ -262,7 +262,7 @@ static inline void hook_mem_before_life(hook_life_kind_t kind, int dev)
     if (ev >= 0)
         mem_context_begin((mem_ctx_event_t)ev, dev);
     if (kind == HOOK_LIFE_RELEASE || kind == HOOK_LIFE_RESET || kind == HOOK_LIFE_DESTROY)
-        mem_async_context_ending();   /* paging's events go before their context */
+        vmem_async_context_ending();   /* paging's events go before their context */
 }
 
 static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult rc)
@@ -313,7 +313,7 @@ static int hook_recorded(CUstream stream, int pt)
 static int hook_vfree_async(CUdeviceptr p, CUstream s, int pt, CUresult *rc)
 {
     int captured = hook_recorded(s, pt);
-    return mem_vfree_async(p, pt && s == NULL ? CU_STREAM_PER_THREAD : s, captured, rc);
+    return vmem_free_async(p, pt && s == NULL ? CU_STREAM_PER_THREAD : s, captured, rc);
 }
 
 /* A synchronous copy submits GPU work before the host waits for it: it

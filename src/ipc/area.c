@@ -102,7 +102,7 @@ int shm_device_index_locked(shm_table_t *t, const uint8_t uuid[16])
     if (n == SHM_MAX_DEVICES)
         return -1;
     memcpy(h->dev_uuid[n], uuid, 16);
-    __atomic_store_n(&h->devices, n + 1, __ATOMIC_RELEASE);
+    util_store_release(&h->devices, n + 1);
     return (int)n;
 }
 
@@ -110,7 +110,7 @@ int shm_device_uuid(shm_table_t *t, int device, uint8_t out[16])
 {
     if (!t || device < 0 || device >= SHM_MAX_DEVICES)
         return -1;
-    uint32_t n = __atomic_load_n(&t->map->hdr.devices, __ATOMIC_ACQUIRE);
+    uint32_t n = util_load_acquire(&t->map->hdr.devices);
     if ((uint32_t)device >= n || n > SHM_MAX_DEVICES)
         return -1;
     memcpy(out, t->map->hdr.dev_uuid[device], 16);

@@ -95,7 +95,7 @@ static struct {
 static void hold_claim(const char *path, int device)
 {
     struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-    if (__atomic_load_n(&held[device].pid, __ATOMIC_RELAXED) == getpid())
+    if (util_load_relaxed(&held[device].pid) == getpid())
         return;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
@@ -107,14 +107,14 @@ static void hold_claim(const char *path, int device)
     }
     held[device].dev = st.st_dev;
     held[device].ino = st.st_ino;
-    __atomic_store_n(&held[device].pid, getpid(), __ATOMIC_RELEASE);
+    util_store_release(&held[device].pid, getpid());
 }
 
 /* Whether this process holds its lock on the file st describes. */
 static int held_here(const struct stat *st)
 {
     for (int d = 0; d < SHM_MAX_DEVICES; d++)
-        if (__atomic_load_n(&held[d].pid, __ATOMIC_ACQUIRE) == getpid() &&
+        if (util_load_acquire(&held[d].pid) == getpid() &&
             held[d].dev == st->st_dev && held[d].ino == st->st_ino)
             return 1;
     return 0;
@@ -290,7 +290,7 @@ int shm_device_claim(shm_table_t *t, int device, const uint8_t uuid[16])
             return 0;
         }
         if (rc == 0 && live) {
-            __atomic_store_n(&t->map->hdr.dev_shared[device], 1, __ATOMIC_RELAXED);
+            util_store_relaxed(&t->map->hdr.dev_shared[device], 1);
             say_shared(t, device, uuid, name, uid, mark_other(name, uuid) == 0);
             return 1;
         }
@@ -308,7 +308,7 @@ int shm_device_shared(shm_table_t *t, int device)
 {
     if (!t || device < 0 || device >= SHM_MAX_DEVICES)
         return 0;
-    return __atomic_load_n(&t->map->hdr.dev_shared[device], __ATOMIC_RELAXED) == 1;
+    return util_load_relaxed(&t->map->hdr.dev_shared[device]) == 1;
 }
 
 /* ---- forgetting the claims of removed tables ------------------------------ */

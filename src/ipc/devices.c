@@ -30,7 +30,7 @@ int shm_device_of(shm_table_t *t, const drv_t *drv, int ordinal)
 {
     if (!t || t->read_only || ordinal < 0 || ordinal >= SHM_MAX_ORDINALS)
         return -1;
-    int v = __atomic_load_n(&t->ordinal_index[ordinal], __ATOMIC_ACQUIRE);
+    int v = util_load_acquire(&t->ordinal_index[ordinal]);
     if (v > 0 && v <= SHM_MAX_DEVICES)
         return v - 1;
     uint8_t uuid[16];
@@ -43,7 +43,7 @@ int shm_device_of(shm_table_t *t, const drv_t *drv, int ordinal)
         return -1;
     if (!stand_in)                  /* registered first: a claim names a table that has it */
         shm_device_claim(t, d, uuid);
-    __atomic_store_n(&t->ordinal_index[ordinal], (int8_t)(d + 1), __ATOMIC_RELEASE);
+    util_store_release(&t->ordinal_index[ordinal], (int8_t)(d + 1));
     return d;
 }
 

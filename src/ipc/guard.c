@@ -110,13 +110,13 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
     uintptr_t at = (uintptr_t)si->si_addr;
     for (int i = 0; si->si_code > 0 && i < GUARDS; i++) {
         guard_t *g = &guards[i];
-        uintptr_t start = __atomic_load_n(&g->start, __ATOMIC_ACQUIRE);
+        uintptr_t start = util_load_acquire(&g->start);
         if (!start || at < start || at - start >= g->len)
             continue;
         if (mmap((void *)start, g->len, PROT_READ | PROT_WRITE,
                  MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
             break;
-        if (!__atomic_exchange_n(&g->lost, 1, __ATOMIC_ACQ_REL))
+        if (!util_xchg_acq_rel(&g->lost, 1))
             say_lost(g);
         errno = saved;
         return;
@@ -148,13 +148,13 @@ void shm_guard_add(shm_table_t *t)
     pthread_mutex_lock(&guards_mu);
     install();
     int i = 0;
-    while (i < GUARDS && __atomic_load_n(&guards[i].start, __ATOMIC_RELAXED))
+    while (i < GUARDS && util_load_relaxed(&guards[i].start))
         i++;
     if (i < GUARDS) {
         guards[i].len = sizeof(shm_layout_t);
         guards[i].lost = 0;
         memcpy(guards[i].name, t->name, sizeof guards[i].name);
-        __atomic_store_n(&guards[i].start, (uintptr_t)t->map, __ATOMIC_RELEASE);
+        util_store_release(&guards[i].start, (uintptr_t)t->map);
     }
     pthread_mutex_unlock(&guards_mu);
     if (i == GUARDS)
@@ -166,7 +166,7 @@ void shm_guard_add(shm_table_t *t)
 static guard_t *find(const shm_table_t *t)
 {
     for (int i = 0; t && t->map && i < GUARDS; i++)
-        if (__atomic_load_n(&guards[i].start, __ATOMIC_ACQUIRE) == (uintptr_t)t->map)
+        if (util_load_acquire(&guards[i].start) == (uintptr_t)t->map)
             return &guards[i];
     return NULL;
 }
@@ -176,12 +176,12 @@ void shm_guard_remove(shm_table_t *t)
     pthread_mutex_lock(&guards_mu);
     guard_t *g = find(t);
     if (g)
-        __atomic_store_n(&g->start, 0, __ATOMIC_RELEASE);
+        util_store_release(&g->start, 0);
     pthread_mutex_unlock(&guards_mu);
 }
 
 int shm_guard_lost(const shm_table_t *t)
 {
     guard_t *g = find(t);
-    return g && __atomic_load_n(&g->lost, __ATOMIC_ACQUIRE);
+    return g && util_load_acquire(&g->lost);
 }

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "util/atomic.h"
+
 /* Sizes fixed by the ABI version: a table of another version is refused. */
 #define SHM_ABI_VERSION        6u
 #define SHM_MAX_SLOTS          128   /* processes sharing one table */

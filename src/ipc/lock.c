@@ -92,7 +92,7 @@ static void guest_enter(shm_table_t *t)
 {
     pid_t me = getpid();
     for (;;) {
-        pid_t cur = __atomic_load_n(&t->guest_mu, __ATOMIC_RELAXED);
+        pid_t cur = util_load_relaxed(&t->guest_mu);
         if (cur != me && __atomic_compare_exchange_n(&t->guest_mu, &cur, me, 0,
                                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
             return;          /* free (0), or held by our parent before a fork */
@@ -102,7 +102,7 @@ static void guest_enter(shm_table_t *t)
 
 static void guest_leave(shm_table_t *t)
 {
-    __atomic_store_n(&t->guest_mu, 0, __ATOMIC_RELEASE);
+    util_store_release(&t->guest_mu, 0);
 }
 
 /* Borrow a guest id for one lock (or share the one this process has). */
@@ -160,7 +160,7 @@ static int my_word(shm_table_t *t, uint32_t *word, int *guest)
     int self = shm_self_now(t);
     *guest = self < 0;
     if (self >= 0) {
-        *word = encode(self, __atomic_load_n(&t->map->slots[self].id.gen, __ATOMIC_RELAXED));
+        *word = encode(self, util_load_relaxed(&t->map->slots[self].id.gen));
         return 0;
     }
     return guest_borrow(t, word);
@@ -173,8 +173,8 @@ typedef enum { HOLDER_ALIVE, HOLDER_DEAD, WORD_INVALID } judgment_t;
 static uint32_t locker_gen(shm_table_t *t, int id)
 {
     if (id < SHM_MAX_SLOTS)
-        return __atomic_load_n(&t->map->slots[id].id.gen, __ATOMIC_ACQUIRE);
-    return __atomic_load_n(&t->map->hdr.guest_gen[id - SHM_MAX_SLOTS], __ATOMIC_ACQUIRE);
+        return util_load_acquire(&t->map->slots[id].id.gen);
+    return util_load_acquire(&t->map->hdr.guest_gen[id - SHM_MAX_SLOTS]);
 }
 
 static judgment_t judge(shm_table_t *t, uint32_t word, uint32_t mine)
@@ -243,7 +243,7 @@ static int lock_within(shm_table_t *t, uint64_t wait_ns, int quiet)
     uint64_t deadline = util_now_ns() + wait_ns;
     uint32_t sleepers = 0;               /* SHM_LOCK_WAITERS once we have slept */
     for (;;) {
-        uint32_t cur = __atomic_load_n(word, __ATOMIC_RELAXED);
+        uint32_t cur = util_load_relaxed(word);
         judgment_t why = HOLDER_ALIVE;
         if (cur == 0 || (why = judge(t, cur, mine)) != HOLDER_ALIVE) {
             uint32_t take = mine | sleepers | (cur & SHM_LOCK_WAITERS);
@@ -295,7 +295,7 @@ void shm_unlock(shm_table_t *t)
         shm_debug_check_unlock(t);
 #endif
     uint32_t *word = &t->map->hdr.lock, mine = held_word;
-    uint32_t cur = __atomic_load_n(word, __ATOMIC_RELAXED);
+    uint32_t cur = util_load_relaxed(word);
     held_word = 0;
     do {
         if ((cur & ~SHM_LOCK_WAITERS) != mine || mine == 0) {

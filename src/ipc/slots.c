@@ -49,7 +49,7 @@ int shm_slot_alive(shm_table_t *t, int slot)
     if (!t || slot < 0 || slot >= SHM_MAX_SLOTS)
         return 0;
     shm_slot_id_t *id = &t->map->slots[slot].id;
-    if (__atomic_load_n(&id->state, __ATOMIC_ACQUIRE) == SHM_FREE)
+    if (util_load_acquire(&id->state) == SHM_FREE)
         return 0;
     if (slot == shm_self_peek(t))
         return 1;
@@ -132,16 +132,16 @@ int shm_slot_ident(shm_table_t *t, int slot, shm_ident_t *out)
     if (!t || slot < 0 || slot >= SHM_MAX_SLOTS)
         return -1;
     shm_slot_id_t *id = &t->map->slots[slot].id;
-    uint32_t gen = __atomic_load_n(&id->gen, __ATOMIC_ACQUIRE);
-    uint32_t state = __atomic_load_n(&id->state, __ATOMIC_ACQUIRE);
+    uint32_t gen = util_load_acquire(&id->gen);
+    uint32_t state = util_load_acquire(&id->state);
     shm_ident_t v;
-    v.pid = __atomic_load_n(&id->pid, __ATOMIC_RELAXED);
-    v.uid = __atomic_load_n(&id->uid, __ATOMIC_RELAXED);
-    v.start_ticks = __atomic_load_n(&id->start_ticks, __ATOMIC_RELAXED);
-    v.registered_ns = __atomic_load_n(&id->registered_ns, __ATOMIC_RELAXED);
+    v.pid = util_load_relaxed(&id->pid);
+    v.uid = util_load_relaxed(&id->uid);
+    v.start_ticks = util_load_relaxed(&id->start_ticks);
+    v.registered_ns = util_load_relaxed(&id->registered_ns);
     memcpy(v.name, id->name, sizeof v.name);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&id->gen, __ATOMIC_RELAXED) != gen)
+    util_fence_acquire();
+    if (util_load_relaxed(&id->gen) != gen)
         return -1;                         /* claimed or freed under us */
     if (state == SHM_FREE || state >= SHM_STATES || v.pid <= 0)
         return -1;
@@ -160,9 +160,9 @@ uint32_t shm_slot_gen(shm_table_t *t, int slot)
     if (!t || slot < 0 || slot >= SHM_MAX_SLOTS)
         return 0;
     shm_slot_id_t *id = &t->map->slots[slot].id;
-    if (__atomic_load_n(&id->state, __ATOMIC_ACQUIRE) == SHM_FREE)
+    if (util_load_acquire(&id->state) == SHM_FREE)
         return 0;
-    return __atomic_load_n(&id->gen, __ATOMIC_ACQUIRE);
+    return util_load_acquire(&id->gen);
 }
 
 void shm_set_state(shm_table_t *t, int slot, shm_state_t state)
@@ -171,8 +171,8 @@ void shm_set_state(shm_table_t *t, int slot, shm_state_t state)
         state == SHM_FREE || state >= SHM_STATES)
         return;
     shm_slot_id_t *id = &t->map->slots[slot].id;
-    if (__atomic_load_n(&id->state, __ATOMIC_RELAXED) != SHM_FREE)
-        __atomic_store_n(&id->state, (uint32_t)state, __ATOMIC_RELEASE);
+    if (util_load_relaxed(&id->state) != SHM_FREE)
+        util_store_release(&id->state, (uint32_t)state);
 }
 
 /* ---- claim and release -------------------------------------------------- */
@@ -185,7 +185,7 @@ static void free_slot_locked(shm_table_t *t, int slot)
     for (int a = 0; a < SHM_AREAS; a++)
         if (t->hooks[a].reap)
             t->hooks[a].reap(t, slot, s->area[a], t->hooks[a].ctx);
-    __atomic_store_n(&s->id.state, SHM_FREE, __ATOMIC_RELEASE);
+    util_store_release(&s->id.state, SHM_FREE);
     t->map->hdr.changes++;
 }
 
@@ -193,7 +193,7 @@ static int claim_locked(shm_table_t *t)
 {
     for (int i = 0; i < SHM_MAX_SLOTS; i++) {
         shm_slot_t *s = &t->map->slots[i];
-        if (__atomic_load_n(&s->id.state, __ATOMIC_ACQUIRE) != SHM_FREE)
+        if (util_load_acquire(&s->id.state) != SHM_FREE)
             continue;
         if (live_lock(t, i, F_SETLK, F_WRLCK) != 0)
             continue;        /* a process between release and unlock: skip */
@@ -204,8 +204,8 @@ static int claim_locked(shm_table_t *t)
         s->id.registered_ns = util_now_ns();
         memset(s->id.name, 0, sizeof s->id.name);
         process_name(s->id.name, sizeof s->id.name);
-        __atomic_store_n(&s->id.gen, s->id.gen + 1, __ATOMIC_RELEASE);
-        __atomic_store_n(&s->id.state, SHM_IDLE, __ATOMIC_RELEASE);
+        util_store_release(&s->id.gen, s->id.gen + 1);
+        util_store_release(&s->id.state, SHM_IDLE);
         t->map->hdr.changes++;
         return i;
     }
@@ -268,7 +268,7 @@ int shm_reap_dead(shm_table_t *t, int locked)
     for (int i = 0; i < SHM_MAX_SLOTS; i++) {
         if (i == self || shm_slot_alive(t, i))
             continue;
-        if (__atomic_load_n(&t->map->slots[i].id.state, __ATOMIC_ACQUIRE) == SHM_FREE)
+        if (util_load_acquire(&t->map->slots[i].id.state) == SHM_FREE)
             continue;
         /* It exited or was killed without releasing its slot: which, we cannot
          * tell, so the message claims neither. */

@@ -137,7 +137,7 @@ static void init_layout(shm_layout_t *m)
     m->hdr.creator_pid = (int32_t)getpid();
     m->hdr.created_ns = util_now_ns();
     snprintf(m->hdr.version, sizeof m->hdr.version, "%s", SALUS_VERSION);
-    __atomic_store_n(&m->hdr.ready, 1, __ATOMIC_RELEASE);
+    util_store_release(&m->hdr.ready, 1);
 }
 
 /* The path of a table's object: glibc's shm_open puts every name there. */
@@ -351,7 +351,7 @@ static int map_table(shm_table_t *t, int created)
     shm_guard_add(t);
     if (make)
         init_layout(t->map);                 /* new, or its creator failed or died */
-    else if (!__atomic_load_n(&t->map->hdr.ready, __ATOMIC_ACQUIRE))
+    else if (!util_load_acquire(&t->map->hdr.ready))
         return -EAGAIN;
     return validate(t->map, t->name);
 }

@@ -40,8 +40,8 @@
  * timeout (20 ms) also makes the waiter reap dead peers, so memory of a
  * killed process reaches it within 100 ms.
  *
- * Stuck.  An allocator's wait runs under its own lock (mem_vm.lock), which
- * paging needs: set to (mem_take_stuck_bail), it gives up once page.c's
+ * Stuck.  An allocator's wait runs under its own lock (vmem's), which
+ * paging needs: asked to (MEM_CHARGE_BAIL), it gives up once page.c's
  * stuck rule names this process (mem_p.page_stuck), and page.c's
  * mem_page_self_wait, called with that lock released, pages it out and
  * waits for room to come back in.
@@ -81,7 +81,7 @@ uint64_t mem_own_ctx(int d)
 
 uint64_t mem_pay_debt(mem_local_dev_t *ld, uint64_t bytes)
 {
-    uint64_t d = __atomic_load_n(&ld->debt, __ATOMIC_RELAXED), pay;
+    uint64_t d = util_load_relaxed(&ld->debt), pay;
     do {
         pay = mem_umin(d, bytes);
     } while (pay && !__atomic_compare_exchange_n(&ld->debt, &d, d - pay, 1, __ATOMIC_RELAXED,
@@ -95,16 +95,16 @@ static void charge_debts_locked(void)
 {
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_local_dev_t *ld = mem_p.by_index[d];
-        if (!ld || !__atomic_load_n(&ld->debt, __ATOMIC_RELAXED))
+        if (!ld || !util_load_relaxed(&ld->debt))
             continue;
         mem_sdev_t *sd = ld->sd;
-        uint64_t debt = __atomic_exchange_n(&ld->debt, 0, __ATOMIC_RELAXED);
-        uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST), pay;
+        uint64_t debt = util_xchg_relaxed(&ld->debt, 0);
+        uint64_t w = util_load_seq(&sd->avail), pay;
         do {
             pay = mem_umin(MEM_SPARE(w), debt);
         } while (pay && !__atomic_compare_exchange_n(&sd->avail, &w, w - pay, 1,
                                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
-        MEM_STORE(&sd->granted, MEM_LOAD(&sd->granted) + (debt - pay));
+        util_store_relaxed(&sd->granted, util_load_relaxed(&sd->granted) + (debt - pay));
         mem_publish_locked(mem_p.t, d);
         util_info("memory: %s: %s allocated while the table's lock was out of reach "
                   "is charged", ld->name, util_size(debt).s);
@@ -115,9 +115,9 @@ static int suspend(void)
 {
     static int said;
     uint64_t now = util_now_ns();
-    __atomic_store_n(&mem_p.backoff_ns, MEM_RETRY_MIN_NS, __ATOMIC_RELAXED);
-    __atomic_store_n(&mem_p.retry_ns, now + MEM_RETRY_MIN_NS, __ATOMIC_RELAXED);
-    __atomic_store_n(&mem_p.suspended, 1, __ATOMIC_RELEASE);
+    util_store_relaxed(&mem_p.backoff_ns, MEM_RETRY_MIN_NS);
+    util_store_relaxed(&mem_p.retry_ns, now + MEM_RETRY_MIN_NS);
+    util_store_release(&mem_p.suspended, 1);
     util_log_once(&said, UTIL_LOG_WARN, "memory: a peer has held the table's lock for "
                   "seconds; this process counts its allocations alone meanwhile (its limit "
                   "holds, the device's budget cannot be checked) and charges them when the "
@@ -129,16 +129,16 @@ static int suspend(void)
 static int retry(void)
 {
     uint64_t now = util_now_ns();
-    if (now < __atomic_load_n(&mem_p.retry_ns, __ATOMIC_RELAXED))
+    if (now < util_load_relaxed(&mem_p.retry_ns))
         return -1;
     if (shm_lock_retry(mem_p.t, MEM_RETRY_WAIT_NS) != 0) {
-        uint64_t b = __atomic_load_n(&mem_p.backoff_ns, __ATOMIC_RELAXED) * 2;
+        uint64_t b = util_load_relaxed(&mem_p.backoff_ns) * 2;
         b = b > MEM_RETRY_MAX_NS ? MEM_RETRY_MAX_NS : b;
-        __atomic_store_n(&mem_p.backoff_ns, b, __ATOMIC_RELAXED);
-        __atomic_store_n(&mem_p.retry_ns, util_now_ns() + b, __ATOMIC_RELAXED);
+        util_store_relaxed(&mem_p.backoff_ns, b);
+        util_store_relaxed(&mem_p.retry_ns, util_now_ns() + b);
         return -1;
     }
-    if (__atomic_exchange_n(&mem_p.suspended, 0, __ATOMIC_ACQ_REL))
+    if (util_xchg_acq_rel(&mem_p.suspended, 0))
         util_warn("memory: the table's lock is usable again; allocations are shared and "
                   "limited as before");
     charge_debts_locked();
@@ -148,14 +148,14 @@ static int retry(void)
 int mem_lock(void)
 {
     static int said;
-    if (__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE))
+    if (util_load_acquire(&mem_p.suspended))
         return retry();
     int rc = shm_lock(mem_p.t);
     if (rc == 0)
         return 0;
     if (rc == -ETIMEDOUT)
         return suspend();
-    __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.mode, MEM_OPEN);
     util_log_once(&said, UTIL_LOG_ERROR, "memory: the table's lock cannot be taken; "
                   "allocations pass through without limits from now on");
     return -1;
@@ -163,24 +163,25 @@ int mem_lock(void)
 
 void mem_resume_try(void)
 {
-    if (__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE) && retry() == 0)
+    if (util_load_acquire(&mem_p.suspended) && retry() == 0)
         shm_unlock(mem_p.t);
 }
 
 /* While suspended: take `bytes` as debt if the process stays within its own
- * limit.  CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY. */
-static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
+ * limit.  MEM_TAKEN, or MEM_TAKE_REFUSED. */
+static mem_take_t take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
 {
     mem_sdev_t *sd = ld->sd;
-    uint64_t d = __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
+    uint64_t d = util_load_relaxed(&ld->debt);
     for (;;) {
-        uint64_t g = MEM_LOAD(&sd->granted), spare = MEM_SPARE(MEM_LOAD(&sd->avail));
+        uint64_t g = util_load_relaxed(&sd->granted);
+        uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
         uint64_t used = g + d > spare ? g + d - spare : 0;
-        if (used + mem_own_ctx(ld->d) + bytes > MEM_LOAD(&sd->limit))
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (used + mem_own_ctx(ld->d) + bytes > util_load_relaxed(&sd->limit))
+            return MEM_TAKE_REFUSED;
         if (__atomic_compare_exchange_n(&ld->debt, &d, d + bytes, 1, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
-            return CUDA_SUCCESS;
+            return MEM_TAKEN;
     }
 }
 
@@ -193,9 +194,10 @@ static int take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
 uint64_t mem_reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j)
 {
     mem_sdev_t *sd = &mem_area_of(t, j)->dev[d];
-    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
+    uint64_t w = util_load_seq(&sd->avail);
     for (;;) {
-        uint64_t g = mem_clampb(MEM_LOAD(&sd->granted)), r = MEM_LOAD(&sd->reserved);
+        uint64_t g = mem_clampb(util_load_relaxed(&sd->granted));
+        uint64_t r = util_load_relaxed(&sd->reserved);
         uint64_t take = mem_umin(MEM_SPARE(w), g > r ? g - r : 0);
         if (take == 0)
             return 0;
@@ -204,16 +206,16 @@ uint64_t mem_reclaim_one(shm_table_t *t, mem_dev_t *dev, int d, int j)
         dev->log.slot_gen = shm_slot_gen(t, j);
         dev->log.tag = tag;
         dev->log.take = take;
-        __atomic_store_n(&dev->log.valid, 1, __ATOMIC_SEQ_CST);
+        util_store_seq(&dev->log.valid, 1);
         uint64_t nw = ((uint64_t)tag << MEM_SPARE_BITS) | (MEM_SPARE(w) - take);
         if (__atomic_compare_exchange_n(&sd->avail, &w, nw, 0, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST)) {
-            MEM_STORE(&sd->granted, g - take);
-            MEM_STORE(&sd->granted_tag, tag);
-            __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);
+            util_store_relaxed(&sd->granted, g - take);
+            util_store_relaxed(&sd->granted_tag, tag);
+            util_store_seq(&dev->log.valid, 0);
             return take;
         }
-        __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);   /* w reloaded: retry */
+        util_store_seq(&dev->log.valid, 0);   /* w reloaded: retry */
     }
 }
 
@@ -233,7 +235,7 @@ uint64_t mem_reclaim_all_locked(shm_table_t *t, mem_dev_t *dev, int d, int self)
 /* Take the whole spare (keeping the tag); returns it. */
 static uint64_t take_all(mem_sdev_t *sd)
 {
-    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
+    uint64_t w = util_load_seq(&sd->avail);
     while (!__atomic_compare_exchange_n(&sd->avail, &w, w & ~MEM_SPARE_MASK, 1,
                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         ;
@@ -243,7 +245,7 @@ static uint64_t take_all(mem_sdev_t *sd)
 static void add_spare(mem_sdev_t *sd, uint64_t bytes)
 {
     if (bytes)
-        __atomic_add_fetch(&sd->avail, bytes, __ATOMIC_SEQ_CST);
+        util_add_seq(&sd->avail, bytes);
 }
 
 /* What grants may commit on the device: its budget less every context's
@@ -253,8 +255,8 @@ static void add_spare(mem_sdev_t *sd, uint64_t bytes)
  * contexts of processes yet to come. */
 uint64_t mem_effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint64_t own_ctx)
 {
-    uint64_t budget = MEM_LOAD(&dev->budget);
-    uint64_t taken = o->ctx + own_ctx + mem_clampb(MEM_LOAD(&dev->foreign));
+    uint64_t budget = util_load_relaxed(&dev->budget);
+    uint64_t taken = o->ctx + own_ctx + mem_clampb(util_load_relaxed(&dev->foreign));
     return budget > taken ? budget - taken : 0;
 }
 
@@ -270,8 +272,8 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     shm_table_t *t = mem_p.t;
     mem_sdev_t *sd = ld->sd;
     mem_dev_t *dev = ld->dev;
-    uint64_t g0 = mem_clampb(MEM_LOAD(&sd->granted)), r = MEM_LOAD(&sd->reserved);
-    uint64_t limit = MEM_LOAD(&sd->limit), ctx = mem_own_ctx(ld->d);
+    uint64_t g0 = mem_clampb(util_load_relaxed(&sd->granted)), r = util_load_relaxed(&sd->reserved);
+    uint64_t limit = util_load_relaxed(&sd->limit), ctx = mem_own_ctx(ld->d);
     limit = limit > ctx ? limit - ctx : 0;        /* its contexts count against it */
     if (g0 > limit || need > limit - g0)
         return MEM_OVER_LIMIT;
@@ -279,7 +281,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
         /* Within its reservation: admission set it aside, and every peer's
          * grant counts it as committed, so it is this process's whatever
          * the budget reads now (contexts measured since, foreign use). */
-        MEM_STORE(&sd->granted, g0 + need);
+        util_store_relaxed(&sd->granted, g0 + need);
         *grant = need;
         return MEM_FIT;
     }
@@ -291,14 +293,14 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
         uint64_t budget = mem_effective_budget(dev, &o, mem_own_ctx(ld->d));
         /* Another table hands out this GPU too (ipc's claim): what it
          * granted shows only in the driver, so every grant reads it. */
-        uint64_t headroom = MEM_LOAD(&dev->headroom);
+        uint64_t headroom = util_load_relaxed(&dev->headroom);
         if (!fresh && (o.committed_run + mem_umax(g0 + need, r) + headroom > budget ||
                        shm_device_shared(t, ld->d)))
             return MEM_ASK;
         uint64_t room = budget > o.committed_run ? budget - o.committed_run : 0;
         if (mem_umax(g0 + need, r) <= room) {
             uint64_t x = need + mem_umin(extra, room - mem_umax(g0 + need, r));
-            MEM_STORE(&sd->granted, g0 + x);
+            util_store_relaxed(&sd->granted, g0 + x);
             *grant = x;
             return MEM_FIT;
         }
@@ -325,7 +327,7 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
     uint64_t a = take_all(sd);
     if (a >= bytes) {                       /* freed meanwhile */
         add_spare(sd, a - bytes);
-        mem_note_peak(ld, MEM_SPARE(MEM_LOAD(&sd->avail)));
+        mem_note_peak(ld, MEM_SPARE(util_load_relaxed(&sd->avail)));
         return MEM_FIT;
     }
     mem_fit_t fit = grant_locked(ld, bytes - a, &grant, fresh);
@@ -334,7 +336,7 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
         return fit;
     }
     add_spare(sd, grant - (bytes - a));
-    mem_note_peak(ld, MEM_SPARE(MEM_LOAD(&sd->avail)));
+    mem_note_peak(ld, MEM_SPARE(util_load_relaxed(&sd->avail)));
     return MEM_FIT;
 }
 
@@ -342,13 +344,13 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
 
 void mem_wake(mem_dev_t *dev)
 {
-    __atomic_add_fetch(&dev->wake_seq, 1, __ATOMIC_SEQ_CST);
+    util_add_seq(&dev->wake_seq, 1);
     shm_futex_wake(&dev->wake_seq, INT_MAX);
 }
 
 void mem_wake_admit(mem_dev_t *dev)
 {
-    __atomic_add_fetch(&dev->admit_seq, 1, __ATOMIC_SEQ_CST);
+    util_add_seq(&dev->admit_seq, 1);
     shm_futex_wake(&dev->admit_seq, INT_MAX);
 }
 
@@ -362,15 +364,15 @@ static void shrink(mem_local_dev_t *ld)
     if (mem_lock() != 0)
         return;
     mem_fix_log(t, ld->d);
-    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_SEQ_CST);
-    uint64_t g = MEM_LOAD(&sd->granted), r = MEM_LOAD(&sd->reserved);
+    uint64_t w = util_load_seq(&sd->avail);
+    uint64_t g = util_load_relaxed(&sd->granted), r = util_load_relaxed(&sd->reserved);
     do {
         uint64_t spare = MEM_SPARE(w);
         x = mem_umin(spare > ld->chunk ? spare - ld->chunk : 0, g > r ? g - r : 0);
     } while (x && !__atomic_compare_exchange_n(&sd->avail, &w, w - x, 1, __ATOMIC_SEQ_CST,
                                                __ATOMIC_SEQ_CST));
     if (x) {
-        MEM_STORE(&sd->granted, g - x);
+        util_store_relaxed(&sd->granted, g - x);
         mem_publish_locked(t, ld->d);
     }
     shm_unlock(t);
@@ -380,7 +382,7 @@ void mem_give_slow(mem_local_dev_t *ld, uint64_t spare)
 {
     if (spare > ld->shrink_at)
         shrink(ld);
-    if (__atomic_load_n(&ld->dev->waiters, __ATOMIC_SEQ_CST))
+    if (util_load_seq(&ld->dev->waiters))
         mem_wake(ld->dev);
 }
 
@@ -389,13 +391,13 @@ void mem_give_slow(mem_local_dev_t *ld, uint64_t spare)
  * read of what the driver released). */
 void mem_pool_drain(mem_pool_t *p)
 {
-    uint64_t x = __atomic_exchange_n(&p->slack, 0, __ATOMIC_SEQ_CST);
+    uint64_t x = util_xchg_seq(&p->slack, 0);
     int ord = p->ord;
     if (!x)
         return;
-    __atomic_sub_fetch(&p->charged, x, __ATOMIC_SEQ_CST);
+    util_sub_seq(&p->charged, x);
     mem_local_dev_t *ld = ord >= 0 && ord < MEM_MAX_ORDINALS ? &mem_p.dev[ord] : NULL;
-    if (ld && __atomic_load_n(&ld->sd, __ATOMIC_ACQUIRE))
+    if (ld && util_load_acquire(&ld->sd))
         mem_give(ld, x);
 }
 
@@ -415,18 +417,18 @@ void mem_wait_enter(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64
             state_before = id.state;
         shm_set_state(mem_p.t, mem_p.slot, SHM_WAIT_MEM);
     }
-    MEM_STORE(&a->wait_kind, kind);
-    MEM_STORE(&a->wait_ticket, ticket);
-    MEM_STORE(&a->wait_bytes, bytes);
-    __atomic_store_n(&a->wait_dev, (uint32_t)d + 1, __ATOMIC_SEQ_CST);
+    util_store_relaxed(&a->wait_kind, kind);
+    util_store_relaxed(&a->wait_ticket, ticket);
+    util_store_relaxed(&a->wait_bytes, bytes);
+    util_store_seq(&a->wait_dev, (uint32_t)d + 1);
     mem_publish_locked(mem_p.t, d);
 }
 
 void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked)
 {
-    __atomic_store_n(&a->wait_dev, 0, __ATOMIC_SEQ_CST);
-    MEM_STORE(&a->wait_kind, MEM_WAIT_NONE);
-    __atomic_add_fetch(&a->waited_ns, util_now_ns() - since, __ATOMIC_RELAXED);
+    util_store_seq(&a->wait_dev, 0);
+    util_store_relaxed(&a->wait_kind, MEM_WAIT_NONE);
+    util_add_relaxed(&a->waited_ns, util_now_ns() - since);
     if (locked)
         mem_publish_locked(mem_p.t, d);
     if (--waiting == 0)
@@ -438,8 +440,8 @@ void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked)
 static void gpu_hook(void (*fn)(int), int d)
 {
     mem_local_dev_t *ld = d >= 0 && d < SHM_MAX_DEVICES ?
-                          __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE) : NULL;
-    if (fn && ld && __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
+                          util_load_acquire(&mem_p.by_index[d]) : NULL;
+    if (fn && ld && util_load_acquire(&mem_p.page_ask))
         fn((int)(ld - mem_p.dev));
 }
 
@@ -449,7 +451,7 @@ static void gpu_hook(void (*fn)(int), int d)
  * the lock. */
 void mem_queue_for_gpu(int d)
 {
-    gpu_hook(__atomic_load_n(&mem_p.gpu_wait, __ATOMIC_ACQUIRE), d);
+    gpu_hook(util_load_acquire(&mem_p.gpu_wait), d);
 }
 
 /* Paging could free what `bytes` lacks on ld's device (peers that may be
@@ -460,10 +462,10 @@ void mem_queue_for_gpu(int d)
 int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int *now)
 {
     uint64_t (*movable)(mem_local_dev_t *, uint64_t *) =
-        __atomic_load_n(&mem_p.page_movable, __ATOMIC_ACQUIRE);
+        util_load_acquire(&mem_p.page_movable);
     if (now)
         *now = 0;
-    if (!movable || !__atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE))
+    if (!movable || !util_load_acquire(&mem_p.page_ask))
         return 0;
     uint64_t room = mem_room_locked(ld), soon, asked_now;
     if (bytes <= room)
@@ -488,7 +490,7 @@ int mem_gpu_choice(int page_now, int *gave_up)
  * Outside the lock. */
 void mem_give_up_gpu(int d)
 {
-    gpu_hook(__atomic_load_n(&mem_p.gpu_give_up, __ATOMIC_ACQUIRE), d);
+    gpu_hook(util_load_acquire(&mem_p.gpu_give_up), d);
 }
 
 /* Sleep until memory is returned on dev (or a slice passes), with the lock
@@ -517,7 +519,7 @@ int mem_sleep_unlocked(mem_dev_t *dev, uint32_t *word, uint32_t seq, uint64_t ma
 uint64_t mem_ask_pages_locked(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t (*ask)(mem_local_dev_t *, uint64_t) =
-        __atomic_load_n(&mem_p.page_ask, __ATOMIC_ACQUIRE);
+        util_load_acquire(&mem_p.page_ask);
     if (!ask)
         return 0;
     uint64_t room = mem_room_locked(ld);
@@ -535,53 +537,38 @@ static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
     shm_table_t *t = mem_p.t;
     mem_sdev_t *sd = ld->sd;
     uint64_t need = mem_sdev_used(sd) + bytes;
-    uint64_t taken = mem_own_ctx(ld->d) + mem_clampb(MEM_LOAD(&ld->dev->foreign));
-    if (!mem_p.cfg.swap || need + taken > MEM_LOAD(&ld->dev->budget) || need > MEM_LOAD(&sd->limit))
+    uint64_t taken = mem_own_ctx(ld->d) + mem_clampb(util_load_relaxed(&ld->dev->foreign));
+    if (!mem_p.cfg.swap || need + taken > util_load_relaxed(&ld->dev->budget) ||
+        need > util_load_relaxed(&sd->limit))
         return 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         shm_ident_t id;
         if (j != mem_p.slot && shm_slot_alive(t, j) && shm_slot_ident(t, j, &id) == 0 &&
             id.state != SHM_WAIT_MEM &&
-            (MEM_LOAD(&mem_area_of(t, j)->dev[ld->d].flags) & MEM_SDEV_REGISTERED))
+            (util_load_relaxed(&mem_area_of(t, j)->dev[ld->d].flags) & MEM_SDEV_REGISTERED))
             return 1;
     }
     return 0;
 }
 
-/* This thread's waits give up once stuck (mem_take_stuck_bail), and
- * whether the last one did. */
-static __thread int stuck_bail, stuck_seen;
-
-void mem_take_stuck_bail(int on)
-{
-    stuck_bail = on;
-    stuck_seen = 0;
-}
-
-int mem_take_was_stuck(void)
-{
-    int seen = stuck_seen;
-    stuck_seen = 0;
-    return seen;
-}
-
-/* Stuck now, for a wait that may give up so.  Under the lock. */
-static int stuck_now_locked(mem_local_dev_t *ld, uint64_t bytes)
+/* Stuck now, for a wait that may give up so (MEM_CHARGE_BAIL).  Under the
+ * lock. */
+static int stuck_now_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags)
 {
     int (*stuck)(mem_local_dev_t *, uint64_t) =
-        __atomic_load_n(&mem_p.page_stuck, __ATOMIC_ACQUIRE);
-    return stuck_bail && stuck && stuck(ld, bytes);
+        util_load_acquire(&mem_p.page_stuck);
+    return (flags & MEM_CHARGE_BAIL) && stuck && stuck(ld, bytes);
 }
 
 /* Stuck (page.c's rule, mem_p.page_stuck) for MEM_STUCK_NS, with a
- * caller that can page itself out (stuck_bail): the wait gives up, so
+ * caller that can page itself out (MEM_CHARGE_BAIL): the wait gives up, so
  * that the caller, its locks released, pages out and waits for room for
  * everything (mem_page_self_wait).  *since tracks the stretch.  Under the
  * lock; 1: stuck (waits on, or gives up when *give_up). */
-static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes, uint64_t now, uint64_t *since,
-                        int *give_up)
+static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags, uint64_t now,
+                        uint64_t *since, int *give_up)
 {
-    if (!stuck_now_locked(ld, bytes)) {
+    if (!stuck_now_locked(ld, bytes, flags)) {
         *since = 0;
         return 0;
     }
@@ -593,9 +580,10 @@ static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes, uint64_t now, uint6
 
 /* Over the device's budget: wait for peers to give memory back (or die),
  * up to SALUS_MEM_WAIT_MS, and as long as peers are asked to page out (the
- * wait then ends when they have), or until stuck (stuck_locked).  Lock
- * held on entry; on return too, unless *lost. */
-static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
+ * wait then ends when they have), or until stuck (stuck_locked: *stuck).
+ * Lock held on entry; on return too, unless *lost. */
+static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags, int *lost,
+                             int *gave_up_stuck)
 {
     mem_slot_t *a = mem_p.area;
     uint64_t start = util_now_ns(), deadline = start + mem_p.cfg.wait_ns, since = 0;
@@ -609,20 +597,21 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, int *lost)
     mem_wait_enter(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
     int gave_up = 0, give_up = 0;
     for (;;) {
-        uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
+        uint32_t seq = util_load_seq(&ld->dev->wake_seq);
         fit = take_locked(ld, bytes, 1);
         uint64_t now = util_now_ns();
         int asked = fit == MEM_OVER_DEVICE && mem_ask_pages_locked(ld, bytes) != 0;
         int page_now = 0;
         int pageable = fit == MEM_OVER_DEVICE && mem_pageable_locked(ld, bytes, &page_now);
-        int stuck = fit == MEM_OVER_DEVICE && stuck_locked(ld, bytes, now, &since, &give_up);
+        int stuck = fit == MEM_OVER_DEVICE &&
+                    stuck_locked(ld, bytes, flags, now, &since, &give_up);
         if (asked && deadline < now + MEM_PAGE_WAIT_NS)
             deadline = now + MEM_PAGE_WAIT_NS;      /* peers page out: wait for them */
         if ((pageable || stuck || (fit == MEM_OVER_DEVICE && outwaits_locked(ld, bytes))) &&
             deadline < now + 2 * MEM_WAIT_SLICE_NS)
             deadline = now + 2 * MEM_WAIT_SLICE_NS; /* they will, once they wait or end */
         if (give_up)
-            stuck_seen = 1;
+            *gave_up_stuck = 1;
         if (fit != MEM_OVER_DEVICE || now >= deadline || give_up)
             break;
         /* Paging cannot make the room now: leave the GPU to the jobs that
@@ -642,52 +631,43 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
 {
     static int said;
     mem_sdev_t *sd = ld->sd;
-    uint64_t g = MEM_LOAD(&sd->granted) + __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
-    uint64_t spare = MEM_SPARE(MEM_LOAD(&sd->avail)), used = g > spare ? g - spare : 0;
-    uint64_t outside = mem_clampb(MEM_LOAD(&ld->dev->sum_ctx)) +
-                       mem_clampb(MEM_LOAD(&ld->dev->foreign));
-    uint64_t budget = MEM_LOAD(&ld->dev->budget);
+    uint64_t g = util_load_relaxed(&sd->granted) + util_load_relaxed(&ld->debt);
+    uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail)), used = g > spare ? g - spare : 0;
+    uint64_t outside = mem_clampb(util_load_relaxed(&ld->dev->sum_ctx)) +
+                       mem_clampb(util_load_relaxed(&ld->dev->foreign));
+    uint64_t budget = util_load_relaxed(&ld->dev->budget);
     uint64_t grantable = budget > outside ? budget - outside : 0;
     if (fit == MEM_OVER_LIMIT)
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: this "
                       "process uses %s and its contexts %s of its limit of %s (%s); the "
                       "program sees CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->name,
                       util_size(used).s, util_size(mem_own_ctx(ld->d)).s,
-                      util_size(MEM_LOAD(&sd->limit)).s,
+                      util_size(util_load_relaxed(&sd->limit)).s,
                       mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "the device's whole budget");
     else
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: the "
                       "%s it can grant (its budget of %s less %s that contexts and "
                       "processes outside the table take, as the driver says) is taken by "
                       "the processes sharing it%s", util_size(bytes).s, ld->name,
-                      util_size(grantable).s, util_size(MEM_LOAD(&ld->dev->budget)).s,
+                      util_size(grantable).s, util_size(util_load_relaxed(&ld->dev->budget)).s,
                       util_size(outside).s,
                       mem_p.cfg.wait_ns ? " (waited SALUS_MEM_WAIT_MS)" :
                       "; SALUS_MEM_WAIT_MS=<ms> would wait for them to free memory");
 }
 
-/* This thread's takes are refused at once instead of waiting (a page-in's
- * charges: mem_take_nowait). */
-static __thread int take_nowait;
-
-void mem_take_nowait(int on)
-{
-    take_nowait = on;
-}
-
-int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
+mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh, unsigned flags)
 {
     shm_table_t *t = mem_p.t;
-    int lost = 0;
+    int lost = 0, stuck = 0;
     if (mem_lock() != 0) {
-        if (!__atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE))
-            return 1;
-        int rc = take_as_debt(ld, bytes);
-        if (rc != CUDA_SUCCESS) {
-            __atomic_add_fetch(&mem_p.area->oom_refusals, 1, __ATOMIC_RELAXED);
+        if (!util_load_acquire(&mem_p.suspended))
+            return MEM_TAKE_UNCOUNTED;
+        mem_take_t r = take_as_debt(ld, bytes);
+        if (r == MEM_TAKE_REFUSED) {
+            util_add_relaxed(&mem_p.area->oom_refusals, 1);
             say_refusal(ld, bytes, MEM_OVER_LIMIT);
         }
-        return rc;
+        return r;
     }
     mem_fix_log(t, ld->d);
     mem_fit_t fit = take_locked(ld, bytes, fresh);
@@ -695,40 +675,41 @@ int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh)
         shm_unlock(t);
         return MEM_TAKE_ASK_DRIVER;
     }
-    if (fit == MEM_OVER_DEVICE && !take_nowait &&
+    if (fit == MEM_OVER_DEVICE && !(flags & MEM_CHARGE_NOWAIT) &&
         (mem_p.cfg.wait_ns || mem_ask_pages_locked(ld, bytes) ||
-         mem_pageable_locked(ld, bytes, NULL) || stuck_now_locked(ld, bytes)))
-        fit = wait_locked(ld, bytes, &lost);
+         mem_pageable_locked(ld, bytes, NULL) || stuck_now_locked(ld, bytes, flags)))
+        fit = wait_locked(ld, bytes, flags, &lost, &stuck);
     if (lost)
-        return 1;
-    if (stuck_seen) {                 /* not refused: the caller pages itself out */
+        return MEM_TAKE_UNCOUNTED;
+    if (stuck) {                      /* not refused: the caller pages itself out */
         mem_publish_locked(t, ld->d);
         shm_unlock(t);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return MEM_TAKE_STUCK;
     }
     mem_publish_locked(t, ld->d);
     shm_unlock(t);
     if (fit == MEM_FIT)
-        return CUDA_SUCCESS;
-    __atomic_add_fetch(&mem_p.area->oom_refusals, 1, __ATOMIC_RELAXED);
+        return MEM_TAKEN;
+    util_add_relaxed(&mem_p.area->oom_refusals, 1);
     say_refusal(ld, bytes, fit);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return MEM_TAKE_REFUSED;
 }
 
-int mem_take_held(mem_local_dev_t *ld, uint64_t bytes)
+mem_take_t mem_take_held(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t spare;
     if (mem_take_fast(ld->sd, bytes, &spare)) {
         mem_note_peak(ld, spare);
-        return CUDA_SUCCESS;
+        return MEM_TAKEN;
     }
     if (mem_lock() != 0)
-        return __atomic_load_n(&mem_p.suspended, __ATOMIC_ACQUIRE) ? take_as_debt(ld, bytes) : 1;
+        return util_load_acquire(&mem_p.suspended) ? take_as_debt(ld, bytes)
+                                                                   : MEM_TAKE_UNCOUNTED;
     mem_fix_log(mem_p.t, ld->d);
     mem_fit_t fit = take_locked(ld, bytes, 1);   /* the driver gave it: no reading */
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
-    return fit == MEM_FIT ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return fit == MEM_FIT ? MEM_TAKEN : MEM_TAKE_REFUSED;
 }
 
 /* ---- the process's room, for its view ----------------------------------- */
@@ -738,9 +719,9 @@ uint64_t mem_room_locked(mem_local_dev_t *ld)
     mem_sdev_t *sd = ld->sd;
     mem_sums_t o;
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
-    uint64_t g = MEM_LOAD(&sd->granted), spare = MEM_SPARE(MEM_LOAD(&sd->avail));
+    uint64_t g = util_load_relaxed(&sd->granted), spare = MEM_SPARE(util_load_relaxed(&sd->avail));
     uint64_t used = g > spare ? g - spare : 0;
-    uint64_t limit = MEM_LOAD(&sd->limit);
+    uint64_t limit = util_load_relaxed(&sd->limit);
     uint64_t budget = mem_effective_budget(ld->dev, &o, mem_own_ctx(ld->d));
     uint64_t mine = used + mem_own_ctx(ld->d);        /* its limit bounds its contexts too */
     uint64_t lim_room = limit > mine ? limit - mine : 0;

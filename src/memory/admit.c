@@ -46,15 +46,15 @@
 
 void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal))
 {
-    __atomic_store_n(&mem_p.sched_enroll, enroll, __ATOMIC_RELEASE);
-    __atomic_store_n(&mem_p.admit_order, fn, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.sched_enroll, enroll);
+    util_store_release(&mem_p.admit_order, fn);
 }
 
 /* The scheduler knows this process (its declared length, priority) before
  * it is ordered among the waiters.  Outside the lock. */
 static void enroll(mem_local_dev_t *ld)
 {
-    void (*fn)(int) = __atomic_load_n(&mem_p.sched_enroll, __ATOMIC_ACQUIRE);
+    void (*fn)(int) = util_load_acquire(&mem_p.sched_enroll);
     if (fn)
         fn((int)(ld - mem_p.dev));
 }
@@ -69,9 +69,9 @@ static int paging_possible_locked(shm_table_t *t, int d)
         if (shm_slot_gen(t, j) == 0)
             continue;
         mem_slot_t *a = mem_area_of(t, j);
-        if (MEM_LOAD(&a->magic) == MEM_SLOT_MAGIC &&
-            (MEM_LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_SWAP)) &&
-            (MEM_LOAD(&a->dev[d].flags) & MEM_SDEV_REGISTERED))
+        if (util_load_relaxed(&a->magic) == MEM_SLOT_MAGIC &&
+            (util_load_relaxed(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_SWAP)) &&
+            (util_load_relaxed(&a->dev[d].flags) & MEM_SDEV_REGISTERED))
             return 1;
     }
     return 0;
@@ -82,7 +82,7 @@ static int paging_possible_locked(shm_table_t *t, int d)
 static int goes_before(shm_table_t *t, int d, int j, uint32_t tj, uint32_t mine, int ordered)
 {
     int (*order)(shm_table_t *, int, int, int) =
-        ordered ? __atomic_load_n(&mem_p.admit_order, __ATOMIC_ACQUIRE) : NULL;
+        ordered ? util_load_acquire(&mem_p.admit_order) : NULL;
     int c = order ? order(t, d, j, mem_p.slot) : 0;
     if (c != 0)
         return c < 0;
@@ -96,9 +96,9 @@ static int is_head(shm_table_t *t, int d, uint32_t ticket)
         if (j == mem_p.slot || shm_slot_gen(t, j) == 0)
             continue;
         mem_slot_t *a = mem_area_of(t, j);
-        if (MEM_LOAD(&a->wait_dev) == (uint32_t)d + 1 &&
-            MEM_LOAD(&a->wait_kind) == MEM_WAIT_ADMIT &&
-            goes_before(t, d, j, MEM_LOAD(&a->wait_ticket), ticket, ordered))
+        if (util_load_relaxed(&a->wait_dev) == (uint32_t)d + 1 &&
+            util_load_relaxed(&a->wait_kind) == MEM_WAIT_ADMIT &&
+            goes_before(t, d, j, util_load_relaxed(&a->wait_ticket), ticket, ordered))
             return 0;
     }
     return 1;
@@ -116,8 +116,8 @@ typedef struct wait_word {
 
 static wait_word_t wait_word(mem_dev_t *dev)
 {
-    wait_word_t w = { __atomic_load_n(&dev->wake_seq, __ATOMIC_SEQ_CST),
-                      __atomic_load_n(&dev->admit_seq, __ATOMIC_SEQ_CST) };
+    wait_word_t w = { util_load_seq(&dev->wake_seq),
+                      util_load_seq(&dev->admit_seq) };
     return w;
 }
 
@@ -136,14 +136,14 @@ static int sleep_in_queue(mem_dev_t *dev, const wait_word_t *w, int head, uint64
  * has none there yet. */
 static uint64_t ctx_need(mem_local_dev_t *ld)
 {
-    return mem_own_ctx(ld->d) ? 0 : mem_clampb(MEM_LOAD(&ld->dev->ctx_last));
+    return mem_own_ctx(ld->d) ? 0 : mem_clampb(util_load_relaxed(&ld->dev->ctx_last));
 }
 
 /* `reserve` and a context fit beside what the others commit (their spare
  * reclaimed if that makes the difference). */
 static int fits_locked(mem_local_dev_t *ld, uint64_t reserve, uint64_t ctx)
 {
-    uint64_t mine = mem_umax(MEM_LOAD(&ld->sd->granted), reserve) + ctx;
+    uint64_t mine = mem_umax(util_load_relaxed(&ld->sd->granted), reserve) + ctx;
     mem_sums_t o;
     mem_sums(mem_p.t, ld->d, mem_p.slot, &o);
     uint64_t budget = mem_effective_budget(ld->dev, &o, mem_own_ctx(ld->d));
@@ -172,9 +172,9 @@ static int leaves_room_locked(mem_local_dev_t *ld, uint64_t ctx)
         if (j == mem_p.slot || shm_slot_gen(t, j) == 0)
             continue;
         const mem_sdev_t *sd = &mem_area_of(t, j)->dev[ld->d];
-        if (MEM_LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
-            largest = mem_umax(largest, mem_umax(mem_clampb(MEM_LOAD(&sd->peak)),
-                                                 mem_clampb(MEM_LOAD(&sd->reserved))));
+        if (util_load_relaxed(&sd->flags) & MEM_SDEV_REGISTERED)
+            largest = mem_umax(largest, mem_umax(mem_clampb(util_load_relaxed(&sd->peak)),
+                                                 mem_clampb(util_load_relaxed(&sd->reserved))));
     }
     if (mem_p.cfg.swap)
         largest = mem_umax(largest, mem_largest_seen(ld->dev));
@@ -191,7 +191,8 @@ static int alloc_waiter_locked(int d)
         if (j == mem_p.slot || shm_slot_gen(t, j) == 0)
             continue;
         const mem_slot_t *a = mem_area_of(t, j);
-        if (MEM_LOAD(&a->wait_dev) == (uint32_t)d + 1 && MEM_LOAD(&a->wait_kind) == MEM_WAIT_ALLOC)
+        if (util_load_relaxed(&a->wait_dev) == (uint32_t)d + 1 &&
+            util_load_relaxed(&a->wait_kind) == MEM_WAIT_ALLOC)
             return 1;
     }
     return 0;
@@ -228,8 +229,8 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
         shm_reap_dead(t, 1);
     }
     if (!lost) {
-        MEM_STORE(&ld->sd->reserved, reserve);
-        __atomic_or_fetch(&ld->sd->flags, MEM_SDEV_ADMITTED, __ATOMIC_RELAXED);
+        util_store_relaxed(&ld->sd->reserved, reserve);
+        util_or_relaxed(&ld->sd->flags, MEM_SDEV_ADMITTED);
     }
     mem_wait_leave(a, d, start, !lost);
     if (!lost)
@@ -260,7 +261,7 @@ static void precharge_locked(mem_local_dev_t *ld, uint64_t ctx)
 {
     mem_dev_t *dev = ld->dev;
     uint64_t kib = (mem_ctx_of(dev, mem_p.slot) >> 10) + (ctx + 1023) / 1024;
-    MEM_STORE(&dev->ctx_kib[mem_p.slot], (uint32_t)(kib > UINT32_MAX ? UINT32_MAX : kib));
+    util_store_relaxed(&dev->ctx_kib[mem_p.slot], (uint32_t)(kib > UINT32_MAX ? UINT32_MAX : kib));
     ld->ctx_precharge = ctx;
     mem_publish_locked(mem_p.t, ld->d);
 }

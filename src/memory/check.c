@@ -20,8 +20,9 @@
 /* Slot j on device d; adds max(granted, reserved) to *committed. */
 static const char *check_sdev(int j, int d, const mem_sdev_t *sd, uint64_t *committed)
 {
-    uint64_t granted = MEM_LOAD(&sd->granted), reserved = MEM_LOAD(&sd->reserved);
-    uint64_t spare = MEM_SPARE(MEM_LOAD(&sd->avail)), limit = MEM_LOAD(&sd->limit);
+    uint64_t granted = util_load_relaxed(&sd->granted), reserved = util_load_relaxed(&sd->reserved);
+    uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
+    uint64_t limit = util_load_relaxed(&sd->limit);
     if (granted > MEM_MAX_BYTES || reserved > MEM_MAX_BYTES)
         return util_describe("slot %d, device %d: granted %llu or reserved %llu is past 2^48", j,
                              d, (unsigned long long)granted, (unsigned long long)reserved);
@@ -32,7 +33,7 @@ static const char *check_sdev(int j, int d, const mem_sdev_t *sd, uint64_t *comm
     if (granted > limit)
         return util_describe("slot %d, device %d: granted %llu is more than its limit %llu", j, d,
                              (unsigned long long)granted, (unsigned long long)limit);
-    if (reserved > 0 && !(MEM_LOAD(&sd->flags) & MEM_SDEV_ADMITTED))
+    if (reserved > 0 && !(util_load_relaxed(&sd->flags) & MEM_SDEV_ADMITTED))
         return util_describe("slot %d, device %d: %llu bytes reserved, yet not admitted", j, d,
                              (unsigned long long)reserved);
     *committed += granted > reserved ? granted : reserved;
@@ -44,11 +45,11 @@ static const char *check_sdev(int j, int d, const mem_sdev_t *sd, uint64_t *comm
 static const char *check_dev(shm_table_t *t, int d, const mem_dev_t *dev)
 {
     const char *bad;
-    uint64_t capacity = MEM_LOAD(&dev->capacity), budget = MEM_LOAD(&dev->budget);
+    uint64_t capacity = util_load_relaxed(&dev->capacity), budget = util_load_relaxed(&dev->budget);
     if (capacity > MEM_MAX_BYTES || budget > capacity)
         return util_describe("device %d: budget %llu, capacity %llu (budget <= capacity < 2^48)",
                              d, (unsigned long long)budget, (unsigned long long)capacity);
-    if (MEM_LOAD(&dev->log.valid))
+    if (util_load_relaxed(&dev->log.valid))
         return util_describe("device %d: a reclaim log is left valid at an unlock", d);
     uint64_t committed = 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
@@ -71,7 +72,8 @@ const char *mem_check_locked(shm_table_t *t)
     const char *bad;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        if (dev && MEM_LOAD(&dev->magic) == MEM_DEV_MAGIC && (bad = check_dev(t, d, dev)) != NULL)
+        if (dev && util_load_relaxed(&dev->magic) == MEM_DEV_MAGIC &&
+            (bad = check_dev(t, d, dev)) != NULL)
             return bad;
     }
     return NULL;

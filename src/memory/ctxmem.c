@@ -95,7 +95,7 @@ static uint64_t unexplained_locked(mem_local_dev_t *ld, uint64_t free_bytes)
 {
     mem_sums_t s;
     mem_sums(mem_p.t, ld->d, -1, &s);
-    uint64_t cap = MEM_LOAD(&ld->dev->capacity);
+    uint64_t cap = util_load_relaxed(&ld->dev->capacity);
     uint64_t taken = cap > free_bytes ? cap - free_bytes : 0, known = s.used + s.ctx;
     return taken > known ? taken - known : 0;
 }
@@ -106,7 +106,7 @@ static uint64_t unexplained_locked(mem_local_dev_t *ld, uint64_t free_bytes)
  * devices, for the report (the charge itself goes with the contexts). */
 uint64_t mem_ctx_peak(void)
 {
-    return __atomic_load_n(&mem_p.ctx_peak, __ATOMIC_RELAXED);
+    return util_load_relaxed(&mem_p.ctx_peak);
 }
 
 static void note_peak_locked(void)
@@ -116,7 +116,7 @@ static void note_peak_locked(void)
         if (mem_p.by_index[d])
             sum += mem_ctx_of(mem_p.by_index[d]->dev, mem_p.slot);
     if (sum > mem_ctx_peak())
-        __atomic_store_n(&mem_p.ctx_peak, sum, __ATOMIC_RELAXED);
+        util_store_relaxed(&mem_p.ctx_peak, sum);
 }
 
 /* What admission charged for a context before it was made (admit.c) goes:
@@ -126,7 +126,7 @@ static void drop_precharge_locked(mem_local_dev_t *ld)
     uint64_t kib = mem_ctx_of(ld->dev, mem_p.slot) >> 10, pre = (ld->ctx_precharge + 1023) / 1024;
     if (!ld->ctx_precharge)
         return;
-    MEM_STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)(kib > pre ? kib - pre : 0));
+    util_store_relaxed(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)(kib > pre ? kib - pre : 0));
     ld->ctx_precharge = 0;
 }
 
@@ -159,7 +159,8 @@ void mem_ctx_precharge_drop(mem_local_dev_t *ld)
 static uint64_t charge_of_locked(mem_local_dev_t *ld, uint64_t raw, uint64_t u, int what,
                                  int *plausible)
 {
-    uint64_t eighth = MEM_LOAD(&ld->dev->capacity) / 8, last = MEM_LOAD(&ld->dev->ctx_last);
+    uint64_t eighth = util_load_relaxed(&ld->dev->capacity) / 8;
+    uint64_t last = util_load_relaxed(&ld->dev->ctx_last);
     if (!last || last > eighth) {
         *plausible = raw <= eighth;
         return mem_umin(raw, eighth);
@@ -181,14 +182,14 @@ void mem_ctx_charge(mem_local_dev_t *ld, int ordinal, int what)
         return;
     mem_fix_log(mem_p.t, ld->d);
     drop_precharge_locked(ld);        /* this measure replaces admission's estimate */
-    uint64_t u = unexplained_locked(ld, f), foreign = MEM_LOAD(&ld->dev->foreign);
+    uint64_t u = unexplained_locked(ld, f), foreign = util_load_relaxed(&ld->dev->foreign);
     int plausible;
     uint64_t charge = charge_of_locked(ld, u > foreign ? u - foreign : 0, u, what, &plausible);
     uint64_t kib = (mem_ctx_of(ld->dev, mem_p.slot) >> 10) + (charge + 1023) / 1024;
-    MEM_STORE(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)mem_umin(kib, UINT32_MAX));
-    MEM_STORE(&ld->dev->foreign, u - charge);
+    util_store_relaxed(&ld->dev->ctx_kib[mem_p.slot], (uint32_t)mem_umin(kib, UINT32_MAX));
+    util_store_relaxed(&ld->dev->foreign, u - charge);
     if (what != MEM_CHARGE_MODULE && charge && plausible)
-        MEM_STORE(&ld->dev->ctx_last, charge);
+        util_store_relaxed(&ld->dev->ctx_last, charge);
     note_peak_locked();
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
@@ -203,7 +204,7 @@ void mem_ctx_uncharge(mem_local_dev_t *ld)
     if (!mem_p.area || mem_p.slot < 0 || mem_p.slot >= SHM_MAX_SLOTS ||
         !mem_ctx_of(ld->dev, mem_p.slot) || mem_lock() != 0)
         return;
-    MEM_STORE(&ld->dev->ctx_kib[mem_p.slot], 0);
+    util_store_relaxed(&ld->dev->ctx_kib[mem_p.slot], 0);
     ld->ctx_precharge = 0;
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
@@ -221,7 +222,7 @@ int mem_drv_refresh(mem_local_dev_t *ld, int ordinal)
     if (read_free_current(ordinal, &f) != 0 || mem_lock() != 0)
         return -1;
     mem_fix_log(mem_p.t, ld->d);
-    MEM_STORE(&ld->dev->foreign, unexplained_locked(ld, f));
+    util_store_relaxed(&ld->dev->foreign, unexplained_locked(ld, f));
     mem_publish_locked(mem_p.t, ld->d);
     shm_unlock(mem_p.t);
     return 0;

@@ -36,7 +36,7 @@ mem_stripe_t mem_stripes[MEM_STRIPES];
 void mem_stripe_lock_slow(mem_stripe_t *s)
 {
     for (unsigned spins = 0;; spins++) {
-        while (__atomic_load_n(&s->lock, __ATOMIC_RELAXED)) {
+        while (util_load_relaxed(&s->lock)) {
             if (++spins > 256) {
                 sched_yield();
                 spins = 0;
@@ -44,7 +44,7 @@ void mem_stripe_lock_slow(mem_stripe_t *s)
                 mem_cpu_relax();
             }
         }
-        if (!__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE))
+        if (!util_xchg_acquire(&s->lock, 1))
             return;
     }
 }

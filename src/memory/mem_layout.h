@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "ipc/ipc.h"
+#include "util/atomic.h"
 #include "memory/memory.h"
 #include "memory/mem_map.h"
 
@@ -55,7 +56,7 @@
  * the tag; the owner's compare-and-swaps and additions keep it. */
 #define MEM_SPARE_BITS   48
 #define MEM_SPARE_MASK   ((1ull << MEM_SPARE_BITS) - 1)
-#define MEM_MAX_BYTES    MEM_SPARE_MASK
+_Static_assert(MEM_MAX_BYTES == MEM_SPARE_MASK, "memory.h's bound is the spare's field");
 #define MEM_TAG(w)       ((uint32_t)((w) >> MEM_SPARE_BITS))
 #define MEM_SPARE(w)     ((w) & MEM_SPARE_MASK)
 
@@ -209,7 +210,6 @@ typedef struct mem_config {
     const char *headroom_text;
     uint64_t wait_ns;
     int swap;                      /* SALUS_SWAP: 1 on */
-    const char *swap_limit;        /* SALUS_SWAP_LIMIT, NULL: the default */
 } mem_config_t;
 
 enum { MEM_OFF = 0, MEM_ON = 1, MEM_OPEN = 2 };
@@ -253,9 +253,6 @@ typedef struct mem_proc {
     void (*gpu_wait)(int ordinal);
     /* Its other half (mem_set_gpu_give_up), outside the lock. */
     void (*gpu_give_up)(int ordinal);
-    /* The interception layer's count of calls that can write device memory
-     * (mem_set_work_count); NULL: every allocation counts as written. */
-    uint64_t (*work_count)(void);
     /* Wakes a peer asked to page out (mem_set_nudge), under the lock. */
     void (*nudge)(shm_table_t *t, int slot);
     /* Holds or lets go this process's launches (mem_set_hold), outside the
@@ -270,12 +267,11 @@ typedef struct mem_proc {
 extern mem_proc_t mem_p;
 
 /* ---- reading the table ------------------------------------------------------
- * Every word of the table is read and written with relaxed atomics (the
+ * Every word of the table is read and written with relaxed atomics
+ * (util_load_relaxed, util_store_relaxed: util/atomic.h; the
  * lock or a futex orders what needs ordering); a size read from it is
  * clamped to MEM_MAX_BYTES before it is summed, so that a scribbling peer
  * cannot overflow a sum. */
-#define MEM_LOAD(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
-#define MEM_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 
 static inline uint64_t mem_umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t mem_umax(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -291,8 +287,8 @@ static inline mem_slot_t *mem_area_of(shm_table_t *t, int slot)
  * grant no device could hold (a scribbled word). */
 static inline uint64_t mem_sdev_used(const mem_sdev_t *sd)
 {
-    uint64_t g = __atomic_load_n(&sd->granted, __ATOMIC_RELAXED);
-    uint64_t spare = MEM_SPARE(__atomic_load_n(&sd->avail, __ATOMIC_RELAXED));
+    uint64_t g = util_load_relaxed(&sd->granted);
+    uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
     return g <= MEM_MAX_BYTES && g > spare ? g - spare : 0;
 }
 
@@ -301,15 +297,15 @@ static inline uint64_t mem_sdev_used(const mem_sdev_t *sd)
  * (a scribbled word, not a peak). */
 static inline uint64_t mem_largest_seen(const mem_dev_t *dev)
 {
-    uint64_t seen = (uint64_t)__atomic_load_n(&dev->peak_mib, __ATOMIC_RELAXED) << 20;
-    return seen <= __atomic_load_n(&dev->budget, __ATOMIC_RELAXED) ? seen : 0;
+    uint64_t seen = (uint64_t)util_load_relaxed(&dev->peak_mib) << 20;
+    return seen <= util_load_relaxed(&dev->budget) ? seen : 0;
 }
 
 /* Slot j's context charge on device dev, in bytes (j checked). */
 static inline uint64_t mem_ctx_of(const mem_dev_t *dev, int j)
 {
     return j >= 0 && j < SHM_MAX_SLOTS ?
-           (uint64_t)__atomic_load_n(&dev->ctx_kib[j], __ATOMIC_RELAXED) << 10 : 0;
+           (uint64_t)util_load_relaxed(&dev->ctx_kib[j]) << 10 : 0;
 }
 
 /* The registered device of an ordinal (-1: the current context's), or NULL
@@ -319,10 +315,30 @@ mem_local_dev_t *mem_local_dev(int device);
 /* An entry freed or forgotten: its bytes back to the grant, or to its pool. */
 void mem_entry_released(const mem_entry_t *e);
 
-/* Charge `bytes` on ld for an allocation (admission, the spare, a grant):
- * CUDA_SUCCESS, 1 when it passes uncounted (the lock is unusable), or the
- * refusal (memory.c). */
-int mem_charge(mem_local_dev_t *ld, uint64_t bytes);
+/* What a charge came to.  Inside the module results are this, never a
+ * CUresult mixed with 1 and -1: a CUresult is made only at the interface,
+ * by mem_take_cu. */
+typedef enum mem_take {
+    MEM_TAKEN = 0,          /* charged */
+    MEM_TAKE_REFUSED,       /* past the limit, the budget or the reservation */
+    MEM_TAKE_UNCOUNTED,     /* the table's lock is unusable: passes uncounted */
+    MEM_TAKE_ASK_DRIVER,    /* near the capacity: read the driver's free memory,
+                               then ask again with fresh = 1 (mem_take_slow) */
+    MEM_TAKE_STUCK,         /* MEM_CHARGE_BAIL: the wait gave up stuck, nothing said */
+} mem_take_t;
+
+/* What the program sees of a charge: an uncounted one goes ahead (fail
+ * open), a refusal is CUDA_ERROR_OUT_OF_MEMORY. */
+static inline CUresult mem_take_cu(mem_take_t r)
+{
+    return r == MEM_TAKE_REFUSED || r == MEM_TAKE_STUCK ? CUDA_ERROR_OUT_OF_MEMORY
+                                                        : CUDA_SUCCESS;
+}
+
+/* Charge `bytes` on ld for an allocation (admission, the spare, a grant),
+ * with memory.h's MEM_CHARGE_* `flags`: MEM_TAKEN, MEM_TAKE_UNCOUNTED,
+ * MEM_TAKE_REFUSED, or MEM_TAKE_STUCK (MEM_CHARGE_BAIL) (memory.c). */
+mem_take_t mem_charge(mem_local_dev_t *ld, uint64_t bytes, unsigned flags);
 
 /* ---- account.c: grants, reclaim, waits, admission (table lock) ---------- */
 
@@ -343,7 +359,7 @@ uint64_t mem_pay_debt(mem_local_dev_t *ld, uint64_t bytes);
  * left in *spare_after.  The CAS keeps the tag: bytes <= spare, no borrow. */
 static inline int mem_take_fast(mem_sdev_t *sd, uint64_t bytes, uint64_t *spare_after)
 {
-    uint64_t w = __atomic_load_n(&sd->avail, __ATOMIC_RELAXED);
+    uint64_t w = util_load_relaxed(&sd->avail);
     while (MEM_SPARE(w) >= bytes)
         if (__atomic_compare_exchange_n(&sd->avail, &w, w - bytes, 1,
                                         __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
@@ -356,7 +372,7 @@ static inline int mem_take_fast(mem_sdev_t *sd, uint64_t bytes, uint64_t *spare_
 /* Raise *w to v (the owner's threads race only to raise it). */
 static inline void mem_raise(uint64_t *w, uint64_t v)
 {
-    uint64_t p = __atomic_load_n(w, __ATOMIC_RELAXED);
+    uint64_t p = util_load_relaxed(w);
     while (__builtin_expect(v > p, 0) &&
            !__atomic_compare_exchange_n(w, &p, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
@@ -366,26 +382,26 @@ static inline void mem_raise(uint64_t *w, uint64_t v)
  * spare left after a take. */
 static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t spare_after)
 {
-    uint64_t g = __atomic_load_n(&ld->sd->granted, __ATOMIC_RELAXED);
+    uint64_t g = util_load_relaxed(&ld->sd->granted);
     uint64_t used = g > spare_after ? g - spare_after : 0;
     mem_raise(&ld->sd->peak, used);
     mem_raise(&ld->iter_peak, used);
 }
 
 /* The slow path of an allocation: grant more under the lock (waiting up to
- * SALUS_MEM_WAIT_MS when the device is full).  CUDA_SUCCESS with `bytes`
- * taken, CUDA_ERROR_OUT_OF_MEMORY, or 1: the lock is unusable, let it pass
- * uncounted; or MEM_TAKE_ASK_DRIVER (unless `fresh`): the grant would come
- * within the headroom of the device's capacity, where the driver's free
- * memory is to be read first (mem_drv_refresh) and the call made again
- * with fresh = 1. */
-#define MEM_TAKE_ASK_DRIVER (-1)
-int mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh);
+ * SALUS_MEM_WAIT_MS when the device is full, unless MEM_CHARGE_NOWAIT is
+ * in `flags`).  MEM_TAKEN with `bytes` taken, MEM_TAKE_REFUSED,
+ * MEM_TAKE_UNCOUNTED (the lock is unusable: let it pass), MEM_TAKE_STUCK
+ * (MEM_CHARGE_BAIL: the wait gave up stuck); or MEM_TAKE_ASK_DRIVER (never
+ * when `fresh`): the grant would come within the headroom of the device's
+ * capacity, where the driver's free memory is to be read first
+ * (mem_drv_refresh) and the call made again with fresh = 1. */
+mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh, unsigned flags);
 /* Charge `bytes` the driver has already given (a pool or graph memory that
  * grew unseen): as mem_take_slow, but it never waits, counts no refusal and
- * says nothing; CUDA_ERROR_OUT_OF_MEMORY past the limit or the budget (the
- * caller says so), 1 when the lock is unusable. */
-int mem_take_held(mem_local_dev_t *ld, uint64_t bytes);
+ * says nothing; MEM_TAKE_REFUSED past the limit or the budget (the caller
+ * says so), MEM_TAKE_UNCOUNTED when the lock is unusable. */
+mem_take_t mem_take_held(mem_local_dev_t *ld, uint64_t bytes);
 void mem_give_slow(mem_local_dev_t *ld, uint64_t spare);
 /* Wake those waiting for memory on dev (wake_seq). */
 void mem_wake(mem_dev_t *dev);
@@ -396,12 +412,12 @@ void mem_wake(mem_dev_t *dev);
  * Ordering with waiters: see account.c. */
 static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
 {
-    if (__builtin_expect(__atomic_load_n(&ld->debt, __ATOMIC_RELAXED) != 0, 0) &&
+    if (__builtin_expect(util_load_relaxed(&ld->debt) != 0, 0) &&
         (bytes = mem_pay_debt(ld, bytes)) == 0)
         return;
-    uint64_t w = __atomic_add_fetch(&ld->sd->avail, bytes, __ATOMIC_SEQ_CST);
+    uint64_t w = util_add_seq(&ld->sd->avail, bytes);
     if (__builtin_expect(MEM_SPARE(w) > ld->shrink_at, 0) ||
-        __builtin_expect(__atomic_load_n(&ld->dev->waiters, __ATOMIC_SEQ_CST) != 0, 0))
+        __builtin_expect(util_load_seq(&ld->dev->waiters) != 0, 0))
         mem_give_slow(ld, MEM_SPARE(w));
 }
 /* Admission of the process on ld's device (admit.c): SALUS_MEM_RESERVE's
@@ -463,17 +479,6 @@ void mem_wait_enter(mem_slot_t *a, int d, uint32_t kind, uint32_t ticket, uint64
 void mem_wait_leave(mem_slot_t *a, int d, uint64_t since, int locked);
 /* With paging on, queue for table device d's GPU (outside the lock). */
 void mem_queue_for_gpu(int d);
-/* On (1): this thread's takes over the budget are refused at once, never
- * wait (a page-in's charges: it waits itself, holding nothing); off (0). */
-void mem_take_nowait(int on);
-/* On (1): this thread's waits for memory give up once stuck (page.c's
- * rule: every job holding memory waits for more, under a policy that gates
- * nothing, and this one arrived last), refused without a word, so that the
- * caller can release its own locks and page itself out
- * (mem_page_self_wait); mem_take_was_stuck tells (and forgets) whether
- * the last wait did.  Off (0). */
-void mem_take_stuck_bail(int on);
-int mem_take_was_stuck(void);
 /* Under the lock: paging could free what `bytes` lacks on ld's device;
  * *now (may be NULL): by asking peers now (none within its residency or
  * waiting for memory itself). */
@@ -516,7 +521,7 @@ uint64_t mem_effective_budget(const mem_dev_t *dev, const mem_sums_t *o, uint64_
  * p destroyed, or the driver released it (account.c). */
 void mem_pool_drain(mem_pool_t *p);
 
-/* ---- vmm_track.c: VMM handles released while mapped ---------------------- */
+/* ---- vmm_handles.c: VMM handles released while mapped ---------------------- */
 /* At a successful cuMemRelease of `handle`, charged `bytes` on table device
  * `dev`: 1 when it is still mapped, and the charge is kept until its last
  * mapping goes; 0 when the caller gives it back now. */
@@ -537,8 +542,8 @@ void mem_vmm_postfork(int child);
 static inline void mem_pool_put(int idx, uint64_t bytes)
 {
     mem_pool_t *p = &mem_p.pools[idx & (MEM_MAX_POOLS - 1)];
-    __atomic_add_fetch(&p->slack, bytes, __ATOMIC_SEQ_CST);
-    if (__builtin_expect(__atomic_load_n(&p->destroyed, __ATOMIC_SEQ_CST), 0))
+    util_add_seq(&p->slack, bytes);
+    if (__builtin_expect(util_load_seq(&p->destroyed), 0))
         mem_pool_drain(p);
 }
 /* ---- page.c --------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "memory/memory.h"
+#include "util/atomic.h"
 
 /* What cuMemFree* / cuMemRelease / cuArrayDestroy name: three namespaces. */
 enum { MEM_CLS_PTR = 0, MEM_CLS_VMM = 1, MEM_CLS_ARRAY = 2 };
@@ -93,13 +94,13 @@ static inline uint64_t mem_map_hash(int cls, uint64_t key)
 
 static inline void mem_stripe_lock(mem_stripe_t *s)
 {
-    if (__builtin_expect(__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE) != 0, 0))
+    if (__builtin_expect(util_xchg_acquire(&s->lock, 1) != 0, 0))
         mem_stripe_lock_slow(s);
 }
 
 static inline void mem_stripe_unlock(mem_stripe_t *s)
 {
-    __atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE);
+    util_store_release(&s->lock, 0);
 }
 
 /* Index of (cls, key) in s, or -1; under the stripe's lock. */

@@ -45,7 +45,6 @@ static void read_config(mem_config_t *c)
     int swap = 0;
     util_var_choice(UTIL_VAR_SWAP, &swap);             /* off unless on */
     c->swap = swap == 1;
-    c->swap_limit = util_var_text(UTIL_VAR_SWAP_LIMIT);
 }
 
 /* The default headroom: 5% of the capacity, within 256 MiB .. 4 GiB, and
@@ -98,10 +97,10 @@ int mem_init(const drv_t *drv, shm_table_t *t)
     static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
     pthread_once(&fork_once, fork_register);     /* before the first lock */
     pthread_mutex_lock(&mem_p.lock);
-    int mode = __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE);
+    int mode = util_load_acquire(&mem_p.mode);
     if (mode == MEM_OFF) {
         mode = start(drv, t) == 0 ? MEM_ON : MEM_OPEN;
-        __atomic_store_n(&mem_p.mode, mode, __ATOMIC_RELEASE);
+        util_store_release(&mem_p.mode, mode);
     }
     pthread_mutex_unlock(&mem_p.lock);
     return mode == MEM_ON ? 0 : -1;
@@ -146,9 +145,9 @@ static int device_capacity(CUdevice ord, uint64_t *capacity)
 static void setup_device_locked(int d)
 {
     mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
-    if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != MEM_DEV_MAGIC) {
+    if (util_load_acquire(&dev->magic) != MEM_DEV_MAGIC) {
         memset(dev, 0, sizeof *dev);
-        __atomic_store_n(&dev->magic, MEM_DEV_MAGIC, __ATOMIC_RELEASE);
+        util_store_release(&dev->magic, MEM_DEV_MAGIC);
     }
 }
 
@@ -162,14 +161,14 @@ static void settle_budget_locked(int d, int ordinal, uint64_t capacity)
         if (j == mem_p.slot || shm_slot_gen(mem_p.t, j) == 0)
             continue;
         mem_slot_t *a = shm_slot_area(mem_p.t, j, SHM_AREA_MEM);
-        others = (__atomic_load_n(&a->dev[d].flags, __ATOMIC_RELAXED) & MEM_SDEV_REGISTERED) != 0;
+        others = (util_load_relaxed(&a->dev[d].flags) & MEM_SDEV_REGISTERED) != 0;
     }
     uint64_t headroom = headroom_of(ordinal, capacity);
     if (!others || dev->budget == 0 || dev->budget > dev->capacity ||
         dev->capacity > MEM_MAX_BYTES) {
         dev->capacity = capacity;
         dev->headroom = headroom;
-        __atomic_store_n(&dev->budget, capacity - headroom, __ATOMIC_RELAXED);
+        util_store_relaxed(&dev->budget, capacity - headroom);
     } else if (dev->headroom != headroom || dev->capacity != capacity) {
         util_info("memory: CUDA device %d keeps the budget of the processes already on "
                   "it (%s, headroom %s), not this process's (headroom %s)", ordinal,
@@ -226,7 +225,7 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     if (!ld->name[0])
         name_device(ord, ld->name, sizeof ld->name);
     if (own_slot() != 0) {
-        __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);
+        util_store_release(&mem_p.mode, MEM_OPEN);
         return NULL;
     }
     if (device_capacity(ord, &capacity) != 0) {
@@ -253,11 +252,11 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     mem_dev_t *dev = shm_device_area(mem_p.t, d, SHM_AREA_MEM);
     mem_sdev_t *sd = &mem_p.area->dev[d];
     uint64_t budget = dev->budget;
-    __atomic_store_n(&sd->limit, limit_of((int)ord, budget), __ATOMIC_RELAXED);
+    util_store_relaxed(&sd->limit, limit_of((int)ord, budget));
     if (mem_p.slot >= 0 && mem_p.slot < SHM_MAX_SLOTS)   /* a former slot's charge */
-        __atomic_store_n(&dev->ctx_kib[mem_p.slot], 0, __ATOMIC_RELAXED);
-    __atomic_or_fetch(&sd->flags, MEM_SDEV_REGISTERED, __ATOMIC_RELAXED);
-    __atomic_store_n(&mem_p.area->magic, MEM_SLOT_MAGIC, __ATOMIC_RELAXED);
+        util_store_relaxed(&dev->ctx_kib[mem_p.slot], 0);
+    util_or_relaxed(&sd->flags, MEM_SDEV_REGISTERED);
+    util_store_relaxed(&mem_p.area->magic, MEM_SLOT_MAGIC);
     mem_publish_locked(mem_p.t, d);
     shm_unlock(mem_p.t);
     mem_page_able_update();
@@ -267,7 +266,7 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     ld->chunk = budget / 64 < MIB ? MIB : budget / 64 > 64 * MIB ? 64 * MIB : budget / 64;
     ld->shrink_at = 2 * ld->chunk;
     mem_p.by_index[d] = ld;
-    __atomic_store_n(&ld->sd, sd, __ATOMIC_RELEASE);
+    util_store_release(&ld->sd, sd);
     return ld;
 }
 
@@ -283,7 +282,7 @@ static mem_local_dev_t *local_dev(int device)
     if (ord < 0 || ord >= MEM_MAX_ORDINALS)
         return NULL;
     mem_local_dev_t *ld = &mem_p.dev[ord];
-    if (__builtin_expect(__atomic_load_n(&ld->sd, __ATOMIC_ACQUIRE) != NULL, 1))
+    if (__builtin_expect(util_load_acquire(&ld->sd) != NULL, 1))
         return ld;
     pthread_mutex_lock(&mem_p.lock);
     ld = register_locked(ord);
@@ -295,7 +294,7 @@ static mem_local_dev_t *local_dev(int device)
 
 mem_local_dev_t *mem_local_dev(int device)
 {
-    if (__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+    if (util_load_acquire(&mem_p.mode) != MEM_ON)
         return NULL;
     return local_dev(device);
 }
@@ -355,7 +354,7 @@ static void fork_register(void)
 
 static int is_on(void)
 {
-    return __builtin_expect(__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) == MEM_ON, 1);
+    return __builtin_expect(util_load_acquire(&mem_p.mode) == MEM_ON, 1);
 }
 
 int mem_stream_device(CUstream stream)
@@ -369,32 +368,31 @@ int mem_stream_device(CUstream stream)
     return (int)ord;
 }
 
-static inline __attribute__((always_inline)) int charge(mem_local_dev_t *ld, uint64_t bytes)
+static inline __attribute__((always_inline)) mem_take_t charge(mem_local_dev_t *ld,
+                                                                uint64_t bytes, unsigned flags)
 {
     uint64_t spare;
     if (bytes > MEM_MAX_BYTES)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return MEM_TAKE_REFUSED;
     if (__builtin_expect(mem_p.cfg.reserve != NULL, 0) &&
-        __atomic_load_n(&ld->admitted, __ATOMIC_ACQUIRE) <= 0) {
-        CUresult rc = mem_admit((CUdevice)(ld - mem_p.dev));   /* the first allocation here */
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
+        util_load_acquire(&ld->admitted) <= 0 &&
+        mem_admit((CUdevice)(ld - mem_p.dev)) != CUDA_SUCCESS)   /* the first allocation here */
+        return MEM_TAKE_REFUSED;
     if (__builtin_expect(mem_take_fast(ld->sd, bytes, &spare), 1)) {
         mem_note_peak(ld, spare);
-        return CUDA_SUCCESS;
+        return MEM_TAKEN;
     }
-    int rc = mem_take_slow(ld, bytes, 0);
-    if (rc == MEM_TAKE_ASK_DRIVER) {        /* near the capacity: ask the driver */
+    mem_take_t r = mem_take_slow(ld, bytes, 0, flags);
+    if (r == MEM_TAKE_ASK_DRIVER) {         /* near the capacity: ask the driver */
         mem_drv_refresh(ld, (int)(ld - mem_p.dev));
-        rc = mem_take_slow(ld, bytes, 1);
+        r = mem_take_slow(ld, bytes, 1, flags);
     }
-    return rc;                        /* 1: lock unusable, uncounted */
+    return r;
 }
 
-int mem_charge(mem_local_dev_t *ld, uint64_t bytes)
+mem_take_t mem_charge(mem_local_dev_t *ld, uint64_t bytes, unsigned flags)
 {
-    return charge(ld, bytes);
+    return charge(ld, bytes, flags);
 }
 
 CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *op)
@@ -405,16 +403,14 @@ CUresult mem_alloc_begin(mem_kind_t kind, int device, uint64_t bytes, mem_op_t *
     op->refused_at = 0;
     if (!is_on() || bytes == 0 || (unsigned)kind >= MEM_KINDS || device == MEM_DEV_NONE)
         return CUDA_SUCCESS;
-    if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
+    if (__builtin_expect(util_load_relaxed(&mem_p.suspended), 0))
         mem_resume_try();             /* the lock timed out once: is it back? */
     mem_local_dev_t *ld = local_dev(device);
     if (!ld)
         return CUDA_SUCCESS;
-    int rc = charge(ld, bytes);
-    if (rc == 1)
-        return CUDA_SUCCESS;          /* lock unusable: uncounted */
-    if (rc != CUDA_SUCCESS)
-        return (CUresult)rc;
+    mem_take_t r = charge(ld, bytes, 0);
+    if (r != MEM_TAKEN)
+        return mem_take_cu(r);        /* refused, or uncounted (the lock is unusable) */
     op->bytes = bytes;
     op->dev = ld->d;
     op->kind = (uint16_t)kind;
@@ -447,7 +443,10 @@ static void driver_undo(int cls, uint64_t handle)
         drv->array_destroy((CUarray)(uintptr_t)handle);
 }
 
-/* A pitched allocation at its true size; -1 if more does not fit. */
+/* A pitched allocation at its true size: 0, or -1 when what it takes
+ * beyond the bound is refused.  When that charge passes uncounted (the
+ * table's lock is unusable) the allocation stands, accounted at the bound
+ * it was charged: fail open, as every call from then on. */
 static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
 {
     CUdeviceptr base = 0;
@@ -461,8 +460,12 @@ static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
         mem_give(ld, op->bytes - size);
     } else if (size > op->bytes) {
         uint64_t more = size - op->bytes;
-        if (!mem_take_fast(ld->sd, more, &spare) && mem_take_slow(ld, more, 1) != CUDA_SUCCESS)
+        mem_take_t r = mem_take_fast(ld->sd, more, &spare) ? MEM_TAKEN
+                                                           : mem_take_slow(ld, more, 1, 0);
+        if (r == MEM_TAKE_REFUSED)
             return -1;
+        if (r == MEM_TAKE_UNCOUNTED)
+            return 0;                 /* the bound stays what is given back */
     }
     op->bytes = size;
     return 0;
@@ -531,7 +534,7 @@ void mem_free_end(mem_op_t *op, CUresult rc)
 {
     if (op->state != OP_FREE)
         return;
-    if (__builtin_expect(__atomic_load_n(&mem_p.suspended, __ATOMIC_RELAXED), 0))
+    if (__builtin_expect(util_load_relaxed(&mem_p.suspended), 0))
         mem_resume_try();
     op->state = OP_PASS;
     mem_local_dev_t *ld = mem_p.by_index[op->dev];
@@ -581,16 +584,16 @@ void mem_iteration_end(void)
     if (!is_on())
         return;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
+        mem_local_dev_t *ld = util_load_acquire(&mem_p.by_index[d]);
         if (!ld || !ld->sd)
             continue;
         mem_sdev_t *sd = ld->sd;
-        uint64_t g = __atomic_load_n(&sd->granted, __ATOMIC_RELAXED) +
-                     __atomic_load_n(&ld->debt, __ATOMIC_RELAXED);
-        uint64_t spare = MEM_SPARE(__atomic_load_n(&sd->avail, __ATOMIC_RELAXED));
+        uint64_t g = util_load_relaxed(&sd->granted) +
+                     util_load_relaxed(&ld->debt);
+        uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
         uint64_t used = g > spare ? g - spare : 0;
-        uint64_t peak = __atomic_exchange_n(&ld->iter_peak, used, __ATOMIC_RELAXED);
-        __atomic_store_n(&sd->run_peak, peak > used ? peak : used, __ATOMIC_RELAXED);
+        uint64_t peak = util_xchg_relaxed(&ld->iter_peak, used);
+        util_store_relaxed(&sd->run_peak, peak > used ? peak : used);
     }
 }
 
@@ -600,7 +603,7 @@ void mem_context_gone(CUdevice device)
         return;
     int d = -1;
     if (device >= 0) {
-        if (device >= MEM_MAX_ORDINALS || !__atomic_load_n(&mem_p.dev[device].sd, __ATOMIC_ACQUIRE))
+        if (device >= MEM_MAX_ORDINALS || !util_load_acquire(&mem_p.dev[device].sd))
             return;
         d = mem_p.dev[device].d;
     }
@@ -656,7 +659,7 @@ void mem_context_begin(mem_ctx_event_t ev, CUdevice device)
     if (!is_on() || !makes_memory(ev) || device < -1 || device >= MEM_MAX_ORDINALS)
         return;
     if (ev == MEM_CTX_RETAINED &&
-        __atomic_load_n(&mem_p.dev[device].primary_refs, __ATOMIC_RELAXED) > 0)
+        util_load_relaxed(&mem_p.dev[device].primary_refs) > 0)
         return;                             /* retained already: nothing is made */
     /* A reserving job is admitted before it makes a context, not after: a
      * job queued for admission would otherwise hold a context's memory on
@@ -693,7 +696,7 @@ void mem_context_end(mem_ctx_event_t ev, CUdevice device, CUresult rc)
 {
     if (!is_on() || device < -1 || device >= MEM_MAX_ORDINALS || rc != CUDA_SUCCESS) {
         if (is_on() && device >= 0 && device < MEM_MAX_ORDINALS &&
-            __atomic_load_n(&mem_p.dev[device].sd, __ATOMIC_ACQUIRE))
+            util_load_acquire(&mem_p.dev[device].sd))
             mem_ctx_precharge_drop(&mem_p.dev[device]);   /* admitted, not made */
         serial_end();
         return;
@@ -731,8 +734,8 @@ void mem_context_end(mem_ctx_event_t ev, CUdevice device, CUresult rc)
         return;
     for (int o = 0; o < MEM_MAX_ORDINALS; o++) {   /* nothing left where refs are 0 */
         mem_local_dev_t *x = &mem_p.dev[o];
-        if (__atomic_load_n(&x->sd, __ATOMIC_ACQUIRE) && (device < 0 || o == device) &&
-            __atomic_load_n(&x->primary_refs, __ATOMIC_RELAXED) == 0)
+        if (util_load_acquire(&x->sd) && (device < 0 || o == device) &&
+            util_load_relaxed(&x->primary_refs) == 0)
             mem_ctx_uncharge(x);
     }
 }
@@ -744,7 +747,7 @@ CUresult mem_admit(CUdevice device)
     if (!is_on() || !mem_p.cfg.reserve || device < 0)
         return CUDA_SUCCESS;
     mem_local_dev_t *ld = local_dev(device);
-    int admitted = ld ? __atomic_load_n(&ld->admitted, __ATOMIC_ACQUIRE) : 1;
+    int admitted = ld ? util_load_acquire(&ld->admitted) : 1;
     if (admitted)
         return admitted > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&admit_lock);
@@ -753,7 +756,7 @@ CUresult mem_admit(CUdevice device)
         rc = ld->admitted > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unlock;
     }
-    uint64_t budget = __atomic_load_n(&ld->dev->budget, __ATOMIC_RELAXED), reserve;
+    uint64_t budget = util_load_relaxed(&ld->dev->budget), reserve;
     uint64_t capacity = ld->dev->capacity;
     if (util_parse_size_at(mem_p.cfg.reserve, (int)device, budget, &reserve) != 0 ||
         reserve == 0)
@@ -764,11 +767,11 @@ CUresult mem_admit(CUdevice device)
                    "refused with CUDA_ERROR_OUT_OF_MEMORY", mem_p.cfg.reserve, util_size(reserve).s,
                    ld->name, util_size(budget).s, util_size(capacity).s,
                    util_size(ld->dev->headroom).s);
-        __atomic_store_n(&ld->admitted, -1, __ATOMIC_RELEASE);   /* said once */
+        util_store_release(&ld->admitted, -1);   /* said once */
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unlock;
     }
-    uint64_t limit = __atomic_load_n(&ld->sd->limit, __ATOMIC_RELAXED);
+    uint64_t limit = util_load_relaxed(&ld->sd->limit);
     if (reserve > limit) {
         util_warn("SALUS_MEM_RESERVE=%s is more than this process's limit "
                   "(SALUS_MEM_LIMIT=%s, %s): %s is reserved",
@@ -779,7 +782,7 @@ CUresult mem_admit(CUdevice device)
     rc = mem_admit_wait(ld, reserve);
 out_admitted:
     if (rc == CUDA_SUCCESS)
-        __atomic_store_n(&ld->admitted, 1, __ATOMIC_RELEASE);
+        util_store_release(&ld->admitted, 1);
 out_unlock:
     pthread_mutex_unlock(&admit_lock);
     return rc;

@@ -84,6 +84,9 @@ typedef struct mem_op {
     uint64_t refused_at;   /* the driver's first refusal (mem_alloc_retry), 0: none */
 } mem_op_t;
 
+/* The largest size memory accounts (a larger one is refused): 2^48 - 1. */
+#define MEM_MAX_BYTES ((1ull << 48) - 1)
+
 /* Where an allocation is charged (mem_alloc_begin's `device`): a CUDA
  * ordinal of this process, or one of these. */
 #define MEM_DEV_CURRENT (-1)   /* the calling thread's current context's device */
@@ -163,7 +166,7 @@ void mem_graph_changed(int device);
 void mem_pools_sync(void);
 
 /* VMM memory lives until its handle is released and its last mapping is
- * gone (vmm_track.c): after the driver mapped handle `handle` at `key` (a
+ * gone (vmm_handles.c): after the driver mapped handle `handle` at `key` (a
  * device address; cuMemMapArrayAsync: a sparse array's place, top bit set),
  * and after it unmapped every mapping whose key lies in [key, key + span).
  * A cuMemRelease (mem_free_*) of a mapped handle keeps its charge until
@@ -286,16 +289,6 @@ void mem_set_gpu_wait(mem_gpu_wait_fn fn);
  * job that cannot run, the GPU would idle while the jobs that hold the
  * memory wait for it (each could only free it by running to its end). */
 void mem_set_gpu_give_up(mem_gpu_wait_fn fn);
-/* How many calls that can write device memory (launches, copies, memsets)
- * the process has made so far, over its threads, the one in progress
- * included (the interception layer's count, which it registers): a large
- * virtualized allocation made since the last of them, with at most the
- * call now parked at the gate after it, was never written, and paging
- * neither copies it out nor back (its contents are undefined, as a fresh
- * cuMemAlloc's are).  Called off the launch path (allocations of a VMM
- * granularity and more, page-outs). */
-typedef uint64_t (*mem_work_count_fn)(void);
-void mem_set_work_count(mem_work_count_fn fn);
 /* How a peer asked to page out is woken (the scheduler's sched_nudge, which
  * intercept registers): it waits for the GPU and serves requests when it
  * looks, so that a nudge saves the asker up to a poll.  Called under the
@@ -337,13 +330,6 @@ void mem_page_in_before_run(int device);
 /* This process has memory paged out now (on any device): 1 or 0.  One
  * relaxed load. */
 int mem_page_is_out(void);
-/* The scheduler's drain thread looks (sched_hooks_t's tick): freed chunks
- * that paging's allocator keeps for reuse (vmm_alloc.c) go once past their
- * time, or at once while a peer waits for memory; the ns until the next
- * look it wants (0: none kept).  Never blocks: a look that finds the
- * allocator busy comes back soon.  Until it is first called nothing is
- * kept (nobody would let it go). */
-uint64_t mem_keep_tick(void);
 /* This process holds table device `device` and the policy would hand it to
  * the process in `slot` at a boundary: 1 when it keeps it instead, since
  * it is within its minimum residency and that process has more paged out
@@ -356,10 +342,58 @@ int mem_page_keep_locked(shm_table_t *t, int device, int slot);
  * rest): 1, and the scheduler leaves it out of its candidates until the
  * jobs that hold that memory give it back.  Under the table lock. */
 int mem_page_blocked_locked(shm_table_t *t, int device, int slot);
-/* The host memory this process may page to (SALUS_SWAP_LIMIT; default half
- * of the host's MemAvailable when first asked), for the allocator's
- * staging pool. */
-uint64_t mem_swap_limit(void);
+
+/* ---- charging, for the modules that hold memory of their own (src/vmem) ---
+ * A physical chunk of libsalus's own allocator is charged as an allocation
+ * of its size on CUDA ordinal `ordinal` would be (the limit, admission, a
+ * wait while the device is full), with `flags` where an allocation's rules
+ * do not fit:
+ *   MEM_CHARGE_NOWAIT  refused at once where it would wait (a page-in: its
+ *                      caller waits, holding nothing, and asks again)
+ *   MEM_CHARGE_BAIL    a wait that finds itself stuck (every job holding
+ *                      memory waits for more, under a policy that gates
+ *                      nothing, and this one arrived last) gives up,
+ *                      without a word: MEM_CHARGE_STUCK; the caller releases
+ *                      its own locks, pages itself out and waits
+ *                      (mem_page_self_wait_at), then tries again
+ * The answer: MEM_CHARGED (give it back with mem_uncharge_at),
+ * MEM_UNCOUNTED (the module is off or its lock unusable: it passes, and
+ * nothing is to be given back), MEM_CHARGE_REFUSED (past a limit, said:
+ * the program sees CUDA_ERROR_OUT_OF_MEMORY), MEM_CHARGE_STUCK. */
+enum { MEM_CHARGE_NOWAIT = 1u << 0, MEM_CHARGE_BAIL = 1u << 1 };
+typedef enum mem_charge {
+    MEM_CHARGED = 0, MEM_UNCOUNTED, MEM_CHARGE_REFUSED, MEM_CHARGE_STUCK
+} mem_charge_t;
+mem_charge_t mem_charge_at(int ordinal, uint64_t bytes, unsigned flags);
+void mem_uncharge_at(int ordinal, uint64_t bytes);
+/* The driver refused a chunk that was charged (the table had room): as
+ * mem_alloc_retry, 1 to call it again (after a short sleep and a fresh
+ * reading), 0 once SALUS_MEM_WAIT_MS has passed since *refused_at (0: this
+ * is the first refusal).  mem_charge_refresh: the driver gave it after a
+ * refusal, the memory that held it is gone: read its free memory again. */
+int mem_charge_retry(int ordinal, uint64_t bytes, uint64_t *refused_at);
+void mem_charge_refresh(int ordinal);
+/* What this process could still charge on `ordinal` now (dead peers'
+ * memory reaped first): 0 and *room, or -1 when it runs uncounted. */
+int mem_room_at(int ordinal, uint64_t *room);
+/* A peer waits for memory on `ordinal` now: 1 or 0.  One relaxed load. */
+int mem_waited_on(int ordinal);
+/* What paging cannot move in this process (exported over CUDA IPC), for
+ * monitors and paging's rules: `bytes` on `ordinal` (-1 or 0 bytes: none). */
+void mem_set_pinned(int ordinal, uint64_t bytes);
+/* MEM_CHARGE_STUCK's answer, with every lock of the caller released: page
+ * this process out on `ordinal`, its launches held, wait for room for it
+ * and `bytes`, and page back in.  0: charge again; -1: nothing could move
+ * (the next charge waits as any allocation). */
+int mem_page_self_wait_at(int ordinal, uint64_t bytes);
+/* This process's allocations are counted (mem_init succeeded, and nothing
+ * has made it pass through since): 1 or 0.  mem_swap_wanted: and
+ * SALUS_SWAP=on.  mem_driver: the driver table mem_init was given (kept
+ * even when the process runs uncounted), NULL before (the allocator above
+ * copies it). */
+int mem_active(void);
+int mem_swap_wanted(void);
+const drv_t *mem_driver(void);
 
 /* ---- monitors (salus-top): validated copies, read without the lock ------ */
 typedef struct mem_slot_view {
@@ -399,117 +433,5 @@ typedef struct mem_limit_change {
 } mem_limit_change_t;
 int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
                         mem_limit_change_t *out);
-
-/* ---- paging: virtualized allocations (vmm_alloc.c, vmm_page.c) -----------
- * With SALUS_SWAP=on, the process's cuMemAlloc_v2 and cuMemAllocPitch_v2
- * are served from device ranges libsalus reserves and backs itself (VMM),
- * so that their memory can be paged out to pinned host memory and back in
- * at the same addresses, and so are stream-ordered allocations from a
- * device's default pool (vmm_async.c, below).  Other pools, managed
- * memory, arrays and the program's own VMM handles stay ordinary and
- * resident.  Every function is safe to call with paging off. */
-
-/* 1 when this process's allocations are virtualized. */
-int mem_swap_on(void);
-/* cuMemAlloc_v2 (kind DEVICE: width bytes) or cuMemAllocPitch_v2 (PITCH:
- * rows of width bytes, height of them, elements of elem bytes; *pitch
- * written), virtualized, in the current context's device.
- * CUDA_ERROR_NOT_SUPPORTED: not virtualized (no context, paging could not
- * start there): the caller goes to the driver; anything else is the answer. */
-CUresult mem_valloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
-                    size_t height, unsigned elem);
-/* cuMemFree_v2 of p: 1 and *rc when p is a virtualized allocation (freed),
- * 0 when it is not (the driver's). */
-int mem_vfree(CUdeviceptr p, CUresult *rc);
-/* cuMemGetAddressRange_v2 of p: 0 with the allocation's own base and size
- * (each out-parameter may be NULL) when p lies in a virtualized allocation,
- * -1 otherwise (the driver answers). */
-int mem_vrange(CUdeviceptr p, CUdeviceptr *base, size_t *size);
-/* cuPointerGetAttribute: 1 and *rc when memory answers for a virtualized
- * allocation (range start and size, context, buffer id, legacy IPC
- * capability: libsalus's handles below), 0 when the driver answers. */
-int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc);
-
-/* ---- CUDA IPC on paged memory (vmm_ipc.c) ------------------------------------
- * The driver makes no legacy IPC handle for VMM memory, so libsalus makes
- * its own: cuIpcGetMemHandle of a virtualized allocation pins it resident
- * and writes a handle naming this process and the allocation; the
- * cuIpcOpenMemHandle of a process with libsalus (paging on or off) that
- * receives it obtains the allocation's physical chunks from this process
- * as POSIX file descriptors over a unix socket and maps them.  Each returns
- * 1 and *rc when memory answered, 0 when the driver answers (a pointer
- * that is not virtualized, a handle or address that is not libsalus's). */
-int mem_ipc_get(CUipcMemHandle *handle, CUdeviceptr p, CUresult *rc);
-int mem_ipc_open(CUdeviceptr *out, const CUipcMemHandle *handle, unsigned int flags,
-                 CUresult *rc);
-int mem_ipc_close(CUdeviceptr p, CUresult *rc);
-
-/* Stream-ordered allocations (vmm_async.c).  With paging on,
- * cuMemAllocAsync (pool NULL: the current pool) and cuMemAllocFromPoolAsync
- * (pool named) of `bytes` ordered on a stream of `device` (mem_stream_device)
- * are virtualized when: the stream's device is the current context's, the
- * pool is that device's default pool (named, or current: the program set
- * no other with cuDeviceSetMemPool), the program gave no other device
- * access to it (cuMemPoolSetAccess), and no stream capture is in progress
- * in the process (the caller checks: a captured allocation is a graph's,
- * and stays the driver's).  Pools the program made stay the driver's
- * (pool.c), IPC-exportable ones among them.  CUDA_ERROR_NOT_SUPPORTED: not
- * virtualized, the caller goes to the driver (mem_pool_alloc_begin);
- * anything else is the answer.  The memory is usable from every stream at
- * once, charged as cuMemAlloc_v2's is (its chunks), and freed by
- * mem_vfree (cuMemFree_v2) or: */
-CUresult mem_valloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device);
-/* cuMemFreeAsync of p on `stream` (the per-thread stream named as
- * CU_STREAM_PER_THREAD): 1 and *rc when p is virtualized, 0 when it is not
- * (the driver's).  Its memory is released once the work queued on the
- * stream before this call has completed (an event of libsalus's own,
- * looked at by later allocations, synchronizations, trims and page-outs);
- * `captured` (the stream is capturing): the free cannot be ordered, and
- * the allocation stays live until the process ends (said once). */
-int mem_vfree_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc);
-/* Release the stream-ordered frees whose streams have passed them; one
- * relaxed load when none is waiting.  After synchronizations and trims. */
-void mem_async_settle(void);
-/* Before a context may go (cuCtxDestroy, a primary context released or
- * reset): the frees waiting for their streams are waited for, and
- * libsalus's events destroyed, so that none outlives its context. */
-void mem_async_context_ending(void);
-/* The frees waiting for their streams (tests, figures). */
-size_t mem_async_pending(void);
-/* After the driver accepted cuDeviceSetMemPool(device, pool) and
- * cuMemPoolSetAccess(pool, ...): whether the device's stream-ordered
- * allocations are still from its default pool, and only its own. */
-void mem_async_pool_set(int device, CUmemoryPool pool);
-void mem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
-
-/* The primitives of paging, run in the process that owns the memory while
- * its program is stopped (at the gate, or at rest with its work drained),
- * never during a stream capture (they synchronize the context).
- *
- * mem_page_out: copy the live contents of the process's virtualized memory
- * on CUDA ordinal `ordinal` to pinned host staging (bounded by
- * SALUS_SWAP_LIMIT), release the physical memory and give its budget back:
- * big allocations largest first, then the small allocations' region, until
- * `want` bytes are freed (0: all).  *freed: the device bytes released (may
- * be less than asked: the staging bound, or nothing virtualized there).
- * mem_page_in: take the budget back (may be refused with
- * CUDA_ERROR_OUT_OF_MEMORY at once when the device has no room for it now,
- * never waiting, or another code: wait and ask again; big allocations come
- * back all or none, a small region first, whole), map new
- * physical memory at the same addresses and copy
- * the contents back.  *restored: the device bytes taken.  An allocation
- * freed while out drops its copy; a small allocation made while the region
- * is out pages it in first; a big one gets a chunk of its own.
- * mem_paged_out_bytes: the device bytes that are out (what paging them back
- * in takes: their chunks); mem_resident_bytes: the physical bytes of
- * virtualized memory on the device.  Once this process has virtualized
- * memory, these are the pager of page.c (mem_set_pager). */
-CUresult mem_page_out(int ordinal, uint64_t want, uint64_t *freed);
-CUresult mem_page_in(int ordinal, uint64_t *restored);
-uint64_t mem_paged_out_bytes(int ordinal);
-uint64_t mem_resident_bytes(int ordinal);
-/* The bytes paging has copied in this process so far, both ways (memory
- * never written moves without a copy). */
-uint64_t mem_paged_copied_bytes(void);
 
 #endif /* SALUS_MEMORY_H */

@@ -28,9 +28,8 @@
  *     keeps the GPU, the keep hook), so that the copies cost the device at
  *     most 2t in every 8t + 2t however the policy alternates.  Memory
  *     never written is not copied, so t is what written memory's copies
- *     take; the wait for victims to page out is not counted (counted, up
- *     to 250 ms, it cut fair's page-outs in the training bench by a third
- *     and doubled srtf's average JCT: newcomers waited out residencies);
+ *     take; the wait for victims to page out is not counted (why:
+ *     docs/decisions/0001);
  *   - a waiter whose paged-out memory could not come back even with every
  *     pageable peer out (contexts and memory that cannot move fill the
  *     device) is no candidate for the GPU (the blocked hook); one granted
@@ -75,15 +74,15 @@ void mem_set_pager(const mem_pager_t *p)
 {
     if (p && p->page_out && p->page_in && p->paged_out_bytes) {
         pager_copy = *p;
-        __atomic_store_n(&pager, &pager_copy, __ATOMIC_RELEASE);
-        __atomic_store_n(&mem_p.page_movable, movable_locked, __ATOMIC_RELEASE);
-        __atomic_store_n(&mem_p.page_ask, ask_locked, __ATOMIC_RELEASE);
-        __atomic_store_n(&mem_p.page_stuck, stuck_locked, __ATOMIC_RELEASE);
+        util_store_release(&pager, &pager_copy);
+        util_store_release(&mem_p.page_movable, movable_locked);
+        util_store_release(&mem_p.page_ask, ask_locked);
+        util_store_release(&mem_p.page_stuck, stuck_locked);
     } else {
-        __atomic_store_n(&mem_p.page_stuck, NULL, __ATOMIC_RELEASE);
-        __atomic_store_n(&mem_p.page_ask, NULL, __ATOMIC_RELEASE);
-        __atomic_store_n(&mem_p.page_movable, NULL, __ATOMIC_RELEASE);
-        __atomic_store_n(&pager, NULL, __ATOMIC_RELEASE);
+        util_store_release(&mem_p.page_stuck, NULL);
+        util_store_release(&mem_p.page_ask, NULL);
+        util_store_release(&mem_p.page_movable, NULL);
+        util_store_release(&pager, NULL);
     }
     mem_page_able_update();
 }
@@ -94,53 +93,49 @@ void mem_page_asking_start(void)
 {
     if (!mem_p.cfg.swap)
         return;
-    __atomic_store_n(&mem_p.page_movable, movable_locked, __ATOMIC_RELEASE);
-    __atomic_store_n(&mem_p.page_ask, ask_locked, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.page_movable, movable_locked);
+    util_store_release(&mem_p.page_ask, ask_locked);
 }
 
 void mem_set_rank(mem_rank_fn fn)
 {
-    __atomic_store_n(&rank_fn, fn, __ATOMIC_RELEASE);
+    util_store_release(&rank_fn, fn);
 }
 
 void mem_set_gpu_wait(mem_gpu_wait_fn fn)
 {
-    __atomic_store_n(&mem_p.gpu_wait, fn, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.gpu_wait, fn);
 }
 
 void mem_set_gpu_give_up(mem_gpu_wait_fn fn)
 {
-    __atomic_store_n(&mem_p.gpu_give_up, fn, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.gpu_give_up, fn);
 }
 
-void mem_set_work_count(mem_work_count_fn fn)
-{
-    __atomic_store_n(&mem_p.work_count, fn, __ATOMIC_RELEASE);
-}
 
 void mem_set_nudge(mem_nudge_fn fn)
 {
-    __atomic_store_n(&mem_p.nudge, fn, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.nudge, fn);
 }
 
 void mem_set_hold(mem_hold_fn fn)
 {
-    __atomic_store_n(&mem_p.hold, fn, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.hold, fn);
 }
 
 /* The process may be paged: SALUS_SWAP=on and a pager.  Peers ask only
  * slots that say so. */
 void mem_page_able_update(void)
 {
-    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    mem_slot_t *a = util_load_acquire(&mem_p.area);
     if (!a)
         return;
-    if (mem_p.cfg.swap && __atomic_load_n(&pager, __ATOMIC_ACQUIRE))
-        __atomic_or_fetch(&a->page_flags, MEM_PAGE_ABLE, __ATOMIC_RELEASE);
+    if (mem_p.cfg.swap && util_load_acquire(&pager))
+        util_or_release(&a->page_flags, MEM_PAGE_ABLE);
     else
-        __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_ABLE, __ATOMIC_RELEASE);
+        util_and_release(&a->page_flags, ~MEM_PAGE_ABLE);
     if (mem_p.cfg.swap)
-        __atomic_or_fetch(&a->page_flags, MEM_PAGE_SWAP, __ATOMIC_RELEASE);
+        util_or_release(&a->page_flags, MEM_PAGE_SWAP);
 }
 
 /* ---- asking peers (under the table lock) --------------------------------- */
@@ -162,8 +157,8 @@ static int runs_after(const cand_t *a, const cand_t *b)
  * over CUDA IPC): at most `held`. */
 static uint64_t pinned_on(const mem_slot_t *a, int d, uint64_t held)
 {
-    uint64_t p = MEM_LOAD(&a->pinned);
-    return MEM_LOAD(&a->pinned_dev) == (uint32_t)d + 1 ? mem_umin(p, held) : 0;
+    uint64_t p = util_load_relaxed(&a->pinned);
+    return util_load_relaxed(&a->pinned_dev) == (uint32_t)d + 1 ? mem_umin(p, held) : 0;
 }
 
 /* Slot j as a victim on d: 1 and *c filled when it may be asked. */
@@ -171,18 +166,18 @@ static int victim(shm_table_t *t, int d, int j, int my_rank, uint64_t now, cand_
 {
     shm_ident_t id;
     mem_slot_t *a = shm_slot_area(t, j, SHM_AREA_MEM);
-    if (!a || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || shm_slot_ident(t, j, &id) != 0 ||
+    if (!a || util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC || shm_slot_ident(t, j, &id) != 0 ||
         !shm_slot_alive(t, j))
         return 0;
-    uint32_t f = MEM_LOAD(&a->page_flags);
+    uint32_t f = util_load_relaxed(&a->page_flags);
     if (!(f & MEM_PAGE_ABLE) || (f & MEM_PAGE_FULL) || id.state != SHM_WAIT_GPU ||
-        now < MEM_LOAD(&a->page_resident_until))
+        now < util_load_relaxed(&a->page_resident_until))
         return 0;
     const mem_sdev_t *sd = &a->dev[d];
-    uint64_t g = MEM_LOAD(&sd->granted), spare = MEM_SPARE(MEM_LOAD(&sd->avail));
+    uint64_t g = util_load_relaxed(&sd->granted), spare = MEM_SPARE(util_load_relaxed(&sd->avail));
     if (g > MEM_MAX_BYTES || g <= spare || g - spare <= pinned_on(a, d, g - spare))
         return 0;
-    mem_rank_fn rk = __atomic_load_n(&rank_fn, __ATOMIC_ACQUIRE);
+    mem_rank_fn rk = util_load_acquire(&rank_fn);
     int r = rk ? rk(t, d, j) : -1;
     if (r == 0 || (my_rank >= 0 && r >= 0 && r <= my_rank))
         return 0;                      /* holds the GPU, or runs before the asker */
@@ -211,12 +206,12 @@ static uint64_t movable_but(shm_table_t *t, int d, int skip, uint64_t *now)
     uint64_t sum = 0, asked_now = 0, at = now ? util_now_ns() : 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         mem_slot_t *a = j == skip ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
-        if (!a || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
-            (MEM_LOAD(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE)
+        if (!a || util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
+            (util_load_relaxed(&a->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE)
             continue;
         uint64_t u = mem_sdev_used(&a->dev[d]), m = u - pinned_on(a, d, u);
         sum += m;
-        if (now && at >= MEM_LOAD(&a->page_resident_until) && !waits_mem(t, j))
+        if (now && at >= util_load_relaxed(&a->page_resident_until) && !waits_mem(t, j))
             asked_now += m;
     }
     if (now)
@@ -238,7 +233,7 @@ static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need)
     shm_table_t *t = mem_p.t;
     int d = ld->d, n = 0;
     uint64_t now = util_now_ns(), asked = 0;
-    mem_rank_fn rk = __atomic_load_n(&rank_fn, __ATOMIC_ACQUIRE);
+    mem_rank_fn rk = util_load_acquire(&rank_fn);
     int my_rank = rk ? rk(t, d, mem_p.slot) : -1;
     for (int j = 0; j < SHM_MAX_SLOTS; j++)
         if (j != mem_p.slot && victim(t, d, j, my_rank, now, &c[n]))
@@ -253,13 +248,13 @@ static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need)
     for (int i = 0; i < n && asked < need; i++) {
         mem_slot_t *a = shm_slot_area(t, c[i].slot, SHM_AREA_MEM);
         uint64_t want = mem_umin(c[i].used, need - asked);
-        uint64_t pending = MEM_LOAD(&a->page_req_dev) == (uint32_t)d + 1 ?
-                           MEM_LOAD(&a->page_req_bytes) : 0;
+        uint64_t pending = util_load_relaxed(&a->page_req_dev) == (uint32_t)d + 1 ?
+                           util_load_relaxed(&a->page_req_bytes) : 0;
         if (pending < want) {
-            MEM_STORE(&a->page_req_dev, (uint32_t)d + 1);
-            __atomic_store_n(&a->page_req_bytes, want, __ATOMIC_RELEASE);
+            util_store_relaxed(&a->page_req_dev, (uint32_t)d + 1);
+            util_store_release(&a->page_req_bytes, want);
             pending = want;
-            void (*nudge)(shm_table_t *, int) = __atomic_load_n(&mem_p.nudge, __ATOMIC_ACQUIRE);
+            void (*nudge)(shm_table_t *, int) = util_load_acquire(&mem_p.nudge);
             if (nudge)
                 nudge(t, c[i].slot);           /* serves now, not at its next poll */
         }
@@ -272,9 +267,9 @@ static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need)
 
 static void count(mem_slot_t *a, uint64_t *events, uint64_t bytes, uint64_t ns)
 {
-    __atomic_add_fetch(events, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&a->swap_bytes, bytes, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&a->swap_ns, ns, __ATOMIC_RELAXED);
+    util_add_relaxed(events, 1);
+    util_add_relaxed(&a->swap_bytes, bytes);
+    util_add_relaxed(&a->swap_ns, ns);
 }
 
 static int ordinal_of(const mem_local_dev_t *ld)
@@ -285,14 +280,14 @@ static int ordinal_of(const mem_local_dev_t *ld)
 static void publish_swapped(mem_slot_t *a, const mem_pager_t *pg)
 {
     if (pg->copied_bytes)
-        MEM_STORE(&a->swap_copied, pg->copied_bytes());
+        util_store_relaxed(&a->swap_copied, pg->copied_bytes());
     uint64_t sum = 0;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
+        mem_local_dev_t *ld = util_load_acquire(&mem_p.by_index[d]);
         if (ld && ld->sd)
             sum += pg->paged_out_bytes(ordinal_of(ld));
     }
-    MEM_STORE(&a->swapped_out, sum);
+    util_store_relaxed(&a->swapped_out, sum);
 }
 
 /* Whether this process has told its devices' memory waiters, since its
@@ -307,31 +302,31 @@ static int told_waiting;
 static void tell_askers(void)
 {
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[d], __ATOMIC_ACQUIRE);
-        if (ld && ld->sd && MEM_LOAD(&ld->dev->waiters))
+        mem_local_dev_t *ld = util_load_acquire(&mem_p.by_index[d]);
+        if (ld && ld->sd && util_load_relaxed(&ld->dev->waiters))
             mem_wake(ld->dev);
     }
 }
 
 void mem_page_serve(void)
 {
-    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
-    const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
-    if (!a || !pg || __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+    mem_slot_t *a = util_load_acquire(&mem_p.area);
+    const mem_pager_t *pg = util_load_acquire(&pager);
+    if (!a || !pg || util_load_acquire(&mem_p.mode) != MEM_ON)
         return;
-    if (!__atomic_exchange_n(&told_waiting, 1, __ATOMIC_ACQ_REL))
+    if (!util_xchg_acq_rel(&told_waiting, 1))
         tell_askers();
-    uint64_t want = __atomic_load_n(&a->page_req_bytes, __ATOMIC_ACQUIRE);
+    uint64_t want = util_load_acquire(&a->page_req_bytes);
     if (!want)
         return;
-    uint32_t dv = MEM_LOAD(&a->page_req_dev);
+    uint32_t dv = util_load_relaxed(&a->page_req_dev);
     mem_local_dev_t *ld = dv >= 1 && dv <= SHM_MAX_DEVICES ?
-                          __atomic_load_n(&mem_p.by_index[dv - 1], __ATOMIC_ACQUIRE) : NULL;
+                          util_load_acquire(&mem_p.by_index[dv - 1]) : NULL;
     if (ld && ld->sd) {
         uint64_t freed = 0, t0 = util_now_ns();
-        __atomic_or_fetch(&a->page_flags, MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
+        util_or_relaxed(&a->page_flags, MEM_PAGE_OUT_BUSY);
         CUresult rc = pg->page_out(ordinal_of(ld), want, &freed);
-        __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
+        util_and_relaxed(&a->page_flags, ~MEM_PAGE_OUT_BUSY);
         if (rc == CUDA_SUCCESS && freed)
             count(a, &a->swap_outs, freed, util_now_ns() - t0);
         /* Less than asked because less was resident (it freed memory
@@ -339,7 +334,7 @@ void mem_page_serve(void)
         if (rc != CUDA_SUCCESS ||
             (freed < want && (!pg->resident_bytes || pg->resident_bytes(ordinal_of(ld)) > 0))) {
             static int said;
-            __atomic_or_fetch(&a->page_flags, MEM_PAGE_FULL, __ATOMIC_RELAXED);
+            util_or_relaxed(&a->page_flags, MEM_PAGE_FULL);
             util_log_once(&said, UTIL_LOG_WARN, "memory: asked to page out %s on device %d, "
                           "paged out %s: the host staging bound (SALUS_SWAP_LIMIT) or the "
                           "host is full; peers are not asked again until this job pages "
@@ -363,7 +358,7 @@ static int page_in_once(mem_slot_t *a, const mem_pager_t *pg, int ord)
         return -1;
     uint64_t now = util_now_ns();
     count(a, &a->swap_ins, restored, now - t0);
-    MEM_STORE(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
+    util_store_relaxed(&a->page_resident_until, now + MEM_RESIDENCY_FACTOR * (now - t0));
     return 0;
 }
 
@@ -374,7 +369,7 @@ static int ask_for_page_in(mem_local_dev_t *ld, uint64_t bytes, uint32_t *seq, i
 {
     if (mem_lock() != 0)
         return -1;
-    *seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
+    *seq = util_load_seq(&ld->dev->wake_seq);
     uint64_t room = mem_room_locked(ld);
     if (bytes > room)
         ask_locked(ld, bytes - room);
@@ -385,23 +380,23 @@ static int ask_for_page_in(mem_local_dev_t *ld, uint64_t bytes, uint32_t *seq, i
 
 void mem_page_in_before_run(int device)
 {
-    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
-    const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
+    mem_slot_t *a = util_load_acquire(&mem_p.area);
+    const mem_pager_t *pg = util_load_acquire(&pager);
     if (!a || !pg || device < 0 || device >= SHM_MAX_DEVICES ||
-        __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+        util_load_acquire(&mem_p.mode) != MEM_ON)
         return;
     /* It runs: a request left from its wait is moot (whoever asked waits on
      * and asks again whom it finds waiting then). */
-    __atomic_store_n(&a->page_req_bytes, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&told_waiting, 0, __ATOMIC_RELEASE);
-    mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[device], __ATOMIC_ACQUIRE);
+    util_store_relaxed(&a->page_req_bytes, 0);
+    util_store_release(&told_waiting, 0);
+    mem_local_dev_t *ld = util_load_acquire(&mem_p.by_index[device]);
     if (!ld || !ld->sd)
         return;
     int ord = ordinal_of(ld), said = 0, left = 0;
     uint64_t out = pg->paged_out_bytes(ord), start = util_now_ns();
     if (!out)
         return;
-    __atomic_or_fetch(&a->page_flags, MEM_PAGE_IN_BUSY, __ATOMIC_RELAXED);
+    util_or_relaxed(&a->page_flags, MEM_PAGE_IN_BUSY);
     for (;;) {
         if (page_in_once(a, pg, ord) == 0)
             break;
@@ -422,7 +417,7 @@ void mem_page_in_before_run(int device)
         if (!out)
             break;
     }
-    __atomic_and_fetch(&a->page_flags, ~(MEM_PAGE_IN_BUSY | MEM_PAGE_FULL), __ATOMIC_RELAXED);
+    util_and_relaxed(&a->page_flags, ~(MEM_PAGE_IN_BUSY | MEM_PAGE_FULL));
     publish_swapped(a, pg);
     if (said)
         util_info("memory: device %d: paged in after %llu ms", device,
@@ -459,17 +454,17 @@ static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes)
     mem_slot_t *me = mem_p.area;
     shm_ident_t mine, id;
     int d = ld->d;
-    if (!__atomic_load_n(&pager, __ATOMIC_ACQUIRE) || !me ||
-        !__atomic_load_n(&mem_p.hold, __ATOMIC_ACQUIRE) ||
-        (MEM_LOAD(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
+    if (!util_load_acquire(&pager) || !me ||
+        !util_load_acquire(&mem_p.hold) ||
+        (util_load_relaxed(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
         shm_slot_ident(t, mem_p.slot, &mine) != 0)
         return 0;
     uint64_t used = mem_sdev_used(ld->sd);
     if (used <= pinned_on(me, d, used))
         return 0;                      /* nothing of it can move */
-    uint64_t taken = mem_own_ctx(d) + mem_clampb(MEM_LOAD(&ld->dev->foreign));
-    if (used + bytes + taken > MEM_LOAD(&ld->dev->budget) ||
-        used + bytes > MEM_LOAD(&ld->sd->limit))
+    uint64_t taken = mem_own_ctx(d) + mem_clampb(util_load_relaxed(&ld->dev->foreign));
+    if (used + bytes + taken > util_load_relaxed(&ld->dev->budget) ||
+        used + bytes > util_load_relaxed(&ld->sd->limit))
         return 0;                      /* it cannot fit alone: refused, not paged */
     mem_sums_t o;
     mem_sums(t, d, mem_p.slot, &o);
@@ -477,19 +472,20 @@ static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes)
     uint64_t room = budget > o.held + used ? budget - o.held - used : 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         mem_slot_t *a = j == mem_p.slot ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
-        if (!a || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
+        if (!a || util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j) ||
             shm_slot_ident(t, j, &id) != 0)
             continue;
         uint64_t u = mem_sdev_used(&a->dev[d]);
-        uint32_t f = MEM_LOAD(&a->page_flags);
+        uint32_t f = util_load_relaxed(&a->page_flags);
         if (!u || u > MEM_MAX_BYTES)
             continue;                  /* holds nothing here */
         if (id.state != SHM_WAIT_MEM || (f & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)))
             return 0;                  /* runs, or pages: it gives memory back or ends */
-        if (MEM_LOAD(&a->wait_dev) == (uint32_t)d + 1 && MEM_LOAD(&a->wait_bytes) <= room)
+        if (util_load_relaxed(&a->wait_dev) == (uint32_t)d + 1 &&
+            util_load_relaxed(&a->wait_bytes) <= room)
             return 0;                  /* it can take what it waits for: it goes on */
         if ((f & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) == MEM_PAGE_ABLE && u > pinned_on(a, d, u) &&
-            !MEM_LOAD(&a->swapped_out) && arrived_after(&id, j, &mine, mem_p.slot))
+            !util_load_relaxed(&a->swapped_out) && arrived_after(&id, j, &mine, mem_p.slot))
             return 0;                  /* a later one pages first */
     }
     return 1;
@@ -497,16 +493,16 @@ static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes)
 
 static int self_out(mem_local_dev_t *ld, uint64_t bytes)
 {
-    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
-    const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
-    mem_hold_fn hold = __atomic_load_n(&mem_p.hold, __ATOMIC_ACQUIRE);
+    mem_slot_t *a = util_load_acquire(&mem_p.area);
+    const mem_pager_t *pg = util_load_acquire(&pager);
+    mem_hold_fn hold = util_load_acquire(&mem_p.hold);
     int ord = ordinal_of(ld);
     if (!a || !pg || !hold || !hold(ord, 1))
         return 0;
     uint64_t freed = 0, t0 = util_now_ns();
-    __atomic_or_fetch(&a->page_flags, MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
+    util_or_relaxed(&a->page_flags, MEM_PAGE_OUT_BUSY);
     CUresult rc = pg->page_out(ord, UINT64_MAX, &freed);
-    __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_OUT_BUSY, __ATOMIC_RELAXED);
+    util_and_relaxed(&a->page_flags, ~MEM_PAGE_OUT_BUSY);
     if (freed)
         count(a, &a->swap_outs, freed, util_now_ns() - t0);
     publish_swapped(a, pg);
@@ -528,23 +524,23 @@ static int self_out(mem_local_dev_t *ld, uint64_t bytes)
 
 static int self_in(mem_local_dev_t *ld)
 {
-    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
-    const mem_pager_t *pg = __atomic_load_n(&pager, __ATOMIC_ACQUIRE);
+    mem_slot_t *a = util_load_acquire(&mem_p.area);
+    const mem_pager_t *pg = util_load_acquire(&pager);
     int ord = ordinal_of(ld);
     if (!a || !pg)
         return 0;
-    __atomic_or_fetch(&a->page_flags, MEM_PAGE_IN_BUSY, __ATOMIC_RELAXED);
+    util_or_relaxed(&a->page_flags, MEM_PAGE_IN_BUSY);
     int rc = pg->paged_out_bytes(ord) ? page_in_once(a, pg, ord) : 0;
-    __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_IN_BUSY, __ATOMIC_RELAXED);
+    util_and_relaxed(&a->page_flags, ~MEM_PAGE_IN_BUSY);
     if (rc == 0)
-        __atomic_and_fetch(&a->page_flags, ~MEM_PAGE_FULL, __ATOMIC_RELAXED);
+        util_and_relaxed(&a->page_flags, ~MEM_PAGE_FULL);
     publish_swapped(a, pg);
     return rc;
 }
 
 static void self_release(mem_local_dev_t *ld)
 {
-    mem_hold_fn hold = __atomic_load_n(&mem_p.hold, __ATOMIC_ACQUIRE);
+    mem_hold_fn hold = util_load_acquire(&mem_p.hold);
     if (hold)
         hold(ordinal_of(ld), 0);
 }
@@ -567,9 +563,9 @@ int mem_page_self_wait(mem_local_dev_t *ld, uint64_t bytes)
         mem_wait_enter(a, ld->d, MEM_WAIT_ALLOC, 0, bytes);
     }
     while (locked && !in) {
-        uint32_t seq = __atomic_load_n(&ld->dev->wake_seq, __ATOMIC_SEQ_CST);
-        uint64_t need = bytes + mem_clampb(MEM_LOAD(&a->swapped_out));
-        MEM_STORE(&a->wait_bytes, need);  /* what peers see it wait for (their stuck test) */
+        uint32_t seq = util_load_seq(&ld->dev->wake_seq);
+        uint64_t need = bytes + mem_clampb(util_load_relaxed(&a->swapped_out));
+        util_store_relaxed(&a->wait_bytes, need);   /* what peers see it wait for (stuck) */
         if (mem_room_locked(ld) >= need) {
             shm_unlock(mem_p.t);
             in = self_in(ld) == 0;
@@ -604,21 +600,22 @@ int mem_page_self_wait(mem_local_dev_t *ld, uint64_t bytes)
  * whose need fits in the room is let in. */
 int mem_page_keep_locked(shm_table_t *t, int device, int slot)
 {
-    mem_slot_t *me = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
+    mem_slot_t *me = util_load_acquire(&mem_p.area);
     if (!me || t != mem_p.t || device < 0 || device >= SHM_MAX_DEVICES || slot == mem_p.slot ||
-        (MEM_LOAD(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
-        util_now_ns() >= MEM_LOAD(&me->page_resident_until))
+        (util_load_relaxed(&me->page_flags) & (MEM_PAGE_ABLE | MEM_PAGE_FULL)) != MEM_PAGE_ABLE ||
+        util_now_ns() >= util_load_relaxed(&me->page_resident_until))
         return 0;
     mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
-    mem_local_dev_t *ld = __atomic_load_n(&mem_p.by_index[device], __ATOMIC_ACQUIRE);
-    if (!a || !ld || !ld->sd || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
+    mem_local_dev_t *ld = util_load_acquire(&mem_p.by_index[device]);
+    if (!a || !ld || !ld->sd || util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC ||
+        !shm_slot_alive(t, slot))
         return 0;
-    uint64_t need = MEM_LOAD(&a->swapped_out);
+    uint64_t need = util_load_relaxed(&a->swapped_out);
     if (need > MEM_MAX_BYTES)
         return 0;
     const mem_sdev_t *sd = &a->dev[device];
     uint64_t seen = mem_largest_seen(ld->dev), used = mem_sdev_used(sd);
-    if (!need && !MEM_LOAD(&sd->run_peak))
+    if (!need && !util_load_relaxed(&sd->run_peak))
         need = seen > used ? seen - used : 0;
     return need > 0 && need > mem_room_locked(ld);
 }
@@ -637,9 +634,9 @@ int mem_page_blocked_locked(shm_table_t *t, int device, int slot)
         return 0;
     mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
     const mem_dev_t *dev = shm_device_area(t, device, SHM_AREA_MEM);
-    if (!a || !dev || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
+    if (!a || !dev || util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, slot))
         return 0;
-    uint64_t out = MEM_LOAD(&a->swapped_out);
+    uint64_t out = util_load_relaxed(&a->swapped_out);
     if (!out || out > MEM_MAX_BYTES)
         return 0;
     uint64_t used = mem_sdev_used(&a->dev[device]);
@@ -653,37 +650,6 @@ int mem_page_blocked_locked(shm_table_t *t, int device, int slot)
 
 int mem_page_is_out(void)
 {
-    mem_slot_t *a = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
-    return a && MEM_LOAD(&a->swapped_out) != 0;
-}
-
-/* ---- the host bound ---------------------------------------------------------
- * What the host can spare without swapping: half of MemAvailable when first
- * asked (several jobs may page at once; the other half is left to them and
- * to the programs' own host memory). */
-static uint64_t mem_available(void)
-{
-    unsigned long long kb = 0;
-    char line[128];
-    FILE *f = fopen("/proc/meminfo", "re");
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
-uint64_t mem_swap_limit(void)
-{
-    static uint64_t limit;
-    uint64_t v = __atomic_load_n(&limit, __ATOMIC_RELAXED);
-    if (v)
-        return v;
-    if (!mem_p.cfg.swap_limit ||
-        util_parse_size(mem_p.cfg.swap_limit, mem_available(), &v) != 0 || !v)
-        v = mem_available() / 2;
-    __atomic_store_n(&limit, v, __ATOMIC_RELAXED);
-    return v;
+    mem_slot_t *a = util_load_acquire(&mem_p.area);
+    return a && util_load_relaxed(&a->swapped_out) != 0;
 }

@@ -49,7 +49,7 @@ enum { OP_PASS = 0, OP_ALLOC = 1 };
 
 static int is_on(void)
 {
-    return __atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) == MEM_ON;
+    return util_load_acquire(&mem_p.mode) == MEM_ON;
 }
 
 /* ---- the records ---------------------------------------------------------- */
@@ -59,11 +59,11 @@ static int is_on(void)
  * (the handle is stored last, with release). */
 static int find(uint64_t handle)
 {
-    int n = __atomic_load_n(&mem_p.pools_used, __ATOMIC_ACQUIRE);
+    int n = util_load_acquire(&mem_p.pools_used);
     for (int i = 1; i <= n && i < MEM_MAX_POOLS; i++) {
         mem_pool_t *p = &mem_p.pools[i];
-        if (__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) == handle &&
-            !__atomic_load_n(&p->destroyed, __ATOMIC_ACQUIRE))
+        if (util_load_acquire(&p->handle) == handle &&
+            !util_load_acquire(&p->destroyed))
             return i;
     }
     return 0;
@@ -90,17 +90,17 @@ static int learn(uint64_t handle, int ord, int host)
                           "allocations from more are charged one by one", MEM_MAX_POOLS - 1);
         } else {
             mem_pool_t *p = &mem_p.pools[i];
-            __atomic_store_n(&p->handle, 0, __ATOMIC_RELEASE);
+            util_store_release(&p->handle, 0);
             p->ord = ord;
             p->host = (uint8_t)host;
             p->threshold = 0;             /* the driver's default */
             p->dirty = 0;
-            __atomic_store_n(&p->charged, 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&p->slack, 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&p->destroyed, 0, __ATOMIC_RELEASE);
-            __atomic_store_n(&p->handle, handle, __ATOMIC_RELEASE);
+            util_store_relaxed(&p->charged, 0);
+            util_store_relaxed(&p->slack, 0);
+            util_store_release(&p->destroyed, 0);
+            util_store_release(&p->handle, handle);
             if (i > n)
-                __atomic_store_n(&mem_p.pools_used, i, __ATOMIC_RELEASE);
+                util_store_release(&mem_p.pools_used, i);
         }
     }
     pthread_mutex_unlock(&mem_p.lock);
@@ -111,7 +111,7 @@ static int learn(uint64_t handle, int ord, int host)
  * once, then followed through cuDeviceSetMemPool. */
 static int current_of(int ord)
 {
-    int i = __atomic_load_n(&mem_p.cur_pool[ord], __ATOMIC_ACQUIRE);
+    int i = util_load_acquire(&mem_p.cur_pool[ord]);
     CUmemoryPool h = NULL;
     if (i)
         return i;
@@ -119,7 +119,7 @@ static int current_of(int ord)
         mem_p.drv.device_get_mem_pool(&h, (CUdevice)ord) != CUDA_SUCCESS || !h)
         return 0;
     i = learn((uint64_t)(uintptr_t)h, ord, 0);
-    __atomic_store_n(&mem_p.cur_pool[ord], (uint8_t)i, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.cur_pool[ord], (uint8_t)i);
     return i;
 }
 
@@ -139,33 +139,33 @@ static void reread(int i)
         return;
     pthread_mutex_lock(&p->lock);
     mem_local_dev_t *ld = mem_local_dev(p->ord);
-    CUmemoryPool h = (CUmemoryPool)(uintptr_t)__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE);
+    CUmemoryPool h = (CUmemoryPool)(uintptr_t)util_load_acquire(&p->handle);
     if (!ld || mem_p.drv.mem_pool_get_attribute(h, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) !=
                    CUDA_SUCCESS || (uint64_t)r > MEM_MAX_BYTES)
         goto out_unlock;
-    __atomic_store_n(&p->dirty, 0, __ATOMIC_RELAXED);
-    uint64_t c = __atomic_load_n(&p->charged, __ATOMIC_SEQ_CST);
+    util_store_relaxed(&p->dirty, 0);
+    uint64_t c = util_load_seq(&p->charged);
     if ((uint64_t)r > c) {
         uint64_t more = (uint64_t)r - c;
-        int rc = mem_take_held(ld, more);
-        if (rc == CUDA_SUCCESS) {
-            __atomic_add_fetch(&p->charged, more, __ATOMIC_SEQ_CST);
-            __atomic_add_fetch(&p->slack, more, __ATOMIC_SEQ_CST);
-        } else if (rc != 1) {
-            __atomic_store_n(&p->dirty, 1, __ATOMIC_RELAXED);    /* read again */
+        mem_take_t r = mem_take_held(ld, more);
+        if (r == MEM_TAKEN) {
+            util_add_seq(&p->charged, more);
+            util_add_seq(&p->slack, more);
+        } else if (r == MEM_TAKE_REFUSED) {
+            util_store_relaxed(&p->dirty, 1);    /* read again */
             util_log_once(&said, UTIL_LOG_WARN, "memory: a memory pool on %s grew by %s "
                           "past what this process may take (its limit, or the device's "
                           "budget); that memory is not charged until the pool's figure "
                           "fits, at a later synchronize", ld->name, util_size(more).s);
         }
     } else if ((uint64_t)r < c) {
-        uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_SEQ_CST), drop;
+        uint64_t s = util_load_seq(&p->slack), drop;
         do {
             drop = mem_umin(s, c - (uint64_t)r);
         } while (drop && !__atomic_compare_exchange_n(&p->slack, &s, s - drop, 1,
                                                       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
         if (drop) {
-            __atomic_sub_fetch(&p->charged, drop, __ATOMIC_SEQ_CST);
+            util_sub_seq(&p->charged, drop);
             mem_give(ld, drop);
         }
     }
@@ -198,21 +198,21 @@ CUresult mem_pool_alloc_begin(mem_kind_t kind, CUmemoryPool pool, int device, ui
     mem_local_dev_t *ld = mem_local_dev(p->ord);
     if (!ld || bytes > MEM_MAX_BYTES)
         return ld ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
-    uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_RELAXED), took;
+    uint64_t s = util_load_relaxed(&p->slack), took;
     do {
         took = mem_umin(s, bytes);
     } while (took && !__atomic_compare_exchange_n(&p->slack, &s, s - took, 1,
                                                   __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     if (took)
-        __atomic_store_n(&p->dirty, 1, __ATOMIC_RELAXED);
+        util_store_relaxed(&p->dirty, 1);
     uint64_t need = bytes - took;
     if (need) {
-        int rc = mem_charge(ld, need);
-        if (rc != CUDA_SUCCESS) {
+        mem_take_t r = mem_charge(ld, need, 0);
+        if (r != MEM_TAKEN) {
             mem_pool_put(i, took);        /* as before the call */
-            return rc == 1 ? CUDA_SUCCESS : (CUresult)rc;
+            return mem_take_cu(r);        /* refused, or uncounted */
         }
-        __atomic_add_fetch(&p->charged, need, __ATOMIC_SEQ_CST);
+        util_add_seq(&p->charged, need);
     }
     op->bytes = bytes;
     op->need = need;
@@ -234,7 +234,7 @@ CUresult mem_pool_alloc_end(mem_op_t *op, CUresult rc, uint64_t ptr)
         mem_pool_t *p = &mem_p.pools[op->pool];
         mem_local_dev_t *ld = mem_p.by_index[op->dev];
         mem_pool_put(op->pool, op->bytes - op->need);
-        __atomic_sub_fetch(&p->charged, op->need, __ATOMIC_SEQ_CST);
+        util_sub_seq(&p->charged, op->need);
         if (ld && op->need)
             mem_give(ld, op->need);
         return rc;
@@ -265,7 +265,7 @@ void mem_pool_set_current(int device, CUmemoryPool pool)
     if (!is_on() || device < 0 || device >= MEM_MAX_ORDINALS)
         return;
     int i = learn((uint64_t)(uintptr_t)pool, device, 0);
-    __atomic_store_n(&mem_p.cur_pool[device], (uint8_t)i, __ATOMIC_RELEASE);
+    util_store_release(&mem_p.cur_pool[device], (uint8_t)i);
 }
 
 void mem_pool_destroyed(CUmemoryPool pool)
@@ -274,7 +274,7 @@ void mem_pool_destroyed(CUmemoryPool pool)
     if (!i)
         return;
     mem_pool_t *p = &mem_p.pools[i];
-    __atomic_store_n(&p->destroyed, 1, __ATOMIC_SEQ_CST);
+    util_store_seq(&p->destroyed, 1);
     for (int d = 0; d < MEM_MAX_ORDINALS; d++)
         __atomic_compare_exchange_n(&mem_p.cur_pool[d], &(uint8_t){ (uint8_t)i }, 0, 0,
                                     __ATOMIC_RELEASE, __ATOMIC_RELAXED);
@@ -310,7 +310,7 @@ static void graph_reread_locked(int ord)
             CUDA_SUCCESS || (uint64_t)r > MEM_MAX_BYTES)
         return;
     uint64_t c = mem_p.graph_charged[ord];
-    if ((uint64_t)r > c && mem_take_held(ld, (uint64_t)r - c) == CUDA_SUCCESS)
+    if ((uint64_t)r > c && mem_take_held(ld, (uint64_t)r - c) == MEM_TAKEN)
         mem_p.graph_charged[ord] = (uint64_t)r;
     else if ((uint64_t)r < c) {
         mem_give(ld, c - (uint64_t)r);
@@ -336,9 +336,9 @@ CUresult mem_graph_alloc_begin(int device, uint64_t bytes, mem_op_t *op)
     mem_local_dev_t *ld = mem_local_dev(device);
     if (!ld)
         return CUDA_SUCCESS;
-    int rc = mem_charge(ld, bytes);
-    if (rc != CUDA_SUCCESS)
-        return rc == 1 ? CUDA_SUCCESS : (CUresult)rc;
+    mem_take_t r = mem_charge(ld, bytes, 0);
+    if (r != MEM_TAKEN)
+        return mem_take_cu(r);            /* refused, or uncounted */
     op->bytes = bytes;
     op->dev = device;                     /* the ordinal, here */
     op->state = OP_ALLOC;
@@ -358,14 +358,14 @@ void mem_graph_alloc_end(mem_op_t *op, CUresult rc)
     }
     pthread_mutex_lock(&mem_p.graph_lock);
     mem_p.graph_charged[ord] += op->bytes;
-    __atomic_or_fetch(&mem_p.graph_mask, 1ull << ord, __ATOMIC_RELEASE);
+    util_or_release(&mem_p.graph_mask, 1ull << ord);
     graph_reread_locked(ord);
     pthread_mutex_unlock(&mem_p.graph_lock);
 }
 
 void mem_graph_changed(int device)
 {
-    uint64_t mask = is_on() ? __atomic_load_n(&mem_p.graph_mask, __ATOMIC_ACQUIRE) : 0;
+    uint64_t mask = is_on() ? util_load_acquire(&mem_p.graph_mask) : 0;
     if (device >= 0)
         mask &= device < MEM_MAX_ORDINALS ? 1ull << device : 0;
     if (mask)
@@ -379,20 +379,19 @@ void mem_graph_changed(int device)
  * from their slack).  No pool: one load. */
 void mem_pools_sync(void)
 {
-    mem_async_settle();                   /* paging's stream-ordered frees too */
-    uint64_t graphs = __atomic_load_n(&mem_p.graph_mask, __ATOMIC_RELAXED);
+    uint64_t graphs = util_load_relaxed(&mem_p.graph_mask);
     if (__builtin_expect(graphs != 0, 0))
         graph_reread(graphs);
-    int n = __atomic_load_n(&mem_p.pools_used, __ATOMIC_ACQUIRE);
+    int n = util_load_acquire(&mem_p.pools_used);
     for (int i = 1; i <= n && i < MEM_MAX_POOLS; i++) {
         mem_pool_t *p = &mem_p.pools[i];
-        if (!__atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) ||
-            __atomic_load_n(&p->destroyed, __ATOMIC_ACQUIRE) || p->host)
+        if (!util_load_acquire(&p->handle) ||
+            util_load_acquire(&p->destroyed) || p->host)
             continue;
-        uint64_t s = __atomic_load_n(&p->slack, __ATOMIC_RELAXED);
-        uint64_t c = __atomic_load_n(&p->charged, __ATOMIC_RELAXED);
-        if (__atomic_load_n(&p->dirty, __ATOMIC_RELAXED) ||
-            (s && c > __atomic_load_n(&p->threshold, __ATOMIC_RELAXED)))
+        uint64_t s = util_load_relaxed(&p->slack);
+        uint64_t c = util_load_relaxed(&p->charged);
+        if (util_load_relaxed(&p->dirty) ||
+            (s && c > util_load_relaxed(&p->threshold)))
             reread(i);
     }
 }

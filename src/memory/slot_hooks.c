@@ -26,25 +26,26 @@ void mem_reap_hook(shm_table_t *t, int slot, void *area, void *ctx)
     if (!a)
         return;
     if (slot == shm_self_peek(t))
-        __atomic_store_n(&mem_p.mode, MEM_OPEN, __ATOMIC_RELEASE);   /* released: stop */
-    uint32_t wd = MEM_LOAD(&a->wait_dev);
-    if (wd >= 1 && wd <= SHM_MAX_DEVICES && MEM_LOAD(&a->wait_kind) == MEM_WAIT_ADMIT) {
+        util_store_release(&mem_p.mode, MEM_OPEN);   /* released: stop */
+    uint32_t wd = util_load_relaxed(&a->wait_dev);
+    if (wd >= 1 && wd <= SHM_MAX_DEVICES && util_load_relaxed(&a->wait_kind) == MEM_WAIT_ADMIT) {
         mem_dev_t *dev = shm_device_area(t, (int)wd - 1, SHM_AREA_MEM);
         if (dev)
             mem_wake_admit(dev);                 /* it may have been the head */
     }
-    MEM_STORE(&a->wait_dev, 0);
+    util_store_relaxed(&a->wait_dev, 0);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_sdev_t *sd = &a->dev[d];
         mem_dev_t *cd = shm_device_area(t, d, SHM_AREA_MEM);
         if (cd && slot >= 0 && slot < SHM_MAX_SLOTS)
-            MEM_STORE(&cd->ctx_kib[slot], 0);
-        if (!MEM_LOAD(&sd->flags) && !MEM_LOAD(&sd->granted) && !MEM_LOAD(&sd->reserved))
+            util_store_relaxed(&cd->ctx_kib[slot], 0);
+        if (!util_load_relaxed(&sd->flags) && !util_load_relaxed(&sd->granted) &&
+            !util_load_relaxed(&sd->reserved))
             continue;
-        __atomic_store_n(&sd->avail, 0, __ATOMIC_SEQ_CST);
-        MEM_STORE(&sd->granted, 0);
-        MEM_STORE(&sd->reserved, 0);
-        MEM_STORE(&sd->flags, 0);
+        util_store_seq(&sd->avail, 0);
+        util_store_relaxed(&sd->granted, 0);
+        util_store_relaxed(&sd->reserved, 0);
+        util_store_relaxed(&sd->flags, 0);
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
         mem_publish_locked(t, d);
         mem_wake(dev);
@@ -56,7 +57,7 @@ void mem_repair_hook(shm_table_t *t, void *ctx)
     (void)ctx;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        if (MEM_LOAD(&dev->magic) != MEM_DEV_MAGIC)
+        if (util_load_relaxed(&dev->magic) != MEM_DEV_MAGIC)
             continue;
         mem_fix_log(t, d);
         mem_publish_locked(t, d);
@@ -83,7 +84,7 @@ int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text
         return rc;
     mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
     if (!a || shm_slot_gen(t, slot) != gen || !shm_slot_alive(t, slot) ||
-        MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC) {
+        util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC) {
         shm_unlock(t);
         return -ESRCH;
     }
@@ -91,15 +92,17 @@ int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text
     for (int d = 0; d < SHM_MAX_DEVICES && rc == 0; d++) {
         mem_sdev_t *sd = &a->dev[d];
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        uint64_t v, budget = MEM_LOAD(&dev->budget);
-        if (!(MEM_LOAD(&sd->flags) & MEM_SDEV_REGISTERED) || MEM_LOAD(&dev->magic) != MEM_DEV_MAGIC)
+        uint64_t v, budget = util_load_relaxed(&dev->budget);
+        if (!(util_load_relaxed(&sd->flags) & MEM_SDEV_REGISTERED) ||
+            util_load_relaxed(&dev->magic) != MEM_DEV_MAGIC)
             continue;
         if (util_parse_size(text, budget, &v) != 0 || v == 0)
             rc = -EINVAL;                        /* 0 would refuse every allocation */
-        else if (v < MEM_LOAD(&sd->reserved))
+        else if (v < util_load_relaxed(&sd->reserved))
             rc = -EBUSY;                         /* below its guaranteed reservation */
-        c.reserved += MEM_LOAD(&sd->reserved);
-        uint64_t g = mem_clampb(MEM_LOAD(&sd->granted)), spare = MEM_SPARE(MEM_LOAD(&sd->avail));
+        c.reserved += util_load_relaxed(&sd->reserved);
+        uint64_t g = mem_clampb(util_load_relaxed(&sd->granted));
+        uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
         c.used += g > spare ? g - spare : 0;
         c.limit = v > budget ? budget : v;
         c.devices++;
@@ -107,12 +110,13 @@ int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text
     for (int d = 0; d < SHM_MAX_DEVICES && rc == 0; d++) {
         mem_sdev_t *sd = &a->dev[d];
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        uint64_t v, budget = MEM_LOAD(&dev->budget);
-        if (!(MEM_LOAD(&sd->flags) & MEM_SDEV_REGISTERED) ||
-            MEM_LOAD(&dev->magic) != MEM_DEV_MAGIC || util_parse_size(text, budget, &v) != 0)
+        uint64_t v, budget = util_load_relaxed(&dev->budget);
+        if (!(util_load_relaxed(&sd->flags) & MEM_SDEV_REGISTERED) ||
+            util_load_relaxed(&dev->magic) != MEM_DEV_MAGIC ||
+            util_parse_size(text, budget, &v) != 0)
             continue;
-        MEM_STORE(&sd->limit, v > budget ? budget : v);
-        if (mem_clampb(MEM_LOAD(&sd->granted)) > MEM_LOAD(&sd->limit))
+        util_store_relaxed(&sd->limit, v > budget ? budget : v);
+        if (mem_clampb(util_load_relaxed(&sd->granted)) > util_load_relaxed(&sd->limit))
             mem_reclaim_one(t, dev, d, slot);        /* its spare, not what it holds */
         mem_publish_locked(t, d);
         mem_wake(dev);                           /* a raised limit may let it go on */

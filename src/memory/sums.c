@@ -33,9 +33,9 @@ static uint64_t run_peak(shm_table_t *t, int j, const mem_slot_t *a, const mem_s
                          uint64_t floor)
 {
     shm_ident_t id;
-    uint64_t p = mem_clampb(MEM_LOAD(&sd->run_peak));
+    uint64_t p = mem_clampb(util_load_relaxed(&sd->run_peak));
     if (p <= floor || shm_slot_ident(t, j, &id) != 0 || id.state == SHM_WAIT_GPU ||
-        id.state == SHM_WAIT_MEM || MEM_LOAD(&a->swapped_out) != 0)
+        id.state == SHM_WAIT_MEM || util_load_relaxed(&a->swapped_out) != 0)
         return floor;
     return p;
 }
@@ -48,8 +48,9 @@ static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
             continue;
         mem_slot_t *a = mem_area_of(t, j);
         mem_sdev_t *sd = &a->dev[d];
-        uint64_t g = mem_clampb(MEM_LOAD(&sd->granted)), r = mem_clampb(MEM_LOAD(&sd->reserved));
-        uint64_t spare = MEM_SPARE(MEM_LOAD(&sd->avail));
+        uint64_t g = mem_clampb(util_load_relaxed(&sd->granted));
+        uint64_t r = mem_clampb(util_load_relaxed(&sd->reserved));
+        uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
         uint64_t u = g > spare ? g - spare : 0;
         s->granted += g;
         s->used += u;
@@ -58,12 +59,12 @@ static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
         s->held += mem_umax(u, r);
         s->committed_run += run_peak(t, j, a, sd, mem_umax(g, r));
         s->held_run += run_peak(t, j, a, sd, mem_umax(u, r));
-        s->peak = mem_umax(s->peak, mem_clampb(MEM_LOAD(&sd->peak)));
-        if (MEM_LOAD(&sd->flags) & MEM_SDEV_REGISTERED)
+        s->peak = mem_umax(s->peak, mem_clampb(util_load_relaxed(&sd->peak)));
+        if (util_load_relaxed(&sd->flags) & MEM_SDEV_REGISTERED)
             s->ctx += mem_ctx_of(shm_device_area(t, d, SHM_AREA_MEM), j);
-        if (MEM_LOAD(&a->wait_dev) == (uint32_t)d + 1) {
+        if (util_load_relaxed(&a->wait_dev) == (uint32_t)d + 1) {
             s->waiters++;
-            s->queued += MEM_LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
+            s->queued += util_load_relaxed(&a->wait_kind) == MEM_WAIT_ADMIT;
         }
     }
 }
@@ -85,16 +86,16 @@ void mem_publish_locked(shm_table_t *t, int d)
     if (!dev)
         return;
     mem_sums(t, d, -1, &s);
-    MEM_STORE(&dev->sum_granted, s.granted);
-    MEM_STORE(&dev->sum_used, s.used);
-    MEM_STORE(&dev->sum_reserved, s.reserved);
-    MEM_STORE(&dev->sum_committed, s.committed);
-    MEM_STORE(&dev->sum_ctx, s.ctx);
-    MEM_STORE(&dev->queued, s.queued);
+    util_store_relaxed(&dev->sum_granted, s.granted);
+    util_store_relaxed(&dev->sum_used, s.used);
+    util_store_relaxed(&dev->sum_reserved, s.reserved);
+    util_store_relaxed(&dev->sum_committed, s.committed);
+    util_store_relaxed(&dev->sum_ctx, s.ctx);
+    util_store_relaxed(&dev->queued, s.queued);
     uint64_t mib = s.peak >> 20;
-    if (mib > MEM_LOAD(&dev->peak_mib))
-        MEM_STORE(&dev->peak_mib, (uint32_t)(mib > UINT32_MAX ? UINT32_MAX : mib));
-    __atomic_store_n(&dev->waiters, s.waiters, __ATOMIC_SEQ_CST);
+    if (mib > util_load_relaxed(&dev->peak_mib))
+        util_store_relaxed(&dev->peak_mib, (uint32_t)(mib > UINT32_MAX ? UINT32_MAX : mib));
+    util_store_seq(&dev->waiters, s.waiters);
 }
 
 /* ---- the reclaim log ----------------------------------------------------
@@ -105,19 +106,20 @@ void mem_publish_locked(shm_table_t *t, int d)
 void mem_fix_log(shm_table_t *t, int d)
 {
     mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-    if (!dev || !__atomic_load_n(&dev->log.valid, __ATOMIC_SEQ_CST))
+    if (!dev || !util_load_seq(&dev->log.valid))
         return;
     mem_reclaim_log_t log = dev->log;
     mem_slot_t *a = mem_area_of(t, log.slot);
     if (a && log.slot_gen != 0 && shm_slot_gen(t, log.slot) == log.slot_gen) {
         mem_sdev_t *sd = &a->dev[d];
-        uint64_t g = MEM_LOAD(&sd->granted);
-        if (MEM_TAG(MEM_LOAD(&sd->avail)) == log.tag && MEM_LOAD(&sd->granted_tag) != log.tag) {
-            MEM_STORE(&sd->granted, g > log.take ? g - log.take : 0);
-            MEM_STORE(&sd->granted_tag, log.tag);
+        uint64_t g = util_load_relaxed(&sd->granted);
+        if (MEM_TAG(util_load_relaxed(&sd->avail)) == log.tag &&
+            util_load_relaxed(&sd->granted_tag) != log.tag) {
+            util_store_relaxed(&sd->granted, g > log.take ? g - log.take : 0);
+            util_store_relaxed(&sd->granted_tag, log.tag);
             util_info("memory: finished the reclaim of a process that died holding the "
                       "table's lock (slot %d, %s)", log.slot, util_size(log.take).s);
         }
     }
-    __atomic_store_n(&dev->log.valid, 0, __ATOMIC_SEQ_CST);
+    util_store_seq(&dev->log.valid, 0);
 }

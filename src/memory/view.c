@@ -31,7 +31,7 @@
  * there, and it fits. */
 static void own_view(mem_local_dev_t *ld, uint64_t *free_out, uint64_t *total_out)
 {
-    uint64_t limit = MEM_LOAD(&ld->sd->limit), room, used;
+    uint64_t limit = util_load_relaxed(&ld->sd->limit), room, used;
     if (mem_lock() == 0) {
         shm_reap_dead(mem_p.t, 1);
         mem_fix_log(mem_p.t, ld->d);
@@ -43,7 +43,7 @@ static void own_view(mem_local_dev_t *ld, uint64_t *free_out, uint64_t *total_ou
         room = limit > used ? limit - used : 0;
     }
     *free_out = room;
-    *total_out = limit < MEM_LOAD(&ld->dev->budget) ? limit : used + room;
+    *total_out = limit < util_load_relaxed(&ld->dev->budget) ? limit : used + room;
 }
 
 void mem_view_info(size_t *free_bytes, size_t *total_bytes)
@@ -100,13 +100,13 @@ int mem_report_fields(char *buf, size_t cap)
     if (!a)
         return 0;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        if (!MEM_LOAD(&mem_p.by_index[d]))
+        if (!util_load_relaxed(&mem_p.by_index[d]))
             continue;
         const mem_sdev_t *sd = &a->dev[d];
         used += mem_sdev_used(sd);
-        peak += MEM_LOAD(&sd->peak);
-        limit = MEM_LOAD(&sd->limit) > limit ? MEM_LOAD(&sd->limit) : limit;
-        reserved += MEM_LOAD(&sd->reserved);
+        peak += util_load_relaxed(&sd->peak);
+        limit = util_load_relaxed(&sd->limit) > limit ? util_load_relaxed(&sd->limit) : limit;
+        reserved += util_load_relaxed(&sd->reserved);
     }
     /* The key names of salus-top's JSON (mem_used_bytes, ...): one set. */
     return snprintf(buf, cap, "\"mem_used_bytes\":%llu,\"mem_peak_bytes\":%llu,"
@@ -117,14 +117,14 @@ int mem_report_fields(char *buf, size_t cap)
                     "\"mem_context_bytes\":%llu",
                     (unsigned long long)used, (unsigned long long)peak,
                     (unsigned long long)limit, (unsigned long long)reserved,
-                    (unsigned long long)MEM_LOAD(&a->oom_refusals),
-                    (unsigned long long)(MEM_LOAD(&a->waited_ns) / 1000000),
-                    (unsigned long long)MEM_LOAD(&a->swapped_out),
-                    (unsigned long long)MEM_LOAD(&a->swap_outs),
-                    (unsigned long long)MEM_LOAD(&a->swap_ins),
-                    (unsigned long long)(MEM_LOAD(&a->swap_ns) / 1000000),
-                    (unsigned long long)MEM_LOAD(&a->swap_bytes),
-                    (unsigned long long)MEM_LOAD(&a->swap_copied),
+                    (unsigned long long)util_load_relaxed(&a->oom_refusals),
+                    (unsigned long long)(util_load_relaxed(&a->waited_ns) / 1000000),
+                    (unsigned long long)util_load_relaxed(&a->swapped_out),
+                    (unsigned long long)util_load_relaxed(&a->swap_outs),
+                    (unsigned long long)util_load_relaxed(&a->swap_ins),
+                    (unsigned long long)(util_load_relaxed(&a->swap_ns) / 1000000),
+                    (unsigned long long)util_load_relaxed(&a->swap_bytes),
+                    (unsigned long long)util_load_relaxed(&a->swap_copied),
                     (unsigned long long)ctx);
 }
 
@@ -134,39 +134,40 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
 {
     mem_slot_t *a = shm_slot_area(t, slot, SHM_AREA_MEM);
     uint32_t gen = shm_slot_gen(t, slot);
-    if (!a || gen == 0 || MEM_LOAD(&a->magic) != MEM_SLOT_MAGIC)
+    if (!a || gen == 0 || util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC)
         return -1;
     mem_slot_view_t v;
     memset(&v, 0, sizeof v);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         const mem_sdev_t *sd = &a->dev[d];
-        if (!(MEM_LOAD(&sd->flags) & MEM_SDEV_REGISTERED))
+        if (!(util_load_relaxed(&sd->flags) & MEM_SDEV_REGISTERED))
             continue;
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
-        uint64_t cap = MEM_LOAD(&dev->capacity);
-        if (MEM_LOAD(&dev->magic) != MEM_DEV_MAGIC || cap > MEM_MAX_BYTES)
+        uint64_t cap = util_load_relaxed(&dev->capacity);
+        if (util_load_relaxed(&dev->magic) != MEM_DEV_MAGIC || cap > MEM_MAX_BYTES)
             continue;
         v.devices |= 1u << d;
-        v.granted += mem_umin(MEM_LOAD(&sd->granted), cap);
+        v.granted += mem_umin(util_load_relaxed(&sd->granted), cap);
         v.used += mem_umin(mem_sdev_used(sd), cap);
-        v.peak += mem_umin(MEM_LOAD(&sd->peak), cap);
-        v.run_peak += mem_umin(MEM_LOAD(&sd->run_peak), cap);
-        v.reserved += mem_umin(MEM_LOAD(&sd->reserved), cap);
-        uint64_t limit = mem_umin(MEM_LOAD(&sd->limit), cap);
+        v.peak += mem_umin(util_load_relaxed(&sd->peak), cap);
+        v.run_peak += mem_umin(util_load_relaxed(&sd->run_peak), cap);
+        v.reserved += mem_umin(util_load_relaxed(&sd->reserved), cap);
+        uint64_t limit = mem_umin(util_load_relaxed(&sd->limit), cap);
         v.limit = limit > v.limit ? limit : v.limit;
     }
-    uint32_t wd = MEM_LOAD(&a->wait_dev);
+    uint32_t wd = util_load_relaxed(&a->wait_dev);
     v.waiting_device = wd >= 1 && wd <= SHM_MAX_DEVICES ? (int32_t)wd - 1 : -1;
-    v.waiting_admission = v.waiting_device >= 0 && MEM_LOAD(&a->wait_kind) == MEM_WAIT_ADMIT;
-    v.oom_refusals = MEM_LOAD(&a->oom_refusals);
-    v.waited_ms = MEM_LOAD(&a->waited_ns) / 1000000;
-    v.swapped_out = mem_clampb(MEM_LOAD(&a->swapped_out));
-    v.swap_outs = MEM_LOAD(&a->swap_outs);
-    v.swap_ins = MEM_LOAD(&a->swap_ins);
-    v.swap_ms = MEM_LOAD(&a->swap_ns) / 1000000;
-    v.pinned = mem_clampb(MEM_LOAD(&a->pinned));
-    v.paging = (MEM_LOAD(&a->page_flags) & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)) != 0;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    v.waiting_admission = v.waiting_device >= 0 &&
+                          util_load_relaxed(&a->wait_kind) == MEM_WAIT_ADMIT;
+    v.oom_refusals = util_load_relaxed(&a->oom_refusals);
+    v.waited_ms = util_load_relaxed(&a->waited_ns) / 1000000;
+    v.swapped_out = mem_clampb(util_load_relaxed(&a->swapped_out));
+    v.swap_outs = util_load_relaxed(&a->swap_outs);
+    v.swap_ins = util_load_relaxed(&a->swap_ins);
+    v.swap_ms = util_load_relaxed(&a->swap_ns) / 1000000;
+    v.pinned = mem_clampb(util_load_relaxed(&a->pinned));
+    v.paging = (util_load_relaxed(&a->page_flags) & (MEM_PAGE_OUT_BUSY | MEM_PAGE_IN_BUSY)) != 0;
+    util_fence_acquire();
     if (shm_slot_gen(t, slot) != gen)
         return -1;                      /* freed or claimed under us */
     *out = v;
@@ -176,15 +177,15 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
 int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out)
 {
     mem_dev_t *dev = shm_device_area(t, device, SHM_AREA_MEM);
-    if (!dev || MEM_LOAD(&dev->magic) != MEM_DEV_MAGIC)
+    if (!dev || util_load_relaxed(&dev->magic) != MEM_DEV_MAGIC)
         return -1;
     mem_device_view_t v;
     memset(&v, 0, sizeof v);
     if (shm_device_uuid(t, device, v.uuid) != 0)
         return -1;
-    v.capacity = MEM_LOAD(&dev->capacity);
-    v.headroom = MEM_LOAD(&dev->headroom);
-    v.budget = MEM_LOAD(&dev->budget);
+    v.capacity = util_load_relaxed(&dev->capacity);
+    v.headroom = util_load_relaxed(&dev->headroom);
+    v.budget = util_load_relaxed(&dev->budget);
     if (v.capacity == 0 || v.capacity > MEM_MAX_BYTES || v.budget > v.capacity ||
         v.headroom > v.capacity)
         return -1;

@@ -49,7 +49,7 @@ static void *slot[NVH_IDS];
 
 void nvh_init(nvh_dlsym_fn real_dlsym)
 {
-    __atomic_store_n(&dlsym_real, real_dlsym, __ATOMIC_RELEASE);
+    util_store_release(&dlsym_real, real_dlsym);
 }
 
 static void *base_of(void *fn, const char **file)
@@ -74,7 +74,7 @@ static int is_ours(void *fn)
  * (now) the bound one. */
 static int bind_lib(const char *file, void *base)
 {
-    void *bound = __atomic_load_n(&lib_base, __ATOMIC_ACQUIRE);
+    void *bound = util_load_acquire(&lib_base);
     if (bound)
         return bound == base ? 0 : -1;
     void *h = dlopen(file, RTLD_NOW | RTLD_NOLOAD);
@@ -104,12 +104,12 @@ int nvh_bind(nvh_id_t id, void *fn)
 
 void *nvh_real(nvh_id_t id, int *pass, nvmlReturn_t *why)
 {
-    void *fn = __atomic_load_n(&slot[id], __ATOMIC_ACQUIRE);
+    void *fn = util_load_acquire(&slot[id]);
     *pass = 0;
     if (UTIL_LIKELY(fn != NULL))
         return fn;
-    nvh_dlsym_fn sym = __atomic_load_n(&dlsym_real, __ATOMIC_ACQUIRE);
-    void *h = __atomic_load_n(&lib, __ATOMIC_ACQUIRE);
+    nvh_dlsym_fn sym = util_load_acquire(&dlsym_real);
+    void *h = util_load_acquire(&lib);
     int opened = 0;
     if (!h) {
         /* A program linked to NVML: it is loaded already, or there is none. */
@@ -140,8 +140,8 @@ void *nvh_real(nvh_id_t id, int *pass, nvmlReturn_t *why)
 
 void *nvh_real_other(const char *name)
 {
-    nvh_dlsym_fn sym = __atomic_load_n(&dlsym_real, __ATOMIC_ACQUIRE);
-    void *h = __atomic_load_n(&lib, __ATOMIC_ACQUIRE);
+    nvh_dlsym_fn sym = util_load_acquire(&dlsym_real);
+    void *h = util_load_acquire(&lib);
     return h && sym ? sym(h, name) : NULL;
 }
 
@@ -150,7 +150,7 @@ void *nvh_real_other(const char *name)
 void nvh_reset(void)
 {
     for (int i = 0; i < NVH_IDS; i++)
-        __atomic_store_n(&slot[i], NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&lib_base, NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&lib, NULL, __ATOMIC_RELEASE);
+        util_store_release(&slot[i], NULL);
+    util_store_release(&lib_base, NULL);
+    util_store_release(&lib, NULL);
 }

@@ -17,7 +17,7 @@
 
 static int dev_ready(const sched_dev_t *dev)
 {
-    return dev && __atomic_load_n(&dev->magic, __ATOMIC_RELAXED) == SCHED_DEV_MAGIC;
+    return dev && util_load_relaxed(&dev->magic) == SCHED_DEV_MAGIC;
 }
 
 static int has_waiters(const sched_dev_t *dev)
@@ -29,11 +29,11 @@ static int has_waiters(const sched_dev_t *dev)
 
 static const char *check_dev(shm_table_t *t, int d, const sched_dev_t *dev)
 {
-    uint32_t policy = __atomic_load_n(&dev->policy, __ATOMIC_RELAXED);
+    uint32_t policy = util_load_relaxed(&dev->policy);
     if (policy >= SCHED_POLICY_COUNT)
         return util_describe("device %d: policy %u is none of the %d policies", d,
                              (unsigned)policy, SCHED_POLICY_COUNT);
-    uint64_t lease = __atomic_load_n(&dev->lease, __ATOMIC_RELAXED);
+    uint64_t lease = util_load_relaxed(&dev->lease);
     if (!(sched_policy_ops(policy)->flags & SCHED_POL_GATED) && (lease != 0 || has_waiters(dev)))
         return util_describe("device %d: policy %s gates nothing, yet its lease is %#llx and "
                              "waiters %#llx %#llx", d, sched_policy_names[policy],
@@ -60,11 +60,11 @@ static const char *const gate_names[] = {
 
 static const char *check_gate(shm_table_t *t, int slot, const sched_slot_t *s)
 {
-    uint32_t gate = __atomic_load_n(&s->gate, __ATOMIC_RELAXED);
+    uint32_t gate = util_load_relaxed(&s->gate);
     if (gate > SCHED_GATE_PROBE || gate == SCHED_GATE_UNREG)  /* UNREG is process-local */
         return util_describe("slot %d: gate %u is not a gate", slot, (unsigned)gate);
-    uint32_t devset = __atomic_load_n(&s->devset, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&s->hold, __ATOMIC_RELAXED))
+    uint32_t devset = util_load_relaxed(&s->devset);
+    if (util_load_relaxed(&s->hold))
         return gate == SCHED_GATE_CLOSED ? NULL :
                util_describe("slot %d: gate %s, but memory holds its launches (it pages "
                              "itself out)", slot, gate_names[gate]);
@@ -76,7 +76,7 @@ static const char *check_gate(shm_table_t *t, int slot, const sched_slot_t *s)
         unsigned flags = sched_policy_ops(sched_dev_policy(dev))->flags;
         if (!(flags & SCHED_POL_GATED))
             continue;
-        int holder = sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_RELAXED));
+        int holder = sched_lease_holder(t, util_load_relaxed(&dev->lease));
         lacks |= holder != slot;
         if (holder != slot && gate != SCHED_GATE_CLOSED)
             return util_describe("slot %d: gate %s, but device %d, which it uses, is held by "
@@ -105,7 +105,7 @@ const char *sched_check_locked(shm_table_t *t)
     for (int s = 0; s < SHM_MAX_SLOTS; s++) {
         sched_slot_t *slot = sched_slot(t, s);
         if (!slot || shm_slot_gen(t, s) == 0 ||
-            __atomic_load_n(&slot->magic, __ATOMIC_RELAXED) != SCHED_SLOT_MAGIC)
+            util_load_relaxed(&slot->magic) != SCHED_SLOT_MAGIC)
             continue;
         if ((bad = check_gate(t, s, slot)) != NULL)
             return bad;

@@ -28,11 +28,11 @@ int sched_set_priority_table(shm_table_t *t, int slot, uint32_t gen, int priorit
         return rc;
     sched_slot_t *s = sched_slot(t, slot);
     if (!s || shm_slot_gen(t, slot) != gen || !shm_slot_alive(t, slot) ||
-        __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != SCHED_SLOT_MAGIC) {
+        util_load_acquire(&s->magic) != SCHED_SLOT_MAGIC) {
         shm_unlock(t);
         return -ESRCH;                  /* gone, or not scheduled (yet) */
     }
-    __atomic_store_n(&s->priority, priority, __ATOMIC_RELAXED);
+    util_store_relaxed(&s->priority, priority);
     shm_unlock(t);
     util_info("slot %d: priority set to %d", slot, priority);
     return 0;

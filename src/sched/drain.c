@@ -79,7 +79,7 @@ void sched_drain_note_context(void)
     CUcontext c = NULL;
     if (!drv || !drv->ctx_get_current || drv->ctx_get_current(&c) != CUDA_SUCCESS || !c)
         return;
-    unsigned epoch = __atomic_load_n(&ctxs.epoch, __ATOMIC_RELAXED);
+    unsigned epoch = util_load_relaxed(&ctxs.epoch);
     if (seen.epoch == epoch && seen.last == c)
         return;
     pthread_mutex_lock(&ctxs.mu);
@@ -108,7 +108,7 @@ static void forget_context(CUcontext c)
             break;
         }
     pthread_mutex_unlock(&ctxs.mu);
-    __atomic_add_fetch(&ctxs.epoch, 1, __ATOMIC_RELAXED);   /* re-noted if alive */
+    util_add_relaxed(&ctxs.epoch, 1);   /* re-noted if alive */
 }
 
 /* ---- draining oneself ---------------------------------------------------------- */
@@ -164,12 +164,12 @@ int sched_drain_self(void)
  * wait for the drain thread's next pass, which sees req != done. */
 static int serve(sched_slot_t *me)
 {
-    uint32_t req = __atomic_load_n(&me->drain_req, __ATOMIC_ACQUIRE);
-    if (req == __atomic_load_n(&me->drain_done, __ATOMIC_RELAXED))
+    uint32_t req = util_load_acquire(&me->drain_req);
+    if (req == util_load_relaxed(&me->drain_done))
         return 0;
     if (sched_drain_self() != 0)
         return -1;
-    __atomic_store_n(&me->drain_done, req, __ATOMIC_RELEASE);
+    util_store_release(&me->drain_done, req);
     shm_futex_wake(&me->drain_done, INT_MAX);
     return 0;
 }
@@ -183,8 +183,8 @@ static void *drain_main(void *arg)
 {
     sched_slot_t *me = arg;
     for (;;) {
-        uint32_t req = __atomic_load_n(&me->drain_req, __ATOMIC_ACQUIRE);
-        if (req != __atomic_load_n(&me->drain_done, __ATOMIC_RELAXED)) {
+        uint32_t req = util_load_acquire(&me->drain_req);
+        if (req != util_load_relaxed(&me->drain_done)) {
             if (serve(me) != 0)                     /* a capture: its end serves */
                 shm_futex_wait(&me->drain_req, req, SCHED_DRAIN_CAPTURE_NS);
             continue;
@@ -230,7 +230,7 @@ void sched_drain_reset(void)
     pthread_mutex_init(&ctxs.mu, NULL);
     ctxs.n = 0;
     ctxs.thread_started = 0;
-    __atomic_add_fetch(&ctxs.epoch, 1, __ATOMIC_RELAXED);
+    util_add_relaxed(&ctxs.epoch, 1);
 }
 
 /* ---- the new holder's wait ----------------------------------------------------- */
@@ -243,14 +243,14 @@ static void drained_locked(sched_proc_t *p, int d, uint32_t from1, uint32_t seq,
     sched_dev_t *dev = sched_dev(p->t, d);
     if (dev->drain_from != from1 || dev->drain_seq != seq)
         return;
-    __atomic_store_n(&dev->drain_from, 0, __ATOMIC_RELEASE);
+    util_store_release(&dev->drain_from, 0);
     if (dev->lease != sched_lease_of(p->slot, p->gen) || now <= dev->since_ns)
         return;
     int from = (int)from1 - 1;
     uint64_t extra = now - dev->since_ns;
     if (from != p->slot && from < SHM_MAX_SLOTS && shm_slot_gen(p->t, from) == dev->drain_gen) {
         sched_slot_t *f = sched_slot(p->t, from);
-        __atomic_add_fetch(&f->held_ns, extra, __ATOMIC_RELAXED);
+        util_add_relaxed(&f->held_ns, extra);
         f->vtime[d] += sched_vtime_charge(f->priority, extra);
     }
     dev->since_ns = now;
@@ -263,9 +263,9 @@ static void drained_locked(sched_proc_t *p, int d, uint32_t from1, uint32_t seq,
 static int drain_over(shm_table_t *t, int from, uint32_t gen, uint32_t seq, uint32_t *done)
 {
     sched_slot_t *f = sched_slot(t, from);
-    *done = __atomic_load_n(&f->drain_done, __ATOMIC_ACQUIRE);
+    *done = util_load_acquire(&f->drain_done);
     return (int32_t)(*done - seq) >= 0 || shm_slot_gen(t, from) != gen ||
-           __atomic_load_n(&f->stopped_ns, __ATOMIC_RELAXED) != 0 ||
+           util_load_relaxed(&f->stopped_ns) != 0 ||
            !shm_slot_alive(t, from);
 }
 
@@ -276,11 +276,11 @@ int sched_drain_await(sched_proc_t *p, int d)
     uint64_t deadline = sched_now() + SCHED_DRAIN_MAX_NS;
     int slept = 0;
     for (;;) {
-        uint32_t from1 = __atomic_load_n(&dev->drain_from, __ATOMIC_ACQUIRE);
+        uint32_t from1 = util_load_acquire(&dev->drain_from);
         if (from1 == 0)
             return slept;
-        uint32_t gen = __atomic_load_n(&dev->drain_gen, __ATOMIC_RELAXED);
-        uint32_t seq = __atomic_load_n(&dev->drain_seq, __ATOMIC_RELAXED), done = 0;
+        uint32_t gen = util_load_relaxed(&dev->drain_gen);
+        uint32_t seq = util_load_relaxed(&dev->drain_seq), done = 0;
         int from = (int)from1 - 1;
         int over = from >= SHM_MAX_SLOTS || from == p->slot ||
                    drain_over(p->t, from, gen, seq, &done);

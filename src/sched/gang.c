@@ -78,13 +78,13 @@ static sched_slot_t *member(shm_table_t *t, int s)
 {
     sched_slot_t *m = sched_slot(t, s);
     return m && shm_slot_gen(t, s) != 0 &&
-           __atomic_load_n(&m->magic, __ATOMIC_RELAXED) == SCHED_SLOT_MAGIC ? m : NULL;
+           util_load_relaxed(&m->magic) == SCHED_SLOT_MAGIC ? m : NULL;
 }
 
 static uint64_t gang_of(shm_table_t *t, int s)
 {
     sched_slot_t *m = member(t, s);
-    return m ? __atomic_load_n(&m->gang, __ATOMIC_RELAXED) : 0;
+    return m ? util_load_relaxed(&m->gang) : 0;
 }
 
 int sched_gang_members_locked(shm_table_t *t, int slot, int *out, int cap)
@@ -101,18 +101,17 @@ int sched_gang_members_locked(shm_table_t *t, int slot, int *out, int cap)
  * lease is 0 (sched_int.h): free for everyone, so no gang waits for it. */
 static sched_dev_t *gated(shm_table_t *t, int d)
 {
-    sched_dev_t *dev = sched_dev(t, d);
-    return dev && __atomic_load_n(&dev->magic, __ATOMIC_RELAXED) == SCHED_DEV_MAGIC ? dev : NULL;
+    return sched_dev_ready(t, d);
 }
 
 static int holder_of(shm_table_t *t, const sched_dev_t *dev)
 {
-    return sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_RELAXED));
+    return sched_lease_holder(t, util_load_relaxed(&dev->lease));
 }
 
 static uint32_t devset_of(const sched_slot_t *m)
 {
-    uint32_t set = __atomic_load_n(&m->devset, __ATOMIC_RELAXED);
+    uint32_t set = util_load_relaxed(&m->devset);
     return SHM_MAX_DEVICES < 32 ? set & ((1u << SHM_MAX_DEVICES) - 1) : set;
 }
 
@@ -138,7 +137,7 @@ static int yielding(shm_table_t *t, int slot, uint64_t now, uint64_t slice_ns)
     uint64_t g = gang_of(t, slot);
     if (!g || !m->gang_yield)
         return 0;
-    uint64_t at = __atomic_load_n(&m->gang_yield_ns, __ATOMIC_RELAXED);
+    uint64_t at = util_load_relaxed(&m->gang_yield_ns);
     if (at <= now && now - at < slice_ns)
         return 1;
     yield_set(t, g, 0, 0);
@@ -155,7 +154,7 @@ int sched_gang_can_take_locked(shm_table_t *t, int slot, int d, uint64_t except,
         return 1;
     sched_slot_t *me = sched_slot(t, slot);
     if (yielding(t, slot, now, slice_ns) &&
-        __atomic_load_n(&me->iterations, __ATOMIC_RELAXED) + 1 >= me->gang_yield)
+        util_load_relaxed(&me->iterations) + 1 >= me->gang_yield)
         return 0;     /* it has yielded: not until every member has; one short of the
                          count runs up to it (its peers may wait for its work) */
     for (int s = 0; s < SHM_MAX_SLOTS; s++) {
@@ -255,7 +254,7 @@ int sched_gang_dead_locked(shm_table_t *t, int slot)
 
 static uint64_t done_of(const sched_slot_t *m)
 {
-    return __atomic_load_n(&m->iterations, __ATOMIC_RELAXED);
+    return util_load_relaxed(&m->iterations);
 }
 
 int sched_gang_yield_locked(shm_table_t *t, int slot, uint64_t now, uint64_t slice_ns)
@@ -305,7 +304,7 @@ int sched_gang_priority_locked(shm_table_t *t, int slot, int priority)
     uint64_t g = gang_of(t, slot);
     for (int s = 0; g && s < SHM_MAX_SLOTS; s++) {
         sched_slot_t *m = gang_of(t, s) == g ? sched_slot(t, s) : NULL;
-        int p = m ? __atomic_load_n(&m->priority, __ATOMIC_RELAXED) : 0;
+        int p = m ? util_load_relaxed(&m->priority) : 0;
         if (p > priority && p <= 100)
             priority = p;
     }

@@ -23,7 +23,7 @@
 
 static void bump_activity(sched_slot_t *me)
 {
-    __atomic_store_n(&me->activity, __atomic_load_n(&me->activity, __ATOMIC_RELAXED) + 1,
+    __atomic_store_n(&me->activity, util_load_relaxed(&me->activity) + 1,
                      __ATOMIC_RELAXED);
 }
 
@@ -35,7 +35,7 @@ static void bump_activity(sched_slot_t *me)
  * open_host_gap's, which every boundary calls first. */
 static void mark_rest(sched_slot_t *me)
 {
-    __atomic_store_n(&me->rest_activity, __atomic_load_n(&me->activity, __ATOMIC_RELAXED),
+    __atomic_store_n(&me->rest_activity, util_load_relaxed(&me->activity),
                      __ATOMIC_RELAXED);
 }
 
@@ -53,11 +53,11 @@ static void mark_rest(sched_slot_t *me)
  * inside an iteration is no rest that a waiter may take the GPU at. */
 static void note_host_gap(sched_proc_t *p)
 {
-    uint64_t from = __atomic_load_n(&p->gap_from_ns, __ATOMIC_RELAXED), now = sched_now();
-    if (!from || __atomic_load_n(&p->me->activity, __ATOMIC_RELAXED) !=
-                     __atomic_load_n(&p->gap_activity, __ATOMIC_RELAXED))
+    uint64_t from = util_load_relaxed(&p->gap_from_ns), now = sched_now();
+    if (!from || util_load_relaxed(&p->me->activity) !=
+                     util_load_relaxed(&p->gap_activity))
         return;
-    __atomic_store_n(&p->gap_from_ns, 0, __ATOMIC_RELAXED);      /* one sample a phase */
+    util_store_relaxed(&p->gap_from_ns, 0);      /* one sample a phase */
     if (now <= from || now - from > 10ull * 1000000000ull)      /* idle, not a phase */
         return;
     pthread_mutex_lock(&p->mu);
@@ -66,7 +66,7 @@ static void note_host_gap(sched_proc_t *p)
     int have = p->gap_n < SCHED_GAP_SAMPLES ? (int)p->gap_n : SCHED_GAP_SAMPLES;
     for (int i = 0; i < have; i++)
         least = p->gaps[i] < least ? p->gaps[i] : least;
-    __atomic_store_n(&p->me->host_gap_ns, least, __ATOMIC_RELAXED);
+    util_store_relaxed(&p->me->host_gap_ns, least);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -74,22 +74,22 @@ static void note_host_gap(sched_proc_t *p)
  * sync that ends before it); the next launch takes the slow path to end it. */
 static void open_host_gap(sched_proc_t *p, uint64_t now)
 {
-    __atomic_store_n(&p->gap_activity, __atomic_load_n(&p->me->activity, __ATOMIC_RELAXED),
+    __atomic_store_n(&p->gap_activity, util_load_relaxed(&p->me->activity),
                      __ATOMIC_RELAXED);
-    __atomic_store_n(&p->gap_from_ns, now, __ATOMIC_RELAXED);
+    util_store_relaxed(&p->gap_from_ns, now);
     sched_probe_boundary(p->me);
 }
 
 /* Whether anyone waits on a device the process uses (seq_cst: see below). */
 static int waited_for(const sched_proc_t *p)
 {
-    uint32_t devset = __atomic_load_n(&p->devset, __ATOMIC_RELAXED);
+    uint32_t devset = util_load_relaxed(&p->devset);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         if (!(devset & (1u << d)))
             continue;
         const sched_dev_t *dev = sched_dev(p->t, d);
         for (int w = 0; w < SCHED_WAIT_WORDS; w++)
-            if (__atomic_load_n(&dev->waiters[w], __ATOMIC_SEQ_CST))
+            if (util_load_seq(&dev->waiters[w]))
                 return 1;
     }
     return 0;
@@ -166,10 +166,10 @@ static void register_locked(sched_proc_t *p)
     me->orphan = 0;
     me->sync_since_ns = 0;
     me->blocked = 0;
-    __atomic_store_n(&me->hold, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&me->devset, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&me->gate, SCHED_GATE_OPEN, __ATOMIC_RELAXED);
-    __atomic_store_n(&me->magic, SCHED_SLOT_MAGIC, __ATOMIC_RELEASE);
+    util_store_relaxed(&me->hold, 0);
+    util_store_relaxed(&me->devset, 0);
+    util_store_relaxed(&me->gate, SCHED_GATE_OPEN);
+    util_store_release(&me->magic, SCHED_SLOT_MAGIC);
     shm_unlock(t);
 
     p->t = t;
@@ -187,7 +187,7 @@ static void register_locked(sched_proc_t *p)
                       "lease back only when they see it dead");
     }
     sched_drain_start(p);
-    __atomic_store_n(&p->state, SCHED_P_ACTIVE, __ATOMIC_RELEASE);
+    util_store_release(&p->state, SCHED_P_ACTIVE);
     sched_set_proc_gate(&me->gate);
     util_info("scheduler: table %s, slot %d, priority %d, policy %s (the first process "
               "on a device fixes it), gang %s", shm_table_name(t), slot, p->cfg.priority,
@@ -197,7 +197,7 @@ static void register_locked(sched_proc_t *p)
 /* The process's state once registration was tried (UNREG: still dormant). */
 static sched_pstate_t ensure_registered(sched_proc_t *p)
 {
-    sched_pstate_t st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+    sched_pstate_t st = util_load_acquire(&p->state);
     if (st != SCHED_P_UNREG || !sched_enabled())
         return st;
     pthread_once(&fork_once, fork_register);     /* before the first p->mu */
@@ -205,7 +205,7 @@ static sched_pstate_t ensure_registered(sched_proc_t *p)
     if (p->state == SCHED_P_UNREG)
         register_locked(p);
     pthread_mutex_unlock(&p->mu);
-    return __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+    return util_load_acquire(&p->state);
 }
 
 /* ---- devices ------------------------------------------------------------------ */
@@ -230,7 +230,7 @@ static int table_device(sched_proc_t *p, int ordinal)
                       SHM_MAX_DEVICES, ordinal);
         return -1;
     }
-    if (__atomic_load_n(&p->joined, __ATOMIC_ACQUIRE) & (1ull << ordinal))
+    if (util_load_acquire(&p->joined) & (1ull << ordinal))
         return d;
     int rc = shm_lock(p->t);
     if (rc != 0) {
@@ -239,12 +239,12 @@ static int table_device(sched_proc_t *p, int ordinal)
     }
     sched_dev_setup_locked(p->t, d, &p->cfg);
     sched_slot_t *me = p->me;
-    __atomic_store_n(&me->devset, me->devset | (1u << d), __ATOMIC_RELAXED);
+    util_store_relaxed(&me->devset, me->devset | (1u << d));
     sched_vtime_lift_locked(p->t, d, p->slot, sched_now());
     sched_gate_update_locked(p->t, p->slot);
     shm_unlock(p->t);
-    __atomic_or_fetch(&p->devset, 1u << d, __ATOMIC_RELAXED);
-    __atomic_or_fetch(&p->joined, 1ull << ordinal, __ATOMIC_RELEASE);
+    util_or_relaxed(&p->devset, 1u << d);
+    util_or_release(&p->joined, 1ull << ordinal);
     return d;
 }
 
@@ -262,7 +262,7 @@ static int table_device(sched_proc_t *p, int ordinal)
 static void held_wait(sched_proc_t *p)
 {
     uint32_t h;
-    while ((h = __atomic_load_n(&p->hold, __ATOMIC_ACQUIRE)) != 0)
+    while ((h = util_load_acquire(&p->hold)) != 0)
         shm_futex_wait(&p->hold, h, 100ull * 1000000);
 }
 
@@ -272,7 +272,7 @@ const uint32_t *sched_launch_slow(const void *work)
     sched_pstate_t st = ensure_registered(p);
     if (UTIL_UNLIKELY(st == SCHED_P_SUSPENDED)) {
         resume_try(p);               /* at most once per backoff; cheap otherwise */
-        st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+        st = util_load_acquire(&p->state);
     }
     const uint32_t *gate = sched_proc_gate();
     if (st != SCHED_P_ACTIVE)
@@ -285,10 +285,10 @@ const uint32_t *sched_launch_slow(const void *work)
     sched_drain_note_context();
     bump_activity(p->me);
     sched_dev_t *dev = sched_dev(p->t, d);
-    if (__atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == sched_lease_of(p->slot, p->gen)) {
+    if (util_load_acquire(&dev->lease) == sched_lease_of(p->slot, p->gen)) {
         /* A probe (activity is bumped above: the waiter sees us busy); the
          * gate goes back to fast unless the holder learns its kernels. */
-        if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE &&
+        if (util_load_relaxed(&p->me->gate) == SCHED_GATE_PROBE &&
             !sched_holder_launch(p, d, (uint64_t)(uintptr_t)work) && settle_probe(p) != 0)
             return sched_proc_gate();            /* suspended: the lock timed out */
         return gate;
@@ -370,7 +370,7 @@ int sched_hold_for_mem(int ordinal, int on)
         return 0;                        /* a page-out's synchronize would break it */
     if ((d = mem_device_locked(p, ordinal)) < 0) {
         if (!on) {                       /* the lock is out of reach: never keep them */
-            __atomic_store_n(&p->hold, 0, __ATOMIC_RELEASE);
+            util_store_release(&p->hold, 0);
             shm_futex_wake(&p->hold, INT32_MAX);
         }
         return 0;
@@ -380,8 +380,8 @@ int sched_hold_for_mem(int ordinal, int on)
         shm_unlock(p->t);                /* the gate pages it: it waits there */
         return 0;
     }
-    __atomic_store_n(&p->hold, on ? 1u : 0u, __ATOMIC_RELEASE);
-    __atomic_store_n(&p->me->hold, on ? 1u : 0u, __ATOMIC_RELAXED);
+    util_store_release(&p->hold, on ? 1u : 0u);
+    util_store_relaxed(&p->me->hold, on ? 1u : 0u);
     sched_gate_update_locked(p->t, p->slot);
     shm_unlock(p->t);
     if (!on)
@@ -409,7 +409,7 @@ void sched_wait_mem(int ordinal)
         sched_wake(p->t, to);
     bump_activity(p->me);                /* busy: not idle, not at rest */
     if (!queued)                         /* its slice starts when it can run */
-        __atomic_store_n(&p->me->boundary_ns, now, __ATOMIC_RELAXED);
+        util_store_relaxed(&p->me->boundary_ns, now);
 }
 
 /* ---- syncs and hints -------------------------------------------------------------- */
@@ -419,17 +419,17 @@ void sched_wait_mem(int ordinal)
 static void iteration_done(sched_proc_t *p, uint64_t now)
 {
     sched_slot_t *me = p->me;
-    uint64_t waited = __atomic_load_n(&me->waited_ns, __ATOMIC_RELAXED);
+    uint64_t waited = util_load_relaxed(&me->waited_ns);
     if (p->last_boundary_ns && now > p->last_boundary_ns) {
         uint64_t dt = now - p->last_boundary_ns, w = waited - p->waited_mark_ns;
         p->iter_sum_ns += dt > w ? dt - w : 0;
         p->iter_count++;
-        __atomic_store_n(&me->iter_ns, p->iter_sum_ns / p->iter_count, __ATOMIC_RELAXED);
+        util_store_relaxed(&me->iter_ns, p->iter_sum_ns / p->iter_count);
     }
     p->last_boundary_ns = now;
     p->waited_mark_ns = waited;
-    __atomic_store_n(&me->iterations, p->det.iterations, __ATOMIC_RELAXED);
-    __atomic_store_n(&me->boundary_ns, now, __ATOMIC_RELAXED);
+    util_store_relaxed(&me->iterations, p->det.iterations);
+    util_store_relaxed(&me->boundary_ns, now);
 }
 
 /* Under p->mu: the detector found the loop's period (first, or after a
@@ -438,10 +438,10 @@ static void iteration_done(sched_proc_t *p, uint64_t now)
 static void iteration_restart(sched_proc_t *p, int boundary, uint64_t now)
 {
     p->last_boundary_ns = boundary ? now : 0;
-    p->waited_mark_ns = __atomic_load_n(&p->me->waited_ns, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->me->iterations, p->det.iterations, __ATOMIC_RELAXED);
+    p->waited_mark_ns = util_load_relaxed(&p->me->waited_ns);
+    util_store_relaxed(&p->me->iterations, p->det.iterations);
     if (boundary)                  /* a boundary all the same: rest and host phase time from it */
-        __atomic_store_n(&p->me->boundary_ns, now, __ATOMIC_RELAXED);
+        util_store_relaxed(&p->me->boundary_ns, now);
 }
 
 /* The first thread to enter a sync says what it waits on, for a peer that
@@ -449,14 +449,14 @@ static void iteration_restart(sched_proc_t *p, int boundary, uint64_t now)
 void sched_sync_begin(sched_thread_t *th, sched_sync_kind_t kind, const void *object)
 {
     sched_proc_t *p = &sched_p;
-    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE || th->in_sync)
+    if (util_load_acquire(&p->state) != SCHED_P_ACTIVE || th->in_sync)
         return;
     th->in_sync = 1;
     sched_slot_t *me = p->me;
-    if (__atomic_add_fetch(&me->in_sync, 1, __ATOMIC_RELAXED) == 1) {
-        __atomic_store_n(&me->sync_kind, (uint32_t)kind, __ATOMIC_RELAXED);
-        __atomic_store_n(&me->sync_obj, (uint64_t)(uintptr_t)object, __ATOMIC_RELAXED);
-        __atomic_store_n(&me->sync_since_ns, sched_now(), __ATOMIC_RELAXED);
+    if (util_add_relaxed(&me->in_sync, 1) == 1) {
+        util_store_relaxed(&me->sync_kind, (uint32_t)kind);
+        util_store_relaxed(&me->sync_obj, (uint64_t)(uintptr_t)object);
+        util_store_relaxed(&me->sync_since_ns, sched_now());
     }
 }
 
@@ -473,20 +473,20 @@ void sched_sync_begin(sched_thread_t *th, sched_sync_kind_t kind, const void *ob
 static void resume_try(sched_proc_t *p)
 {
     uint64_t now = sched_now();
-    if (now < __atomic_load_n(&p->retry_ns, __ATOMIC_RELAXED) ||
+    if (now < util_load_relaxed(&p->retry_ns) ||
         pthread_mutex_trylock(&p->mu) != 0)
         return;
-    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_SUSPENDED ||
+    if (util_load_acquire(&p->state) != SCHED_P_SUSPENDED ||
         now < p->retry_ns)
         goto out_unlock;
     if (shm_lock_retry(p->t, SCHED_RETRY_WAIT_NS) != 0) {
         uint64_t b = p->backoff_ns * 2;
         p->backoff_ns = b > SCHED_RETRY_MAX_NS ? SCHED_RETRY_MAX_NS : b;
-        __atomic_store_n(&p->retry_ns, sched_now() + p->backoff_ns, __ATOMIC_RELAXED);
+        util_store_relaxed(&p->retry_ns, sched_now() + p->backoff_ns);
         goto out_unlock;
     }
     if (shm_slot_gen(p->t, p->slot) != p->gen ||
-        __atomic_load_n(&p->me->magic, __ATOMIC_RELAXED) != SCHED_SLOT_MAGIC) {
+        util_load_relaxed(&p->me->magic) != SCHED_SLOT_MAGIC) {
         shm_unlock(p->t);
         sched_fail_open(p, "this process's slot in the table was overwritten while the "
                         "table's lock was out of reach");
@@ -494,7 +494,7 @@ static void resume_try(sched_proc_t *p)
     }
     sched_gate_update_locked(p->t, p->slot);
     shm_unlock(p->t);
-    __atomic_store_n(&p->state, SCHED_P_ACTIVE, __ATOMIC_RELEASE);
+    util_store_release(&p->state, SCHED_P_ACTIVE);
     sched_set_proc_gate(&p->me->gate);
     util_warn("GPU time slicing resumes for this process: the table's lock is usable again "
               "(suspended for %llu ms)",
@@ -510,16 +510,16 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
     sched_proc_t *p = &sched_p;
     if (th->in_sync) {
         th->in_sync = 0;
-        if (__atomic_sub_fetch(&p->me->in_sync, 1, __ATOMIC_RELAXED) == 0) {
-            __atomic_store_n(&p->me->sync_since_ns, 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&p->me->blocked, 0, __ATOMIC_RELAXED);
+        if (util_sub_relaxed(&p->me->in_sync, 1) == 0) {
+            util_store_relaxed(&p->me->sync_since_ns, 0);
+            util_store_relaxed(&p->me->blocked, 0);
         }
     }
-    if (UTIL_UNLIKELY(__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == SCHED_P_SUSPENDED))
+    if (UTIL_UNLIKELY(util_load_acquire(&p->state) == SCHED_P_SUSPENDED))
         resume_try(p);
     if (th->gate != sched_proc_gate())   /* a suspension began or ended: catch up */
         th->gate = &sched_gate_unreg;
-    if (!ok || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE)
+    if (!ok || util_load_acquire(&p->state) != SCHED_P_ACTIVE)
         return;
     uint64_t now = sched_now();
     pthread_mutex_lock(&p->mu);
@@ -543,7 +543,7 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
         sched_hook_boundary();
         mark_rest(p->me);
     }
-    if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
+    if (util_load_relaxed(&p->me->gate) != SCHED_GATE_OPEN)
         sched_yield_point(p, boundary);
 }
 
@@ -553,7 +553,7 @@ SALUS_EXPORT void salus_iteration_end(void)
     pthread_once(&fork_once, fork_register);
     pthread_mutex_lock(&p->mu);
     sched_detect_hint(&p->det);
-    int active = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == SCHED_P_ACTIVE;
+    int active = util_load_acquire(&p->state) == SCHED_P_ACTIVE;
     if (active)
         iteration_done(p, sched_now());
     pthread_mutex_unlock(&p->mu);
@@ -563,7 +563,7 @@ SALUS_EXPORT void salus_iteration_end(void)
     bump_activity(p->me);
     open_host_gap(p, sched_now());
     mark_rest(p->me);
-    if (__atomic_load_n(&p->me->gate, __ATOMIC_RELAXED) != SCHED_GATE_OPEN)
+    if (util_load_relaxed(&p->me->gate) != SCHED_GATE_OPEN)
         sched_yield_point(p, 1);
 }
 

@@ -38,14 +38,14 @@
 
 sched_policy_t sched_dev_policy(const sched_dev_t *dev)
 {
-    uint32_t p = __atomic_load_n(&dev->policy, __ATOMIC_RELAXED);
+    uint32_t p = util_load_relaxed(&dev->policy);
     return p < SCHED_POLICY_COUNT ? (sched_policy_t)p : SCHED_POLICY_FAIR;
 }
 
 static int slot_ready(shm_table_t *t, int slot)
 {
     sched_slot_t *s = sched_slot(t, slot);
-    return s && __atomic_load_n(&s->magic, __ATOMIC_RELAXED) == SCHED_SLOT_MAGIC;
+    return s && util_load_relaxed(&s->magic) == SCHED_SLOT_MAGIC;
 }
 
 static int bit_test(const uint64_t *set, int i)
@@ -68,7 +68,7 @@ static void dev_init_locked(sched_dev_t *dev, const sched_config_t *cfg)
     dev->max_slice_ms = cfg->max_slice_ms;
     dev->fill_us = cfg->fill_us;
     dev->ticket_next = 1;
-    __atomic_store_n(&dev->magic, SCHED_DEV_MAGIC, __ATOMIC_RELEASE);
+    util_store_release(&dev->magic, SCHED_DEV_MAGIC);
 }
 
 void sched_dev_setup_locked(shm_table_t *t, int d, const sched_config_t *cfg)
@@ -77,7 +77,7 @@ void sched_dev_setup_locked(shm_table_t *t, int d, const sched_config_t *cfg)
     sched_dev_t *dev = sched_dev(t, d);
     if (!dev)
         return;
-    uint32_t magic = __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE);
+    uint32_t magic = util_load_acquire(&dev->magic);
     if (magic != SCHED_DEV_MAGIC) {
         if (magic != 0)
             util_log_once(&said_corrupt, UTIL_LOG_WARN,
@@ -100,13 +100,13 @@ void sched_dev_setup_locked(shm_table_t *t, int d, const sched_config_t *cfg)
 
 uint64_t sched_dev_fill_ns(const sched_dev_t *dev)
 {
-    uint32_t f = __atomic_load_n(&dev->fill_us, __ATOMIC_RELAXED);
+    uint32_t f = util_load_relaxed(&dev->fill_us);
     return f <= 1000000 ? (uint64_t)f * 1000ull : 0;
 }
 
 static uint64_t dev_quantum_ns(const sched_dev_t *dev)
 {
-    uint32_t q = __atomic_load_n(&dev->quantum_ms, __ATOMIC_RELAXED);
+    uint32_t q = util_load_relaxed(&dev->quantum_ms);
     return (uint64_t)(q <= 3600000 ? q : SCHED_QUANTUM_MS_DEFAULT) * 1000000ull;
 }
 
@@ -115,8 +115,8 @@ static uint64_t dev_quantum_ns(const sched_dev_t *dev)
 uint64_t sched_since_boundary(shm_table_t *t, int d, int slot, uint64_t now)
 {
     sched_dev_t *dev = sched_dev(t, d);
-    uint64_t from = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
-    uint64_t b = __atomic_load_n(&sched_slot(t, slot)->boundary_ns, __ATOMIC_RELAXED);
+    uint64_t from = util_load_relaxed(&dev->since_ns);
+    uint64_t b = util_load_relaxed(&sched_slot(t, slot)->boundary_ns);
     if (b > from && b <= now)
         from = b;
     return now > from ? now - from : 0;
@@ -124,7 +124,7 @@ uint64_t sched_since_boundary(shm_table_t *t, int d, int slot, uint64_t now)
 
 uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev)
 {
-    uint32_t ms = __atomic_load_n(&dev->max_slice_ms, __ATOMIC_RELAXED);
+    uint32_t ms = util_load_relaxed(&dev->max_slice_ms);
     return (uint64_t)(ms >= 1 && ms <= 3600000 ? ms : SCHED_MAX_SLICE_MS_DEFAULT) * 1000000ull;
 }
 
@@ -135,15 +135,15 @@ uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev)
 static uint32_t gate_compute(shm_table_t *t, int slot)
 {
     sched_slot_t *s = sched_slot(t, slot);
-    uint32_t devset = __atomic_load_n(&s->devset, __ATOMIC_RELAXED);
+    uint32_t devset = util_load_relaxed(&s->devset);
     uint32_t gate = SCHED_GATE_OPEN;
-    if (__atomic_load_n(&s->hold, __ATOMIC_RELAXED))
+    if (util_load_relaxed(&s->hold))
         return SCHED_GATE_CLOSED;        /* paging itself out: nothing launches */
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         if (!(devset & (1u << d)))
             continue;
-        sched_dev_t *dev = sched_dev(t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_RELAXED) != SCHED_DEV_MAGIC)
+        sched_dev_t *dev = sched_dev_ready(t, d);
+        if (!dev)
             continue;
         const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
         if (!(ops->flags & SCHED_POL_GATED))
@@ -153,7 +153,7 @@ static uint32_t gate_compute(shm_table_t *t, int slot)
         if ((ops->flags & SCHED_POL_SHARES) && sched_any_waiter(dev))
             gate = SCHED_GATE_CONTENDED;
     }
-    if (gate == SCHED_GATE_OPEN && __atomic_load_n(&s->gang_yield, __ATOMIC_RELAXED))
+    if (gate == SCHED_GATE_OPEN && util_load_relaxed(&s->gang_yield))
         gate = SCHED_GATE_CONTENDED;     /* its gang yields: its syncs must look */
     return gate;
 }
@@ -166,15 +166,15 @@ void sched_gate_update_locked(shm_table_t *t, int slot)
         return;
     sched_slot_t *s = sched_slot(t, slot);
     uint32_t g = gate_compute(t, slot);
-    if (SCHED_GATE_FAST(g) && __atomic_load_n(&s->gate, __ATOMIC_RELAXED) == SCHED_GATE_PROBE)
+    if (SCHED_GATE_FAST(g) && util_load_relaxed(&s->gate) == SCHED_GATE_PROBE)
         return;
-    __atomic_store_n(&s->gate, g, __ATOMIC_RELAXED);
+    util_store_relaxed(&s->gate, g);
 }
 
 void sched_gate_settle_locked(shm_table_t *t, int slot)
 {
     if (slot_ready(t, slot))
-        __atomic_store_n(&sched_slot(t, slot)->gate, gate_compute(t, slot), __ATOMIC_RELAXED);
+        util_store_relaxed(&sched_slot(t, slot)->gate, gate_compute(t, slot));
 }
 
 void sched_probe(sched_slot_t *s)
@@ -186,7 +186,7 @@ void sched_probe(sched_slot_t *s)
 
 void sched_probe_boundary(sched_slot_t *s)
 {
-    uint32_t g = __atomic_load_n(&s->gate, __ATOMIC_RELAXED);
+    uint32_t g = util_load_relaxed(&s->gate);
     while (SCHED_GATE_FAST(g) &&
            !__atomic_compare_exchange_n(&s->gate, &g, SCHED_GATE_PROBE, 1, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
@@ -231,28 +231,28 @@ static uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
 void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched_cand_t *c)
 {
     sched_slot_t *s = sched_slot(t, slot);
-    int prio = __atomic_load_n(&s->priority, __ATOMIC_RELAXED);
-    uint64_t declared = __atomic_load_n(&s->declared, __ATOMIC_RELAXED);
-    uint64_t done = __atomic_load_n(&s->iterations, __ATOMIC_RELAXED);
-    uint64_t iter_ns = __atomic_load_n(&s->iter_ns, __ATOMIC_RELAXED);
-    uint64_t deadline = __atomic_load_n(&s->deadline_ns, __ATOMIC_RELAXED);
-    uint64_t length = __atomic_load_n(&s->length_ms, __ATOMIC_RELAXED) * 1000000ull;
+    int prio = util_load_relaxed(&s->priority);
+    uint64_t declared = util_load_relaxed(&s->declared);
+    uint64_t done = util_load_relaxed(&s->iterations);
+    uint64_t iter_ns = util_load_relaxed(&s->iter_ns);
+    uint64_t deadline = util_load_relaxed(&s->deadline_ns);
+    uint64_t length = util_load_relaxed(&s->length_ms) * 1000000ull;
     memset(c, 0, sizeof *c);
     c->slot = slot;
     c->priority = sched_gang_priority_locked(t, slot, prio < 0 ? 0 : prio > 100 ? 100 : prio);
-    uint32_t lat = __atomic_load_n(&s->latency_ms, __ATOMIC_RELAXED);
+    uint32_t lat = util_load_relaxed(&s->latency_ms);
     c->latency_ms = lat > 60000 ? 60000 : lat;
     c->vtime = s->vtime[d];
     c->declared = declared > 0 && declared <= 1000000000000ull;
     c->measured = iter_ns > 0 && iter_ns < 3600ull * 1000000000ull;
-    uint64_t gap = __atomic_load_n(&s->host_gap_ns, __ATOMIC_RELAXED);
+    uint64_t gap = util_load_relaxed(&s->host_gap_ns);
     c->host_gap_ns = gap < 3600ull * 1000000000ull ? gap : 0;
-    c->switch_ns = (uint64_t)__atomic_load_n(&s->switch_us, __ATOMIC_RELAXED) * 1000ull;
+    c->switch_ns = (uint64_t)util_load_relaxed(&s->switch_us) * 1000ull;
     c->remaining_ns = SCHED_REMAINING_UNKNOWN;
     uint64_t left = c->declared && declared > done ? declared - done : 0;
     c->left = left;
     if (length) {
-        uint64_t held = __atomic_load_n(&s->held_ns, __ATOMIC_RELAXED) +
+        uint64_t held = util_load_relaxed(&s->held_ns) +
                         sched_tenure_ns(t, sched_dev(t, d), slot, now);
         c->remaining_ns = c->declared ? mul_div(length, left, declared)
                                       : length > held ? length - held : 0;
@@ -267,7 +267,7 @@ void sched_cand_fill_locked(shm_table_t *t, int slot, int d, uint64_t now, sched
 
 static int orphan(shm_table_t *t, int slot)
 {
-    return __atomic_load_n(&sched_slot(t, slot)->orphan, __ATOMIC_RELAXED) != 0;
+    return util_load_relaxed(&sched_slot(t, slot)->orphan) != 0;
 }
 
 /* A process whose gang lost a member to death will block at its next
@@ -311,7 +311,7 @@ static void view_build(shm_table_t *t, int d, uint64_t now, sched_view_t *v, uin
             bit_clear(dev->waiters, s);          /* stale: its process is gone */
             continue;
         }
-        if (__atomic_load_n(&sched_slot(t, s)->stopped_ns, __ATOMIC_RELAXED))
+        if (util_load_relaxed(&sched_slot(t, s)->stopped_ns))
             continue;                            /* stopped: kept, not a candidate */
         if (!sched_gang_can_take_locked(t, s, d, except, now, sched_dev_max_slice_ns(dev)))
             continue;                            /* its gang cannot have all: kept */
@@ -409,7 +409,7 @@ void sched_nudge(shm_table_t *t, int slot)
 static void mark_idle_locked(shm_table_t *t, int slot)
 {
     shm_ident_t id;
-    uint32_t devset = __atomic_load_n(&sched_slot(t, slot)->devset, __ATOMIC_RELAXED);
+    uint32_t devset = util_load_relaxed(&sched_slot(t, slot)->devset);
     if ((devset & (devset - 1)) == 0 && shm_slot_ident(t, slot, &id) == 0 &&
         id.state == SHM_RUNNING)
         shm_set_state(t, slot, SHM_IDLE);
@@ -434,12 +434,12 @@ void sched_drain_mark_locked(shm_table_t *t, int d, int from)
     uint32_t prev = dev->drain_from;
     if (prev >= 1 && prev <= SHM_MAX_SLOTS && (int)prev - 1 != from &&
         shm_slot_gen(t, (int)prev - 1) == dev->drain_gen &&
-        (int32_t)(__atomic_load_n(&sched_slot(t, (int)prev - 1)->drain_done, __ATOMIC_ACQUIRE) -
+        (int32_t)(util_load_acquire(&sched_slot(t, (int)prev - 1)->drain_done) -
                   dev->drain_seq) < 0)
         return;
     dev->drain_gen = shm_slot_gen(t, from);
-    dev->drain_seq = __atomic_load_n(&f->drain_req, __ATOMIC_RELAXED) + 1;
-    __atomic_store_n(&dev->drain_from, (uint32_t)from + 1, __ATOMIC_RELEASE);
+    dev->drain_seq = util_load_relaxed(&f->drain_req) + 1;
+    util_store_release(&dev->drain_from, (uint32_t)from + 1);
 }
 
 /* The slot whose own thread is granting its devices away and drains them
@@ -459,7 +459,7 @@ static void drain_ask(shm_table_t *t, int d, int from)
     sched_slot_t *f = sched_slot(t, from);
     if (!f || dev->drain_from != (uint32_t)from + 1)
         return;
-    __atomic_store_n(&f->drain_req, dev->drain_seq, __ATOMIC_RELEASE);
+    util_store_release(&f->drain_req, dev->drain_seq);
     if (from != self_draining)
         shm_futex_wake(&f->drain_req, INT_MAX);
 }
@@ -473,11 +473,11 @@ static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wa
     if (from >= 0) {
         sched_slot_t *f = sched_slot(t, from);
         uint64_t held = now > dev->since_ns ? now - dev->since_ns : 0;
-        __atomic_add_fetch(&f->held_ns, held, __ATOMIC_RELAXED);
+        util_add_relaxed(&f->held_ns, held);
         f->vtime[d] += sched_vtime_charge(f->priority, held);
     }
     if (to < 0 || !slot_ready(t, to)) {
-        __atomic_store_n(&dev->lease, 0, __ATOMIC_RELEASE);
+        util_store_release(&dev->lease, 0);
         if (from >= 0) {
             sched_gate_update_locked(t, from);
             drain_ask(t, d, from);
@@ -488,10 +488,10 @@ static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wa
     bit_clear(dev->waiters, to);
     dev->since_ns = now;
     dev->release_ns = now;
-    __atomic_store_n(&dev->lease, sched_lease_of(to, shm_slot_gen(t, to)), __ATOMIC_RELEASE);
+    util_store_release(&dev->lease, sched_lease_of(to, shm_slot_gen(t, to)));
     if (from >= 0 && from != to) {
         dev->switches++;
-        __atomic_add_fetch(&s->switches, 1, __ATOMIC_RELAXED);
+        util_add_relaxed(&s->switches, 1);
         mark_idle_locked(t, from);
     }
     if (from >= 0)
@@ -499,7 +499,7 @@ static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wa
     sched_gate_update_locked(t, to);
     if (from >= 0 && from != to)
         drain_ask(t, d, from);
-    __atomic_add_fetch(&s->grant, 1, __ATOMIC_RELEASE);
+    util_add_release(&s->grant, 1);
     if (wake)
         sched_wake(t, to);
 }
@@ -559,7 +559,7 @@ void sched_unmark_stopped_locked(shm_table_t *t, int slot)
 {
     sched_slot_t *s = sched_slot(t, slot);
     if (s)
-        __atomic_store_n(&s->stopped_ns, 0, __ATOMIC_RELAXED);
+        util_store_relaxed(&s->stopped_ns, 0);
 }
 
 /* The waiter d goes to now, or, for a gang member, SCHED_RELEASE: free it
@@ -588,7 +588,7 @@ int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t 
 {
     static sched_view_t v;       /* under the table lock */
     sched_dev_t *dev = sched_dev(t, d);
-    if (!dev || sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_RELAXED)) != slot)
+    if (!dev || sched_lease_holder(t, util_load_relaxed(&dev->lease)) != slot)
         return SCHED_NO_SLOT;
     const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
     if (!(ops->flags & SCHED_POL_SHARES))
@@ -596,7 +596,7 @@ int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t 
     uint64_t slice = sched_dev_max_slice_ns(dev);
     if (boundary && sched_gang_due_locked(t, slot, now, slice))
         return handover_to_locked(t, d, now, 1);
-    uint64_t gang = __atomic_load_n(&sched_slot(t, slot)->gang, __ATOMIC_RELAXED);
+    uint64_t gang = util_load_relaxed(&sched_slot(t, slot)->gang);
     view_build(t, d, now, &v, gang);
     int pick = ops->pick(&v);
     if (pick < 0)
@@ -626,13 +626,13 @@ int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t 
 static void reap_gang_locked(shm_table_t *t, int slot, uint64_t now)
 {
     sched_slot_t *s = sched_slot(t, slot);
-    uint64_t gang = s ? __atomic_load_n(&s->gang, __ATOMIC_RELAXED) : 0;
+    uint64_t gang = s ? util_load_relaxed(&s->gang) : 0;
     sched_gang_grant_t held[SHM_MAX_DEVICES];
     int n = sched_gang_held_locked(t, gang, slot, held, SHM_MAX_DEVICES);
     for (int s = 0; gang && s < SHM_MAX_SLOTS; s++) {
         sched_slot_t *m = s != slot && shm_slot_gen(t, s) ? sched_slot(t, s) : NULL;
-        if (m && __atomic_load_n(&m->gang, __ATOMIC_RELAXED) == gang)
-            __atomic_store_n(&m->orphan, 1, __ATOMIC_RELAXED);
+        if (m && util_load_relaxed(&m->gang) == gang)
+            util_store_relaxed(&m->orphan, 1);
     }
     for (int i = 0; i < n; i++) {
         int to = sched_grant_pick_locked(t, held[i].dev, now, 1);
@@ -647,10 +647,8 @@ void sched_reap_hook(shm_table_t *t, int slot, void *slot_area, void *ctx)
     (void)slot_area;
     (void)ctx;
     uint64_t now = sched_now();
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        sched_dev_t *dev = sched_dev(t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
-            continue;
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(t, d, dev) {
         sched_dequeue_locked(t, d, slot);
         if (sched_lease_holder(t, dev->lease) == slot) {
             int to = sched_grant_pick_locked(t, d, now, 1);
@@ -667,15 +665,13 @@ void sched_repair_hook(shm_table_t *t, void *ctx)
 {
     (void)ctx;
     uint64_t now = sched_now();
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        sched_dev_t *dev = sched_dev(t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
-            continue;
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(t, d, dev) {
         if (dev->policy >= SCHED_POLICY_COUNT)
             dev->policy = SCHED_POLICY_FAIR;
         const sched_policy_ops_t *ops = sched_policy_ops(dev->policy);
         if (!(ops->flags & SCHED_POL_GATED)) {
-            __atomic_store_n(&dev->lease, 0, __ATOMIC_RELEASE);
+            util_store_release(&dev->lease, 0);
             memset(dev->waiters, 0, sizeof dev->waiters);
         } else if (sched_lease_holder(t, dev->lease) < 0) {
             sched_grant_pick_locked(t, d, now, 1);
@@ -695,14 +691,14 @@ int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, in
     int rc = shm_lock(t);
     if (rc != 0)
         return rc;
-    sched_dev_t *dev = sched_dev(t, device);
-    if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC) {
+    sched_dev_t *dev = sched_dev_ready(t, device);
+    if (!dev) {
         shm_unlock(t);
         return -ENODEV;
     }
     uint64_t woken[SCHED_WAIT_WORDS];
     memcpy(woken, dev->waiters, sizeof woken);
-    __atomic_store_n(&dev->policy, (uint32_t)policy, __ATOMIC_RELAXED);
+    util_store_relaxed(&dev->policy, (uint32_t)policy);
     if (quantum_ms >= 0)
         dev->quantum_ms = (uint32_t)quantum_ms;
     if (!(sched_policy_ops(policy)->flags & SCHED_POL_GATED)) {
@@ -714,7 +710,7 @@ int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, in
     gate_update_users_locked(t, device);
     for (int s = 0; s < SHM_MAX_SLOTS; s++)
         if (bit_test(woken, s) && slot_ready(t, s))
-            __atomic_add_fetch(&sched_slot(t, s)->grant, 1, __ATOMIC_RELEASE);
+            util_add_release(&sched_slot(t, s)->grant, 1);
     shm_unlock(t);
     for (int s = 0; s < SHM_MAX_SLOTS; s++)
         if (bit_test(woken, s))

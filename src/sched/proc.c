@@ -53,29 +53,29 @@ void sched_init(const drv_t *d)
 {
     if (d) {
         drv_copy = *d;
-        __atomic_store_n(&drv, &drv_copy, __ATOMIC_RELEASE);
+        util_store_release(&drv, &drv_copy);
     }
-    __atomic_store_n(&enabled, 1, __ATOMIC_RELEASE);
+    util_store_release(&enabled, 1);
 }
 
 const drv_t *sched_drv(void)
 {
-    return __atomic_load_n(&drv, __ATOMIC_ACQUIRE);
+    return util_load_acquire(&drv);
 }
 
 int sched_enabled(void)
 {
-    return __atomic_load_n(&enabled, __ATOMIC_ACQUIRE);
+    return util_load_acquire(&enabled);
 }
 
 uint64_t sched_now(void)
 {
-    return __atomic_load_n(&clock_fn, __ATOMIC_RELAXED)();
+    return util_load_relaxed(&clock_fn)();
 }
 
 void sched_set_clock(sched_clock_fn fn)
 {
-    __atomic_store_n(&clock_fn, fn ? fn : util_now_ns, __ATOMIC_RELAXED);
+    util_store_relaxed(&clock_fn, fn ? fn : util_now_ns);
 }
 
 int sched_current_ordinal(void)
@@ -91,12 +91,12 @@ int sched_current_ordinal(void)
 
 const uint32_t *sched_proc_gate(void)
 {
-    return __atomic_load_n(&proc_gate, __ATOMIC_ACQUIRE);
+    return util_load_acquire(&proc_gate);
 }
 
 void sched_set_proc_gate(const uint32_t *gate)
 {
-    __atomic_store_n(&proc_gate, gate ? gate : &sched_gate_unreg, __ATOMIC_RELEASE);
+    util_store_release(&proc_gate, gate ? gate : &sched_gate_unreg);
 }
 
 void sched_fail_open(sched_proc_t *p, const char *why)
@@ -104,7 +104,7 @@ void sched_fail_open(sched_proc_t *p, const char *why)
     static int said;
     util_log_once(&said, UTIL_LOG_ERROR, "GPU time slicing is off for this process: %s; "
                   "its launches go straight to the driver", why);
-    __atomic_store_n(&p->state, SCHED_P_OPEN, __ATOMIC_RELEASE);
+    util_store_release(&p->state, SCHED_P_OPEN);
     sched_set_proc_gate(&word_open);
 }
 
@@ -117,9 +117,9 @@ void sched_lock_failed(sched_proc_t *p, int err)
         return;
     }
     uint64_t now = sched_now();
-    __atomic_store_n(&p->suspended_ns, now, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->backoff_ns, SCHED_RETRY_MIN_NS, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->retry_ns, now + SCHED_RETRY_MIN_NS, __ATOMIC_RELAXED);
+    util_store_relaxed(&p->suspended_ns, now);
+    util_store_relaxed(&p->backoff_ns, SCHED_RETRY_MIN_NS);
+    util_store_relaxed(&p->retry_ns, now + SCHED_RETRY_MIN_NS);
     if (!__atomic_compare_exchange_n(&p->state, &active, SCHED_P_SUSPENDED, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return;                               /* exiting, open, or suspended already */
@@ -135,13 +135,13 @@ static int captures;
 
 void sched_capture_begin(void)
 {
-    __atomic_add_fetch(&captures, 1, __ATOMIC_RELAXED);
+    util_add_relaxed(&captures, 1);
 }
 
 /* Never below zero: an end without a begin seen (libsalus loaded late). */
 void sched_capture_end(void)
 {
-    int c = __atomic_load_n(&captures, __ATOMIC_RELAXED);
+    int c = util_load_relaxed(&captures);
     while (c > 0 && !__atomic_compare_exchange_n(&captures, &c, c - 1, 1, __ATOMIC_RELAXED,
                                                  __ATOMIC_RELAXED))
         ;
@@ -149,12 +149,12 @@ void sched_capture_end(void)
 
 int sched_captures(void)
 {
-    return __atomic_load_n(&captures, __ATOMIC_RELAXED);
+    return util_load_relaxed(&captures);
 }
 
 void sched_captures_reset(void)
 {
-    __atomic_store_n(&captures, 0, __ATOMIC_RELAXED);
+    util_store_relaxed(&captures, 0);
 }
 
 /* ---- the hooks of the modules beside this one (sched.h) -------------------
@@ -170,57 +170,57 @@ static uint64_t (*hook_tick)(void);
 
 void sched_set_hooks(const sched_hooks_t *h)
 {
-    __atomic_store_n(&hook_boundary, h ? h->boundary : NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&hook_waiting, h ? h->waiting : NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&hook_tenure, h ? h->tenure : NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&hook_paged_out, h ? h->paged_out : NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&hook_keep, h ? h->keep : NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&hook_blocked, h ? h->blocked : NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&hook_tick, h ? h->tick : NULL, __ATOMIC_RELEASE);
+    util_store_release(&hook_boundary, h ? h->boundary : NULL);
+    util_store_release(&hook_waiting, h ? h->waiting : NULL);
+    util_store_release(&hook_tenure, h ? h->tenure : NULL);
+    util_store_release(&hook_paged_out, h ? h->paged_out : NULL);
+    util_store_release(&hook_keep, h ? h->keep : NULL);
+    util_store_release(&hook_blocked, h ? h->blocked : NULL);
+    util_store_release(&hook_tick, h ? h->tick : NULL);
 }
 
 uint64_t sched_hook_tick(void)
 {
-    uint64_t (*fn)(void) = __atomic_load_n(&hook_tick, __ATOMIC_ACQUIRE);
+    uint64_t (*fn)(void) = util_load_acquire(&hook_tick);
     return fn ? fn() : 0;
 }
 
 void sched_hook_boundary(void)
 {
-    void (*fn)(void) = __atomic_load_n(&hook_boundary, __ATOMIC_ACQUIRE);
+    void (*fn)(void) = util_load_acquire(&hook_boundary);
     if (fn)
         fn();
 }
 
 void sched_hook_waiting(void)
 {
-    void (*fn)(void) = __atomic_load_n(&hook_waiting, __ATOMIC_ACQUIRE);
+    void (*fn)(void) = util_load_acquire(&hook_waiting);
     if (fn)
         fn();
 }
 
 void sched_hook_tenure(int d)
 {
-    void (*fn)(int) = __atomic_load_n(&hook_tenure, __ATOMIC_ACQUIRE);
+    void (*fn)(int) = util_load_acquire(&hook_tenure);
     if (fn)
         fn(d);
 }
 
 int sched_hook_paged_out(void)
 {
-    int (*fn)(void) = __atomic_load_n(&hook_paged_out, __ATOMIC_ACQUIRE);
+    int (*fn)(void) = util_load_acquire(&hook_paged_out);
     return fn ? fn() : 0;
 }
 
 int sched_hook_keep_locked(shm_table_t *t, int d, int slot)
 {
-    int (*fn)(shm_table_t *, int, int) = __atomic_load_n(&hook_keep, __ATOMIC_ACQUIRE);
+    int (*fn)(shm_table_t *, int, int) = util_load_acquire(&hook_keep);
     return fn ? fn(t, d, slot) : 0;
 }
 
 int sched_hook_blocked_locked(shm_table_t *t, int d, int slot)
 {
-    int (*fn)(shm_table_t *, int, int) = __atomic_load_n(&hook_blocked, __ATOMIC_ACQUIRE);
+    int (*fn)(shm_table_t *, int, int) = util_load_acquire(&hook_blocked);
     return fn ? fn(t, d, slot) : 0;
 }
 

@@ -18,8 +18,8 @@ int sched_rank_locked(shm_table_t *t, int d, int slot)
     static sched_view_t v;       /* under the table lock; too big for a stack */
     if (!t || d < 0 || d >= SHM_MAX_DEVICES || slot < 0 || slot >= SHM_MAX_SLOTS)
         return -1;
-    sched_dev_t *dev = sched_dev(t, d);
-    if (!dev || __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
+    sched_dev_t *dev = sched_dev_ready(t, d);
+    if (!dev)
         return -1;
     if (sched_lease_holder(t, dev->lease) == slot)
         return 0;
@@ -46,11 +46,10 @@ int sched_admit_order_locked(shm_table_t *t, int d, int a, int b)
     if (!t || d < 0 || d >= SHM_MAX_DEVICES || a < 0 || a >= SHM_MAX_SLOTS || b < 0 ||
         b >= SHM_MAX_SLOTS)
         return 0;
-    sched_dev_t *dev = sched_dev(t, d);
+    sched_dev_t *dev = sched_dev_ready(t, d);
     sched_slot_t *sa = sched_slot(t, a), *sb = sched_slot(t, b);
-    if (!dev || __atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC || !sa ||
-        !sb || __atomic_load_n(&sa->magic, __ATOMIC_ACQUIRE) != SCHED_SLOT_MAGIC ||
-        __atomic_load_n(&sb->magic, __ATOMIC_ACQUIRE) != SCHED_SLOT_MAGIC)
+    if (!dev || !sa || !sb || util_load_acquire(&sa->magic) != SCHED_SLOT_MAGIC ||
+        util_load_acquire(&sb->magic) != SCHED_SLOT_MAGIC)
         return 0;
     const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
     if (!ops->admit)

@@ -114,7 +114,7 @@ static inline __attribute__((always_inline)) void sched_count(sched_thread_t *th
  * the thread block's line with the counters just written). */
 static inline __attribute__((always_inline)) uint32_t sched_gate_value(const sched_thread_t *th)
 {
-    return __atomic_load_n(__atomic_load_n(&th->gate, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    return util_load_relaxed(__atomic_load_n(&th->gate, __ATOMIC_RELAXED));
 }
 
 /* The gate as a statement, for callers that keep their own block alone
@@ -124,7 +124,7 @@ static inline __attribute__((always_inline)) void sched_launch(sched_thread_t *t
 {
     sched_count(th, work);
     if (UTIL_UNLIKELY(!SCHED_GATE_FAST(sched_gate_value(th))))
-        __atomic_store_n(&th->gate, sched_launch_slow(work), __ATOMIC_RELAXED);
+        util_store_relaxed(&th->gate, sched_launch_slow(work));
 }
 
 /* The gate as a choice, for wrappers that end in a tail call: `open` when

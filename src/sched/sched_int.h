@@ -21,6 +21,7 @@
 #define SALUS_SCHED_INT_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sched/sched.h"
@@ -104,6 +105,17 @@ typedef struct sched_slot {
     uint32_t drain_done;
 } sched_slot_t;
 
+/* The lines the comments above name, where they say: the gate on line 0
+ * with the hold word, the grant alone on line 1, the owner's words from
+ * line 2, the counters from line 3, the drain words on a line of their
+ * own. */
+_Static_assert(offsetof(sched_slot_t, gate) == 0, "the gate opens line 0");
+_Static_assert(offsetof(sched_slot_t, hold) < 64, "the hold word shares line 0");
+_Static_assert(offsetof(sched_slot_t, grant) == 64, "the grant opens line 1");
+_Static_assert(offsetof(sched_slot_t, activity) == 128, "the owner's words open line 2");
+_Static_assert(offsetof(sched_slot_t, held_ns) == 192, "the counters open line 3");
+_Static_assert(offsetof(sched_slot_t, drain_req) % 64 == 0, "the drain words own a line");
+
 /* ---- the device area (SHM_AREA_SCHED of every device) --------------------
  * lease packs holder and generation in one word, so that a reader without
  * the lock (a waiter just woken) sees both or neither:
@@ -153,6 +165,8 @@ typedef struct sched_dev {
     uint32_t drain_seq;
 } sched_dev_t;
 
+_Static_assert(offsetof(sched_dev_t, wait) % 64 == 0,
+               "the waiters' records start on a line of their own (pad)");
 _Static_assert(sizeof(sched_slot_t) <= SHM_SLOT_AREA_BYTES, "sched slot area");
 _Static_assert(sizeof(sched_dev_t) <= SHM_DEVICE_AREA_BYTES, "sched device area");
 
@@ -161,7 +175,7 @@ static inline int sched_any_waiter(const sched_dev_t *dev)
 {
     uint64_t any = 0;
     for (int i = 0; i < SCHED_WAIT_WORDS; i++)
-        any |= __atomic_load_n(&dev->waiters[i], __ATOMIC_RELAXED);
+        any |= util_load_relaxed(&dev->waiters[i]);
     return any != 0;
 }
 
@@ -411,6 +425,21 @@ static inline sched_dev_t *sched_dev(shm_table_t *t, int device)   /* NULL: bad 
     return shm_device_area(t, device, SHM_AREA_SCHED);
 }
 
+/* Table device `device`'s area once the scheduler has set it up (its magic,
+ * read with acquire: the words written before it are seen), or NULL (a bad
+ * index, a device nobody scheduled yet, a scribbled magic). */
+static inline sched_dev_t *sched_dev_ready(shm_table_t *t, int device)
+{
+    sched_dev_t *dev = sched_dev(t, device);
+    return dev && util_load_acquire(&dev->magic) == SCHED_DEV_MAGIC ? dev : NULL;
+}
+/* Each such device of t, in index order, as d and dev:
+ *   sched_dev_t *dev;
+ *   SCHED_FOR_EACH_DEV(t, d, dev) { ... }   (continue and break work) */
+#define SCHED_FOR_EACH_DEV(t, d, dev)                                            \
+    for (int d = 0; d < SHM_MAX_DEVICES; d++)                                    \
+        if (((dev) = sched_dev_ready((t), d)) != NULL)
+
 static inline uint64_t sched_lease_of(int slot, uint32_t gen)
 {
     return ((uint64_t)gen << 32) | (uint64_t)(uint32_t)(slot + 1);
@@ -431,9 +460,9 @@ static inline int sched_lease_holder(shm_table_t *t, uint64_t lease)
  * (sched_slot_t.held_ns). */
 static inline uint64_t sched_tenure_ns(shm_table_t *t, sched_dev_t *dev, int slot, uint64_t now)
 {
-    if (sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE)) != slot)
+    if (sched_lease_holder(t, util_load_acquire(&dev->lease)) != slot)
         return 0;
-    uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
+    uint64_t since = util_load_relaxed(&dev->since_ns);
     return now > since ? now - since : 0;
 }
 

@@ -41,15 +41,15 @@ uint64_t sched_hist_value(int b)
 /* Atomic adds: several threads of the owner may be woken by one grant. */
 void sched_hist_add(sched_slot_t *s, uint64_t ns)
 {
-    __atomic_add_fetch(&s->hist[sched_hist_bucket(ns)], 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&s->handoffs, 1, __ATOMIC_RELAXED);
+    util_add_relaxed(&s->hist[sched_hist_bucket(ns)], 1);
+    util_add_relaxed(&s->handoffs, 1);
 }
 
 uint64_t sched_hist_quantile(const uint32_t *hist, double q)
 {
     uint64_t total = 0;
     for (int b = 0; b < SCHED_HIST_BUCKETS; b++)
-        total += __atomic_load_n(&hist[b], __ATOMIC_RELAXED);
+        total += util_load_relaxed(&hist[b]);
     if (total == 0)
         return 0;
     uint64_t rank = (uint64_t)(q * (double)total + 0.999999);
@@ -57,7 +57,7 @@ uint64_t sched_hist_quantile(const uint32_t *hist, double q)
         rank = 1;
     uint64_t seen = 0;
     for (int b = 0; b < SCHED_HIST_BUCKETS; b++) {
-        seen += __atomic_load_n(&hist[b], __ATOMIC_RELAXED);
+        seen += util_load_relaxed(&hist[b]);
         if (seen >= rank)
             return sched_hist_value(b);
     }
@@ -70,13 +70,12 @@ static int slot_usable(shm_table_t *t, int slot)
 {
     sched_slot_t *s = sched_slot(t, slot);
     return s && shm_slot_gen(t, slot) != 0 &&
-           __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == SCHED_SLOT_MAGIC;
+           util_load_acquire(&s->magic) == SCHED_SLOT_MAGIC;
 }
 
 static int dev_usable(shm_table_t *t, int device)
 {
-    sched_dev_t *d = sched_dev(t, device);
-    return d && __atomic_load_n(&d->magic, __ATOMIC_ACQUIRE) == SCHED_DEV_MAGIC;
+    return sched_dev_ready(t, device) != NULL;
 }
 
 static double ms(uint64_t ns)
@@ -88,12 +87,12 @@ static double ms(uint64_t ns)
 static uint64_t held_now(shm_table_t *t, int slot, uint32_t *holds)
 {
     sched_slot_t *s = sched_slot(t, slot);
-    uint64_t held = __atomic_load_n(&s->held_ns, __ATOMIC_RELAXED), now = sched_now();
+    uint64_t held = util_load_relaxed(&s->held_ns), now = sched_now();
     *holds = 0;
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         sched_dev_t *dev = sched_dev(t, d);
         if (!dev_usable(t, d) ||
-            sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE)) != slot)
+            sched_lease_holder(t, util_load_acquire(&dev->lease)) != slot)
             continue;
         *holds |= 1u << d;
         held += sched_tenure_ns(t, dev, slot, now);
@@ -108,33 +107,33 @@ int sched_read_slot(shm_table_t *t, int slot, sched_slot_info_t *out)
     sched_slot_t *s = sched_slot(t, slot);
     sched_slot_info_t v;
     memset(&v, 0, sizeof v);
-    int prio = __atomic_load_n(&s->priority, __ATOMIC_RELAXED);
+    int prio = util_load_relaxed(&s->priority);
     v.priority = prio < 0 ? 0 : prio > 100 ? 100 : prio;
-    v.declared = __atomic_load_n(&s->declared, __ATOMIC_RELAXED);
-    v.length_ms = __atomic_load_n(&s->length_ms, __ATOMIC_RELAXED);
-    v.iterations = __atomic_load_n(&s->iterations, __ATOMIC_RELAXED);
-    v.iter_ms = ms(__atomic_load_n(&s->iter_ns, __ATOMIC_RELAXED));
+    v.declared = util_load_relaxed(&s->declared);
+    v.length_ms = util_load_relaxed(&s->length_ms);
+    v.iterations = util_load_relaxed(&s->iterations);
+    v.iter_ms = ms(util_load_relaxed(&s->iter_ns));
     v.gpu_held_ms = ms(held_now(t, slot, &v.holds));
     /* Closed waits, plus the one in progress: a monitor sees a wait grow. */
-    uint64_t waited = __atomic_load_n(&s->waited_ns, __ATOMIC_RELAXED);
-    uint64_t wsince = __atomic_load_n(&s->wait_since_ns, __ATOMIC_RELAXED), now = sched_now();
+    uint64_t waited = util_load_relaxed(&s->waited_ns);
+    uint64_t wsince = util_load_relaxed(&s->wait_since_ns), now = sched_now();
     if (wsince && wsince <= now && now - wsince < 86400ull * 1000000000ull)
         waited += now - wsince;
     v.waited_ms = ms(waited);
-    v.switches = __atomic_load_n(&s->switches, __ATOMIC_RELAXED);
+    v.switches = util_load_relaxed(&s->switches);
     v.handoff_us_p50 = (double)sched_hist_quantile(s->hist, 0.50) / 1e3;
     v.handoff_us_p99 = (double)sched_hist_quantile(s->hist, 0.99) / 1e3;
-    v.devices = __atomic_load_n(&s->devset, __ATOMIC_RELAXED) & ((1u << SHM_MAX_DEVICES) - 1);
-    v.blocked = __atomic_load_n(&s->blocked, __ATOMIC_RELAXED) != 0 &&
-                __atomic_load_n(&s->in_sync, __ATOMIC_RELAXED) != 0;
+    v.devices = util_load_relaxed(&s->devset) & ((1u << SHM_MAX_DEVICES) - 1);
+    v.blocked = util_load_relaxed(&s->blocked) != 0 &&
+                util_load_relaxed(&s->in_sync) != 0;
     memcpy(v.gang, s->gang_name, sizeof v.gang - 1);
     v.gang[sizeof v.gang - 1] = '\0';
     uint32_t gen = shm_slot_gen(t, slot);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         sched_dev_t *dev = sched_dev(t, d);
-        if (dev_usable(t, d) && ((__atomic_load_n(&dev->waiters[slot >> 6], __ATOMIC_RELAXED)
+        if (dev_usable(t, d) && ((util_load_relaxed(&dev->waiters[slot >> 6])
                                   >> (slot & 63)) & 1) &&
-            __atomic_load_n(&dev->wait[slot].gen, __ATOMIC_RELAXED) == gen)
+            util_load_relaxed(&dev->wait[slot].gen) == gen)
             v.waits |= 1u << d;
     }
     *out = v;
@@ -151,22 +150,22 @@ int sched_read_device(shm_table_t *t, int device, sched_device_info_t *out)
     if (shm_device_uuid(t, device, v.uuid) != 0)
         return -1;
     v.policy = sched_dev_policy(dev);
-    v.quantum_ms = __atomic_load_n(&dev->quantum_ms, __ATOMIC_RELAXED);
-    v.max_slice_ms = __atomic_load_n(&dev->max_slice_ms, __ATOMIC_RELAXED);
-    v.holder = sched_lease_holder(t, __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE));
+    v.quantum_ms = util_load_relaxed(&dev->quantum_ms);
+    v.max_slice_ms = util_load_relaxed(&dev->max_slice_ms);
+    v.holder = sched_lease_holder(t, util_load_acquire(&dev->lease));
     if (v.holder >= 0) {
-        uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED), now = sched_now();
+        uint64_t since = util_load_relaxed(&dev->since_ns), now = sched_now();
         v.held_ms = ms(now > since ? now - since : 0);
     }
-    v.switches = __atomic_load_n(&dev->switches, __ATOMIC_RELAXED);
+    v.switches = util_load_relaxed(&dev->switches);
     uint32_t tickets[SHM_MAX_SLOTS];
     for (int s = 0; s < SHM_MAX_SLOTS; s++) {
-        uint64_t word = __atomic_load_n(&dev->waiters[s >> 6], __ATOMIC_RELAXED);
-        uint32_t gen = __atomic_load_n(&dev->wait[s].gen, __ATOMIC_RELAXED);
+        uint64_t word = util_load_relaxed(&dev->waiters[s >> 6]);
+        uint32_t gen = util_load_relaxed(&dev->wait[s].gen);
         if (!((word >> (s & 63)) & 1) || gen == 0 || gen != shm_slot_gen(t, s) ||
             s == v.holder)
             continue;
-        uint32_t ticket = __atomic_load_n(&dev->wait[s].ticket, __ATOMIC_RELAXED);
+        uint32_t ticket = util_load_relaxed(&dev->wait[s].ticket);
         int i = v.nwaiters++;                       /* insertion by ticket */
         while (i > 0 && (int32_t)(ticket - tickets[i - 1]) < 0) {
             v.waiters[i] = v.waiters[i - 1];
@@ -188,7 +187,7 @@ int sched_report_fields(char *buf, size_t cap)
     sched_slot_info_t v;
     memset(&v, 0, sizeof v);
     sched_policy_t policy = SCHED_POLICY_FAIR;
-    sched_pstate_t st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+    sched_pstate_t st = util_load_acquire(&p->state);
     if ((st == SCHED_P_ACTIVE || st == SCHED_P_EXITING || st == SCHED_P_SUSPENDED) && p->t) {
         sched_read_slot(p->t, p->slot, &v);
         policy = p->cfg.policy;

@@ -101,7 +101,7 @@ static void nudge_watcher(sched_proc_t *p, int d)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
     for (int w = 0; w < SCHED_WAIT_WORDS; w++) {
-        uint64_t bits = __atomic_load_n(&dev->waiters[w], __ATOMIC_RELAXED);
+        uint64_t bits = util_load_relaxed(&dev->waiters[w]);
         if (w * 64 <= p->slot && p->slot < w * 64 + 64)
             bits &= ~(1ull << (p->slot - w * 64));
         if (bits) {
@@ -255,7 +255,7 @@ static uint64_t idle_progress(shm_table_t *t, int h, idle_track_t *tr, uint64_t 
  * iteration: a few of its iterations. */
 static uint64_t idle_ns(const sched_slot_t *h)
 {
-    uint64_t it = __atomic_load_n(&h->iter_ns, __ATOMIC_RELAXED);
+    uint64_t it = util_load_relaxed(&h->iter_ns);
     if (it == 0)
         return SCHED_IDLE_UNKNOWN_NS;
     if (it > SCHED_IDLE_MAX_NS / SCHED_IDLE_ITERS)
@@ -266,7 +266,7 @@ static uint64_t idle_ns(const sched_slot_t *h)
 
 static int got(const sched_proc_t *p, const sched_dev_t *dev)
 {
-    return __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == my_lease(p) ? W_GOT : W_WAIT;
+    return util_load_acquire(&dev->lease) == my_lease(p) ? W_GOT : W_WAIT;
 }
 
 /* Grant device d by policy if `lease` still names its holder (or none) and,
@@ -282,8 +282,8 @@ static int regrant(sched_proc_t *p, int d, uint64_t lease, uint64_t activity, in
         to = sched_grant_pick_locked(p->t, d, sched_now(), 0);
     } else if (idle && dev->lease == lease) {
         sched_slot_t *hs = sched_slot(p->t, h);
-        if (__atomic_load_n(&hs->activity, __ATOMIC_RELAXED) == activity &&
-            __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) == 0) {
+        if (util_load_relaxed(&hs->activity) == activity &&
+            util_load_relaxed(&hs->in_sync) == 0) {
             to = sched_grant_pick_locked(p->t, d, sched_now(), 0);
             util_debug("device %d: slot %d is idle; the GPU goes to slot %d", d, h, to);
         }
@@ -340,16 +340,16 @@ static void note_blocked(sched_proc_t *p, int d, int h)
 {
     static int said_gang;
     sched_slot_t *hs = sched_slot(p->t, h);
-    uint64_t since = __atomic_load_n(&hs->sync_since_ns, __ATOMIC_RELAXED), now = sched_now();
+    uint64_t since = util_load_relaxed(&hs->sync_since_ns), now = sched_now();
     if (!since || since > now || now - since < sched_dev_max_slice_ns(sched_dev(p->t, d)) ||
-        __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) == 0)
+        util_load_relaxed(&hs->in_sync) == 0)
         return;
     uint32_t none = 0;
     if (!__atomic_compare_exchange_n(&hs->blocked, &none, (uint32_t)d + 1, 0,
                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         return;                                  /* said already, for this sync */
-    uint32_t kind = __atomic_load_n(&hs->sync_kind, __ATOMIC_RELAXED);
-    unsigned long long obj = __atomic_load_n(&hs->sync_obj, __ATOMIC_RELAXED);
+    uint32_t kind = util_load_relaxed(&hs->sync_kind);
+    unsigned long long obj = util_load_relaxed(&hs->sync_obj);
     char gang[SCHED_GANG_NAME];
     memcpy(gang, hs->gang_name, sizeof gang);
     gang[sizeof gang - 1] = '\0';
@@ -383,7 +383,7 @@ static void note_blocked(sched_proc_t *p, int d, int h)
 static int poll_partial(sched_proc_t *p, int d, int h, uint64_t lease)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
-    if (!__atomic_load_n(&sched_slot(p->t, h)->gang, __ATOMIC_RELAXED))
+    if (!util_load_relaxed(&sched_slot(p->t, h)->gang))
         return -1;
     if (lock_or_fail(p))
         return W_PASS;
@@ -429,7 +429,7 @@ static int poll_stuck(sched_proc_t *p, int d, int h, uint64_t lease, idle_track_
 static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
-    uint64_t lease = __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE);
+    uint64_t lease = util_load_acquire(&dev->lease);
     if (lease == my_lease(p))
         return W_GOT;
     int h = sched_lease_holder(p->t, lease);
@@ -448,11 +448,11 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     if (stuck >= 0)
         return stuck;
     sched_slot_t *hs = sched_slot(p->t, h);
-    uint64_t act = __atomic_load_n(&hs->activity, __ATOMIC_RELAXED);
+    uint64_t act = util_load_relaxed(&hs->activity);
     uint64_t now = sched_now();
     sched_probe(hs);        /* a launch before the next look moves its activity */
     if (track->lease != lease || track->activity != act ||
-        __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) != 0) {
+        util_load_relaxed(&hs->in_sync) != 0) {
         *track = (idle_track_t){ .lease = lease, .activity = act, .since = now,
                                  .stopped_lease = track->stopped_lease,
                                  .stopped_since = track->stopped_since };
@@ -484,24 +484,24 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
 static int poll_rest(sched_proc_t *p, int d, uint64_t *next_ns)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
-    uint64_t lease = __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE);
+    uint64_t lease = util_load_acquire(&dev->lease);
     int h = sched_lease_holder(p->t, lease);
     *next_ns = SCHED_POLL_NS;
     if (h < 0 || lease == my_lease(p) || !shares(dev) || sched_hook_paged_out())
         return W_WAIT;
     sched_slot_t *hs = sched_slot(p->t, h);
-    uint64_t act = __atomic_load_n(&hs->activity, __ATOMIC_RELAXED);
-    if (act != __atomic_load_n(&hs->rest_activity, __ATOMIC_RELAXED) ||
-        __atomic_load_n(&hs->in_sync, __ATOMIC_RELAXED) != 0)
+    uint64_t act = util_load_relaxed(&hs->activity);
+    if (act != util_load_relaxed(&hs->rest_activity) ||
+        util_load_relaxed(&hs->in_sync) != 0)
         return W_WAIT;
     uint64_t now = sched_now();
-    uint64_t b = __atomic_load_n(&hs->boundary_ns, __ATOMIC_RELAXED);
+    uint64_t b = util_load_relaxed(&hs->boundary_ns);
     if (b == 0 || b > now)
         return W_WAIT;
     uint64_t since = now - b, rest = SCHED_REST_NS;
     uint64_t fill = sched_dev_fill_ns(dev);
     if (sched_dev_policy(dev) == SCHED_POLICY_FAIR && fill &&
-        __atomic_load_n(&hs->host_gap_ns, __ATOMIC_RELAXED) >= fill)
+        util_load_relaxed(&hs->host_gap_ns) >= fill)
         rest = 0;
     if (since < rest) {
         *next_ns = rest - since + 100000;
@@ -534,7 +534,7 @@ static int spin_for_grant(const sched_proc_t *p, const sched_dev_t *dev)
         return 0;
     uint64_t end = util_now_ns() + SCHED_SPIN_NS;
     for (unsigned i = 1;; i++) {
-        if (__atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == my_lease(p))
+        if (util_load_acquire(&dev->lease) == my_lease(p))
             return 1;
         if (i % 64 == 0 && util_now_ns() >= end)
             return 0;
@@ -551,7 +551,7 @@ static int recheck(sched_proc_t *p, int d)
     if (lock_or_fail(p))
         return W_PASS;
     if (shm_slot_gen(p->t, p->slot) != p->gen ||
-        __atomic_load_n(&p->me->magic, __ATOMIC_RELAXED) != SCHED_SLOT_MAGIC) {
+        util_load_relaxed(&p->me->magic) != SCHED_SLOT_MAGIC) {
         shm_unlock(p->t);
         sched_fail_open(p, "this process's slot in the table was overwritten while it "
                         "waited");
@@ -576,15 +576,15 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
         return W_GOT;
     }
     for (;;) {
-        uint32_t seen = __atomic_load_n(&me->grant, __ATOMIC_ACQUIRE);
+        uint32_t seen = util_load_acquire(&me->grant);
         if (got(p, dev) == W_GOT) {
             *by_other = 1;
             return W_GOT;
         }
-        if (ungated(dev) || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE)
+        if (ungated(dev) || util_load_acquire(&p->state) != SCHED_P_ACTIVE)
             return W_PASS;
         uint64_t now = sched_now();
-        if (__atomic_load_n(&me->stopped_ns, __ATOMIC_RELAXED) || now >= recheck_at) {
+        if (util_load_relaxed(&me->stopped_ns) || now >= recheck_at) {
             recheck_at = now + SCHED_RECHECK_NS;
             if (recheck(p, d) != W_WAIT)
                 return W_PASS;
@@ -620,8 +620,8 @@ static int tenure_begins(sched_proc_t *p, int d)
     sched_hook_tenure(d);
     p->switch_acc_ns += sched_now() - t0;
     sched_dev_t *dev = sched_dev(p->t, d);
-    int kept = ungated(dev) || __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) == my_lease(p) ||
-               __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != SCHED_P_ACTIVE;
+    int kept = ungated(dev) || util_load_acquire(&dev->lease) == my_lease(p) ||
+               util_load_acquire(&p->state) != SCHED_P_ACTIVE;
     if (kept) {                       /* fair's quantum grows with it (SCHED_SWITCH_FACTOR) */
         uint64_t us = p->switch_acc_ns / 1000;
         __atomic_store_n(&p->me->switch_us, us > 60000000 ? 60000000u : (uint32_t)us,
@@ -634,11 +634,23 @@ static int tenure_begins(sched_proc_t *p, int d)
 static int acquire_once(sched_proc_t *p, int d);
 
 /* Once more when the tenure's page-in gave the lease up (tenure_begins):
- * the memory is in by then, so the second wait ends in a tenure. */
+ * the memory is in by then, so the second wait ends in a tenure.  Past
+ * SCHED_ACQUIRE_ROUNDS waits that each ended so (memory taken back each
+ * time, or a table scribbled on), the launch goes ahead without the lease,
+ * as libsalus never hangs its host, and says so once. */
+#define SCHED_ACQUIRE_ROUNDS 64
+
 void sched_acquire(sched_proc_t *p, int d)
 {
-    for (int round = 0; round < 64 && acquire_once(p, d) != 0; round++)
-        ;
+    static int said;
+    for (int round = 0; round < SCHED_ACQUIRE_ROUNDS; round++)
+        if (acquire_once(p, d) == 0)
+            return;
+    util_log_once(&said, UTIL_LOG_WARN, "device %d: the GPU was granted %d times in a row "
+                  "and each time given up again while this process paged its memory back in; "
+                  "this launch goes ahead without the lease, so jobs may share the GPU for a "
+                  "while; salus-top shows which jobs hold and wait for the device's memory",
+                  d, SCHED_ACQUIRE_ROUNDS);
 }
 
 static int acquire_once(sched_proc_t *p, int d)
@@ -648,8 +660,8 @@ static int acquire_once(sched_proc_t *p, int d)
     if (lock_or_fail(p))
         return 0;
     if (ungated(dev) || dev->lease == my_lease(p)) {
-        if (!__atomic_load_n(&p->hold, __ATOMIC_RELAXED))   /* set and cleared under the lock */
-            __atomic_store_n(&p->me->hold, 0, __ATOMIC_RELAXED);
+        if (!util_load_relaxed(&p->hold))   /* set and cleared under the lock */
+            util_store_relaxed(&p->me->hold, 0);
         sched_gate_update_locked(t, p->slot);
         shm_unlock(t);
         return 0;
@@ -664,7 +676,7 @@ static int acquire_once(sched_proc_t *p, int d)
     shm_unlock(t);
     if (to == p->slot) {
         if (sched_drain_await(p, d))        /* a holder that left work queued */
-            __atomic_add_fetch(&p->me->waited_ns, sched_now() - t0, __ATOMIC_RELAXED);
+            util_add_relaxed(&p->me->waited_ns, sched_now() - t0);
         return tenure_begins(p, d);
     }
     if (to >= 0)
@@ -673,19 +685,19 @@ static int acquire_once(sched_proc_t *p, int d)
     shm_set_state(t, p->slot, SHM_WAIT_GPU);
     util_debug("device %d: waiting for the GPU", d);
     sched_slot_t *me = p->me;
-    __atomic_store_n(&me->wait_since_ns, t0, __ATOMIC_RELAXED);    /* monitors see it grow */
+    util_store_relaxed(&me->wait_since_ns, t0);    /* monitors see it grow */
     int by_other = 0;
     int r = wait_loop(p, d, &by_other);
     if (r == W_GOT)
         sched_drain_await(p, d);             /* the last holder's work first: waited */
     uint64_t now = sched_now();
-    __atomic_add_fetch(&me->waited_ns, now - t0, __ATOMIC_RELAXED);   /* threads may wait at once */
-    __atomic_store_n(&me->wait_since_ns, 0, __ATOMIC_RELAXED);
+    util_add_relaxed(&me->waited_ns, now - t0);   /* threads may wait at once */
+    util_store_relaxed(&me->wait_since_ns, 0);
     if (r != W_GOT) {
         shm_set_state(t, p->slot, SHM_RUNNING);
         return 0;
     }
-    uint64_t rel = __atomic_load_n(&dev->release_ns, __ATOMIC_RELAXED);
+    uint64_t rel = util_load_relaxed(&dev->release_ns);
     if (by_other && rel >= t0 && rel <= now)
         sched_hist_add(me, now - rel);       /* the handoff includes the drain */
     return tenure_begins(p, d);
@@ -695,14 +707,14 @@ static int acquire_once(sched_proc_t *p, int d)
 
 void sched_yield_point(sched_proc_t *p, int boundary)
 {
-    uint32_t devset = __atomic_load_n(&p->devset, __ATOMIC_RELAXED);
+    uint32_t devset = util_load_relaxed(&p->devset);
     for (int d = 0; d < SHM_MAX_DEVICES; d++) {
         if (!(devset & (1u << d)))
             continue;
         sched_dev_t *dev = sched_dev(p->t, d);
-        if (__atomic_load_n(&dev->lease, __ATOMIC_RELAXED) != my_lease(p) ||
+        if (util_load_relaxed(&dev->lease) != my_lease(p) ||
             (!sched_any_waiter(dev) &&
-             !__atomic_load_n(&p->me->gang_yield, __ATOMIC_RELAXED)))  /* its gang yields */
+             !util_load_relaxed(&p->me->gang_yield)))  /* its gang yields */
             continue;
         yield_device(p, d, boundary);
     }
@@ -724,9 +736,9 @@ int sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
     if (!sched_any_waiter(dev) || !shares(dev))
         return 0;
     uint64_t now = sched_now();
-    uint64_t since = __atomic_load_n(&dev->since_ns, __ATOMIC_RELAXED);
+    uint64_t since = util_load_relaxed(&dev->since_ns);
     uint64_t held = now > since ? now - since : 0;
-    uint32_t q = __atomic_load_n(&dev->quantum_ms, __ATOMIC_RELAXED);
+    uint32_t q = util_load_relaxed(&dev->quantum_ms);
     uint64_t slice = sched_dev_max_slice_ns(dev);
     int over = sched_since_boundary(p->t, d, p->slot, now) >= slice;
 
@@ -742,7 +754,7 @@ int sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
              sched_kseq_find(&p->kseq) && sched_kseq_at_anchor(&p->kseq);
     pthread_mutex_unlock(&p->mu);
     if (at)                                  /* a boundary, whatever the policy says */
-        __atomic_store_n(&p->me->boundary_ns, now, __ATOMIC_RELAXED);
+        util_store_relaxed(&p->me->boundary_ns, now);
 
     if ((at || over) && yield_device(p, d, at))
         sched_acquire(p, d);                 /* this launch waits its turn */
@@ -756,15 +768,13 @@ void sched_release_all(sched_proc_t *p)
     if (shm_lock(p->t) != 0)
         return;
     uint64_t now = sched_now();
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        sched_dev_t *dev = sched_dev(p->t, d);
-        if (__atomic_load_n(&dev->magic, __ATOMIC_ACQUIRE) != SCHED_DEV_MAGIC)
-            continue;
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(p->t, d, dev) {
         sched_dequeue_locked(p->t, d, p->slot);
         if (dev->lease == my_lease(p))
             sched_grant_pick_locked(p->t, d, now, 1);
     }
-    __atomic_store_n(&p->me->devset, 0, __ATOMIC_RELAXED);
+    util_store_relaxed(&p->me->devset, 0);
     sched_gate_update_locked(p->t, p->slot);
     shm_unlock(p->t);
 }

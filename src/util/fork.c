@@ -26,14 +26,14 @@ static void all_prefork(void)
 {
     pthread_mutex_lock(&reg_lock);
     for (int r = 0; r < UTIL_FORK_RANKS; r++)
-        if (__atomic_load_n(&entries[r].set, __ATOMIC_ACQUIRE) && entries[r].prefork)
+        if (util_load_acquire(&entries[r].set) && entries[r].prefork)
             entries[r].prefork();
 }
 
 static void all_parent(void)
 {
     for (int r = UTIL_FORK_RANKS - 1; r >= 0; r--)
-        if (__atomic_load_n(&entries[r].set, __ATOMIC_ACQUIRE) && entries[r].parent)
+        if (util_load_acquire(&entries[r].set) && entries[r].parent)
             entries[r].parent();
     pthread_mutex_unlock(&reg_lock);
 }
@@ -41,7 +41,7 @@ static void all_parent(void)
 static void all_child(void)
 {
     for (int r = UTIL_FORK_RANKS - 1; r >= 0; r--)
-        if (__atomic_load_n(&entries[r].set, __ATOMIC_ACQUIRE) && entries[r].child)
+        if (util_load_acquire(&entries[r].set) && entries[r].child)
             entries[r].child();
     pthread_mutex_init(&reg_lock, NULL);
 }
@@ -58,7 +58,7 @@ int util_fork_register(util_fork_rank_t rank, void (*prefork)(void),
         entries[rank].prefork = prefork;
         entries[rank].parent = parent;
         entries[rank].child = child;
-        __atomic_store_n(&entries[rank].set, 1, __ATOMIC_RELEASE);
+        util_store_release(&entries[rank].set, 1);
     }
     int ok = handlers > 0;
     pthread_mutex_unlock(&reg_lock);

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "util/atomic.h"
+
 /* Symbols libsalus exports; everything else is hidden (-fvisibility=hidden). */
 #define SALUS_EXPORT __attribute__((visibility("default")))
 
@@ -47,7 +49,7 @@ void util_log_write(util_log_level_t level, const char *fmt, ...)
 /* Say something once per process: the first caller to flip *flag logs. */
 #define util_log_once(flag, level, ...)                                  \
     do {                                                                 \
-        if (!__atomic_exchange_n((flag), 1, __ATOMIC_RELAXED))           \
+        if (!util_xchg_relaxed((flag), 1))           \
             UTIL_LOG(level, __VA_ARGS__);                                \
     } while (0)
 

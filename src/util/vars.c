@@ -270,7 +270,7 @@ void util_var_warn_misspelled(void)
 {
     static int said;
     extern char **environ;
-    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+    if (util_xchg_relaxed(&said, 1))
         return;
     for (char **e = environ; e && *e; e++) {
         size_t n;

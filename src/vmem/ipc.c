@@ -1,7 +1,7 @@
 /*
- * vmm_ipc.c - CUDA IPC on paged memory: legacy IPC handles
+ * ipc.c - CUDA IPC on paged memory: legacy IPC handles
  * (cuIpcGetMemHandle, cuIpcOpenMemHandle, cuIpcCloseMemHandle) for
- * virtualized allocations (mem_vmm.h), emulated over the VMM API's
+ * virtualized allocations (vmem_int.h), emulated over the VMM API's
  * shareable handles, as CUDA recommends for sharing VMM memory.
  *
  * The driver makes no legacy handle for VMM memory.  So:
@@ -41,11 +41,11 @@
  * Divided into: the handle; exports (records, pins, the handle); the
  * server (socket, thread, requests); imports.
  *
- * Lock: mem_vm.lock guards the export records, the small pins, the import
+ * Lock: vmem_p.lock guards the export records, the small pins, the import
  * records and the server's start; no socket call is made under it but the
  * server's short non-blocking ones.
  */
-#include "memory/mem_vmm.h"
+#include "vmem/vmem_int.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -140,7 +140,7 @@ static uint64_t start_time(void)
  * one, the charge kept for its importers. */
 
 typedef struct ipc_export {
-    mem_valloc_t *a;
+    vmem_buf_t *a;
     int ordinal;
     uint8_t big, kept;                 /* kept: a freed chunk's charge stays */
     uint64_t bytes;
@@ -148,8 +148,8 @@ typedef struct ipc_export {
 } ipc_export_t;
 
 static struct {
-    mem_vmap_t exports;                /* id -> ipc_export_t */
-    mem_vmap_t imports;                /* address -> ipc_import_t */
+    vmem_map_t exports;                /* id -> ipc_export_t */
+    vmem_map_t imports;                /* address -> ipc_import_t */
     int listen_fd;                     /* while up */
     int up;                            /* the server runs */
     uint64_t start, token;
@@ -161,42 +161,37 @@ static struct {
  * are then left out of page.c's figure, not out of paging's rule). */
 static void publish_locked(void)
 {
-    mem_slot_t *area = __atomic_load_n(&mem_p.area, __ATOMIC_ACQUIRE);
-    uint64_t sum[MEM_VMM_MAX_DEVICES] = { 0 };
+    uint64_t sum[VMEM_MAX_DEVICES] = { 0 };
     for (size_t i = 0; ipc.exports.key && i <= ipc.exports.mask; i++) {
         const ipc_export_t *e = ipc.exports.val[i];
         if (e && e->big)
             sum[e->ordinal] += e->bytes;
     }
     int pick = -1;
-    for (int o = 0; o < MEM_VMM_MAX_DEVICES; o++) {
-        const mem_vdev_t *v = &mem_vm.dev[o];
+    for (int o = 0; o < VMEM_MAX_DEVICES; o++) {
+        const vmem_dev_t *v = &vmem_p.dev[o];
         for (size_t g = 0; v->small_pins && g < v->size / v->gran; g++)
             sum[o] += v->g[g].h ? v->gran : 0;
         if (pick < 0 && sum[o])
             pick = o;
     }
-    mem_local_dev_t *ld = pick >= 0 ? mem_local_dev(pick) : NULL;
-    if (!area)
-        return;
-    __atomic_store_n(&area->pinned, ld ? sum[pick] : 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&area->pinned_dev, ld ? (uint32_t)ld->d + 1 : 0, __ATOMIC_RELAXED);
+    mem_set_pinned(pick, pick >= 0 ? sum[pick] : 0);
 }
 
 static void export_drop_locked(uint64_t id, ipc_export_t *e)
 {
-    if (!e->big && e->ordinal >= 0 && mem_vm.dev[e->ordinal].small_pins)
-        mem_vm.dev[e->ordinal].small_pins--;
+    if (!e->big && e->ordinal >= 0 && vmem_p.dev[e->ordinal].small_pins)
+        vmem_p.dev[e->ordinal].small_pins--;
     if (e->kept)
-        mem_vm_uncharge(e->ordinal, e->bytes);
-    mem_vmap_del(&ipc.exports, id);
+        vmem_uncharge(e->ordinal, e->bytes);
+    vmem_map_del(&ipc.exports, id);
     free(e);
     publish_locked();
 }
 
-static int ipc_freed(mem_valloc_t *a)
+static int ipc_freed(vmem_buf_t *a)
 {
-    ipc_export_t *e = mem_vmap_get(&ipc.exports, a->id);
+    ipc_export_t *e = vmem_map_get(&ipc.exports, a->id);
     if (!e)
         return 0;
     e->a = NULL;
@@ -212,26 +207,26 @@ static int server_up_locked(void);
 static void ipc_forget(void);
 
 /* Pin a (resident, under the lock) and fill *h. */
-static CUresult export_locked(mem_valloc_t *a, CUdeviceptr p, ipc_handle_t *h)
+static CUresult export_locked(vmem_buf_t *a, CUdeviceptr p, ipc_handle_t *h)
 {
-    if (!mem_vm_ipc_able())
+    if (!vmem_ipc_able())
         return CUDA_ERROR_NOT_SUPPORTED;
     if (server_up_locked() != 0)
         return CUDA_ERROR_OPERATING_SYSTEM;
-    mem_vm.ipc_freed = ipc_freed;
-    mem_vm.ipc_forget = ipc_forget;
+    vmem_p.ipc_freed = ipc_freed;
+    vmem_p.ipc_forget = ipc_forget;
     if (!a->exported) {
         ipc_export_t *e = calloc(1, sizeof *e);
         if (!e)
             return CUDA_ERROR_OUT_OF_MEMORY;
         *e = (ipc_export_t){ .a = a, .ordinal = a->ordinal, .big = a->big, .bytes = a->bytes };
-        if (mem_vmap_put(&ipc.exports, a->id, e) != 0) {
+        if (vmem_map_put(&ipc.exports, a->id, e) != 0) {
             free(e);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         a->exported = 1;
         if (!a->big)
-            mem_vm.dev[a->ordinal].small_pins++;
+            vmem_p.dev[a->ordinal].small_pins++;
         publish_locked();
     }
     *h = (ipc_handle_t){ .magic = IPC_MAGIC, .version = IPC_VERSION, .pid = (uint32_t)getpid(),
@@ -241,27 +236,27 @@ static CUresult export_locked(mem_valloc_t *a, CUdeviceptr p, ipc_handle_t *h)
     return CUDA_SUCCESS;
 }
 
-static int is_out_locked(const mem_valloc_t *a)
+static int is_out_locked(const vmem_buf_t *a)
 {
-    return a->big ? a->out : mem_vm.dev[a->ordinal].small_out;
+    return a->big ? a->out : vmem_p.dev[a->ordinal].small_out;
 }
 
-int mem_ipc_get(CUipcMemHandle *handle, CUdeviceptr p, CUresult *rc)
+int vmem_ipc_get(CUipcMemHandle *handle, CUdeviceptr p, CUresult *rc)
 {
-    if (!handle || !mem_swap_on())
+    if (!handle || !vmem_on())
         return 0;
-    pthread_mutex_lock(&mem_vm.lock);
-    mem_valloc_t *a = mem_vm_find_locked(p);
+    pthread_mutex_lock(&vmem_p.lock);
+    vmem_buf_t *a = vmem_find_locked(p);
     /* Paged out: back in first (a peer may page it out again before the
      * pin is taken: a few tries). */
     for (int tries = 0; a && is_out_locked(a) && tries < 3; tries++) {
         int ordinal = a->ordinal;
-        pthread_mutex_unlock(&mem_vm.lock);
-        CUresult r = mem_page_in(ordinal, NULL);
-        pthread_mutex_lock(&mem_vm.lock);
-        a = mem_vm_find_locked(p);
+        pthread_mutex_unlock(&vmem_p.lock);
+        CUresult r = vmem_page_in(ordinal, NULL);
+        pthread_mutex_lock(&vmem_p.lock);
+        a = vmem_find_locked(p);
         if (r != CUDA_SUCCESS && a && is_out_locked(a)) {
-            pthread_mutex_unlock(&mem_vm.lock);
+            pthread_mutex_unlock(&vmem_p.lock);
             *rc = r;
             return 1;
         }
@@ -269,7 +264,7 @@ int mem_ipc_get(CUipcMemHandle *handle, CUdeviceptr p, CUresult *rc)
     ipc_handle_t h;
     CUresult r = !a ? CUDA_SUCCESS : is_out_locked(a) ? CUDA_ERROR_OUT_OF_MEMORY
                                                        : export_locked(a, p, &h);
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
     if (!a)
         return 0;                      /* not virtualized: the driver's */
     if (r == CUDA_SUCCESS) {
@@ -303,15 +298,15 @@ static int nconns;
 /* The descriptors of e's chunks and their layout; CUDA_SUCCESS or why not. */
 static CUresult chunks_locked(const ipc_export_t *e, int fds[IPC_MAX_FDS], ipc_rep_t *rep)
 {
-    const drv_t *d = &mem_p.drv;
-    const mem_valloc_t *a = e->a;
-    const mem_vdev_t *v = &mem_vm.dev[a->ordinal];
+    const drv_t *d = vmem_drv();
+    const vmem_buf_t *a = e->a;
+    const vmem_dev_t *v = &vmem_p.dev[a->ordinal];
     CUmemGenericAllocationHandle hs[IPC_MAX_FDS] = { a->h };
     size_t first = 0, last = 0, n = 1;
     rep->chunk = a->bytes;
     rep->delta = 0;
     if (!a->big) {
-        mem_vm_granules(v, a->base, a->size, &first, &last);
+        vmem_granules(v, a->base, a->size, &first, &last);
         n = last - first + 1;
         if (n > IPC_MAX_FDS)
             return CUDA_ERROR_INVALID_VALUE;
@@ -365,14 +360,14 @@ static int serve(ipc_conn_t *c)
     ssize_t n = recv(c->fd, &req, sizeof req, MSG_DONTWAIT);
     if (n != (ssize_t)sizeof req || req.magic != IPC_MAGIC || req.version != IPC_VERSION)
         goto out_send;
-    pthread_mutex_lock(&mem_vm.lock);
-    ipc_export_t *e = req.id ? mem_vmap_get(&ipc.exports, req.id) : NULL;
+    pthread_mutex_lock(&vmem_p.lock);
+    ipc_export_t *e = req.id ? vmem_map_get(&ipc.exports, req.id) : NULL;
     if (e && e->a && req.token == ipc.token &&
         (rep.status = chunks_locked(e, fds, &rep)) == CUDA_SUCCESS) {
         e->imports++;
         c->id = req.id;
     }
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
 out_send:;
     int sent = send_rep(c->fd, &rep, fds);
     for (uint32_t i = 0; rep.status == CUDA_SUCCESS && i < rep.nfds; i++)
@@ -385,11 +380,11 @@ static void conn_end(int k)
 {
     ipc_conn_t *c = &conns[k];
     if (c->id) {
-        pthread_mutex_lock(&mem_vm.lock);
-        ipc_export_t *e = mem_vmap_get(&ipc.exports, c->id);
+        pthread_mutex_lock(&vmem_p.lock);
+        ipc_export_t *e = vmem_map_get(&ipc.exports, c->id);
         if (e && e->imports && --e->imports == 0 && !e->a)
             export_drop_locked(c->id, e);
-        pthread_mutex_unlock(&mem_vm.lock);
+        pthread_mutex_unlock(&vmem_p.lock);
     }
     close(c->fd);
     conns[k] = conns[--nconns];
@@ -560,7 +555,7 @@ out_close:
  * CUDA_SUCCESS and *base, or why not (nothing left). */
 static CUresult map_chunks(const ipc_rep_t *rep, const int *fds, int ordinal, CUdeviceptr *base)
 {
-    const drv_t *d = &mem_p.drv;
+    const drv_t *d = vmem_drv();        /* an importer's paging may be off */
     CUmemGenericAllocationHandle hs[IPC_MAX_FDS] = { 0 };
     CUmemAccessDesc acc = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, ordinal },
                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
@@ -629,19 +624,19 @@ static CUresult open_checked(const ipc_handle_t *h, int ordinal, CUdeviceptr *ou
         goto out_close;
     ipc_import_t *im = malloc(sizeof *im);
     CUdeviceptr p = base + rep.delta + h->offset;
-    pthread_mutex_lock(&mem_vm.lock);
-    int ok = im && !mem_vmap_get(&ipc.imports, p) && mem_vmap_put(&ipc.imports, p, im) == 0;
+    pthread_mutex_lock(&vmem_p.lock);
+    int ok = im && !vmem_map_get(&ipc.imports, p) && vmem_map_put(&ipc.imports, p, im) == 0;
     if (ok)
         *im = (ipc_import_t){ base, rep.chunk * rep.nfds, rep.chunk, fd };
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
     if (ok) {
         *out = p;
         return CUDA_SUCCESS;
     }
     free(im);
     for (uint32_t i = 0; i < rep.nfds; i++)
-        mem_p.drv.mem_unmap(base + i * rep.chunk, rep.chunk);
-    mem_p.drv.mem_address_free(base, rep.chunk * rep.nfds);
+        vmem_drv()->mem_unmap(base + i * rep.chunk, rep.chunk);
+    vmem_drv()->mem_address_free(base, rep.chunk * rep.nfds);
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     why = "no memory for its record";
 out_close:
@@ -653,10 +648,10 @@ out_say:;
     return rc;
 }
 
-int mem_ipc_open(CUdeviceptr *out, const CUipcMemHandle *handle, unsigned int flags,
+int vmem_ipc_open(CUdeviceptr *out, const CUipcMemHandle *handle, unsigned int flags,
                  CUresult *rc)
 {
-    const drv_t *d = &mem_p.drv;
+    const drv_t *d = vmem_drv();        /* paging on or off here */
     ipc_handle_t h;
     int ours, ordinal;
     int bad = parse(handle, &h, &ours);
@@ -682,16 +677,16 @@ int mem_ipc_open(CUdeviceptr *out, const CUipcMemHandle *handle, unsigned int fl
     return 1;
 }
 
-int mem_ipc_close(CUdeviceptr p, CUresult *rc)
+int vmem_ipc_close(CUdeviceptr p, CUresult *rc)
 {
-    pthread_mutex_lock(&mem_vm.lock);
-    ipc_import_t *im = p ? mem_vmap_del(&ipc.imports, p) : NULL;
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_lock(&vmem_p.lock);
+    ipc_import_t *im = p ? vmem_map_del(&ipc.imports, p) : NULL;
+    pthread_mutex_unlock(&vmem_p.lock);
     if (!im)
         return 0;                      /* the driver's */
     for (uint64_t off = 0; off < im->span; off += im->chunk)
-        mem_p.drv.mem_unmap(im->base + off, im->chunk);
-    mem_p.drv.mem_address_free(im->base, im->span);
+        vmem_drv()->mem_unmap(im->base + off, im->chunk);
+    vmem_drv()->mem_address_free(im->base, im->span);
     close(im->fd);
     free(im);
     *rc = CUDA_SUCCESS;

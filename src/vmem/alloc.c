@@ -1,17 +1,17 @@
 /*
- * vmm_alloc.c - virtualized allocations (mem_vmm.h says what they are):
+ * alloc.c - virtualized allocations (vmem_int.h says what they are):
  * cuMemAlloc_v2 and cuMemAllocPitch_v2 of a process with paging on, their
  * frees, and the driver's answers about them (cuMemGetAddressRange,
  * cuPointerGetAttribute) as for an ordinary allocation.
  *
  * Divided into: a device's small region; allocations; frees; queries;
- * figures.  The maps, the budget and physical chunks are vmm_core.c's.
+ * figures.  The maps, the budget and physical chunks are core.c's.
  *
- * Lock: mem_vm.lock guards everything here (mem_vmm.h).  The driver calls
+ * Lock: vmem_p.lock guards everything here (vmem_int.h).  The driver calls
  * are the real driver's (drv.h), never the program's hooks: a chunk libsalus
  * maps is charged here once, by its size, and by nobody else.
  */
-#include "memory/mem_vmm.h"
+#include "vmem/vmem_int.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -28,9 +28,9 @@ static inline uint64_t round_up(uint64_t x, uint64_t g) { return (x + g - 1) / g
  * a stream of libsalus's own, and the small region, twice the device's
  * memory (address space only), with its jemalloc arena. */
 
-static int vdev_setup(mem_vdev_t *v, int ordinal)
+static int vdev_setup(vmem_dev_t *v, int ordinal)
 {
-    const drv_t *d = &mem_p.drv;
+    const drv_t *d = vmem_drv();
     CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                  .location = { CU_MEM_LOCATION_TYPE_DEVICE, ordinal } };
     size_t gran = 0, total = 0;
@@ -48,11 +48,11 @@ static int vdev_setup(mem_vdev_t *v, int ordinal)
     /* Without jemalloc, small allocations take a chunk of their own. */
     size_t size = round_up(2 * (uint64_t)total > SMALL_REGION_MIN ? 2 * (uint64_t)total
                                                                    : SMALL_REGION_MIN, gran);
-    if (!mem_jem_available() ||
+    if (!vmem_jem_available() ||
         d->mem_address_reserve(&v->base, size, gran, 0, 0) != CUDA_SUCCESS)
         goto out_ready;
     v->g = calloc(size / gran, sizeof *v->g);
-    if (!v->g || mem_jem_create(&v->jem, v->base, size) != 0) {
+    if (!v->g || vmem_jem_create(&v->jem, v->base, size) != 0) {
         free(v->g);
         v->g = NULL;
         if (d->mem_address_free)
@@ -68,14 +68,14 @@ out_ready:
 
 /* The scheduler's half (page.c) pages through these once this process has
  * virtualized memory. */
-static const mem_pager_t vm_pager = { mem_page_out, mem_page_in, mem_paged_out_bytes,
-                                      mem_resident_bytes, mem_paged_copied_bytes };
+static const mem_pager_t vm_pager = { vmem_page_out, vmem_page_in, vmem_paged_out_bytes,
+                                      vmem_resident_bytes, vmem_copied_bytes };
 
-static mem_vdev_t *vdev_of(int ordinal)
+static vmem_dev_t *vdev_of(int ordinal)
 {
-    if (ordinal < 0 || ordinal >= MEM_VMM_MAX_DEVICES)
+    if (ordinal < 0 || ordinal >= VMEM_MAX_DEVICES)
         return NULL;
-    mem_vdev_t *v = &mem_vm.dev[ordinal];
+    vmem_dev_t *v = &vmem_p.dev[ordinal];
     if (!v->ready && vdev_setup(v, ordinal) == 0)
         mem_set_pager(&vm_pager);
     if (!v->ready) {
@@ -90,21 +90,21 @@ static mem_vdev_t *vdev_of(int ordinal)
 
 /* Back the granules of [p, p + n) that are not yet, and count the
  * allocation in each.  On failure nothing is left counted. */
-static CUresult small_touch(mem_vdev_t *v, uint64_t p, uint64_t n)
+static CUresult small_touch(vmem_dev_t *v, uint64_t p, uint64_t n)
 {
     size_t first, last, i;
     CUresult rc = CUDA_SUCCESS;
-    mem_vm_granules(v, p, n, &first, &last);
+    vmem_granules(v, p, n, &first, &last);
     for (i = first; i <= last; i++) {
-        mem_vgran_t *g = &v->g[i];
+        vmem_gran_t *g = &v->g[i];
         if (!g->h) {
             CUdeviceptr at = v->base + i * v->gran;
             int charged;
-            if ((rc = mem_vm_charge(v->ordinal, v->gran, &charged)) != CUDA_SUCCESS)
+            if ((rc = vmem_charge(v->ordinal, v->gran, &charged)) != CUDA_SUCCESS)
                 break;
-            if ((rc = mem_vm_back(v, at, v->gran, &g->h)) != CUDA_SUCCESS) {
+            if ((rc = vmem_back(v, at, v->gran, &g->h)) != CUDA_SUCCESS) {
                 if (charged)
-                    mem_vm_uncharge(v->ordinal, v->gran);
+                    vmem_uncharge(v->ordinal, v->gran);
                 break;
             }
             g->charged = (uint32_t)charged;
@@ -119,10 +119,10 @@ static CUresult small_touch(mem_vdev_t *v, uint64_t p, uint64_t n)
     return rc;
 }
 
-static void small_untouch(mem_vdev_t *v, uint64_t p, uint64_t n)
+static void small_untouch(vmem_dev_t *v, uint64_t p, uint64_t n)
 {
     size_t first, last;
-    mem_vm_granules(v, p, n, &first, &last);
+    vmem_granules(v, p, n, &first, &last);
     for (size_t i = first; i <= last; i++)
         if (v->g[i].live)
             v->g[i].live--;
@@ -130,22 +130,22 @@ static void small_untouch(mem_vdev_t *v, uint64_t p, uint64_t n)
 
 /* ---- allocations ------------------------------------------------------------------ */
 
-static CUresult alloc_small(mem_vdev_t *v, mem_valloc_t *a)
+static CUresult alloc_small(vmem_dev_t *v, vmem_buf_t *a)
 {
     CUresult rc;
     if (v->small_out) {               /* a paged-out region comes back first */
-        if (mem_vm_enter(v) != 0)
+        if (vmem_enter(v) != 0)
             return CUDA_ERROR_INVALID_CONTEXT;
-        rc = mem_vm_small_in(v, NULL);
-        mem_vm_leave();
+        rc = vmem_small_in(v, NULL);
+        vmem_leave();
         if (rc != CUDA_SUCCESS)
             return rc;
     }
-    uintptr_t p = mem_jem_alloc(&v->jem, a->size);
+    uintptr_t p = vmem_jem_alloc(&v->jem, a->size);
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if ((rc = small_touch(v, p, a->size)) != CUDA_SUCCESS) {
-        mem_jem_free(&v->jem, p);
+        vmem_jem_free(&v->jem, p);
         return rc;
     }
     a->base = p;
@@ -153,44 +153,43 @@ static CUresult alloc_small(mem_vdev_t *v, mem_valloc_t *a)
 }
 
 /* A chunk the table had room for (charged), which the driver may refuse
- * a while (mem_drv_retry: a process that has just ended gives its memory
+ * a while (mem_charge_retry: a process that has just ended gives its memory
  * back as it is torn down). */
-static CUresult back_charged(mem_vdev_t *v, uint64_t at, uint64_t bytes, int charged,
+static CUresult back_charged(vmem_dev_t *v, uint64_t at, uint64_t bytes, int charged,
                              CUmemGenericAllocationHandle *h)
 {
     uint64_t refused_at = 0;
-    mem_local_dev_t *ld = charged ? mem_local_dev(v->ordinal) : NULL;
     CUresult rc;
-    while ((rc = mem_vm_back(v, at, bytes, h)) == CUDA_ERROR_OUT_OF_MEMORY && ld &&
-           mem_drv_retry(ld, v->ordinal, bytes, &refused_at))
+    while ((rc = vmem_back(v, at, bytes, h)) == CUDA_ERROR_OUT_OF_MEMORY && charged &&
+           mem_charge_retry(v->ordinal, bytes, &refused_at))
         ;
     if (rc == CUDA_SUCCESS && refused_at)    /* what held it is gone: the foreign use too */
-        mem_drv_refresh(ld, v->ordinal);
+        mem_charge_refresh(v->ordinal);
     return rc;
 }
 
-static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
+static CUresult alloc_big(vmem_dev_t *v, vmem_buf_t *a)
 {
-    const drv_t *d = &mem_p.drv;
+    const drv_t *d = vmem_drv();
     CUdeviceptr at = 0;
     int charged;
-    mem_vcached_t kept;
+    vmem_cached_t kept;
     a->big = 1;
     a->bytes = round_up(a->size, v->gran);
-    if (mem_vm_cache_take_locked(v, a->bytes, &kept)) {
+    if (vmem_cache_take_locked(v, a->bytes, &kept)) {
         a->base = kept.base;
         a->h = kept.h;
         a->charged = kept.charged;
-        a->work_at = mem_vm_work_now();  /* as fresh: its contents are undefined */
-        if (mem_vspans_add(&mem_vm.bigs, a) == 0)
+        a->work_at = vmem_work_now();  /* as fresh: its contents are undefined */
+        if (vmem_spans_add(&vmem_p.bigs, a) == 0)
             return CUDA_SUCCESS;
-        mem_vm_cache_release_locked(v, &kept);
+        vmem_cache_release_locked(v, &kept);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     /* A size none is kept for: the job's pattern changed, and what is kept
      * must not count against this allocation (its limit, a full device). */
-    mem_vm_cache_drop_locked(v);
-    CUresult rc = mem_vm_charge(v->ordinal, a->bytes, &charged);
+    vmem_cache_drop_locked(v);
+    CUresult rc = vmem_charge(v->ordinal, a->bytes, &charged);
     if (rc != CUDA_SUCCESS)
         return rc;
     if ((rc = d->mem_address_reserve(&at, a->bytes, v->gran, 0, 0)) != CUDA_SUCCESS)
@@ -199,54 +198,54 @@ static CUresult alloc_big(mem_vdev_t *v, mem_valloc_t *a)
         goto out_free;
     a->base = at;
     rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (mem_vspans_add(&mem_vm.bigs, a) != 0)
+    if (vmem_spans_add(&vmem_p.bigs, a) != 0)
         goto out_unmap;
     a->charged = (uint8_t)charged;
     v->resident += a->bytes;
-    a->work_at = mem_vm_work_now();
+    a->work_at = vmem_work_now();
     return CUDA_SUCCESS;
 out_unmap:
-    mem_vm_unback(at, a->bytes, a->h);
+    vmem_unback(at, a->bytes, a->h);
 out_free:
     d->mem_address_free(at, a->bytes);
 out_uncharge:
     if (charged)
-        mem_vm_uncharge(v->ordinal, a->bytes);
+        vmem_uncharge(v->ordinal, a->bytes);
     return rc;
 }
 
 static CUresult valloc_locked(int ordinal, uint64_t size, CUdeviceptr *out)
 {
-    mem_vdev_t *v = vdev_of(ordinal);
+    vmem_dev_t *v = vdev_of(ordinal);
     if (!v)
         return CUDA_ERROR_NOT_SUPPORTED;  /* the caller goes to the driver */
-    mem_valloc_t *a = calloc(1, sizeof *a);
+    vmem_buf_t *a = calloc(1, sizeof *a);
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
     a->size = size;
     a->ordinal = ordinal;
     a->ctx = v->ctx;
-    mem_p.drv.ctx_get_current(&a->ctx);
+    vmem_drv()->ctx_get_current(&a->ctx);
     CUresult rc = size < v->gran && v->size ? alloc_small(v, a) : alloc_big(v, a);
     if (rc != CUDA_SUCCESS)
         goto out_free;
-    if (mem_vmap_put(&mem_vm.allocs, a->base, a) != 0) {
+    if (vmem_map_put(&vmem_p.allocs, a->base, a) != 0) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_undo;
     }
-    a->id = ++mem_vm.next_id;
+    a->id = ++vmem_p.next_id;
     *out = a->base;
     return CUDA_SUCCESS;
 out_undo:
     if (!a->big) {
         small_untouch(v, a->base, a->size);
-        mem_jem_free(&v->jem, a->base);
+        vmem_jem_free(&v->jem, a->base);
     } else {
-        mem_vspans_del(&mem_vm.bigs, a);
-        mem_vm_unback(a->base, a->bytes, a->h);
-        mem_p.drv.mem_address_free(a->base, a->bytes);
+        vmem_spans_del(&vmem_p.bigs, a);
+        vmem_unback(a->base, a->bytes, a->h);
+        vmem_drv()->mem_address_free(a->base, a->bytes);
         if (a->charged)
-            mem_vm_uncharge(ordinal, a->bytes);
+            vmem_uncharge(ordinal, a->bytes);
         v->resident -= a->bytes;
     }
 out_free:
@@ -254,7 +253,7 @@ out_free:
     return rc;
 }
 
-CUresult mem_valloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
+CUresult vmem_alloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
                     size_t height, unsigned elem)
 {
     uint64_t size = width, row = width;
@@ -269,19 +268,20 @@ CUresult mem_valloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t wid
             return CUDA_ERROR_OUT_OF_MEMORY;
         size = row * height;
     }
-    if (drv_current_device(&mem_p.drv, &ordinal) != 0)
+    if (!vmem_on() || drv_current_device(vmem_drv(), &ordinal) != 0)
         return CUDA_ERROR_NOT_SUPPORTED;  /* no context: the driver answers */
     if (size > MEM_MAX_BYTES)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc;
-    int rounds = 0;
+    int rounds = 0, stuck;
     do {
-        mem_vm_stuck_try(rounds);
-        pthread_mutex_lock(&mem_vm.lock);
-        mem_vm_async_settle_locked(); /* stream-ordered frees done since */
+        pthread_mutex_lock(&vmem_p.lock);
+        vmem_stuck_try(rounds);
+        vmem_async_settle_locked();   /* stream-ordered frees done since */
         rc = valloc_locked(ordinal, size, out);
-        pthread_mutex_unlock(&mem_vm.lock);
-    } while (mem_vm_stuck_retry(ordinal, rc, size, &rounds));
+        stuck = vmem_stuck_seen();
+        pthread_mutex_unlock(&vmem_p.lock);
+    } while (vmem_stuck_retry(ordinal, rc, stuck, size, &rounds));
     if (rc == CUDA_SUCCESS && kind == MEM_KIND_PITCH)
         *pitch = row;
     return rc;
@@ -291,45 +291,45 @@ CUresult mem_valloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t wid
  * As cuMemFree, the device's work is waited for first: a freed block may
  * be handed out again at once, and work still reading it must be done. */
 
-static void free_locked(mem_valloc_t *a)
+static void free_locked(vmem_buf_t *a)
 {
-    mem_vdev_t *v = &mem_vm.dev[a->ordinal];
+    vmem_dev_t *v = &vmem_p.dev[a->ordinal];
     if (!a->big) {
         if (a->exported)
-            mem_vm.ipc_freed(a);
+            vmem_p.ipc_freed(a);
         small_untouch(v, a->base, a->size);
-        mem_jem_free(&v->jem, a->base);
+        vmem_jem_free(&v->jem, a->base);
         return;
     }
-    mem_vspans_del(&mem_vm.bigs, a);
+    vmem_spans_del(&vmem_p.bigs, a);
     if (a->out) {
-        mem_vm_drop_stage(a);
-    } else if (mem_vm_cache_put_locked(v, a)) {
+        vmem_drop_stage(a);
+    } else if (vmem_cache_put_locked(v, a)) {
         return;                       /* kept: reservation, chunk and charge */
     } else {
         /* An importer's mapping keeps an exported chunk alive, and its
-         * charge with it (vmm_ipc.c gives it back at the last close). */
-        int kept = a->exported && mem_vm.ipc_freed(a);
-        mem_vm_unback(a->base, a->bytes, a->h);
+         * charge with it (ipc.c gives it back at the last close). */
+        int kept = a->exported && vmem_p.ipc_freed(a);
+        vmem_unback(a->base, a->bytes, a->h);
         v->resident -= a->bytes;
         if (a->charged && !kept)
-            mem_vm_uncharge(a->ordinal, a->bytes);
+            vmem_uncharge(a->ordinal, a->bytes);
     }
-    mem_p.drv.mem_address_free(a->base, a->bytes);
+    vmem_drv()->mem_address_free(a->base, a->bytes);
 }
 
-int mem_vfree(CUdeviceptr p, CUresult *rc)
+int vmem_free(CUdeviceptr p, CUresult *rc)
 {
-    if (!mem_swap_on() || !p)
+    if (!vmem_on() || !p)
         return 0;
-    pthread_mutex_lock(&mem_vm.lock);
-    mem_valloc_t *a = mem_vmap_get(&mem_vm.allocs, p);
+    pthread_mutex_lock(&vmem_p.lock);
+    vmem_buf_t *a = vmem_map_get(&vmem_p.allocs, p);
     if (a) {
-        mem_p.drv.ctx_synchronize();
-        mem_vmap_del(&mem_vm.allocs, p);
+        vmem_drv()->ctx_synchronize();
+        vmem_map_del(&vmem_p.allocs, p);
         free_locked(a);
     }
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
     if (a) {
         free(a);
         *rc = CUDA_SUCCESS;
@@ -337,13 +337,13 @@ int mem_vfree(CUdeviceptr p, CUresult *rc)
     return a != NULL;
 }
 
-/* For vmm_async.c's stream-ordered allocations and deferred frees. */
-CUresult mem_vm_alloc_locked(int ordinal, uint64_t size, CUdeviceptr *out)
+/* For async.c's stream-ordered allocations and deferred frees. */
+CUresult vmem_alloc_locked(int ordinal, uint64_t size, CUdeviceptr *out)
 {
     return valloc_locked(ordinal, size, out);
 }
 
-void mem_vm_free_locked(mem_valloc_t *a)
+void vmem_free_locked(vmem_buf_t *a)
 {
     free_locked(a);
 }
@@ -353,86 +353,84 @@ void mem_vm_free_locked(mem_valloc_t *a)
  * its base, else by a walk over the live allocations (an interior pointer
  * of a small allocation: rare, and linear in the live allocations). */
 
-mem_valloc_t *mem_vm_find_locked(uint64_t p)
+vmem_buf_t *vmem_find_locked(uint64_t p)
 {
-    mem_valloc_t *a = mem_vmap_get(&mem_vm.allocs, p);
+    vmem_buf_t *a = vmem_map_get(&vmem_p.allocs, p);
     if (a)
         return a;
-    for (int i = 0; i < MEM_VMM_MAX_DEVICES; i++) {
-        mem_vdev_t *v = &mem_vm.dev[i];
+    for (int i = 0; i < VMEM_MAX_DEVICES; i++) {
+        vmem_dev_t *v = &vmem_p.dev[i];
         if (v->ready && v->size && p >= v->base && p - v->base < v->size)
             goto small;
     }
-    a = mem_vspans_find(&mem_vm.bigs, p);
+    a = vmem_spans_find(&vmem_p.bigs, p);
     return a && p - a->base < a->size ? a : NULL;
 small:
-    for (size_t i = 0; mem_vm.allocs.key && i <= mem_vm.allocs.mask; i++) {
-        a = mem_vm.allocs.val[i];
+    for (size_t i = 0; vmem_p.allocs.key && i <= vmem_p.allocs.mask; i++) {
+        a = vmem_p.allocs.val[i];
         if (a && !a->big && p >= a->base && p - a->base < a->size)
             return a;
     }
     return NULL;
 }
 
-int mem_vrange(CUdeviceptr p, CUdeviceptr *base, size_t *size)
+int vmem_range(CUdeviceptr p, CUdeviceptr *base, size_t *size)
 {
-    if (!mem_swap_on())
+    if (!vmem_on())
         return -1;
-    pthread_mutex_lock(&mem_vm.lock);
-    mem_valloc_t *a = mem_vm_find_locked(p);
+    pthread_mutex_lock(&vmem_p.lock);
+    vmem_buf_t *a = vmem_find_locked(p);
     if (a) {
         if (base)
             *base = a->base;
         if (size)
             *size = a->size;
     }
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
     return a ? 0 : -1;
 }
 
-int mem_vattr(void *data, CUpointer_attribute attr, CUdeviceptr p, CUresult *rc)
+int vmem_attr(void *data, CUpointer_attribute attr, CUdeviceptr p)
 {
-    if (!mem_swap_on() || !data)
+    if (!vmem_on() || !data)
         return 0;
     if (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE &&
         attr != CU_POINTER_ATTRIBUTE_CONTEXT && attr != CU_POINTER_ATTRIBUTE_BUFFER_ID &&
         attr != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)
         return 0;                     /* the driver answers the mapping as well */
-    pthread_mutex_lock(&mem_vm.lock);
-    mem_valloc_t *a = mem_vm_find_locked(p);
+    pthread_mutex_lock(&vmem_p.lock);
+    vmem_buf_t *a = vmem_find_locked(p);
     if (a) {
         switch ((int)attr) {
         case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = a->base; break;
         case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a->size; break;
         case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a->ctx; break;
         case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a->id; break;
-        default: *(int *)data = mem_vm_ipc_able(); break;   /* vmm_ipc.c's handles */
+        default: *(int *)data = vmem_ipc_able(); break;   /* ipc.c's handles */
         }
     }
-    pthread_mutex_unlock(&mem_vm.lock);
-    if (a)
-        *rc = CUDA_SUCCESS;
+    pthread_mutex_unlock(&vmem_p.lock);
     return a != NULL;
 }
 
 /* ---- figures ------------------------------------------------------------------------- */
 
-uint64_t mem_paged_out_bytes(int ordinal)
+uint64_t vmem_paged_out_bytes(int ordinal)
 {
-    if (ordinal < 0 || ordinal >= MEM_VMM_MAX_DEVICES)
+    if (ordinal < 0 || ordinal >= VMEM_MAX_DEVICES)
         return 0;
-    pthread_mutex_lock(&mem_vm.lock);
-    uint64_t n = mem_vm.dev[ordinal].ready ? mem_vm_need_in(&mem_vm.dev[ordinal]) : 0;
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_lock(&vmem_p.lock);
+    uint64_t n = vmem_p.dev[ordinal].ready ? vmem_need_in(&vmem_p.dev[ordinal]) : 0;
+    pthread_mutex_unlock(&vmem_p.lock);
     return n;
 }
 
-uint64_t mem_resident_bytes(int ordinal)
+uint64_t vmem_resident_bytes(int ordinal)
 {
-    if (ordinal < 0 || ordinal >= MEM_VMM_MAX_DEVICES)
+    if (ordinal < 0 || ordinal >= VMEM_MAX_DEVICES)
         return 0;
-    pthread_mutex_lock(&mem_vm.lock);
-    uint64_t n = mem_vm.dev[ordinal].resident;
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_lock(&vmem_p.lock);
+    uint64_t n = vmem_p.dev[ordinal].resident;
+    pthread_mutex_unlock(&vmem_p.lock);
     return n;
 }

@@ -1,5 +1,6 @@
 /*
- * vmm_track.c - VMM memory that outlives its handle: the physical memory of
+ * vmm_handles.c - the program's own VMM handles (not paging's: src/vmem):
+ * memory that outlives its handle: the physical memory of
  * a cuMemCreate handle lives until the handle is released AND its last
  * mapping is gone (the usual pattern is create, map, release: the memory
  * stays until cuMemUnmap).  The handle's charge, taken at cuMemCreate, is
@@ -69,7 +70,7 @@ static vmm_rec_t *live_rec(uint64_t handle)
 
 void mem_vmm_mapped(uint64_t key, uint64_t handle)
 {
-    if (__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON || handle == 0)
+    if (util_load_acquire(&mem_p.mode) != MEM_ON || handle == 0)
         return;
     pthread_mutex_lock(&vmm_lock);
     vmm_rec_t *rec = live_rec(handle);
@@ -108,7 +109,7 @@ void mem_vmm_unmapped(uint64_t key, uint64_t span)
 {
     vmm_rec_t gone[16];
     size_t n_gone = 0;
-    if (__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON || span == 0)
+    if (util_load_acquire(&mem_p.mode) != MEM_ON || span == 0)
         return;
     pthread_mutex_lock(&vmm_lock);
     for (size_t i = 0; i < n_maps;) {

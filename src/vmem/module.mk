@@ -1,4 +1,4 @@
-# libsalus's private jemalloc (src/memory/jem.c): Debian's static PIC
+# libsalus's private jemalloc (src/vmem/jem.c): Debian's static PIC
 # archive, its public names renamed salus_je_* (mk/jemalloc.sh).  libsalus
 # links all of it (jem.c refers to it weakly) and exports none of it.
 MEM_JEMALLOC      := $(GEN)/libsalus_jemalloc.a

@@ -1,6 +1,6 @@
 /*
  * jem.c - libsalus's private jemalloc, sub-allocating the small device
- * allocations of a virtualized process (mem_vmm.h).
+ * allocations of a virtualized process (vmem_int.h).
  *
  * Divided into: the jemalloc entry points; the extent hooks; arenas.
  *
@@ -21,13 +21,13 @@
  * hook opts out): jemalloc keeps and reuses them.  Splitting and merging
  * are free (a range is only addresses).
  *
- * Lock: every call runs under mem_vm.lock, the hooks included (they run
+ * Lock: every call runs under vmem_p.lock, the hooks included (they run
  * inside mallocx and dallocx).
  */
 #define JEMALLOC_NO_DEMANGLE
 #include <jemalloc/jemalloc.h>
 
-#include "memory/mem_vmm.h"
+#include "vmem/vmem_int.h"
 #include "util/util.h"
 
 #include <stdbool.h>
@@ -41,7 +41,7 @@ extern int salus_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void 
 extern void *salus_je_mallocx(size_t size, int flags) __attribute__((weak));
 extern void salus_je_dallocx(void *ptr, int flags) __attribute__((weak));
 
-int mem_jem_available(void)
+int vmem_jem_available(void)
 {
     return salus_je_mallctl && salus_je_mallocx && salus_je_dallocx;
 }
@@ -50,14 +50,14 @@ int mem_jem_available(void)
 
 typedef struct jem_arena {
     extent_hooks_t hooks;          /* first: jemalloc hands back this pointer */
-    mem_jem_t *j;
+    vmem_jem_t *j;
 } jem_arena_t;
 
 static void *hook_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t align,
                         bool *zero, bool *commit, unsigned arena_ind)
 {
     (void)arena_ind;
-    mem_jem_t *j = ((jem_arena_t *)h)->j;
+    vmem_jem_t *j = ((jem_arena_t *)h)->j;
     if (align < 4096)
         align = 4096;
     uintptr_t at = (j->shadow + j->bump + align - 1) & ~(uintptr_t)(align - 1);
@@ -96,9 +96,9 @@ static bool hook_merge(extent_hooks_t *h, void *a, size_t asize, void *b, size_t
 
 /* ---- arenas ---------------------------------------------------------------- */
 
-int mem_jem_create(mem_jem_t *j, uintptr_t dev, size_t size)
+int vmem_jem_create(vmem_jem_t *j, uintptr_t dev, size_t size)
 {
-    if (!mem_jem_available())
+    if (!vmem_jem_available())
         return -1;
     jem_arena_t *a = calloc(1, sizeof *a);
     if (!a)
@@ -132,12 +132,12 @@ out_free:
     return -1;
 }
 
-static int flags_of(const mem_jem_t *j)
+static int flags_of(const vmem_jem_t *j)
 {
     return MALLOCX_ARENA(j->index) | MALLOCX_TCACHE_NONE;
 }
 
-uintptr_t mem_jem_alloc(mem_jem_t *j, size_t n)
+uintptr_t vmem_jem_alloc(vmem_jem_t *j, size_t n)
 {
     if (!j->arena)
         return 0;
@@ -147,8 +147,8 @@ uintptr_t mem_jem_alloc(mem_jem_t *j, size_t n)
     return (uintptr_t)p - j->shadow + j->dev;
 }
 
-void mem_jem_free(mem_jem_t *j, uintptr_t devptr)
+void vmem_jem_free(vmem_jem_t *j, uintptr_t devptr)
 {
     if (j->arena)
-        salus_je_dallocx((void *)mem_jem_shadow(j, devptr), flags_of(j));
+        salus_je_dallocx((void *)vmem_jem_shadow(j, devptr), flags_of(j));
 }

@@ -1,7 +1,7 @@
 /*
- * vmm_async.c - stream-ordered allocations with paging on (SALUS_SWAP=on):
+ * async.c - stream-ordered allocations with paging on (SALUS_SWAP=on):
  * cuMemAllocAsync, and cuMemAllocFromPoolAsync from a device's default
- * pool, are served by the virtualized allocator (vmm_alloc.c), so that they
+ * pool, are served by the virtualized allocator (alloc.c), so that they
  * page like cuMemAlloc_v2; cuMemFreeAsync of a virtualized pointer releases
  * its memory once its stream has reached the free.
  *
@@ -35,7 +35,7 @@
  * event not yet complete.  An allocation the device has no room for waits
  * for the deferred frees of its device before it is refused.  Before a
  * context may go, every deferred free is waited for and every idle event
- * destroyed (mem_async_context_ending), so that no event handle of
+ * destroyed (vmem_async_context_ending), so that no event handle of
  * libsalus's outlives its context: a stale one could name a later event
  * of the program's.
  * A host function (cuLaunchHostFunc) instead of the event would be called
@@ -53,15 +53,15 @@
  * Divided into: the rule (which pools); events; deferred frees; the
  * interface.
  *
- * Lock: mem_vm.lock guards the deferred frees and the event cache (with
- * the rest of mem_vm, mem_vmm.h).  `pending` is read without it by the
+ * Lock: vmem_p.lock guards the deferred frees and the event cache (with
+ * the rest of vmem_p, vmem_int.h).  `pending` is read without it by the
  * settle fast path (a stale 0 delays a release to the next look; a stale
  * nonzero costs a try of the lock, which a busy lock skips).  The pool
  * flags are bytes written and read with relaxed atomics: a pool call
  * racing an allocation on another thread has no order the program could
  * rely on either.
  */
-#include "memory/mem_vmm.h"
+#include "vmem/vmem_int.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -71,7 +71,7 @@
 #define BUSY_STREAMS 16              /* streams a look remembers as not there yet */
 
 typedef struct pend {
-    mem_valloc_t *a;                 /* out of mem_vm.allocs, still backed */
+    vmem_buf_t *a;                 /* out of vmem_p.allocs, still backed */
     CUevent ev;
     CUstream stream;
     CUcontext ctx;                   /* the event's */
@@ -88,9 +88,9 @@ static struct {
     size_t pending;                  /* npend, for the lock-free look */
     idle_event_t idle[EVENT_CACHE];
     int nidle;
-    CUmemoryPool dflt[MEM_VMM_MAX_DEVICES];   /* the default pools, once asked */
-    uint8_t custom[MEM_VMM_MAX_DEVICES];      /* 1: the current pool is another */
-    uint8_t shared[MEM_VMM_MAX_DEVICES];      /* 1: the default pool's access was set */
+    CUmemoryPool dflt[VMEM_MAX_DEVICES];   /* the default pools, once asked */
+    uint8_t custom[VMEM_MAX_DEVICES];      /* 1: the current pool is another */
+    uint8_t shared[VMEM_MAX_DEVICES];      /* 1: the default pool's access was set */
 } va;
 
 /* ---- the rule ------------------------------------------------------------------ */
@@ -98,11 +98,11 @@ static struct {
 /* The default pool of ordinal ord, asked of the driver once; NULL unknown. */
 static CUmemoryPool default_pool(int ord)
 {
-    CUmemoryPool h = __atomic_load_n(&va.dflt[ord], __ATOMIC_RELAXED);
-    if (h || !mem_p.drv.device_get_default_mem_pool ||
-        mem_p.drv.device_get_default_mem_pool(&h, (CUdevice)ord) != CUDA_SUCCESS)
+    CUmemoryPool h = util_load_relaxed(&va.dflt[ord]);
+    if (h || !vmem_drv()->device_get_default_mem_pool ||
+        vmem_drv()->device_get_default_mem_pool(&h, (CUdevice)ord) != CUDA_SUCCESS)
         return h;
-    __atomic_store_n(&va.dflt[ord], h, __ATOMIC_RELAXED);
+    util_store_relaxed(&va.dflt[ord], h);
     return h;
 }
 
@@ -110,19 +110,19 @@ static CUmemoryPool default_pool(int ord)
  * is virtualized. */
 static int pool_virtual(int ord, CUmemoryPool pool)
 {
-    if (__atomic_load_n(&va.shared[ord], __ATOMIC_RELAXED))
+    if (util_load_relaxed(&va.shared[ord]))
         return 0;
     if (!pool)
-        return !__atomic_load_n(&va.custom[ord], __ATOMIC_RELAXED);
+        return !util_load_relaxed(&va.custom[ord]);
     return pool == default_pool(ord);
 }
 
-void mem_async_pool_set(int device, CUmemoryPool pool)
+void vmem_async_pool_set(int device, CUmemoryPool pool)
 {
-    if (device < 0 || device >= MEM_VMM_MAX_DEVICES)
+    if (device < 0 || device >= VMEM_MAX_DEVICES)
         return;
     CUmemoryPool d = default_pool(device);
-    __atomic_store_n(&va.custom[device], (uint8_t)(!d || pool != d), __ATOMIC_RELAXED);
+    util_store_relaxed(&va.custom[device], (uint8_t)(!d || pool != d));
 }
 
 /* Whether `map` gives a device other than ord access. */
@@ -135,14 +135,14 @@ static int other_device(int ord, const CUmemAccessDesc *map, size_t count)
     return 0;
 }
 
-void mem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+void vmem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
     static int said;
-    for (int ord = 0; ord < MEM_VMM_MAX_DEVICES && pool && map; ord++) {
+    for (int ord = 0; ord < VMEM_MAX_DEVICES && pool && map; ord++) {
         if (default_pool(ord) != pool || !other_device(ord, map, count))
             continue;
-        __atomic_store_n(&va.shared[ord], 1, __ATOMIC_RELAXED);
-        if (mem_swap_on())
+        util_store_relaxed(&va.shared[ord], 1);
+        if (vmem_on())
             util_log_once(&said, UTIL_LOG_INFO, "memory: CUDA device %d's default memory "
                           "pool is shared with other devices (cuMemPoolSetAccess); its "
                           "stream-ordered allocations are no longer paged (those made "
@@ -155,7 +155,7 @@ void mem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t
 /* An event of the current context recorded on `stream`: 0, or -1. */
 static int event_record_locked(CUstream stream, CUevent *ev, CUcontext *ctx)
 {
-    const drv_t *d = &mem_p.drv;
+    const drv_t *d = vmem_drv();
     CUcontext c = NULL;
     CUevent e = NULL;
     if (!d->event_create || !d->event_record || !d->event_query ||
@@ -186,13 +186,13 @@ static void event_put_locked(CUevent ev, CUcontext ctx, int ok)
         va.idle[va.nidle++] = (idle_event_t){ ev, ctx };
         return;
     }
-    if (mem_p.drv.event_destroy)
-        mem_p.drv.event_destroy(ev);
+    if (vmem_drv()->event_destroy)
+        vmem_drv()->event_destroy(ev);
 }
 
 /* ---- deferred frees --------------------------------------------------------------- */
 
-static int defer_locked(mem_valloc_t *a, CUstream stream)
+static int defer_locked(vmem_buf_t *a, CUstream stream)
 {
     pend_t p = { .a = a, .stream = stream };
     if (va.npend == va.cap) {
@@ -206,7 +206,7 @@ static int defer_locked(mem_valloc_t *a, CUstream stream)
     if (event_record_locked(stream, &p.ev, &p.ctx) != 0)
         return -1;
     va.pend[va.npend++] = p;
-    __atomic_store_n(&va.pending, va.npend, __ATOMIC_RELAXED);
+    util_store_relaxed(&va.pending, va.npend);
     return 0;
 }
 
@@ -226,7 +226,7 @@ static int busy(const CUstream *list, int n, CUstream s)
  * event the driver cannot answer for counts as completed. */
 static void settle_locked(int wait)
 {
-    const drv_t *d = &mem_p.drv;
+    const drv_t *d = vmem_drv();
     CUstream later[BUSY_STREAMS];
     int nlater = 0;
     size_t k = 0;
@@ -244,14 +244,14 @@ static void settle_locked(int wait)
             continue;
         }
         event_put_locked(p->ev, p->ctx, r == CUDA_SUCCESS);
-        mem_vm_free_locked(p->a);
+        vmem_free_locked(p->a);
         free(p->a);
     }
     va.npend = k;
-    __atomic_store_n(&va.pending, k, __ATOMIC_RELAXED);
+    util_store_relaxed(&va.pending, k);
 }
 
-/* For the allocator beneath (mem_vm_async, registered at the first
+/* For the allocator beneath (vmem_async_ops_p, registered at the first
  * stream-ordered allocation, before any free is deferred). */
 static void settle_any_locked(void)
 {
@@ -259,24 +259,24 @@ static void settle_any_locked(void)
         settle_locked(WAIT_NONE);
 }
 
-/* A fork() child forgets its parent's frees and events (vmm_core.c). */
+/* A fork() child forgets its parent's frees and events (core.c). */
 static void forget(void)
 {
     memset(&va, 0, sizeof va);
 }
 
-static const mem_vm_async_ops_t ops = { settle_any_locked, forget };
+static const vmem_async_ops_t ops = { settle_any_locked, forget };
 
 /* ---- the interface ---------------------------------------------------------------- */
 
-void mem_async_settle(void)
+void vmem_async_settle(void)
 {
-    if (__builtin_expect(!__atomic_load_n(&va.pending, __ATOMIC_RELAXED), 1))
+    if (__builtin_expect(!util_load_relaxed(&va.pending), 1))
         return;
-    if (pthread_mutex_trylock(&mem_vm.lock) != 0)
+    if (pthread_mutex_trylock(&vmem_p.lock) != 0)
         return;                       /* a page-out in progress settles them */
     settle_locked(WAIT_NONE);
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
 }
 
 /* Before a context may go (cuCtxDestroy, a primary context released or
@@ -284,49 +284,50 @@ void mem_async_settle(void)
  * may name a later event of the program's.  Every deferred free is waited
  * for and released, and every idle event destroyed, while their context
  * is still there; the next free makes a new event. */
-void mem_async_context_ending(void)
+void vmem_async_context_ending(void)
 {
-    if (__builtin_expect(!__atomic_load_n(&mem_vm_async, __ATOMIC_ACQUIRE), 1))
+    if (__builtin_expect(!util_load_acquire(&vmem_async_ops_p), 1))
         return;                       /* no stream-ordered allocation yet */
-    pthread_mutex_lock(&mem_vm.lock);
+    pthread_mutex_lock(&vmem_p.lock);
     settle_locked(WAIT_ALL);
     while (va.nidle > 0)
         event_put_locked(va.idle[--va.nidle].ev, NULL, 0);
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
 }
 
-CUresult mem_valloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device)
+CUresult vmem_alloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device)
 {
     int ord;
-    if (!mem_swap_on() || !out || bytes == 0 || bytes > MEM_MAX_BYTES ||
-        drv_current_device(&mem_p.drv, &ord) != 0 || (device >= 0 && device != ord) ||
-        ord < 0 || ord >= MEM_VMM_MAX_DEVICES || !pool_virtual(ord, pool))
+    if (!vmem_on() || !out || bytes == 0 || bytes > MEM_MAX_BYTES ||
+        drv_current_device(vmem_drv(), &ord) != 0 || (device >= 0 && device != ord) ||
+        ord < 0 || ord >= VMEM_MAX_DEVICES || !pool_virtual(ord, pool))
         return CUDA_ERROR_NOT_SUPPORTED;   /* the driver's pool serves it */
     CUresult rc;
-    int rounds = 0;
+    int rounds = 0, stuck;
     do {
-        mem_vm_stuck_try(rounds);
-        pthread_mutex_lock(&mem_vm.lock);
-        __atomic_store_n(&mem_vm_async, &ops, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&vmem_p.lock);
+        vmem_stuck_try(rounds);
+        util_store_release(&vmem_async_ops_p, &ops);
         settle_any_locked();
-        rc = mem_vm_alloc_locked(ord, bytes, out);
+        rc = vmem_alloc_locked(ord, bytes, out);
         if (rc == CUDA_ERROR_OUT_OF_MEMORY && va.npend) {
             settle_locked(ord);       /* what this device's streams are freeing */
-            rc = mem_vm_alloc_locked(ord, bytes, out);
+            rc = vmem_alloc_locked(ord, bytes, out);
         }
-        pthread_mutex_unlock(&mem_vm.lock);
-    } while (mem_vm_stuck_retry(ord, rc, bytes, &rounds));
+        stuck = vmem_stuck_seen();
+        pthread_mutex_unlock(&vmem_p.lock);
+    } while (vmem_stuck_retry(ord, rc, stuck, bytes, &rounds));
     return rc;
 }
 
-int mem_vfree_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc)
+int vmem_free_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc)
 {
     static int said;
-    mem_valloc_t *now = NULL;
-    if (!mem_swap_on() || !p)
+    vmem_buf_t *now = NULL;
+    if (!vmem_on() || !p)
         return 0;
-    pthread_mutex_lock(&mem_vm.lock);
-    mem_valloc_t *a = mem_vmap_get(&mem_vm.allocs, p);
+    pthread_mutex_lock(&vmem_p.lock);
+    vmem_buf_t *a = vmem_map_get(&vmem_p.allocs, p);
     if (!a)
         goto out_unlock;
     if (captured) {
@@ -335,23 +336,23 @@ int mem_vfree_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc)
                       "process ends.  Allocate it in the capture, or free it outside");
         goto out_unlock;
     }
-    mem_vmap_del(&mem_vm.allocs, p);
+    vmem_map_del(&vmem_p.allocs, p);
     if (defer_locked(a, stream) != 0) {
         /* No event: the stream's work is waited for here instead. */
-        if (mem_p.drv.stream_synchronize(stream) != CUDA_SUCCESS)
-            mem_p.drv.ctx_synchronize();
-        mem_vm_free_locked(a);
+        if (vmem_drv()->stream_synchronize(stream) != CUDA_SUCCESS)
+            vmem_drv()->ctx_synchronize();
+        vmem_free_locked(a);
         now = a;
     }
 out_unlock:
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
     free(now);
     if (a)
         *rc = CUDA_SUCCESS;
     return a != NULL;
 }
 
-size_t mem_async_pending(void)
+size_t vmem_async_pending(void)
 {
-    return __atomic_load_n(&va.pending, __ATOMIC_RELAXED);
+    return util_load_relaxed(&va.pending);
 }

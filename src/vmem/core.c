@@ -1,5 +1,5 @@
 /*
- * vmm_core.c - what virtualized allocations (mem_vmm.h) stand on: the maps,
+ * core.c - what virtualized allocations (vmem_int.h) stand on: the maps,
  * whether paging is on, libsalus's own context, the budget of a chunk,
  * physical chunks made and unmade through the real driver, and the chunks
  * freed big allocations leave, kept for the next of their size.
@@ -7,32 +7,32 @@
  * Divided into: the maps (a hash map, the big allocations' sorted array);
  * start-up; contexts, budget and physical chunks; the chunk cache.
  *
- * Lock: the callers hold mem_vm.lock (mem_vmm.h); start-up is once; the
- * drain thread's look (mem_keep_tick) only tries it.
+ * Lock: the callers hold vmem_p.lock (vmem_int.h); start-up is once; the
+ * drain thread's look (vmem_keep_tick) only tries it.
  */
-#include "memory/mem_vmm.h"
+#include "vmem/vmem_int.h"
 #include "util/util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-mem_vm_t mem_vm = { .lock = PTHREAD_MUTEX_INITIALIZER };
-const mem_vm_async_ops_t *mem_vm_async;   /* set by vmm_async.c */
+vmem_state_t vmem_p = { .lock = PTHREAD_MUTEX_INITIALIZER };
+const vmem_async_ops_t *vmem_async_ops_p;   /* set by async.c */
 
 /* ---- the maps ---------------------------------------------------------------
  * Linear probing, deletion by backward shift (no tombstones), at most half
  * full.  Keys are nonzero. */
 
-static size_t slot_of(const mem_vmap_t *m, uint64_t key)
+static size_t slot_of(const vmem_map_t *m, uint64_t key)
 {
     uint64_t h = key * 0x9e3779b97f4a7c15ull;
     return (size_t)(h >> 17) & m->mask;
 }
 
-static int grow(mem_vmap_t *m)
+static int grow(vmem_map_t *m)
 {
     size_t cap = m->key ? (m->mask + 1) * 2 : 1024;
-    mem_vmap_t n = { calloc(cap, sizeof *n.key), calloc(cap, sizeof *n.val), cap - 1, 0 };
+    vmem_map_t n = { calloc(cap, sizeof *n.key), calloc(cap, sizeof *n.val), cap - 1, 0 };
     if (!n.key || !n.val) {
         free(n.key);
         free(n.val);
@@ -40,14 +40,14 @@ static int grow(mem_vmap_t *m)
     }
     for (size_t i = 0; m->key && i <= m->mask; i++)
         if (m->key[i])
-            mem_vmap_put(&n, m->key[i], m->val[i]);
+            vmem_map_put(&n, m->key[i], m->val[i]);
     free(m->key);
     free(m->val);
     *m = n;
     return 0;
 }
 
-int mem_vmap_put(mem_vmap_t *m, uint64_t key, void *val)
+int vmem_map_put(vmem_map_t *m, uint64_t key, void *val)
 {
     if ((!m->key || (m->count + 1) * 2 > m->mask + 1) && grow(m) != 0)
         return -1;
@@ -61,7 +61,7 @@ int mem_vmap_put(mem_vmap_t *m, uint64_t key, void *val)
     return 0;
 }
 
-void *mem_vmap_get(const mem_vmap_t *m, uint64_t key)
+void *vmem_map_get(const vmem_map_t *m, uint64_t key)
 {
     if (!m->key)
         return NULL;
@@ -71,7 +71,7 @@ void *mem_vmap_get(const mem_vmap_t *m, uint64_t key)
     return NULL;
 }
 
-void *mem_vmap_del(mem_vmap_t *m, uint64_t key)
+void *vmem_map_del(vmem_map_t *m, uint64_t key)
 {
     if (!m->key)
         return NULL;
@@ -97,7 +97,7 @@ void *mem_vmap_del(mem_vmap_t *m, uint64_t key)
 }
 
 /* First index whose base is above p. */
-static size_t above(const mem_vspans_t *s, uint64_t p)
+static size_t above(const vmem_spans_t *s, uint64_t p)
 {
     size_t lo = 0, hi = s->n;
     while (lo < hi) {
@@ -110,11 +110,11 @@ static size_t above(const mem_vspans_t *s, uint64_t p)
     return lo;
 }
 
-int mem_vspans_add(mem_vspans_t *s, mem_valloc_t *a)
+int vmem_spans_add(vmem_spans_t *s, vmem_buf_t *a)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
-        mem_valloc_t **v = realloc(s->v, cap * sizeof *v);
+        vmem_buf_t **v = realloc(s->v, cap * sizeof *v);
         if (!v)
             return -1;
         s->v = v;
@@ -127,7 +127,7 @@ int mem_vspans_add(mem_vspans_t *s, mem_valloc_t *a)
     return 0;
 }
 
-void mem_vspans_del(mem_vspans_t *s, const mem_valloc_t *a)
+void vmem_spans_del(vmem_spans_t *s, const vmem_buf_t *a)
 {
     size_t i = above(s, a->base);
     if (i == 0 || s->v[i - 1] != a)
@@ -136,29 +136,29 @@ void mem_vspans_del(mem_vspans_t *s, const mem_valloc_t *a)
     s->n--;
 }
 
-mem_valloc_t *mem_vspans_find(const mem_vspans_t *s, uint64_t p)
+vmem_buf_t *vmem_spans_find(const vmem_spans_t *s, uint64_t p)
 {
     size_t i = above(s, p);
     if (i == 0)
         return NULL;
-    mem_valloc_t *a = s->v[i - 1];
+    vmem_buf_t *a = s->v[i - 1];
     return p - a->base < a->bytes ? a : NULL;
 }
 
 /* ---- start-up --------------------------------------------------------------- */
 
 /* Decided once the memory module has started (mem_init): paging is on when
- * SALUS_SWAP=on and the driver has what it needs.  mem_vm.on: 0 not yet
+ * SALUS_SWAP=on and the driver has what it needs.  vmem_p.on: 0 not yet
  * decided, 1 on, 2 off. */
 static void forget(void);
 
 static void start(void)
 {
     util_fork_register(UTIL_FORK_PAGING, NULL, NULL, forget);
-    __atomic_store_n(&mem_vm.on, 2, __ATOMIC_RELEASE);
-    if (!mem_p.cfg.swap)
+    util_store_release(&vmem_p.on, 2);
+    const drv_t *d = vmem_drv();
+    if (!mem_swap_wanted())
         return;
-    const drv_t *d = &mem_p.drv;
     if (!d->mem_address_reserve || !d->mem_create || !d->mem_map || !d->mem_unmap ||
         !d->mem_set_access || !d->mem_release || !d->mem_get_granularity ||
         !d->memcpy_dtoh_async || !d->memcpy_htod_async || !d->stream_create ||
@@ -168,114 +168,148 @@ static void start(void)
                    "allocations stay ordinary and are never paged out");
         return;
     }
-    __atomic_store_n(&mem_vm.on, 1, __ATOMIC_RELEASE);
+    util_store_release(&vmem_p.on, 1);
 }
 
-int mem_swap_on(void)
+/* Its own copy of the driver table: memory's, once memory has one (an
+ * importer of CUDA IPC handles needs it with paging off too); until then a
+ * table of NULL calls, which every caller checks. */
+static const drv_t no_drv;
+
+static void copy_drv(void)
+{
+    vmem_p.drv = *mem_driver();
+}
+
+const drv_t *vmem_drv(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    int on = __atomic_load_n(&mem_vm.on, __ATOMIC_ACQUIRE);
+    if (!mem_driver())
+        return &no_drv;
+    pthread_once(&once, copy_drv);
+    return &vmem_p.drv;
+}
+
+int vmem_on(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int on = util_load_acquire(&vmem_p.on);
     if (__builtin_expect(on != 0, 1))
         return on == 1;
-    if (__atomic_load_n(&mem_p.mode, __ATOMIC_ACQUIRE) != MEM_ON)
+    if (!mem_active())
         return 0;                     /* not started (yet), or uncounted */
     pthread_once(&once, start);
-    return __atomic_load_n(&mem_vm.on, __ATOMIC_ACQUIRE) == 1;
+    return util_load_acquire(&vmem_p.on) == 1;
 }
 
 /* A fork() child makes no CUDA call on its parent's memory: it forgets it
  * (its own cuInit virtualizes anew). */
 static void forget(void)
 {
-    pthread_mutex_init(&mem_vm.lock, NULL);
-    memset(mem_vm.dev, 0, sizeof mem_vm.dev);
-    memset(&mem_vm.allocs, 0, sizeof mem_vm.allocs);
-    memset(&mem_vm.bigs, 0, sizeof mem_vm.bigs);
-    mem_vm.staged = 0;
-    __atomic_store_n(&mem_vm.ticking, 0, __ATOMIC_RELAXED);
-    if (mem_vm.ipc_forget)
-        mem_vm.ipc_forget();
-    const mem_vm_async_ops_t *o = __atomic_load_n(&mem_vm_async, __ATOMIC_ACQUIRE);
+    pthread_mutex_init(&vmem_p.lock, NULL);
+    memset(vmem_p.dev, 0, sizeof vmem_p.dev);
+    memset(&vmem_p.allocs, 0, sizeof vmem_p.allocs);
+    memset(&vmem_p.bigs, 0, sizeof vmem_p.bigs);
+    vmem_p.staged = 0;
+    util_store_relaxed(&vmem_p.ticking, 0);
+    if (vmem_p.ipc_forget)
+        vmem_p.ipc_forget();
+    const vmem_async_ops_t *o = util_load_acquire(&vmem_async_ops_p);
     if (o)
         o->forget();
 }
 
 /* ---- contexts, budget and physical chunks ------------------------------------ */
 
-int mem_vm_enter(mem_vdev_t *v)
+int vmem_enter(vmem_dev_t *v)
 {
-    return mem_p.drv.ctx_push_current(v->ctx) == CUDA_SUCCESS ? 0 : -1;
+    return vmem_drv()->ctx_push_current(v->ctx) == CUDA_SUCCESS ? 0 : -1;
 }
 
-void mem_vm_leave(void)
+void vmem_leave(void)
 {
     CUcontext c;
-    mem_p.drv.ctx_pop_current(&c);
+    vmem_drv()->ctx_pop_current(&c);
 }
 
 /* The budget of a chunk, as an allocation of that size would take it (the
- * limits, admission, a wait when the device is full); *charged: 0 when the
- * module lets it pass uncounted (then nothing is to be given back). */
-CUresult mem_vm_charge(int ordinal, uint64_t bytes, int *charged)
+ * limits, admission, a wait when the device is full), with the operation's
+ * flags (vmem_p.charge_flags); *charged: 0 when the module lets it pass
+ * uncounted (then nothing is to be given back).  Under vmem_p.lock. */
+CUresult vmem_charge(int ordinal, uint64_t bytes, int *charged)
 {
-    mem_op_t op;
-    CUresult rc = mem_alloc_begin(MEM_KIND_DEVICE, ordinal, bytes, &op);
-    if (rc == CUDA_SUCCESS)
-        *charged = op.dev >= 0;       /* taken: no mem_alloc_end, the chunk keeps it */
-    return rc;
+    if (bytes > MEM_MAX_BYTES)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    switch (mem_charge_at(ordinal, bytes, vmem_p.charge_flags)) {
+    case MEM_CHARGED:
+        *charged = 1;
+        return CUDA_SUCCESS;
+    case MEM_UNCOUNTED:
+        *charged = 0;
+        return CUDA_SUCCESS;
+    case MEM_CHARGE_STUCK:
+        vmem_p.stuck = 1;             /* the operation pages itself out, then again */
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    default:
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
 }
 
-void mem_vm_uncharge(int ordinal, uint64_t bytes)
+void vmem_uncharge(int ordinal, uint64_t bytes)
 {
-    mem_local_dev_t *ld = mem_local_dev(ordinal);
-    if (ld)
-        mem_give(ld, bytes);
+    mem_uncharge_at(ordinal, bytes);
 }
 
-void mem_vm_stuck_try(int rounds)
+void vmem_stuck_try(int rounds)
 {
-    mem_take_stuck_bail(rounds < MEM_VM_STUCK_ROUNDS);
+    vmem_p.charge_flags = rounds < VMEM_STUCK_ROUNDS ? MEM_CHARGE_BAIL : 0;
+    vmem_p.stuck = 0;
 }
 
-int mem_vm_stuck_retry(int ordinal, CUresult rc, uint64_t bytes, int *rounds)
+int vmem_stuck_seen(void)
 {
-    int stuck = mem_take_was_stuck();
-    mem_take_stuck_bail(0);
+    int stuck = vmem_p.stuck;
+    vmem_p.stuck = 0;
+    vmem_p.charge_flags = 0;
+    return stuck;
+}
+
+int vmem_stuck_retry(int ordinal, CUresult rc, int stuck, uint64_t bytes, int *rounds)
+{
     if (rc == CUDA_SUCCESS || !stuck)
         return 0;
-    mem_local_dev_t *ld = mem_local_dev(ordinal);
-    if (ld && mem_page_self_wait(ld, bytes) == 0)
+    if (mem_page_self_wait_at(ordinal, bytes) == 0)
         ++*rounds;
     else
-        *rounds = MEM_VM_STUCK_ROUNDS;   /* nothing moves: once more, as any wait */
+        *rounds = VMEM_STUCK_ROUNDS;   /* nothing moves: once more, as any wait */
     return 1;
 }
 
 /* Physical memory for [at, at + bytes) of v's device: created, mapped,
  * readable and writable by the device.  Uncharged: the caller charges.
- * Chunks may be exported as POSIX file descriptors (vmm_ipc.c: CUDA IPC on
+ * Chunks may be exported as POSIX file descriptors (ipc.c: CUDA IPC on
  * paged memory), which costs nothing until one is; a driver that refuses
  * the handle type gets chunks without it from then on, and no IPC. */
-CUresult mem_vm_back(mem_vdev_t *v, CUdeviceptr at, size_t bytes,
+CUresult vmem_back(vmem_dev_t *v, CUdeviceptr at, size_t bytes,
                      CUmemGenericAllocationHandle *out)
 {
-    const drv_t *d = &mem_p.drv;
+    const drv_t *d = vmem_drv();
     CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                  .location = { CU_MEM_LOCATION_TYPE_DEVICE, v->ordinal } };
     CUmemAccessDesc acc = { .location = prop.location,
                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     CUmemGenericAllocationHandle h = 0;
     CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
-    if (!mem_vm.no_fd) {
+    if (!vmem_p.no_fd) {
         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         rc = d->mem_create(&h, bytes, &prop, 0);
         prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
     }
     if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) {
         /* Refused for the handle type (a platform without it)? */
-        if ((rc = d->mem_create(&h, bytes, &prop, 0)) == CUDA_SUCCESS && !mem_vm.no_fd) {
+        if ((rc = d->mem_create(&h, bytes, &prop, 0)) == CUDA_SUCCESS && !vmem_p.no_fd) {
             static int said;
-            mem_vm.no_fd = 1;
+            vmem_p.no_fd = 1;
             util_log_once(&said, UTIL_LOG_INFO, "memory: the driver makes no POSIX file "
                           "descriptor handles for paged memory here: CUDA IPC of it "
                           "(cuIpcGetMemHandle) needs SALUS_SWAP=off");
@@ -296,10 +330,10 @@ out_release:
     return rc;
 }
 
-void mem_vm_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h)
+void vmem_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h)
 {
-    mem_p.drv.mem_unmap(at, bytes);
-    mem_p.drv.mem_release(h);
+    vmem_drv()->mem_unmap(at, bytes);
+    vmem_drv()->mem_release(h);
 }
 
 /* ---- the chunk cache ---------------------------------------------------------------
@@ -310,13 +344,13 @@ void mem_vm_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h)
  * context; on simgpu the pair cost a job of 2 ms iterations 1.5%).  So a
  * freed big allocation is kept, mapped and charged, for the next
  * allocation of its size, as a framework's caching allocator keeps its
- * blocks: MEM_VM_CACHE of them per device, the oldest let go first, each
- * for MEM_VM_KEEP_NS, all of them at an allocation of a size none is kept
+ * blocks: VMEM_CACHE of them per device, the oldest let go first, each
+ * for VMEM_KEEP_NS, all of them at an allocation of a size none is kept
  * for (kept memory must never count against the job's own allocation: its
  * SALUS_MEM_LIMIT, a full device).  Nobody must wait for kept memory: while a peer
  * waits for memory on the device nothing is kept, and what is kept goes
  * at this process's next allocation or free there, or at the drain
- * thread's next look (mem_keep_tick, which lets chunks go past their time
+ * thread's next look (vmem_keep_tick, which lets chunks go past their time
  * too: a process that stops allocating keeps nothing long); a page-out
  * lets it all go first (nothing to copy).  Until the drain thread has
  * looked once, nothing is kept.  An exported chunk is never kept (its
@@ -324,30 +358,29 @@ void mem_vm_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h)
 
 static int waited_on(int ordinal)
 {
-    mem_local_dev_t *ld = mem_local_dev(ordinal);
-    return ld && ld->dev && __atomic_load_n(&ld->dev->waiters, __ATOMIC_RELAXED) != 0;
+    return mem_waited_on(ordinal);
 }
 
-void mem_vm_cache_release_locked(mem_vdev_t *v, const mem_vcached_t *c)
+void vmem_cache_release_locked(vmem_dev_t *v, const vmem_cached_t *c)
 {
-    mem_vm_unback(c->base, c->bytes, c->h);
+    vmem_unback(c->base, c->bytes, c->h);
     v->resident -= c->bytes;
     if (c->charged)
-        mem_vm_uncharge(v->ordinal, c->bytes);
-    mem_p.drv.mem_address_free(c->base, c->bytes);
+        vmem_uncharge(v->ordinal, c->bytes);
+    vmem_drv()->mem_address_free(c->base, c->bytes);
 }
 
 /* Let the kept chunks freed before `before` go (all: UINT64_MAX); the
  * bytes that were charged. */
-static uint64_t cache_expire(mem_vdev_t *v, uint64_t before)
+static uint64_t cache_expire(vmem_dev_t *v, uint64_t before)
 {
     uint64_t charged = 0;
     int k = 0;
     for (int i = 0; i < v->ncache; i++) {
-        const mem_vcached_t *c = &v->cache[i];
+        const vmem_cached_t *c = &v->cache[i];
         if (c->at_ns < before) {
             charged += c->charged ? c->bytes : 0;
-            mem_vm_cache_release_locked(v, c);
+            vmem_cache_release_locked(v, c);
         } else {
             v->cache[k++] = *c;
         }
@@ -356,33 +389,33 @@ static uint64_t cache_expire(mem_vdev_t *v, uint64_t before)
     return charged;
 }
 
-uint64_t mem_vm_cache_drop_locked(mem_vdev_t *v)
+uint64_t vmem_cache_drop_locked(vmem_dev_t *v)
 {
     return cache_expire(v, UINT64_MAX);
 }
 
-int mem_vm_cache_put_locked(mem_vdev_t *v, const mem_valloc_t *a)
+int vmem_cache_put_locked(vmem_dev_t *v, const vmem_buf_t *a)
 {
-    if (a->exported || a->out || !__atomic_load_n(&mem_vm.ticking, __ATOMIC_RELAXED) ||
+    if (a->exported || a->out || !util_load_relaxed(&vmem_p.ticking) ||
         waited_on(v->ordinal)) {
-        mem_vm_cache_drop_locked(v);
+        vmem_cache_drop_locked(v);
         return 0;
     }
-    if (v->ncache == MEM_VM_CACHE) {
-        mem_vm_cache_release_locked(v, &v->cache[0]);
-        memmove(&v->cache[0], &v->cache[1], (MEM_VM_CACHE - 1) * sizeof v->cache[0]);
+    if (v->ncache == VMEM_CACHE) {
+        vmem_cache_release_locked(v, &v->cache[0]);
+        memmove(&v->cache[0], &v->cache[1], (VMEM_CACHE - 1) * sizeof v->cache[0]);
         v->ncache--;
     }
-    v->cache[v->ncache++] = (mem_vcached_t){ a->base, a->bytes, a->h, a->charged,
+    v->cache[v->ncache++] = (vmem_cached_t){ a->base, a->bytes, a->h, a->charged,
                                              util_now_ns() };
     return 1;
 }
 
 /* A kept chunk of exactly `bytes` into *c (the latest kept first). */
-int mem_vm_cache_take_locked(mem_vdev_t *v, uint64_t bytes, mem_vcached_t *c)
+int vmem_cache_take_locked(vmem_dev_t *v, uint64_t bytes, vmem_cached_t *c)
 {
     if (v->ncache && waited_on(v->ordinal)) {
-        mem_vm_cache_drop_locked(v);
+        vmem_cache_drop_locked(v);
         return 0;
     }
     for (int i = v->ncache - 1; i >= 0; i--) {
@@ -396,22 +429,27 @@ int mem_vm_cache_take_locked(mem_vdev_t *v, uint64_t bytes, mem_vcached_t *c)
     return 0;
 }
 
-uint64_t mem_keep_tick(void)
+void vmem_set_work_count(vmem_work_count_fn fn)
+{
+    util_store_release(&vmem_p.work_count, fn);
+}
+
+uint64_t vmem_keep_tick(void)
 {
     uint64_t now = util_now_ns(), next = 0;
-    __atomic_store_n(&mem_vm.ticking, 1, __ATOMIC_RELAXED);
-    if (pthread_mutex_trylock(&mem_vm.lock) != 0)
-        return MEM_VM_KEEP_NS / 4;    /* busy (an allocation may wait in it): soon */
-    for (int i = 0; i < MEM_VMM_MAX_DEVICES; i++) {
-        mem_vdev_t *v = &mem_vm.dev[i];
-        if (!v->ready || !v->ncache || mem_vm_enter(v) != 0)
+    util_store_relaxed(&vmem_p.ticking, 1);
+    if (pthread_mutex_trylock(&vmem_p.lock) != 0)
+        return VMEM_KEEP_NS / 4;    /* busy (an allocation may wait in it): soon */
+    for (int i = 0; i < VMEM_MAX_DEVICES; i++) {
+        vmem_dev_t *v = &vmem_p.dev[i];
+        if (!v->ready || !v->ncache || vmem_enter(v) != 0)
             continue;
         cache_expire(v, waited_on(v->ordinal) ? UINT64_MAX :
-                        now > MEM_VM_KEEP_NS ? now - MEM_VM_KEEP_NS : 0);
-        mem_vm_leave();
+                        now > VMEM_KEEP_NS ? now - VMEM_KEEP_NS : 0);
+        vmem_leave();
         if (v->ncache)
-            next = MEM_VM_KEEP_NS / 2;
+            next = VMEM_KEEP_NS / 2;
     }
-    pthread_mutex_unlock(&mem_vm.lock);
+    pthread_mutex_unlock(&vmem_p.lock);
     return next;
 }
