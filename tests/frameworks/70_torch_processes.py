@@ -81,6 +81,11 @@ def job(args):
         ctx = mp.get_context("spawn")
         q, back = ctx.Queue(), ctx.Queue()
         t = pattern(1).cuda()
+        # What the queue's feeder thread does to the tensor, here first: a
+        # failure (no CUDA IPC handle) ends the job at once, not the child
+        # after its wait.
+        from torch.multiprocessing.reductions import reduce_tensor
+        reduce_tensor(t)
         p = ctx.Process(target=child, args=(q, back))
         p.start()
         q.put(t)
