@@ -659,6 +659,20 @@ static void test_sim_nvml_matches_driver(void **state)
     assert_int_equal(handle(n, &d), NVML_ERROR_INVALID_ARGUMENT);
     assert_int_equal(handle(0, &d), NVML_SUCCESS);
     assert_int_equal(temp(d, NVML_TEMPERATURE_GPU, &t), NVML_ERROR_NOT_SUPPORTED);
+    /* the NVLink and fabric queries PyTorch resolves at its first
+     * allocation: there, and a PCIe card's answer */
+    nvmlReturn_t (*remote)(nvmlDevice_t, unsigned, nvmlIntNvLinkDeviceType_t *) =
+        sym(nv, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    nvmlReturn_t (*rpci)(nvmlDevice_t, unsigned, nvmlPciInfo_t *) =
+        sym(nv, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    nvmlReturn_t (*fabric)(nvmlDevice_t, nvmlGpuFabricInfoV_t *) =
+        sym(nv, "nvmlDeviceGetGpuFabricInfoV");
+    nvmlIntNvLinkDeviceType_t lt;
+    nvmlPciInfo_t lp;
+    nvmlGpuFabricInfoV_t fi = { .version = nvmlGpuFabricInfo_v2 };
+    assert_int_equal(remote(d, 0, &lt), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(rpci(d, 0, &lp), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fabric(d, &fi), NVML_ERROR_NOT_SUPPORTED);
     assert_int_equal(util(d, &u), NVML_SUCCESS);
     assert_int_equal(u.gpu, 0);                 /* nothing has run on this state */
 

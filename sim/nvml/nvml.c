@@ -404,6 +404,14 @@ UNSUPPORTED(nvmlDeviceGetEnforcedPowerLimit, unsigned int *mw U_)
 UNSUPPORTED(nvmlDeviceGetFanSpeed, unsigned int *pct U_)
 UNSUPPORTED(nvmlDeviceGetClockInfo, nvmlClockType_t type U_, unsigned int *mhz U_)
 UNSUPPORTED(nvmlDeviceGetBAR1MemoryInfo, nvmlBAR1Memory_t *bar1 U_)
+/* No NVLink and no fabric: simgpu's devices are PCIe cards.  PyTorch's
+ * c10_cuda resolves these at its first allocation and stops when one is
+ * missing; the real NVML answers NOT_SUPPORTED on a GPU without the links. */
+UNSUPPORTED(nvmlDeviceGetNvLinkState, unsigned int link U_, nvmlEnableState_t *active U_)
+UNSUPPORTED(nvmlDeviceGetNvLinkRemoteDeviceType, unsigned int link U_,
+            nvmlIntNvLinkDeviceType_t *type U_)
+UNSUPPORTED(nvmlDeviceGetNvLinkRemotePciInfo_v2, unsigned int link U_, nvmlPciInfo_t *pci U_)
+UNSUPPORTED(nvmlDeviceGetGpuFabricInfoV, nvmlGpuFabricInfoV_t *info U_)
 
 /* ---- memory ------------------------------------------------------------------ */
 
