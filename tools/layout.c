@@ -275,7 +275,7 @@ static void who(const top_snap_t *s, const top_device_t *d, pid_t pid, char *buf
  * GPU's model and UUID, the table, the capacity), so that what says how the
  * device is shared (its memory and its policy) stays at 80 columns.  The
  * parts keep their order on the line. */
-enum { HEAD_PARTS = 9 };
+enum { HEAD_PARTS = 10 };
 typedef struct head_part {
     char text[112];
     int rank;                        /* 0: always kept; higher: dropped first */
@@ -295,7 +295,7 @@ static int head_width(const head_part_t *p, int n, const int *keep)
 
 static int head_parts(const top_snap_t *s, const top_device_t *d, head_part_t *p)
 {
-    char used[16], budget[16], cap[16];
+    char used[16], budget[16], cap[16], ctx[16], foreign[16];
     int n = 0;
     memset(p, 0, HEAD_PARTS * sizeof *p);
     snprintf(p[n].text, sizeof p[n].text, "GPU %d", d->index);
@@ -311,6 +311,16 @@ static int head_parts(const top_snap_t *s, const top_device_t *d, head_part_t *p
         top_human_bytes(d->capacity, cap, sizeof cap);
         snprintf(p[n].text, sizeof p[n].text, "mem %s used of %s", used, budget);
         p[n++].rank = 1;
+        /* used counts the contexts (what the budget counts); what the
+         * driver shows beyond the table is said beside it, not in it */
+        top_human_bytes(d->ctx, ctx, sizeof ctx);
+        top_human_bytes(d->foreign, foreign, sizeof foreign);
+        if (d->foreign)
+            snprintf(p[n].text, sizeof p[n].text, "(contexts %s; %s outside Salus)", ctx, foreign);
+        else
+            snprintf(p[n].text, sizeof p[n].text, "(contexts %s)", ctx);
+        p[n].tight = 1;
+        p[n++].rank = 4;
         snprintf(p[n].text, sizeof p[n].text, "(capacity %s)", cap);
         p[n].tight = 1;
         p[n++].rank = 5;

@@ -398,6 +398,8 @@ const drv_t *mem_driver(void);
 /* ---- monitors (salus-top): validated copies, read without the lock ------ */
 typedef struct mem_slot_view {
     uint64_t used, peak, limit, reserved, granted;   /* over the slot's devices */
+    uint64_t ctx;            /* what its contexts and modules take there: with
+                              * used, what its limit bounds (used leaves it out) */
     uint64_t run_peak;       /* its last whole iteration's peak (mem_iteration_end) */
     uint64_t swapped_out;    /* paged out to the host now */
     uint64_t swap_outs, swap_ins, swap_ms;   /* page-outs, page-ins, time both took */
@@ -413,6 +415,8 @@ typedef struct mem_device_view {
     uint8_t  uuid[16];
     uint64_t capacity, headroom, budget;
     uint64_t used, granted, reserved, committed;     /* over live slots */
+    uint64_t ctx;            /* the live slots' contexts and modules (not in used) */
+    uint64_t foreign;        /* what the driver last showed beyond the table */
     uint32_t waiters, queued;                        /* queued: for admission */
 } mem_device_view_t;
 
