@@ -230,8 +230,8 @@ void mem_view_total(size_t *bytes, CUdevice device);
 /* The same view of the device with this UUID (the table's identity of a
  * GPU, whatever its ordinal), for NVML: free and total as cuMemGetInfo_v2
  * would answer there (before the driver's clamp), used = what its
- * allocations hold, contexts = what its contexts take there (outside the
- * limit).  0 and *out, or -1 when the process has no memory accounted on
+ * allocations hold, contexts = what its contexts take there (outside its
+ * allocations, inside its limit: NVML's used is both).  0 and *out, or -1 when the process has no memory accounted on
  * that device (nothing is registered by asking). */
 typedef struct mem_uuid_view {
     uint64_t free, total, used, contexts;
