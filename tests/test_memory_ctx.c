@@ -5,7 +5,8 @@
  * says is free (less 64 MiB) get no CUDA_ERROR_OUT_OF_MEMORY from the
  * driver; a grant the driver could not give is refused by Salus; two
  * JAX-like processes that preallocate 75% of the total they are told both
- * start and run; a context counts against SALUS_MEM_LIMIT; a reservation
+ * start and run; a context counts against SALUS_MEM_LIMIT (and in the
+ * report's used, as the limit counts it); a reservation
  * stays the job's when the budget shrinks after its admission.
  *
  * Children are this binary again (`--child <role> <dir>`), spawned with
@@ -425,6 +426,10 @@ static void test_context_counts_against_limit(void **state)
     assert_int_equal(reported(&p, "big", 100), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(reported(&p, "small", 100), CUDA_SUCCESS);
     assert_int_equal(report_num(&r, p.pid, "oom_refusals"), 1);
+    /* its report's used at exit is what the limit counted: 400 MiB and the
+     * context, which is its own figure too */
+    assert_int_equal(report_num(&r, p.pid, "mem_used_bytes"), 400 * MB + 512 * MB);
+    assert_int_equal(report_num(&r, p.pid, "mem_context_bytes"), 512 * MB);
     run_end(&r);
 }
 

@@ -20,7 +20,9 @@
  *   - pynvml (tests/clients/pynvml_smi.py, nvidia-smi's table) in a limited
  *     job agrees with its cuMemGetInfo; as a monitor without CUDA it sees
  *     the device and, under libsalus, the table's processes;
- *   - salus-top's device line and JSON carry NVML's figures of the device;
+ *   - salus-top's device line and JSON carry NVML's figures of the device,
+ *     and Salus's own used (the device's and the job's, contexts included)
+ *     is NVML's;
  *   - simgpu's NVML against simgpu's driver: the same UUID, name, PCI bus
  *     id and memory; NVML's errors for a bad handle and an unsupported query;
  *     utilization (the device's and a job's own) from the engine's kernel
@@ -513,7 +515,7 @@ static void test_salus_top_reads_nvml(void **state)
     (void)state;
     client_t peer;
     start(&peer, "tests/clients/nvmlclient", 1, NULL, "256");
-    next_line(&peer);
+    uint64_t own_used = num(next_line(&peer), "v1_used");     /* its NVML view: 256M + context */
     char prog[512];
     tu_env_t env;
     tu_env_init(&env);
@@ -527,6 +529,16 @@ static void test_salus_top_reads_nvml(void **state)
     if (!strstr(out, "\"nvml\":{\"mem_used_bytes\":335544320,\"mem_total_bytes\":17179869184,"
                      "\"utilization_percent\":0,\"temperature_c\":null,\"power_watts\":null}"))
         fail_msg("salus-top --json has not NVML's figures of the device: %s", out);
+    /* One figure: Salus's used of the device and of the job, contexts
+     * included, is NVML's (the device's, with the job alone on it; the
+     * job's own view through NVML), and the contexts are their own part. */
+    const char *proc = strstr(out, "\"processes\":[{");
+    assert_non_null(proc);
+    assert_int_equal(num(out, "mem_used_bytes"), 256 * MB + CTX_MEMORY);   /* the device's */
+    assert_int_equal(num(out, "mem_context_bytes"), CTX_MEMORY);
+    assert_int_equal(num(proc, "mem_used_bytes"), own_used);
+    assert_int_equal(own_used, 256 * MB + CTX_MEMORY);
+    assert_int_equal(num(proc, "mem_context_bytes"), CTX_MEMORY);
     free(out);
     char *text_argv[] = { prog, "--once", "-t", table_name, NULL };
     assert_int_equal(tu_run(text_argv, &env, 20000, &p), 0);
@@ -534,6 +546,8 @@ static void test_salus_top_reads_nvml(void **state)
     assert_non_null(out);
     if (!strstr(out, "util 0%  vram 320M/16G"))
         fail_msg("salus-top's device line has not NVML's figures: %s", out);
+    if (!strstr(out, "mem 320M used of ") || !strstr(out, "(contexts 64M)"))
+        fail_msg("salus-top's device line has not NVML's used (contexts included): %s", out);
     free(out);
     tu_env_free(&env);
     stop(&peer);

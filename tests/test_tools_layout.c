@@ -59,7 +59,8 @@ static void make_snap(top_snap_t *s)
     d->quantum_ms = 100;
     d->capacity = 16ull << 30;
     d->budget = 15ull << 30;
-    d->used = 6ull << 30;
+    d->used = 6ull << 30;                 /* with its contexts' part */
+    d->ctx = 3ull << 29;
     d->holder = 101;
     d->nwaiters = 1;
     d->waiters[0] = 102;
@@ -192,10 +193,17 @@ static void test_device_lines(void **state)
     char buf[512];
     top_device_line(&s, &s.devices[0], 200, buf, sizeof buf);
     assert_non_null(strstr(buf, "GPU 0"));
-    assert_non_null(strstr(buf, "6.0G used of 15G"));
+    assert_non_null(strstr(buf, "6.0G used of 15G (contexts 1.5G)"));
     assert_non_null(strstr(buf, "16G"));
     assert_non_null(strstr(buf, "policy fair"));
     assert_non_null(strstr(buf, "quantum 100 ms"));
+    s.devices[0].foreign = 1ull << 29;                /* beside used, not in it */
+    top_device_line(&s, &s.devices[0], 200, buf, sizeof buf);
+    assert_non_null(strstr(buf, "6.0G used of 15G (contexts 1.5G; 512M outside Salus)"));
+    s.devices[0].ctx = s.devices[0].foreign = 0;      /* nothing to say */
+    top_device_line(&s, &s.devices[0], 200, buf, sizeof buf);
+    assert_null(strstr(buf, "contexts"));
+    s.devices[0].ctx = 3ull << 29;
     top_device_line2(&s, &s.devices[0], 200, buf, sizeof buf);
     assert_non_null(strstr(buf, "lease 101 (train-long)"));
     assert_non_null(strstr(buf, "waiting 1: 102"));
@@ -534,8 +542,8 @@ static void test_json_parser(void **state)
 }
 
 /* At 80 columns the device header keeps what says how the GPU is shared
- * (its memory and policy, its processes) and gives up the GPU's names, the
- * table and the capacity first; at 200 it shows everything, in one order. */
+ * (its memory and its contexts' part, its policy, its processes) and gives
+ * up the capacity, the GPU's names and the table first; at 200 it shows everything, in one order. */
 static void test_device_line_priority(void **state)
 {
     (void)state;
@@ -547,7 +555,7 @@ static void test_device_line_priority(void **state)
     char buf[512];
     top_device_line(&s, &s.devices[0], 200, buf, sizeof buf);
     const char *order[] = { "GPU 0", "NVIDIA H100", "GPU-0a1b2c3d", "6.0G used of 15G",
-                            "(capacity 16G)", "policy fair", "quantum 100 ms", "process",
+                            "(contexts 1.5G)", "(capacity 16G)", "policy fair", "quantum 100 ms", "process",
                             s.tables[0].name, NULL };
     const char *at = buf;
     for (int i = 0; order[i]; i++) {
@@ -559,7 +567,7 @@ static void test_device_line_priority(void **state)
     top_device_line(&s, &s.devices[0], 80, buf, sizeof buf);
     assert_true(strlen(buf) <= 80);
     assert_non_null(strstr(buf, "GPU 0  "));
-    assert_non_null(strstr(buf, "6.0G used of 15G"));
+    assert_non_null(strstr(buf, "6.0G used of 15G (contexts 1.5G)"));  /* before the quantum */
     assert_non_null(strstr(buf, "policy fair"));
     assert_non_null(strstr(buf, "process"));
     assert_null(strstr(buf, "+"));                /* nothing cut in the middle */

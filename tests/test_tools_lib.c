@@ -108,11 +108,24 @@ void tt_job_start(tt_job_t *j, const char *name, const char *seconds)
 
 void tt_job_start_mem(tt_job_t *j, const char *name, const char *seconds, const char *mem)
 {
+    tt_job_start_env(j, name, seconds, mem, NULL);
+}
+
+void tt_job_start_env(tt_job_t *j, const char *name, const char *seconds, const char *mem,
+                      const char *const *vars)
+{
     tu_env_t env;
     char prog[512];
     tu_env_init(&env);
     tu_env_salus(&env, tt_gpu, tt_table);
     tu_env_set(&env, "SALUS_NAME", "%s", name);
+    for (int i = 0; vars && vars[i]; i++) {
+        char var[128];
+        const char *eq = strchr(vars[i], '=');
+        assert_non_null(eq);
+        snprintf(var, sizeof var, "%.*s", (int)(eq - vars[i]), vars[i]);
+        tu_env_set(&env, var, "%s", eq + 1);
+    }
     snprintf(j->report, sizeof j->report, "%s/%s-%d.report", tu_tmpdir(), name, (int)getpid());
     unlink(j->report);
     tu_env_set(&env, "SALUS_REPORT", "%s", j->report);

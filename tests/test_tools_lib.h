@@ -46,6 +46,9 @@ tt_out_t tt_tool_env(const tu_env_t *env, const char *tool, ...);
 void tt_job_start(tt_job_t *j, const char *name, const char *seconds);
 /* The same, holding `mem` of device memory (salus-train --mem). */
 void tt_job_start_mem(tt_job_t *j, const char *name, const char *seconds, const char *mem);
+/* The same, with more of the environment: "NAME=value" each, NULL-terminated. */
+void tt_job_start_env(tt_job_t *j, const char *name, const char *seconds, const char *mem,
+                      const char *const *vars);
 /* Until its slot has done an iteration (15 s at most). */
 void tt_job_wait_running(const tt_job_t *j);
 /* SIGTERM, and a clean exit. */

@@ -16,3 +16,7 @@ $(B)/tests/test_tools: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(W
 #                    levels, metrics and the exporter, live control (keys in tmux)
 $(eval $(call salus_test,test_tools_ops,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
 $(B)/tests/test_tools_ops: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
+# test_tools_mem     one memory figure: a job's used (contexts included) and
+#                    its context part the same in JSON, Prometheus and text
+$(eval $(call salus_test,test_tools_mem,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
+$(B)/tests/test_tools_mem: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)

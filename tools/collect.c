@@ -379,7 +379,11 @@ static void fill_device(top_device_t *d, shm_table_t *t, int index, const slot_c
         d->has_mem = 1;
         d->capacity = mv.capacity;
         d->budget = mv.budget;
-        d->used = mv.used;
+        /* One figure: what the budget counts, contexts included (each
+         * part is clamped to the capacity by the view; so is the sum). */
+        d->ctx = mv.ctx;
+        d->used = mv.used + mv.ctx < mv.capacity ? mv.used + mv.ctx : mv.capacity;
+        d->foreign = mv.foreign;
         d->reserved = mv.reserved;
         d->mem_waiters = mv.waiters;
         d->queued = mv.queued;
@@ -439,7 +443,8 @@ static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_d
         top_sanitize(p->gang);
     }
     if ((p->has_mem = c->has_mem)) {
-        p->mem_used = c->mv.used;
+        p->mem_used = c->mv.used + c->mv.ctx;     /* what its limit counts */
+        p->mem_ctx = c->mv.ctx;
         p->mem_limit = c->mv.limit;
         p->mem_peak = c->mv.peak;
         p->mem_reserved = c->mv.reserved;

@@ -272,10 +272,11 @@ static void who(const top_snap_t *s, const top_device_t *d, pid_t pid, char *buf
 
 /* The first header line is made of parts, each with a rank: when the line
  * is wider than the screen, the parts of the highest rank go first (the
- * GPU's model and UUID, the table, the capacity), so that what says how the
- * device is shared (its memory and its policy) stays at 80 columns.  The
+ * capacity, which the budget beside used nearly says, then the GPU's model
+ * and UUID, the table), so that what says how the device is shared (its
+ * memory, its contexts' part, and its policy) stays at 80 columns.  The
  * parts keep their order on the line. */
-enum { HEAD_PARTS = 9 };
+enum { HEAD_PARTS = 10, HEAD_MAX_RANK = 9 };
 typedef struct head_part {
     char text[112];
     int rank;                        /* 0: always kept; higher: dropped first */
@@ -295,7 +296,7 @@ static int head_width(const head_part_t *p, int n, const int *keep)
 
 static int head_parts(const top_snap_t *s, const top_device_t *d, head_part_t *p)
 {
-    char used[16], budget[16], cap[16];
+    char used[16], budget[16], cap[16], ctx[16], foreign[16];
     int n = 0;
     memset(p, 0, HEAD_PARTS * sizeof *p);
     snprintf(p[n].text, sizeof p[n].text, "GPU %d", d->index);
@@ -311,9 +312,19 @@ static int head_parts(const top_snap_t *s, const top_device_t *d, head_part_t *p
         top_human_bytes(d->capacity, cap, sizeof cap);
         snprintf(p[n].text, sizeof p[n].text, "mem %s used of %s", used, budget);
         p[n++].rank = 1;
+        /* used counts the contexts (what the budget counts); what the
+         * driver shows beyond the table is said beside it, not in it */
+        top_human_bytes(d->ctx, ctx, sizeof ctx);
+        top_human_bytes(d->foreign, foreign, sizeof foreign);
+        if (d->foreign)
+            snprintf(p[n].text, sizeof p[n].text, "(contexts %s; %s outside Salus)", ctx, foreign);
+        else if (d->ctx)
+            snprintf(p[n].text, sizeof p[n].text, "(contexts %s)", ctx);
+        p[n].tight = 1;
+        p[n++].rank = 3;
         snprintf(p[n].text, sizeof p[n].text, "(capacity %s)", cap);
         p[n].tight = 1;
-        p[n++].rank = 5;
+        p[n++].rank = HEAD_MAX_RANK;
     } else {
         snprintf(p[n].text, sizeof p[n].text, "mem not accounted");
         p[n++].rank = 1;
@@ -323,7 +334,7 @@ static int head_parts(const top_snap_t *s, const top_device_t *d, head_part_t *p
     p[n++].rank = 0;
     if (d->has_sched) {
         snprintf(p[n].text, sizeof p[n].text, "quantum %u ms", (unsigned)d->quantum_ms);
-        p[n++].rank = 3;
+        p[n++].rank = 4;
     }
     snprintf(p[n].text, sizeof p[n].text, "%d process%s", d->nprocs, d->nprocs == 1 ? "" : "es");
     p[n++].rank = 2;
@@ -339,7 +350,7 @@ void top_device_line(const top_snap_t *s, const top_device_t *d, int width,
     int keep[HEAD_PARTS], n = head_parts(s, d, p);
     for (int i = 0; i < n; i++)
         keep[i] = 1;
-    for (int rank = 8; rank > 0 && head_width(p, n, keep) > width; rank--)
+    for (int rank = HEAD_MAX_RANK; rank > 0 && head_width(p, n, keep) > width; rank--)
         for (int i = 0; i < n; i++)
             if (p[i].rank == rank)
                 keep[i] = 0;

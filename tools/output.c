@@ -115,11 +115,11 @@ static void json_proc(FILE *f, const top_proc_t *p)
     top_json_string(f, p->gang);
     fprintf(f, ",\"waiting_admission\":%s,\"holds_lease\":%s",
             p->waiting_admission ? "true" : "false", p->holds ? "true" : "false");
-    fprintf(f, ",\"mem_used_bytes\":%llu,\"mem_limit_bytes\":%llu,\"mem_peak_bytes\":%llu"
-            ",\"mem_reserved_bytes\":%llu,\"oom_refusals\":%llu",
-            (unsigned long long)p->mem_used, (unsigned long long)p->mem_limit,
-            (unsigned long long)p->mem_peak, (unsigned long long)p->mem_reserved,
-            (unsigned long long)p->oom_refusals);
+    fprintf(f, ",\"mem_used_bytes\":%llu,\"mem_context_bytes\":%llu,\"mem_limit_bytes\":%llu"
+            ",\"mem_peak_bytes\":%llu,\"mem_reserved_bytes\":%llu,\"oom_refusals\":%llu",
+            (unsigned long long)p->mem_used, (unsigned long long)p->mem_ctx,
+            (unsigned long long)p->mem_limit, (unsigned long long)p->mem_peak,
+            (unsigned long long)p->mem_reserved, (unsigned long long)p->oom_refusals);
     fprintf(f, ",\"swapped_out_bytes\":%llu,\"swap_outs\":%llu,\"swap_ins\":%llu,"
             "\"swap_ms\":%llu,\"pinned_bytes\":%llu", (unsigned long long)p->mem_swapped,
             (unsigned long long)p->swap_outs, (unsigned long long)p->swap_ins,
@@ -180,9 +180,11 @@ static void json_device(FILE *f, const top_snap_t *s, int di)
     fprintf(f, ",\"model\":");
     top_json_string(f, d->model);
     fprintf(f, ",\"gpu_index\":%d,\"index\":%d,\"mem_capacity_bytes\":%llu,"
-            "\"mem_budget_bytes\":%llu,\"mem_used_bytes\":%llu,\"mem_reserved_bytes\":%llu,"
-            "\"policy\":", d->gpu_index, d->index, (unsigned long long)d->capacity, (unsigned long long)d->budget,
-            (unsigned long long)d->used, (unsigned long long)d->reserved);
+            "\"mem_budget_bytes\":%llu,\"mem_used_bytes\":%llu,\"mem_context_bytes\":%llu,"
+            "\"mem_foreign_bytes\":%llu,\"mem_reserved_bytes\":%llu,\"policy\":", d->gpu_index,
+            d->index, (unsigned long long)d->capacity, (unsigned long long)d->budget,
+            (unsigned long long)d->used, (unsigned long long)d->ctx,
+            (unsigned long long)d->foreign, (unsigned long long)d->reserved);
     top_json_string(f, d->has_sched ? sched_policy_names[d->policy] : "unknown");
     fprintf(f, ",\"quantum_ms\":%u,\"max_slice_ms\":%u,\"switches\":%llu",
             (unsigned)d->quantum_ms, (unsigned)d->max_slice_ms,
@@ -269,6 +271,8 @@ typedef double (*proc_get_fn)(const top_proc_t *p);
 static double d_capacity(const top_device_t *d) { return (double)d->capacity; }
 static double d_budget(const top_device_t *d) { return (double)d->budget; }
 static double d_used(const top_device_t *d) { return (double)d->used; }
+static double d_ctx(const top_device_t *d) { return (double)d->ctx; }
+static double d_foreign(const top_device_t *d) { return (double)d->foreign; }
 static double d_reserved(const top_device_t *d) { return (double)d->reserved; }
 static double d_mem_waiters(const top_device_t *d) { return d->mem_waiters; }
 static double d_queued(const top_device_t *d) { return d->queued; }
@@ -278,6 +282,7 @@ static double d_waiters(const top_device_t *d) { return d->nwaiters; }
 static double d_switches(const top_device_t *d) { return (double)d->switches; }
 
 static double p_used(const top_proc_t *p) { return (double)p->mem_used; }
+static double p_ctx(const top_proc_t *p) { return (double)p->mem_ctx; }
 static double p_limit(const top_proc_t *p) { return (double)p->mem_limit; }
 static double p_peak(const top_proc_t *p) { return (double)p->mem_peak; }
 static double p_reserved(const top_proc_t *p) { return (double)p->mem_reserved; }
@@ -305,7 +310,14 @@ static const struct {
     { "salus_device_memory_capacity_bytes", "gauge", "Memory of the GPU.", d_capacity, 1 },
     { "salus_device_memory_budget_bytes", "gauge",
       "Memory the processes may share (capacity minus headroom).", d_budget, 1 },
-    { "salus_device_memory_used_bytes", "gauge", "Memory the processes hold.", d_used, 1 },
+    { "salus_device_memory_used_bytes", "gauge",
+      "Memory the processes hold, their contexts and modules included (what the budget counts).",
+      d_used, 1 },
+    { "salus_device_memory_context_bytes", "gauge",
+      "Memory the processes' contexts and modules take (part of the used bytes).", d_ctx, 1 },
+    { "salus_device_memory_foreign_bytes", "gauge",
+      "Memory the driver last showed taken beyond the table's processes (not in the used "
+      "bytes; the budget counts it).", d_foreign, 1 },
     { "salus_device_memory_reserved_bytes", "gauge",
       "Memory reserved for admitted jobs (SALUS_MEM_RESERVE).", d_reserved, 1 },
     { "salus_device_memory_waiters", "gauge",
@@ -327,7 +339,12 @@ static const struct {
     proc_get_fn get;
     int mem;             /* from the memory module (else from the scheduler) */
 } proc_metrics[] = {
-    { "salus_process_memory_used_bytes", "gauge", "Device memory the process holds.", p_used, 1 },
+    { "salus_process_memory_used_bytes", "gauge",
+      "Device memory the process holds, its contexts and modules included (what its limit "
+      "counts).", p_used, 1 },
+    { "salus_process_memory_context_bytes", "gauge",
+      "Device memory the process's contexts and modules take (part of the used bytes).",
+      p_ctx, 1 },
     { "salus_process_memory_limit_bytes", "gauge", "The process's memory limit.", p_limit, 1 },
     { "salus_process_memory_peak_bytes", "gauge", "Most device memory the process held.",
       p_peak, 1 },

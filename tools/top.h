@@ -81,8 +81,10 @@ typedef struct top_proc {
     uint64_t declared, iterations, switches;
     uint32_t length_ms;           /* SALUS_LENGTH_MS, 0: none */
     double iter_ms, gpu_held_ms, waited_ms;
-    /* memory (bytes) */
-    uint64_t mem_used, mem_limit, mem_peak, mem_reserved, oom_refusals;
+    /* memory (bytes): mem_used is what its limit counts, its allocations
+     * and its contexts and modules (mem_ctx of it); mem_peak is its
+     * allocations' peak */
+    uint64_t mem_used, mem_ctx, mem_limit, mem_peak, mem_reserved, oom_refusals;
     /* paging: bytes paged out now (mem_used is what is resident) */
     uint64_t mem_swapped, swap_outs, swap_ins, swap_ms;
     uint64_t mem_pinned;          /* paging cannot move it: exported over CUDA IPC */
@@ -107,7 +109,10 @@ typedef struct top_device {
     pid_t holder;                    /* 0: none (all, under pack) */
     int nwaiters;
     pid_t waiters[SHM_MAX_SLOTS];    /* in arrival order */
-    uint64_t capacity, budget, used, reserved;
+    /* used: what the budget counts of the table's live processes, their
+     * allocations and contexts (ctx of it); foreign: what the driver last
+     * showed taken beyond them (other processes), not in used */
+    uint64_t capacity, budget, used, ctx, foreign, reserved;
     uint32_t mem_waiters, queued;
     int nprocs;                      /* rows of this device */
     /* the GPU as nvidia-smi and DCGM name it: UUID from the table; model,

@@ -230,8 +230,8 @@ void mem_view_total(size_t *bytes, CUdevice device);
 /* The same view of the device with this UUID (the table's identity of a
  * GPU, whatever its ordinal), for NVML: free and total as cuMemGetInfo_v2
  * would answer there (before the driver's clamp), used = what its
- * allocations hold, contexts = what its contexts take there (outside the
- * limit).  0 and *out, or -1 when the process has no memory accounted on
+ * allocations hold, contexts = what its contexts take there (outside its
+ * allocations, inside its limit: NVML's used is both).  0 and *out, or -1 when the process has no memory accounted on
  * that device (nothing is registered by asking). */
 typedef struct mem_uuid_view {
     uint64_t free, total, used, contexts;
@@ -398,6 +398,8 @@ const drv_t *mem_driver(void);
 /* ---- monitors (salus-top): validated copies, read without the lock ------ */
 typedef struct mem_slot_view {
     uint64_t used, peak, limit, reserved, granted;   /* over the slot's devices */
+    uint64_t ctx;            /* what its contexts and modules take there: with
+                              * used, what its limit bounds (used leaves it out) */
     uint64_t run_peak;       /* its last whole iteration's peak (mem_iteration_end) */
     uint64_t swapped_out;    /* paged out to the host now */
     uint64_t swap_outs, swap_ins, swap_ms;   /* page-outs, page-ins, time both took */
@@ -413,6 +415,8 @@ typedef struct mem_device_view {
     uint8_t  uuid[16];
     uint64_t capacity, headroom, budget;
     uint64_t used, granted, reserved, committed;     /* over live slots */
+    uint64_t ctx;            /* the live slots' contexts and modules (not in used) */
+    uint64_t foreign;        /* what the driver last showed beyond the table */
     uint32_t waiters, queued;                        /* queued: for admission */
 } mem_device_view_t;
 

@@ -103,12 +103,15 @@ int mem_report_fields(char *buf, size_t cap)
         if (!util_load_relaxed(&mem_p.by_index[d]))
             continue;
         const mem_sdev_t *sd = &a->dev[d];
-        used += mem_sdev_used(sd);
+        used += mem_sdev_used(sd) + mem_own_ctx(d);   /* what its limit counts */
         peak += util_load_relaxed(&sd->peak);
         limit = util_load_relaxed(&sd->limit) > limit ? util_load_relaxed(&sd->limit) : limit;
         reserved += util_load_relaxed(&sd->reserved);
     }
-    /* The key names of salus-top's JSON (mem_used_bytes, ...): one set. */
+    /* The key names of salus-top's JSON (mem_used_bytes, ...): one set, and
+     * one meaning of used: its allocations and its contexts, as its limit
+     * counts them.  The peaks (mem_peak_bytes: allocations; contexts:
+     * mem_context_bytes) are the most each reached at once. */
     return snprintf(buf, cap, "\"mem_used_bytes\":%llu,\"mem_peak_bytes\":%llu,"
                     "\"mem_limit_bytes\":%llu,\"mem_reserved_bytes\":%llu,"
                     "\"oom_refusals\":%llu,\"mem_waited_ms\":%llu,"
@@ -149,6 +152,7 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
         v.devices |= 1u << d;
         v.granted += mem_umin(util_load_relaxed(&sd->granted), cap);
         v.used += mem_umin(mem_sdev_used(sd), cap);
+        v.ctx += mem_umin(mem_ctx_of(dev, slot), cap);
         v.peak += mem_umin(util_load_relaxed(&sd->peak), cap);
         v.run_peak += mem_umin(util_load_relaxed(&sd->run_peak), cap);
         v.reserved += mem_umin(util_load_relaxed(&sd->reserved), cap);
@@ -195,6 +199,8 @@ int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out)
     v.granted = mem_umin(s.granted, v.capacity);
     v.reserved = mem_umin(s.reserved, v.capacity);
     v.committed = mem_umin(s.committed, v.capacity);
+    v.ctx = mem_umin(s.ctx, v.capacity);
+    v.foreign = mem_umin(util_load_relaxed(&dev->foreign), v.capacity);
     v.waiters = s.waiters;
     v.queued = s.queued;
     *out = v;

@@ -45,13 +45,15 @@ def alone(amp):
               "libsalus counted %s launches, simgpu ran %d kernels of the job: some went around it",
               r.get("launches"), len(mine))
         check(d["total"] == LIMIT, "mem_get_info's total is %d, the limit %d", d["total"], LIMIT)
-        used = r.get("mem_used_bytes", -1)
-        check(d["reserved"] > 0 and used >= d["reserved"],
-              "libsalus charged %d bytes, the caching allocator holds %d", used, d["reserved"])
-        ctx = r.get("mem_context_bytes", 0)          # its modules, loaded lazily
-        check(d["free"] == LIMIT - used - ctx,
-              "mem_get_info's free is %d, the own view %d (limit %d less %d allocated, %d of "
-              "modules)", d["free"], LIMIT - used - ctx, LIMIT, used, ctx)
+        # used: what the limit counts, its context and modules (loaded
+        # lazily, kept to the end) included; mem_context_bytes their part
+        used, ctx = r.get("mem_used_bytes", -1), r.get("mem_context_bytes", 0)
+        check(d["reserved"] > 0 and used - ctx >= d["reserved"],
+              "libsalus charged %d bytes, the caching allocator holds %d", used - ctx,
+              d["reserved"])
+        check(d["free"] == LIMIT - used,
+              "mem_get_info's free is %d, the own view %d (limit %d less %d used, %d of them "
+              "modules)", d["free"], LIMIT - used, LIMIT, used, ctx)
     finally:
         run.close()
 
