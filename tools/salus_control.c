@@ -132,7 +132,7 @@ static int apply(const char *cmd, const control_args_t *a, change_fn change, con
         return TOP_EXIT_FAIL;
     int failed = 0;
     for (int i = 0; i < n; i++) {
-        char msg[512];
+        char msg[1024];
         int r = change(&found[i], value, msg, sizeof msg);
         fprintf(r == 0 ? stdout : stderr, "%s%s\n", r == 0 ? "" : "salus: ", msg);
         failed |= r != 0;

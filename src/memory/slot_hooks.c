@@ -89,6 +89,8 @@ int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text
         return -ESRCH;
     }
     mem_limit_change_t c = { 0 };
+    c.paged_out = mem_clampb(util_load_relaxed(&a->swapped_out));
+    c.pages = (util_load_relaxed(&a->page_flags) & MEM_PAGE_SWAP) != 0;
     for (int d = 0; d < SHM_MAX_DEVICES && rc == 0; d++) {
         mem_sdev_t *sd = &a->dev[d];
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
