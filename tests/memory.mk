@@ -82,3 +82,8 @@ $(B)/tests/clients/ipcclient: tests/clients/ipcclient.c
 $(eval $(call salus_test,test_memory_thrash,,))
 $(B)/tests/test_memory_thrash: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                                $(B)/tests/clients/pageclient
+# A memory limit that keeps a paging job's own memory out hangs nobody:
+# pageclient jobs over simgpu and salus limit.
+$(eval $(call salus_test,test_memory_pagelimit,,))
+$(B)/tests/test_memory_pagelimit: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
+                                  $(B)/tests/clients/pageclient $(B)/bin/salus

@@ -16,6 +16,11 @@
  *     asker waits for it, since paging will free what it lacks);
  *   - a peer paged out for memory that cannot move is no candidate for the
  *     GPU until that memory is freed;
+ *   - a peer whose own limit (salus limit) is below what it would hold with
+ *     its paged-out memory back is no candidate for the GPU though the
+ *     device has room; granted anyway, its page-in gives the GPU up and
+ *     asks no peer to page out (before, it asked at every 20 ms, holding
+ *     the GPU for good), and it pages in once the limit is raised;
  *   - a peer killed while it pages out: its memory is reaped exactly and
  *     the one that asked goes on.
  * The policy's order is a table the test writes (mem_set_rank's seam).
@@ -43,6 +48,7 @@
 typedef struct shared {
     int rank[SHM_MAX_SLOTS];
     int stall_out;                 /* a page-out stops half-way until killed */
+    int give_ups;                  /* calls of the GPU give-up hook (mem_set_gpu_give_up) */
 } shared_t;
 static shared_t *sh;
 
@@ -140,6 +146,12 @@ static shm_table_t *start_100m(int swap)
     return t;
 }
 
+static void count_give_up(int ordinal)
+{
+    (void)ordinal;
+    __atomic_add_fetch(&sh->give_ups, 1, __ATOMIC_RELAXED);
+}
+
 /* A job that holds `arg` MB in two blocks and waits for the GPU, serving
  * page-out requests as the scheduler's wait loop does, until told:
  *   'r' run: page in (as before a tenure), say 'i', wait for the GPU again;
@@ -147,6 +159,7 @@ static shm_table_t *start_100m(int swap)
 static int waiting_job(actor_t *a)
 {
     shm_table_t *t = start_100m(1);
+    mem_set_gpu_give_up(count_give_up);
     uint64_t half = a->arg * MB / 2;
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, half, &blk[i].handle), CUDA_SUCCESS);
@@ -407,6 +420,66 @@ static void test_blocked_until_room(void **state)
     shm_close_table(m);
 }
 
+/* ---- its own limit keeps its memory out ----------------------------------- */
+
+static int gave_up(void *arg)
+{
+    (void)arg;
+    return __atomic_load_n(&sh->give_ups, __ATOMIC_RELAXED) > 0;
+}
+
+static void set_limit(shm_table_t *m, pid_t pid, const char *size, mem_limit_change_t *c)
+{
+    int s = slot_of(m, pid);
+    assert_true(s >= 0);
+    assert_int_equal(mem_set_limit_table(m, s, shm_slot_gen(m, s), size, c), 0);
+}
+
+static void test_own_limit_keeps_it_out(void **state)
+{
+    (void)state;
+    actor_t job, other, ask;
+    actor_start(&job, waiting_job, 40);
+    actor_expect(&job, 'w');
+    actor_start(&other, waiting_job, 20);
+    actor_expect(&other, 'w');
+    shm_table_t *m = monitor();
+    sh->rank[slot_of(m, job.pid)] = 2;              /* paged first */
+    sh->rank[slot_of(m, other.pid)] = 1;
+    actor_start(&ask, asker, 70);                   /* 40M free: 30M to page */
+    actor_say(&ask, 'a');
+    actor_expect(&ask, 'o');
+    assert_int_equal(view_after(m, job.pid, 1, 0).swapped_out, 40 * MB);
+    actor_say(&ask, 'f');
+    actor_expect(&ask, 'f');
+    assert_false(blocked(m, job.pid));              /* 40 + 20 fit now */
+    sh->rank[slot_of(m, job.pid)] = 1;              /* other runs after it now: */
+    sh->rank[slot_of(m, other.pid)] = 2;            /* a page-in could ask it */
+    mem_limit_change_t c;
+    set_limit(m, job.pid, "10M", &c);
+    assert_int_equal(c.paged_out, 40 * MB);         /* what salus limit says */
+    assert_int_equal(c.pages, 1);
+    assert_true(blocked(m, job.pid));               /* its limit keeps it out */
+    assert_false(blocked(m, other.pid));
+    actor_say(&job, 'r');                           /* granted all the same */
+    if (!tu_await(gave_up, NULL, 10000))
+        fail_msg("the job whose limit keeps its memory out kept the GPU");
+    tu_sleep_ms(100);                               /* five slices of its wait */
+    assert_int_equal(view(m, other.pid).swap_outs, 0);  /* nobody asked for nothing */
+    assert_int_equal(view(m, job.pid).swapped_out, 40 * MB);
+    set_limit(m, job.pid, "100%", &c);
+    actor_expect(&job, 'i');                        /* raised: it pages in */
+    assert_int_equal(view(m, job.pid).swapped_out, 0);
+    assert_false(blocked(m, job.pid));
+    actor_say(&job, 'x');
+    actor_say(&other, 'x');
+    actor_say(&ask, 'x');
+    actor_finish(&job);
+    actor_finish(&other);
+    actor_finish(&ask);
+    shm_close_table(m);
+}
+
 /* ---- killed while paging out -------------------------------------------- */
 
 typedef struct paging_goal {
@@ -458,6 +531,7 @@ int main(void)
         T(test_last_pages_first),
         T(test_residency),
         T(test_blocked_until_room),
+        T(test_own_limit_keeps_it_out),
         T(test_killed_while_paging_out),
     };
     return cmocka_run_group_tests_name("memory-page", tests, NULL, NULL);

@@ -141,6 +141,23 @@ int top_renice(const top_target_t *t, int priority, char *msg, size_t len)
     return rc;
 }
 
+/* What the limit does to a paging job (SALUS_SWAP=on) it is below, added
+ * to msg: its paged-out memory comes back in only within the limit, so
+ * paged out it leaves the GPU until the limit is raised (memory's page.c). */
+static void say_paging(const mem_limit_change_t *c, char *msg, size_t len)
+{
+    uint64_t whole = c->used + c->paged_out;
+    size_t n = strlen(msg);
+    if (!c->pages || whole <= c->limit || n >= len)
+        return;
+    char out[16], all[16];
+    top_human_bytes(c->paged_out, out, sizeof out);
+    top_human_bytes(whole, all, sizeof all);
+    snprintf(msg + n, len - n, ". It pages (SALUS_SWAP=on), %s paged out now: what it pages "
+             "out comes back in only within the limit, so paged out it leaves the GPU to its "
+             "peers and waits, saying so, until its limit is raised to at least %s", out, all);
+}
+
 int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
 {
     shm_table_t *tab;
@@ -177,6 +194,7 @@ int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
     else
         snprintf(msg, len, "%d (%s): memory limit %s -> %s (it holds %s), from its next "
                  "allocation", (int)t->pid, t->name, was, now, holds);
+    say_paging(&c, msg, len);
     top_audit("limit in %s: %s", t->table, msg);
     return 0;
 }

@@ -52,7 +52,10 @@ void salus_limit_usage(FILE *f)
 "budget; 100%% lifts the limit).  Raised, it lets the process allocate at\n"
 "once.  Lowered below what the process holds, nothing is taken from it: the\n"
 "limit takes effect as it frees, and it allocates nothing new until it holds\n"
-"less than the limit.  Refused below the memory it has reserved.  You may\n"
+"less than the limit.  A job that pages (SALUS_SWAP=on) gets what it pages\n"
+"out back only within its limit: below what it holds, once paged out it\n"
+"leaves the GPU to its peers and waits until the limit is raised again.\n"
+"Refused below the memory it has reserved.  You may\n"
 "change your own processes, or any process of a group table whose group you\n"
 "are in.\n"
 "\n"
@@ -132,7 +135,7 @@ static int apply(const char *cmd, const control_args_t *a, change_fn change, con
         return TOP_EXIT_FAIL;
     int failed = 0;
     for (int i = 0; i < n; i++) {
-        char msg[512];
+        char msg[1024];
         int r = change(&found[i], value, msg, sizeof msg);
         fprintf(r == 0 ? stdout : stderr, "%s%s\n", r == 0 ? "" : "salus: ", msg);
         failed |= r != 0;

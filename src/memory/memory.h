@@ -427,13 +427,16 @@ int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out);
 /* Set the memory limit of the process in (slot, gen) on each of its devices
  * (salus limit): `text` in the size grammar (util_parse_size; a percentage
  * of each device's budget; 0 is refused).  Below what it holds, the
- * limit stops its growth until it has freed below it (account.c).  0 and
- * *out (its figures when the limit came; limit: the new one, on its last
- * device), -EINVAL (text), -EBUSY (below its reservation), -ESRCH (gone),
- * -ENODEV (no device yet), or the lock's error. */
+ * limit stops its growth until it has freed below it (account.c); with
+ * paging on, what it pages out comes back in only within the limit
+ * (page.c: until then it leaves the GPU).  0 and *out (its figures when
+ * the limit came; limit: the new one, on its last device; paged_out: what
+ * it has paged out now, over its devices; pages: 1 when it runs with
+ * SALUS_SWAP=on), -EINVAL (text), -EBUSY (below its reservation), -ESRCH
+ * (gone), -ENODEV (no device yet), or the lock's error. */
 typedef struct mem_limit_change {
-    uint64_t used, reserved, limit;
-    int devices;
+    uint64_t used, reserved, limit, paged_out;
+    int devices, pages;
 } mem_limit_change_t;
 int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
                         mem_limit_change_t *out);

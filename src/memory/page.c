@@ -7,9 +7,9 @@
  * counters the report and the monitors show.
  *
  * Divided into: the seam, the policy's order and the scheduler's queue;
- * asking peers (under the table lock); serving a request (in the process
- * asked); paging back in before a tenure; paging itself out under a policy
- * that gates nothing; the host bound.
+ * asking peers (under the table lock); a job's own limit; serving a
+ * request (in the process asked); paging back in before a tenure; paging
+ * itself out under a policy that gates nothing; the host bound.
  *
  * The protocol, in the table (mem_slot_t's page_* words):
  *   - a process that needs memory the device does not have (an allocation,
@@ -35,6 +35,13 @@
  *     device) is no candidate for the GPU (the blocked hook); one granted
  *     the GPU that finds itself so leaves it while it waits, and comes
  *     back in once the memory is given back;
+ *   - so is a waiter whose own limit (salus limit) is below what it would
+ *     hold with its paged-out memory back: a limit below what a job holds
+ *     takes effect as it frees, and a page-out frees.  Granted, it would
+ *     hold the GPU through a page-in its limit never lets through, asking
+ *     its peers to page out for nothing (both jobs hung so); it leaves the
+ *     GPU, says why once, and comes back in when the limit is raised
+ *     (mem_set_limit_table wakes the device's waiters);
  *   - a process that starts waiting for the GPU (its first look after a
  *     tenure) wakes its devices' memory waiters, which may ask it now;
  *   - the asked process clears the request once served (a compare-and-swap
@@ -56,6 +63,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MEM_RESIDENCY_FACTOR 8
 #define MEM_PAGE_SLICE_NS    (20ull * 1000 * 1000)
@@ -263,6 +271,58 @@ static uint64_t ask_locked(mem_local_dev_t *ld, uint64_t need)
     return asked;
 }
 
+/* ---- a job's own limit ----------------------------------------------------- */
+
+static int ordinal_of(const mem_local_dev_t *ld)
+{
+    return (int)(ld - mem_p.dev);
+}
+
+/* What slot `slot` (area a) would hold on table device d (dev) with `out`
+ * paged-out bytes back in, its context included (its limit bounds its
+ * contexts too, mem_room_locked), when that is more than its limit; 0 when
+ * the limit lets it all in.  Every word bounded: no overflow. */
+static uint64_t over_own_limit(const mem_slot_t *a, const mem_dev_t *dev, int d, int slot,
+                               uint64_t out)
+{
+    const mem_sdev_t *sd = &a->dev[d];
+    uint64_t need = mem_sdev_used(sd) + mem_umin(out, MEM_MAX_BYTES) + mem_ctx_of(dev, slot);
+    return need > util_load_relaxed(&sd->limit) ? need : 0;
+}
+
+/* Whether this process has said, since its memory last came back in, that
+ * its limit keeps it out (process-wide: once per such wait, not per poll). */
+static int limit_said;
+
+/* Say once why this process waits: its limit keeps `out` bytes it paged out
+ * from coming back on ld's device, where it would hold `need`. */
+static void say_limit(mem_local_dev_t *ld, uint64_t out, uint64_t need)
+{
+    if (util_xchg_relaxed(&limit_said, 1))
+        return;
+    util_warn("memory: device %d: this job's memory limit, %s, keeps its paged-out memory "
+              "off the device: with its %s paged out back in it would hold %s; it leaves the "
+              "GPU to its peers and waits, and runs again once its limit is raised to at "
+              "least that (salus limit %d SIZE)", ld->d,
+              util_size(util_load_relaxed(&ld->sd->limit)).s, util_size(out).s,
+              util_size(need).s, (int)getpid());
+}
+
+/* At a poll of the wait for the GPU: a process whose limit keeps what it
+ * paged out off a device is left out of the candidates there (the blocked
+ * hook) and would otherwise wait without a word. */
+static void limit_check_waiting(mem_slot_t *a, const mem_pager_t *pg)
+{
+    if (!util_load_relaxed(&a->swapped_out))
+        return;
+    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
+        mem_local_dev_t *ld = util_load_acquire(&mem_p.by_index[d]);
+        uint64_t out = ld && ld->sd ? pg->paged_out_bytes(ordinal_of(ld)) : 0, need;
+        if (out && (need = over_own_limit(a, ld->dev, ld->d, mem_p.slot, out)) != 0)
+            say_limit(ld, out, need);
+    }
+}
+
 /* ---- serving a request (the process asked) ------------------------------- */
 
 static void count(mem_slot_t *a, uint64_t *events, uint64_t bytes, uint64_t ns)
@@ -270,11 +330,6 @@ static void count(mem_slot_t *a, uint64_t *events, uint64_t bytes, uint64_t ns)
     util_add_relaxed(events, 1);
     util_add_relaxed(&a->swap_bytes, bytes);
     util_add_relaxed(&a->swap_ns, ns);
-}
-
-static int ordinal_of(const mem_local_dev_t *ld)
-{
-    return (int)(ld - mem_p.dev);
 }
 
 static void publish_swapped(mem_slot_t *a, const mem_pager_t *pg)
@@ -316,6 +371,7 @@ void mem_page_serve(void)
         return;
     if (!util_xchg_acq_rel(&told_waiting, 1))
         tell_askers();
+    limit_check_waiting(a, pg);
     uint64_t want = util_load_acquire(&a->page_req_bytes);
     if (!want)
         return;
@@ -400,24 +456,35 @@ void mem_page_in_before_run(int device)
     for (;;) {
         if (page_in_once(a, pg, ord) == 0)
             break;
-        uint32_t seq;
+        uint32_t seq = util_load_seq(&ld->dev->wake_seq);
         int blocked = 0;
-        if (!said++)
-            util_info("memory: device %d: %s to page in before this job runs; waiting for "
-                      "peers to page out", device, util_size(out).s);
-        if (ask_for_page_in(ld, out, &seq, &blocked) != 0)
-            break;                     /* the lock is out of reach: said; try at the next tenure */
-        /* Memory only the jobs behind it can give back, by running: the GPU
-         * goes to them (once per wait), and the scheduler takes this
-         * process back once it is in (sched_acquire). */
-        if (blocked && !left++)
+        uint64_t need = over_own_limit(a, ld->dev, ld->d, mem_p.slot, out);
+        if (need) {
+            /* Its own limit keeps it out: no peer's page-out could help.
+             * It leaves the GPU (and the queue, at every slice: a grant
+             * would be held idle) until the limit is raised. */
+            say_limit(ld, out, need);
             mem_give_up_gpu(ld->d);
+        } else {
+            if (!said++)
+                util_info("memory: device %d: %s to page in before this job runs; waiting for "
+                          "peers to page out", device, util_size(out).s);
+            if (ask_for_page_in(ld, out, &seq, &blocked) != 0)
+                break;                 /* the lock is out of reach: said; try at the next tenure */
+            /* Memory only the jobs behind it can give back, by running: the
+             * GPU goes to them (once per wait), and the scheduler takes
+             * this process back once it is in (sched_acquire). */
+            if (blocked && !left++)
+                mem_give_up_gpu(ld->d);
+        }
         shm_futex_wait(&ld->dev->wake_seq, seq, MEM_PAGE_SLICE_NS);
         out = pg->paged_out_bytes(ord);
         if (!out)
             break;
     }
     util_and_relaxed(&a->page_flags, ~(MEM_PAGE_IN_BUSY | MEM_PAGE_FULL));
+    if (!pg->paged_out_bytes(ord))
+        util_store_relaxed(&limit_said, 0);        /* a later limit's wait is said again */
     publish_swapped(a, pg);
     if (said)
         util_info("memory: device %d: paged in after %llu ms", device,
@@ -626,8 +693,11 @@ int mem_page_keep_locked(shm_table_t *t, int device, int slot)
  * non-pageable jobs on the device leave too little room.  Granted the GPU,
  * it would hold it through a page-in that waits for memory only the jobs
  * behind it can give back, by running to their end.  It is a candidate
- * again once that memory is given back.  Under the table lock; reads the
- * table only, every word checked. */
+ * again once that memory is given back.  So is one whose own limit keeps
+ * what it paged out from coming back (granted, it would hold the GPU
+ * through a page-in its limit never lets through), until the limit is
+ * raised.  Under the table lock; reads the table only, every word
+ * checked. */
 int mem_page_blocked_locked(shm_table_t *t, int device, int slot)
 {
     if (!t || device < 0 || device >= SHM_MAX_DEVICES || slot < 0 || slot >= SHM_MAX_SLOTS)
@@ -639,6 +709,8 @@ int mem_page_blocked_locked(shm_table_t *t, int device, int slot)
     uint64_t out = util_load_relaxed(&a->swapped_out);
     if (!out || out > MEM_MAX_BYTES)
         return 0;
+    if (over_own_limit(a, dev, device, slot, out))
+        return 1;
     uint64_t used = mem_sdev_used(&a->dev[device]);
     mem_sums_t o;
     mem_sums(t, device, slot, &o);

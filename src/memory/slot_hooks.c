@@ -71,7 +71,10 @@ void mem_repair_hook(shm_table_t *t, void *ctx)
  * the reclaim protocol, so the owner's lock-free takes stay exact), no grant
  * passes the limit, and it allocates again once it has freed below the limit.
  * The invariant sd.granted <= sd.limit holds again then; until then
- * sd.granted <= max(sd.limit, what it held when the limit came). */
+ * sd.granted <= max(sd.limit, what it held when the limit came).  A page-out
+ * frees too: what a paging job paged out comes back in only within the
+ * limit (page.c's blocked hook and page-in keep it off the GPU meanwhile),
+ * and *out says what it has paged out so that salus limit can say so. */
 int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
                         mem_limit_change_t *out)
 {
@@ -89,6 +92,8 @@ int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text
         return -ESRCH;
     }
     mem_limit_change_t c = { 0 };
+    c.paged_out = mem_clampb(util_load_relaxed(&a->swapped_out));
+    c.pages = (util_load_relaxed(&a->page_flags) & MEM_PAGE_SWAP) != 0;
     for (int d = 0; d < SHM_MAX_DEVICES && rc == 0; d++) {
         mem_sdev_t *sd = &a->dev[d];
         mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
