@@ -12,8 +12,8 @@ is told to stop, and says when each iteration's sync returned.
   times as long as the same job alone on a GPU of its own at the same time
   (the bound test_sched_sim holds salus-train to); the low job ran, inside
   the high job's run, at most one of its iterations at a time.
-  srtf: jobs of 60, 8 and 24 declared iterations (SALUS_ITERATIONS) ended
-  shortest first.
+  srtf: jobs of 60, 8 and 24 declared iterations (SALUS_ITERATIONS), started
+  in that order, each once the one before ran, ended shortest first.
 """
 import fwlib
 from fwlib import check
@@ -141,8 +141,9 @@ def case_srtf():
                 for n in iters]
         for j in jobs:
             j.await_ready(READY_S)
-        for j in jobs:
+        for j in jobs:                  # the longest first, holding the GPU when the others come
             j.go()
+            fwlib.await_(j.ran_kernels, 60, "%s's first kernel" % j.name)
         for j in jobs:
             j.expect_ok(RUN_S)
         at_boundaries(run, jobs)
