@@ -16,7 +16,14 @@
  * A primary context is one object per device and process, with a stable
  * handle: retain makes it active (refcount > 0), the last release or a reset
  * frees its resources and makes it inactive; an inactive primary context is
- * not a valid context until retained again.
+ * not a valid context until retained again.  The CUDA runtime gets it from
+ * the CUDART interface (export.c), which retains it once on the runtime's
+ * behalf (rt_held) until it goes inactive.
+ *
+ * Before a context goes (destroy, reset, last release), the destructors of
+ * its context-local storage run (cls.c), with no lock held: they call the
+ * driver.  So those three take the lock twice, and look the context up
+ * again the second time.
  */
 #include "sim.h"
 
