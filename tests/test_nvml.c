@@ -686,7 +686,10 @@ static void test_sim_nvml_matches_driver(void **state)
     nvmlGpuFabricInfoV_t fi = { .version = nvmlGpuFabricInfo_v2 };
     assert_int_equal(remote(d, 0, &lt), NVML_ERROR_NOT_SUPPORTED);
     assert_int_equal(rpci(d, 0, &lp), NVML_ERROR_NOT_SUPPORTED);
-    assert_int_equal(fabric(d, &fi), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fabric(d, &fi), NVML_SUCCESS);
+    assert_int_equal(fi.state, NVML_GPU_FABRIC_STATE_NOT_SUPPORTED);
+    fi.version = 7;
+    assert_int_equal(fabric(d, &fi), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
     assert_int_equal(util(d, &u), NVML_SUCCESS);
     assert_int_equal(u.gpu, 0);                 /* nothing has run on this state */
 

@@ -404,14 +404,32 @@ UNSUPPORTED(nvmlDeviceGetEnforcedPowerLimit, unsigned int *mw U_)
 UNSUPPORTED(nvmlDeviceGetFanSpeed, unsigned int *pct U_)
 UNSUPPORTED(nvmlDeviceGetClockInfo, nvmlClockType_t type U_, unsigned int *mhz U_)
 UNSUPPORTED(nvmlDeviceGetBAR1MemoryInfo, nvmlBAR1Memory_t *bar1 U_)
-/* No NVLink and no fabric: simgpu's devices are PCIe cards.  PyTorch's
+/* No NVLink: simgpu's devices are PCIe cards.  PyTorch's
  * c10_cuda resolves these at its first allocation and stops when one is
  * missing; the real NVML answers NOT_SUPPORTED on a GPU without the links. */
 UNSUPPORTED(nvmlDeviceGetNvLinkState, unsigned int link U_, nvmlEnableState_t *active U_)
 UNSUPPORTED(nvmlDeviceGetNvLinkRemoteDeviceType, unsigned int link U_,
             nvmlIntNvLinkDeviceType_t *type U_)
 UNSUPPORTED(nvmlDeviceGetNvLinkRemotePciInfo_v2, unsigned int link U_, nvmlPciInfo_t *pci U_)
-UNSUPPORTED(nvmlDeviceGetGpuFabricInfoV, nvmlGpuFabricInfoV_t *info U_)
+
+/* A Hopper GPU answers the fabric query; one outside an NVSwitch fabric
+ * says so in the state (NOT_SUPPORTED), not in the result. */
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *info)
+{
+    CHECK_DEV(device, d);
+    (void)d;
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (info->version != nvmlGpuFabricInfo_v2 && info->version != nvmlGpuFabricInfo_v3)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    unsigned int version = info->version;
+    memset(info, 0, version == nvmlGpuFabricInfo_v2 ? sizeof(nvmlGpuFabricInfo_v2_t)
+                                                          : sizeof(nvmlGpuFabricInfo_v3_t));
+    info->version = version;
+    info->state = NVML_GPU_FABRIC_STATE_NOT_SUPPORTED;
+    info->status = NVML_SUCCESS;
+    return NVML_SUCCESS;
+}
 
 /* ---- memory ------------------------------------------------------------------ */
 
