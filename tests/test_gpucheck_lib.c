@@ -133,3 +133,22 @@ void expect_step(const char *out, const char *step, const char *want)
     assert_string_equal(status, want);
 }
 
+void expect_summary(const char *out, int rc, const char *row_prefix, int rows, int steps)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/summary.md", out);
+    char *md = tu_read_file(path, NULL);
+    assert_non_null(md);
+    assert_int_equal(tu_count_lines(md, row_prefix), rows);
+    assert_int_equal(tu_count_lines(md, "bench/gpu/check.sh on simgpu"), 1);
+    free(md);
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    char *js = tu_read_file(path, NULL);
+    assert_non_null(js);
+    assert_int_equal(tu_json_need(js, "pass") + tu_json_need(js, "fail") +
+                     tu_json_need(js, "skip"), steps);
+    assert_int_equal(tu_json_need(js, "simgpu"), 1);
+    assert_int_equal(rc, tu_json_need(js, "fail") > 0 ? 1 : 0);
+    free(js);
+}
+

@@ -29,5 +29,9 @@ int run_check(const char *tag, const char *steps, const char *bad, char *out, si
 void step_line(const char *out, const char *step, char *status, char *fig, size_t len);
 /* STEP's status is want (asserted, the line said when not). */
 void expect_step(const char *out, const char *step, const char *want);
+/* OUT/summary.md says it ran on simgpu and has rows rows starting with
+ * row_prefix; OUT/summary.json counts steps results, says simgpu, and its
+ * failures agree with check.sh's exit code rc. */
+void expect_summary(const char *out, int rc, const char *row_prefix, int rows, int steps);
 
 #endif

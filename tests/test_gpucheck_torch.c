@@ -44,21 +44,7 @@ static void test_torch_steps(void **state)
     assert_null(strstr(fig, "n/a"));
 
     /* The table and the counts. */
-    char path[700];
-    snprintf(path, sizeof path, "%s/summary.md", out);
-    char *md = tu_read_file(path, NULL);
-    assert_non_null(md);
-    assert_int_equal(tu_count_lines(md, "| torch-"), 6);
-    assert_int_equal(tu_count_lines(md, "bench/gpu/check.sh on simgpu"), 1);
-    free(md);
-    snprintf(path, sizeof path, "%s/summary.json", out);
-    char *js = tu_read_file(path, NULL);
-    assert_non_null(js);
-    assert_int_equal(tu_json_need(js, "pass") + tu_json_need(js, "fail") +
-                     tu_json_need(js, "skip"), 6);
-    assert_int_equal(tu_json_need(js, "simgpu"), 1);
-    assert_int_equal(rc, tu_json_need(js, "fail") > 0 ? 1 : 0);
-    free(js);
+    expect_summary(out, rc, "| torch-", 6, 6);
 }
 
 int main(void)
