@@ -384,17 +384,35 @@ static int blocked(shm_table_t *m, pid_t pid)
     return b;
 }
 
+/* Two waiting jobs of 40M and 20M, the 40M one first to be paged; the
+ * monitor's table. */
+static shm_table_t *start_pair(actor_t *job, actor_t *other)
+{
+    actor_start(job, waiting_job, 40);
+    actor_expect(job, 'w');
+    actor_start(other, waiting_job, 20);
+    actor_expect(other, 'w');
+    shm_table_t *m = monitor();
+    sh->rank[slot_of(m, job->pid)] = 2;             /* paged first */
+    sh->rank[slot_of(m, other->pid)] = 1;
+    return m;
+}
+
+static void finish_three(shm_table_t *m, actor_t *job, actor_t *other, actor_t *ask)
+{
+    actor_t *all[] = { job, other, ask };
+    for (int i = 0; i < 3; i++)
+        actor_say(all[i], 'x');
+    for (int i = 0; i < 3; i++)
+        actor_finish(all[i]);
+    shm_close_table(m);
+}
+
 static void test_blocked_until_room(void **state)
 {
     (void)state;
     actor_t job, other, ask;
-    actor_start(&job, waiting_job, 40);
-    actor_expect(&job, 'w');
-    actor_start(&other, waiting_job, 20);
-    actor_expect(&other, 'w');
-    shm_table_t *m = monitor();
-    sh->rank[slot_of(m, job.pid)] = 2;              /* paged first */
-    sh->rank[slot_of(m, other.pid)] = 1;
+    shm_table_t *m = start_pair(&job, &other);
     assert_false(blocked(m, job.pid));
     actor_start(&ask, asker, 70);                   /* 40M free: 30M to page */
     actor_say(&ask, 'a');
@@ -411,13 +429,7 @@ static void test_blocked_until_room(void **state)
     actor_say(&job, 'r');
     actor_expect(&job, 'i');
     assert_int_equal(view(m, job.pid).swapped_out, 0);
-    actor_say(&job, 'x');
-    actor_say(&other, 'x');
-    actor_say(&ask, 'x');
-    actor_finish(&job);
-    actor_finish(&other);
-    actor_finish(&ask);
-    shm_close_table(m);
+    finish_three(m, &job, &other, &ask);
 }
 
 /* ---- its own limit keeps its memory out ----------------------------------- */
@@ -439,13 +451,7 @@ static void test_own_limit_keeps_it_out(void **state)
 {
     (void)state;
     actor_t job, other, ask;
-    actor_start(&job, waiting_job, 40);
-    actor_expect(&job, 'w');
-    actor_start(&other, waiting_job, 20);
-    actor_expect(&other, 'w');
-    shm_table_t *m = monitor();
-    sh->rank[slot_of(m, job.pid)] = 2;              /* paged first */
-    sh->rank[slot_of(m, other.pid)] = 1;
+    shm_table_t *m = start_pair(&job, &other);
     actor_start(&ask, asker, 70);                   /* 40M free: 30M to page */
     actor_say(&ask, 'a');
     actor_expect(&ask, 'o');
@@ -471,13 +477,7 @@ static void test_own_limit_keeps_it_out(void **state)
     actor_expect(&job, 'i');                        /* raised: it pages in */
     assert_int_equal(view(m, job.pid).swapped_out, 0);
     assert_false(blocked(m, job.pid));
-    actor_say(&job, 'x');
-    actor_say(&other, 'x');
-    actor_say(&ask, 'x');
-    actor_finish(&job);
-    actor_finish(&other);
-    actor_finish(&ask);
-    shm_close_table(m);
+    finish_three(m, &job, &other, &ask);
 }
 
 /* ---- killed while paging out -------------------------------------------- */
