@@ -311,6 +311,21 @@ static long live_ranges(vmem_dev_t *v, vmem_staged_t **out)
     return (long)k;
 }
 
+/* Granule i of the small allocations' range unmapped, its handle released
+ * and its charge given back; 0 when it had no backing. */
+static int gran_drop(vmem_dev_t *v, size_t i)
+{
+    vmem_gran_t *g = &v->g[i];
+    if (!g->h)
+        return 0;
+    vmem_unback(v->base + i * v->gran, v->gran, g->h);
+    g->h = 0;
+    if (g->charged)
+        vmem_uncharge(v->ordinal, v->gran);
+    g->charged = 0;
+    return 1;
+}
+
 static CUresult small_out(vmem_dev_t *v, uint64_t *freed)
 {
     vmem_staged_t *r;
@@ -339,18 +354,11 @@ static CUresult small_out(vmem_dev_t *v, uint64_t *freed)
         free(r);
         return rc;
     }
-    for (size_t i = 0; i < v->size / v->gran; i++) {
-        vmem_gran_t *g = &v->g[i];
-        if (!g->h)
-            continue;
-        vmem_unback(v->base + i * v->gran, v->gran, g->h);
-        g->h = 0;
-        if (g->charged)
-            vmem_uncharge(v->ordinal, v->gran);
-        g->charged = 0;
-        v->resident -= v->gran;
-        *freed += v->gran;
-    }
+    for (size_t i = 0; i < v->size / v->gran; i++)
+        if (gran_drop(v, i)) {
+            v->resident -= v->gran;
+            *freed += v->gran;
+        }
     v->small_out = 1;
     v->stage = stage;
     v->stage_bytes = total;
@@ -419,16 +427,8 @@ CUresult vmem_small_in(vmem_dev_t *v, uint64_t *restored)
         *restored += got;
     return CUDA_SUCCESS;
 out_unback:                           /* all or nothing: it stays out */
-    while (i-- > 0) {
-        vmem_gran_t *g = &v->g[i];
-        if (!g->h)
-            continue;
-        vmem_unback(v->base + i * v->gran, v->gran, g->h);
-        g->h = 0;
-        if (g->charged)
-            vmem_uncharge(v->ordinal, v->gran);
-        g->charged = 0;
-    }
+    while (i-- > 0)
+        gran_drop(v, i);
     return rc;
 }
 
