@@ -89,9 +89,10 @@ static int back(sim_range_t *r, size_t size)
 
 static void unback(sim_range_t *r)
 {
-    if (r->mmapped)
+    if (r->mmapped) {
         munmap(r->raw, r->raw_size);
-    else
+        sim_ipc_release(r);
+    } else
         free(r->raw);
 }
 
@@ -233,7 +234,8 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     if (rc != CUDA_SUCCESS)
         goto out_unlock;
     if (!r || r->base != (uintptr_t)dptr ||
-        (r->kind != SIM_R_DEVICE && r->kind != SIM_R_MANAGED && r->kind != SIM_R_POOL)) {
+        (r->kind != SIM_R_DEVICE && r->kind != SIM_R_MANAGED && r->kind != SIM_R_POOL) ||
+        sim_ipc_imported(r)) {          /* cuIpcCloseMemHandle's to give back */
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out_unlock;
     }

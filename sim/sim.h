@@ -326,6 +326,7 @@ typedef struct sim_range {
     sim_pool_t *pool;                   /* SIM_R_POOL */
     sim_memhandle_t *mh;                /* SIM_R_MAPPED */
     size_t offset;                      /* SIM_R_MAPPED: where in mh's memfd */
+    struct sim_ipcmem *ipc;             /* SIM_R_DEVICE shared by legacy IPC (ipc.c) */
     struct sim_range *prev, *next;      /* list of all ranges */
     struct sim_range *free_next;        /* SIM_R_POOL: in the pool's cache */
 } sim_range_t;
@@ -409,6 +410,13 @@ sim_range_t *sim_range_find(uintptr_t addr);
 void sim_move(void *dst, const void *src, size_t n);
 /* The memfd behind a VMM handle, or -1 (vmm.c). */
 int sim_vmm_fd(const sim_memhandle_t *m);
+/* Legacy IPC (ipc.c): the memfd behind a shared or imported range (-1:
+ * none), whether r was imported, and the release of its share (unback). */
+int sim_ipc_fd(const sim_range_t *r);
+int sim_ipc_imported(const sim_range_t *r);
+void sim_ipc_release(sim_range_t *r);
+/* sparse.c: copy into dst, which reads zeros, the pages of r ever written. */
+void sim_copy_written(void *dst, const sim_range_t *r);
 /* 0 if [addr, addr+len) is covered by contiguous ranges granting prot. */
 int sim_range_check(uintptr_t addr, size_t len, int prot);
 void sim_range_reset_after_fork(void);

@@ -1,8 +1,9 @@
 /*
  * sparse.c - large copies that keep never-written memory unwritten: the
  * bytes of a copy are exactly memmove's, but where the source is known to
- * hold zeros that were never written (a hole of a VMM handle's memfd, a page
- * of a simgpu-owned anonymous mapping that was never touched), the
+ * hold zeros that were never written (a hole of a memfd: a VMM handle's or
+ * an IPC-shared allocation's; a page of a simgpu-owned anonymous mapping
+ * that was never touched), the
  * destination is zeroed by giving its pages back (a hole punched in its
  * memfd, MADV_DONTNEED on its anonymous pages) instead of by writing them.
  *
@@ -43,14 +44,28 @@
 
 /* ---- what the source holds ----------------------------------------------------- */
 
-/* A simgpu range whose pages can be asked about: a VMM mapping (memfd) or
- * an anonymous mapping of its own (device or host memory of 1 MiB up). */
+/* The memfd behind r and where r->base is in it; -1 when r is not a
+ * memfd's (a VMM mapping, or an allocation shared by legacy IPC, ipc.c). */
+static int memfd_of(const sim_range_t *r, off_t *at)
+{
+    if (r->kind == SIM_R_MAPPED) {
+        *at = (off_t)r->offset;
+        return r->mh ? sim_vmm_fd(r->mh) : -1;
+    }
+    *at = 0;
+    return sim_ipc_fd(r);
+}
+
+/* A simgpu range whose pages can be asked about: a memfd's (above; its
+ * pages may be written by another process, so pagemap cannot tell) or an
+ * anonymous mapping of its own (device or host memory of 1 MiB up). */
 static int knows(const sim_range_t *r)
 {
+    off_t at;
     if (!r)
         return 0;
-    if (r->kind == SIM_R_MAPPED)
-        return r->mh != NULL;
+    if (r->kind == SIM_R_MAPPED || r->ipc)
+        return memfd_of(r, &at) >= 0;
     return r->mmapped && (r->kind == SIM_R_DEVICE || r->kind == SIM_R_HOST ||
                           r->kind == SIM_R_MANAGED);
 }
@@ -60,12 +75,11 @@ static int knows(const sim_range_t *r)
 static size_t run_of(const sim_range_t *r, uintptr_t p, size_t max, int pm, int *zero)
 {
     size_t lim = r->base + r->size - p < max ? r->base + r->size - p : max;
+    off_t at;
+    int fd = memfd_of(r, &at);
     *zero = 0;
-    if (r->kind == SIM_R_MAPPED) {
-        int fd = sim_vmm_fd(r->mh);
-        off_t off = (off_t)(r->offset + (p - r->base)), end = off + (off_t)lim;
-        if (fd < 0)
-            return lim;
+    if (fd >= 0) {
+        off_t off = at + (off_t)(p - r->base), end = off + (off_t)lim;
         off_t data = lseek(fd, off, SEEK_DATA);
         if (data < 0 && errno != ENXIO)
             return lim;                        /* cannot tell: copied */
@@ -108,12 +122,12 @@ static void zero(uintptr_t d, size_t n, const sim_range_t *r)
 {
     uintptr_t lo = (d + PAGE - 1) & ~(uintptr_t)(PAGE - 1), hi = (d + n) & ~(uintptr_t)(PAGE - 1);
     int done = 0;
+    off_t at;
     if (knows(r) && lo < hi && hi <= r->base + r->size) {
-        if (r->kind == SIM_R_MAPPED) {
-            int fd = sim_vmm_fd(r->mh);
-            done = fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                        (off_t)(r->offset + (lo - r->base)),
-                                        (off_t)(hi - lo)) == 0;
+        int fd = memfd_of(r, &at);
+        if (fd >= 0) {                 /* MADV_DONTNEED would not zero a shared page */
+            done = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                             at + (off_t)(lo - r->base), (off_t)(hi - lo)) == 0;
         } else {
             done = madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0;
         }
@@ -155,6 +169,24 @@ void sim_move(void *dst, const void *src, size_t n)
         } else {
             memcpy((void *)(d + at), (const void *)(s + at), len);
         }
+        at += len;
+    }
+    if (pm >= 0)
+        close(pm);
+}
+
+/* For ipc.c's export: dst is a fresh memfd's mapping (zeros); only the runs
+ * of r ever written are copied, so never-written memory stays unwritten. */
+void sim_copy_written(void *dst, const sim_range_t *r)
+{
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    for (size_t at = 0; at < r->size;) {
+        int z = 0;
+        size_t len = run_of(r, r->base + at, r->size - at, pm, &z);
+        if (!len)
+            len = r->size - at;
+        if (!z)
+            memcpy((char *)dst + at, (const void *)(r->base + at), len);
         at += len;
     }
     if (pm >= 0)

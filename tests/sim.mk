@@ -16,6 +16,8 @@
 #   test_simgpu_mp   several processes on one state (capacity, reclaim after
 #                    SIGKILL, context memory, fork, engine serialization,
 #                    shared trace, a dead process's work cut)
+#   test_simgpu_ipc  legacy CUDA IPC of cuMemAlloc memory between processes:
+#                    bytes both ways, sparse export, stale and closed handles
 #   test_simgpu_state the state and loading, each in a process of its own
 #                    (validation, first process fixes the configuration,
 #                    before cuInit, -Bsymbolic under a preload, SIMGPU_LOG);
@@ -35,12 +37,14 @@ $(eval $(call salus_test,test_simgpu_capture,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mem,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mp,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_state,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_ipc,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_memop,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 
 # The tests load the workloads' cubin and PTX.
 $(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_capture \
     $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_memop \
-    $(B)/tests/test_simgpu_mp $(B)/tests/test_simgpu_state: | $(WL_CUBIN) $(WL_PTX)
+    $(B)/tests/test_simgpu_mp $(B)/tests/test_simgpu_state \
+    $(B)/tests/test_simgpu_ipc: | $(WL_CUBIN) $(WL_PTX)
 
 # A library exporting driver names, for the -Bsymbolic check of test_simgpu_state.
 SIM_SHIM := $(B)/tests/libsimgpu_shim.so
