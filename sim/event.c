@@ -23,6 +23,7 @@ static void destroy_event_if_ctx(void *obj, void *arg)
 {
     sim_event_t *e = obj;
     if (e->ctx == arg) {
+        sim_ipc_event_release(e);
         sim_obj_free(e->handle);
         free(e);
     }
@@ -35,9 +36,31 @@ void sim_events_destroy_ctx(sim_ctx_t *ctx)
 
 /* ---- cuEvent* ------------------------------------------------------------ */
 
+/* An event, its state loaded from where it is shared (an interprocess
+ * event: another process may have recorded it). */
 static sim_event_t *event_get(CUevent h)
 {
-    return sim_obj_get((uint64_t)(uintptr_t)h, SIM_K_EVENT);
+    sim_event_t *e = sim_obj_get((uint64_t)(uintptr_t)h, SIM_K_EVENT);
+    if (e)
+        sim_ipc_event_load(e);
+    return e;
+}
+
+sim_event_t *sim_event_get(CUevent h)
+{
+    return event_get(h);
+}
+
+sim_event_t *sim_event_new(sim_ctx_t *ctx, unsigned flags)
+{
+    sim_event_t *e = calloc(1, sizeof *e);
+    if (!e || !(e->handle = sim_obj_new(SIM_K_EVENT, e))) {
+        free(e);
+        return NULL;
+    }
+    e->ctx = ctx;
+    e->flags = flags;
+    return e;
 }
 
 CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
@@ -53,14 +76,11 @@ CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
     CUresult rc = sim_ctx_require(&ctx);
     if (rc != CUDA_SUCCESS)
         goto out_unlock;
-    sim_event_t *e = calloc(1, sizeof *e);
-    if (!e || !(e->handle = sim_obj_new(SIM_K_EVENT, e))) {
-        free(e);
+    sim_event_t *e = sim_event_new(ctx, flags);
+    if (!e) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unlock;
     }
-    e->ctx = ctx;
-    e->flags = flags;
     *ph = (CUevent)(uintptr_t)e->handle;
 out_unlock:
     SIM_UNLOCK();
@@ -73,6 +93,7 @@ static CUresult event_destroy(CUevent h)
     SIM_LOCK();
     sim_event_t *e = event_get(h);
     if (e) {
+        sim_ipc_event_release(e);
         sim_obj_free(e->handle);
         free(e);
     }
@@ -96,6 +117,7 @@ static CUresult event_record(CUevent h, CUstream hs, int ptds, unsigned flags)
     if (rc == CUDA_SUCCESS && !s->capture) {   /* in a capture: part of the graph */
         e->time = sim_max(sim_now(), sim_stream_ready(s));
         e->recorded = 1;
+        sim_ipc_event_store(e);
     }
     SIM_UNLOCK();
     return rc;

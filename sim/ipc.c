@@ -39,7 +39,20 @@
  * free while imported: the importer's bytes stay (the memfd lives while it
  * is mapped), and the charge goes back to the device at the free.
  *
- * Divided into: the handle; export; import; close and release.
+ * Events (cuIpcGetEventHandle, cuIpcOpenEventHandle): an event created
+ * with CU_EVENT_INTERPROCESS, when first exported, moves its state (whether
+ * recorded, and when its work completes: CLOCK_MONOTONIC, one clock for
+ * every process of the host) into a page of a memfd of its own; the
+ * handle names it as a memory handle names its memfd, and the opener maps
+ * the page into a new event of its current context (flags
+ * CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS), so that its query,
+ * synchronize and stream waits see the exporter's latest record (and its
+ * own records are the exporter's to see).  event.c loads and stores the
+ * state through sim_ipc_event_load / _store.  An event not created
+ * interprocess: CUDA_ERROR_INVALID_VALUE (which error the driver gives is
+ * not documented).
+ *
+ * Divided into: the handle; export; import; close and release; events.
  *
  * Lock: sim_p.lock guards the ranges and their r->ipc; the /proc look-ups
  * of an import are made under it too (no other process's lock is taken).
@@ -60,6 +73,8 @@
 #define IPC_MAGIC   0x494d4953u         /* "SIMI" (libsalus's handles start "SLAS") */
 #define IPC_VERSION 1u
 #define IPC_NAME    "simgpu-ipc-"
+#define EV_MAGIC    0x454d4953u         /* "SIME": an event's */
+#define EV_NAME     "simgpu-ipcev-"
 
 struct sim_ipcmem {
     int fd;                             /* the memfd */
@@ -100,10 +115,10 @@ static void handle_make(const sim_range_t *r, CUipcMemHandle *out)
     memcpy(out, &h, sizeof h);
 }
 
-static int handle_read(const CUipcMemHandle *in, ipc_handle_t *h)
+static int handle_read(const void *in, uint32_t magic, ipc_handle_t *h)
 {
     memcpy(h, in, sizeof *h);
-    return h->magic == IPC_MAGIC && h->version == IPC_VERSION && h->fd >= 0 && h->size &&
+    return h->magic == magic && h->version == IPC_VERSION && h->fd >= 0 && h->size &&
            h->check == fnv(h, offsetof(ipc_handle_t, check)) ? 0 : -1;
 }
 
@@ -179,12 +194,13 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
 
 /* ---- import ------------------------------------------------------------------------ */
 
-/* The exporter's memfd of h, reopened here; -1 when it is gone or not h's. */
-static int reopen(const ipc_handle_t *h)
+/* The exporter's memfd of h (named prefix + generation), reopened here; -1
+ * when it is gone or not h's. */
+static int reopen(const ipc_handle_t *h, const char *prefix)
 {
     char path[64], link[128], want[64];
     snprintf(path, sizeof path, "/proc/%u/fd/%d", h->pid, h->fd);
-    snprintf(want, sizeof want, "/memfd:" IPC_NAME "%016llx", (unsigned long long)h->gen);
+    snprintf(want, sizeof want, "/memfd:%s%016llx", prefix, (unsigned long long)h->gen);
     ssize_t n = readlink(path, link, sizeof link - 1);
     int fd = -1;
     if (n > 0) {
@@ -221,7 +237,7 @@ static sim_range_t *find_import(const ipc_handle_t *h)
 
 static CUresult map_import(const ipc_handle_t *h, sim_ctx_t *ctx, sim_range_t **out)
 {
-    int fd = reopen(h);
+    int fd = reopen(h, IPC_NAME);
     if (fd < 0)
         return CUDA_ERROR_INVALID_HANDLE;
     size_t len = sim_round_up(h->size, 4096);
@@ -255,7 +271,7 @@ static CUresult open_handle(CUdeviceptr *pdptr, const CUipcMemHandle *handle,
     /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: every device here reaches every
      * other's memory, so there is no peer access to enable. */
     if (!pdptr || (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ||
-        handle_read(handle, &h))
+        handle_read(handle, IPC_MAGIC, &h))
         return CUDA_ERROR_INVALID_VALUE;
     SIM_LOCK();
     sim_ctx_t *ctx = sim_ctx_current();
@@ -321,4 +337,134 @@ void sim_ipc_release(sim_range_t *r)
     close(r->ipc->fd);
     free(r->ipc);
     r->ipc = NULL;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+typedef struct ev_state {
+    uint64_t time;
+    uint32_t recorded;
+} ev_state_t;
+
+struct sim_ipcev {
+    int fd;
+    ev_state_t *st;                     /* the shared page */
+    uint64_t gen, ino;
+    uint32_t pid;
+};
+
+void sim_ipc_event_load(sim_event_t *e)
+{
+    if (!e->ipc)
+        return;
+    e->recorded = (int)__atomic_load_n(&e->ipc->st->recorded, __ATOMIC_ACQUIRE);
+    e->time = __atomic_load_n(&e->ipc->st->time, __ATOMIC_RELAXED);
+}
+
+void sim_ipc_event_store(const sim_event_t *e)
+{
+    if (!e->ipc)
+        return;
+    __atomic_store_n(&e->ipc->st->time, e->time, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->ipc->st->recorded, (uint32_t)e->recorded, __ATOMIC_RELEASE);
+}
+
+void sim_ipc_event_release(sim_event_t *e)
+{
+    if (!e->ipc)
+        return;
+    munmap(e->ipc->st, 4096);
+    close(e->ipc->fd);
+    free(e->ipc);
+    e->ipc = NULL;
+}
+
+static struct sim_ipcev *ev_map(int fd)
+{
+    struct sim_ipcev *m = calloc(1, sizeof *m);
+    void *p = m ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        free(m);
+        return NULL;
+    }
+    m->fd = fd;
+    m->st = p;
+    return m;
+}
+
+static CUresult ev_share(sim_event_t *e)
+{
+    char name[64];
+    struct stat st;
+    uint64_t gen = next_gen();
+    snprintf(name, sizeof name, EV_NAME "%016llx", (unsigned long long)gen);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    struct sim_ipcev *m = NULL;
+    if (fd < 0 || ftruncate(fd, 4096) || fstat(fd, &st) || !(m = ev_map(fd))) {
+        if (fd >= 0)
+            close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->gen = gen;
+    m->ino = (uint64_t)st.st_ino;
+    m->pid = (uint32_t)getpid();
+    e->ipc = m;
+    sim_ipc_event_store(e);             /* what it holds so far */
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent ev)
+{
+    SIM_CHECK_INIT();
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_event_t *e = sim_event_get(ev);
+    CUresult rc = !e ? CUDA_ERROR_INVALID_HANDLE
+                : !(e->flags & CU_EVENT_INTERPROCESS) ? CUDA_ERROR_INVALID_VALUE
+                : e->ipc ? CUDA_SUCCESS : ev_share(e);
+    if (rc == CUDA_SUCCESS) {
+        ipc_handle_t h = { .magic = EV_MAGIC, .version = IPC_VERSION, .pid = e->ipc->pid,
+                           .fd = e->ipc->fd, .ino = e->ipc->ino, .gen = e->ipc->gen,
+                           .size = 4096, .device = e->ctx ? e->ctx->device : 0 };
+        h.check = fnv(&h, offsetof(ipc_handle_t, check));
+        _Static_assert(sizeof h == sizeof *handle, "an event handle is 64 bytes");
+        memcpy(handle, &h, sizeof h);
+    }
+    SIM_UNLOCK();
+    return rc;
+}
+
+CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *ph, CUipcEventHandle handle)
+{
+    SIM_CHECK_INIT();
+    ipc_handle_t h;
+    if (!ph || handle_read(&handle, EV_MAGIC, &h))
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    sim_ctx_t *ctx = sim_ctx_current();
+    CUresult rc = CUDA_SUCCESS;
+    int fd = -1;
+    struct sim_ipcev *m = NULL;
+    sim_event_t *e = NULL;
+    if (!ctx || h.pid == (uint32_t)getpid())
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else if ((fd = reopen(&h, EV_NAME)) < 0)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (!(m = ev_map(fd)) ||
+             !(e = sim_event_new(ctx, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        if (m)
+            munmap(m->st, 4096);
+        free(m);
+        close(fd);
+    } else {
+        m->gen = h.gen;
+        m->ino = h.ino;
+        m->pid = h.pid;
+        e->ipc = m;
+        *ph = (CUevent)(uintptr_t)e->handle;
+    }
+    SIM_UNLOCK();
+    return rc;
 }

@@ -251,6 +251,7 @@ typedef struct sim_event {
     unsigned flags;
     int recorded;
     uint64_t time;                      /* when the recorded work completes */
+    struct sim_ipcev *ipc;              /* shared by cuIpcGetEventHandle (ipc.c) */
 } sim_event_t;
 
 typedef struct sim_param {
@@ -415,6 +416,15 @@ int sim_vmm_fd(const sim_memhandle_t *m);
 int sim_ipc_fd(const sim_range_t *r);
 int sim_ipc_imported(const sim_range_t *r);
 void sim_ipc_release(sim_range_t *r);
+/* An interprocess event's state where it is shared (its own, or that of
+ * the process it was opened from): load before reading e->recorded/time,
+ * store after a record; release when the event goes. */
+void sim_ipc_event_load(sim_event_t *e);
+void sim_ipc_event_store(const sim_event_t *e);
+void sim_ipc_event_release(sim_event_t *e);
+/* event.c: an event by handle (its shared state loaded); a new event. */
+sim_event_t *sim_event_get(CUevent h);
+sim_event_t *sim_event_new(sim_ctx_t *ctx, unsigned flags);
 /* sparse.c: copy into dst, which reads zeros, the pages of r ever written. */
 void sim_copy_written(void *dst, const sim_range_t *r);
 /* 0 if [addr, addr+len) is covered by contiguous ranges granting prot. */

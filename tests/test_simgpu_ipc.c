@@ -14,7 +14,9 @@
  * export).  Also: a handle of an address inside an allocation is the
  * allocation's; the exporter's own open, a corrupt handle, a small
  * allocation, opening twice and closing each open.  Never-written memory
- * stays unwritten when exported (the memfd's blocks).
+ * stays unwritten when exported (the memfd's blocks).  Events: the child
+ * opens the parent's interprocess event, recorded behind 1.5 s of work,
+ * and its query and synchronize see that record.
  *
  * The child reports "key value" lines; the parent waits for each with a
  * deadline, and the child waits for the parent's file with one.
@@ -107,15 +109,44 @@ static int page_is(CUdeviceptr b, int byte)
     return 1;
 }
 
-/* open <handle A> <handle B> <go file> */
+/* The event's half: open it, query it (and when), wait for it (and when). */
+static void child_event(const char *hex_ev)
+{
+    CUipcEventHandle he;
+    CUevent ev;
+    CUipcMemHandle tmp;
+    if (unhex(hex_ev, &tmp)) {
+        mp_say("ev_open", -1);
+        return;
+    }
+    memcpy(&he, &tmp, sizeof he);
+    CUresult rc = cuIpcOpenEventHandle(&ev, he);
+    mp_say("ev_open", rc);
+    if (rc)
+        return;
+    CUresult q = cuEventQuery(ev);
+    long long tq = (long long)tu_now_ns();
+    mp_say("ev_query", q);
+    mp_say("ev_query_ns", tq);
+    mp_say("ev_sync", cuEventSynchronize(ev));
+    mp_say("ev_done_ns", (long long)tu_now_ns());
+    mp_say("ev_destroy", cuEventDestroy(ev));
+}
+
+/* open <handle A> <handle B>:<event handle> <go file> */
 static int child_open(char **argv)
 {
     CUipcMemHandle ha, hb;
     CUcontext c;
     CUdeviceptr a, b, a2;
+    char *colon = strchr(argv[1], ':');
+    if (!colon)
+        return 1;
+    *colon = '\0';
     if (unhex(argv[0], &ha) || unhex(argv[1], &hb) || cuInit(0) ||
         cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c))
         return 1;
+    child_event(colon + 1);
     mp_say("open_a", cuIpcOpenMemHandle(&a, ha, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     mp_say("open_b", cuIpcOpenMemHandle(&b, hb, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     mp_say("read_parent", holds(a, 1));
@@ -188,15 +219,41 @@ static void test_ipc_between_processes(void **state)
     CKE(cuIpcOpenMemHandle(&x, bad, 0), CUDA_ERROR_INVALID_VALUE);
     CKE(cuIpcOpenMemHandle(&x, ha, 4), CUDA_ERROR_INVALID_VALUE);    /* unknown flag */
 
-    char sa[160], sb[160], go[512];
+    /* An interprocess event recorded after 1.5 s of work on the stream. */
+    CUevent ev, plain_ev;
+    CUipcEventHandle he;
+    CK(cuEventCreate(&plain_ev, CU_EVENT_DISABLE_TIMING));
+    CKE(cuIpcGetEventHandle(&he, plain_ev), CUDA_ERROR_INVALID_VALUE);
+    CK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS));
+    unsigned long long spin = 1500 * MS;
+    void *args[] = { &spin };
+    uint64_t t_end = tu_now_ns() + spin;        /* the work ends no sooner */
+    CK(cuLaunchKernel(simt_spin, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    CK(cuEventRecord(ev, NULL));
+    CK(cuIpcGetEventHandle(&he, ev));
+    CUevent self_ev;
+    CKE(cuIpcOpenEventHandle(&self_ev, he), CUDA_ERROR_INVALID_CONTEXT);
+
+    char sa[160], sb[330], go[512];
+    CUipcMemHandle he_as_mem;
+    memcpy(&he_as_mem, &he, sizeof he);
     hex(&ha, sa);
     hex(&hb, sb);
+    sb[128] = ':';
+    hex(&he_as_mem, sb + 129);
     snprintf(go, sizeof go, "%s/ipc-go-%d", tu_tmpdir(), (int)getpid());
     unlink(go);
     tu_env_t env;
     tu_proc_t p;
     mp_env(&env, simt_state);
     mp_spawn(&p, &env, "open", sa, sb, go);
+    CKE(mp_reported(&p, "ev_open", 10000), CUDA_SUCCESS);
+    CUresult q = (CUresult)mp_reported(&p, "ev_query", 10000);
+    if ((uint64_t)mp_reported(&p, "ev_query_ns", 10000) < t_end)
+        CKE(q, CUDA_ERROR_NOT_READY);           /* the parent's record, seen there */
+    CKE(mp_reported(&p, "ev_sync", 10000), CUDA_SUCCESS);
+    assert_true((uint64_t)mp_reported(&p, "ev_done_ns", 10000) >= t_end);
+    CKE(mp_reported(&p, "ev_destroy", 10000), CUDA_SUCCESS);
     CKE(mp_reported(&p, "open_a", 10000), CUDA_SUCCESS);
     CKE(mp_reported(&p, "open_b", 10000), CUDA_SUCCESS);
     assert_int_equal(mp_reported(&p, "read_parent", 10000), 1);
@@ -228,6 +285,8 @@ static void test_ipc_between_processes(void **state)
     CK(cuMemFree(c));
     CK(cuMemFree(d));
     CK(cuMemFree(small));
+    CK(cuEventDestroy(ev));
+    CK(cuEventDestroy(plain_ev));
     tu_env_free(&env);
 }
 
