@@ -8,7 +8,9 @@
  *
  * Device memory is host memory: small allocations come from malloc (aligned
  * to 512 bytes inside a slightly larger block), large ones (>= 1 MiB) from
- * an mmap of their own that is touched only when used.  Each allocation is
+ * an mmap of their own that is touched only when used (moved into a shared
+ * memfd at the same address when first exported by legacy IPC, ipc.c, whose
+ * share unback releases).  Each allocation is
  * charged round_up(size, SIM_GRANULE = 512) bytes to its device in the
  * shared state (state.c) before it exists, and given back when freed; pinned
  * and registered host memory is not charged, nor are modules' variables
