@@ -63,7 +63,12 @@ def run_one(python, logdir, limit, path):
         why = " (timed out after %ds)" % limit
     elif rc < 0:
         why = " (killed by signal %d)" % -rc
-    if (rc != 0 and bad == 0) or not lines:
+    # FW_CASES may pick no case of a scenario: a clean exit with no line is
+    # then nothing run, not a failure (without FW_CASES it is one).
+    unpicked = not lines and rc == 0 and not timed_out and os.environ.get("FW_CASES")
+    if unpicked:
+        why = " (no case picked by FW_CASES)"
+    elif (rc != 0 and bad == 0) or not lines:
         bad += 1
     status = "FAILED" if bad else "ok"
     print("%-28s %3d passed %3d failed %3d skipped %4ds  %s%s"
