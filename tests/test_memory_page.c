@@ -22,7 +22,10 @@
  *     asks no peer to page out (before, it asked at every 20 ms, holding
  *     the GPU for good), and it pages in once the limit is raised;
  *   - a peer killed while it pages out: its memory is reaped exactly and
- *     the one that asked goes on.
+ *     the one that asked goes on;
+ *   - a page-in before a tenure that waits for room ends, its memory still
+ *     out, once its process no longer holds the GPU (mem_set_gpu_held's
+ *     seam): before, it waited for good, asking nobody (torch_swap hung so).
  * The policy's order is a table the test writes (mem_set_rank's seam).
  */
 #include <setjmp.h>
@@ -49,6 +52,7 @@ typedef struct shared {
     int rank[SHM_MAX_SLOTS];
     int stall_out;                 /* a page-out stops half-way until killed */
     int give_ups;                  /* calls of the GPU give-up hook (mem_set_gpu_give_up) */
+    int lease_lost;                /* the GPU-held hook answers 0 (mem_set_gpu_held) */
 } shared_t;
 static shared_t *sh;
 
@@ -86,7 +90,6 @@ static CUresult fp_out(int ordinal, uint64_t want, uint64_t *freed)
 
 static CUresult fp_in(int ordinal, uint64_t *restored)
 {
-    (void)ordinal;
     uint64_t r = 0;
     if (page_in_sleep_ms) {            /* the copy's time, which residency scales */
         struct timespec ts = { (time_t)(page_in_sleep_ms / 1000),
@@ -106,7 +109,9 @@ static CUresult fp_in(int ordinal, uint64_t *restored)
         *restored = 0;
         return CUDA_SUCCESS;
     }
-    uint64_t h;
+    uint64_t h, room;
+    if (mem_room_at(ordinal, &room) == 0 && room < r)
+        return CUDA_ERROR_OUT_OF_MEMORY;   /* refused at once, as vmem_page_in is */
     if (fk_alloc(MEM_KIND_DEVICE, r, &h) != CUDA_SUCCESS)
         return CUDA_ERROR_OUT_OF_MEMORY;   /* the room is not there yet */
     for (int i = 0; i < BLOCKS; i++)
@@ -152,6 +157,12 @@ static void count_give_up(int ordinal)
     __atomic_add_fetch(&sh->give_ups, 1, __ATOMIC_RELAXED);
 }
 
+static int fake_held(int d)
+{
+    (void)d;
+    return !__atomic_load_n(&sh->lease_lost, __ATOMIC_RELAXED);
+}
+
 /* A job that holds `arg` MB in two blocks and waits for the GPU, serving
  * page-out requests as the scheduler's wait loop does, until told:
  *   'r' run: page in (as before a tenure), say 'i', wait for the GPU again;
@@ -160,6 +171,7 @@ static int waiting_job(actor_t *a)
 {
     shm_table_t *t = start_100m(1);
     mem_set_gpu_give_up(count_give_up);
+    mem_set_gpu_held(fake_held);
     uint64_t half = a->arg * MB / 2;
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, half, &blk[i].handle), CUDA_SUCCESS);
@@ -182,6 +194,12 @@ static int waiting_job(actor_t *a)
             CHECK_EQ(fp_paged(0), 0);
             shm_set_state(t, slot, SHM_WAIT_GPU);
             act_tell(a, 'i');
+        }
+        if (c == 'R') {                  /* a tenure's page-in that may end without it */
+            shm_set_state(t, slot, SHM_RUNNING);
+            mem_page_in_before_run(0);
+            shm_set_state(t, slot, SHM_WAIT_GPU);
+            act_tell(a, fp_paged(0) ? 'o' : 'i');
         }
         if (c == 's') {                  /* slow page-ins from now on: 500 ms */
             page_in_sleep_ms = 500;
@@ -524,6 +542,48 @@ static void test_killed_while_paging_out(void **state)
     shm_close_table(m);
 }
 
+/* ---- a page-in that lost its tenure --------------------------------------- */
+
+/* The torch_swap hang: a job granted the GPU pages in before it runs and
+ * waits for room; a waiter takes the lease from it meanwhile (it looks
+ * idle).  Without the lease it runs before no one, so it asks nobody, and
+ * unqueued it serves nothing: its page-in must end, its memory still out,
+ * so that it waits for the GPU again (before, it waited for good while the
+ * new holder ran). */
+static void test_page_in_ends_with_the_lease(void **state)
+{
+    (void)state;
+    shm_table_t *m;
+    actor_t first, last, ask;
+    two_waiting(&m, &first, &last);
+    actor_start(&ask, asker, 50);                   /* cannot move: paging off */
+    actor_say(&ask, 'a');
+    actor_expect(&ask, 'o');
+    assert_int_equal(view_after(m, last.pid, 1, 0).swapped_out, 40 * MB);
+    /* 10M free; `first` (40M, pageable) runs before `last`, so `last` asks
+     * nobody, and is not blocked (first's memory could move). */
+    actor_say(&last, 'R');
+    assert_false(actor_has_said(&last, 300));       /* it waits for room, holding the GPU */
+    __atomic_store_n(&sh->lease_lost, 1, __ATOMIC_RELAXED);
+    if (!actor_has_said(&last, 5000)) {
+        kill(last.pid, SIGKILL);
+        fail_msg("the page-in went on waiting 5 s after its process lost the GPU");
+    }
+    actor_expect(&last, 'o');
+    mem_slot_view_t vl = view(m, last.pid), vf = view(m, first.pid);
+    assert_int_equal(vl.swapped_out, 40 * MB);      /* still out: paged in at its next tenure */
+    assert_int_equal(vl.swap_ins, 0);
+    assert_int_equal(vf.swap_outs, 0);              /* nobody was asked for it */
+    assert_int_equal(vf.used, 40 * MB);
+    actor_say(&first, 'x');
+    actor_say(&last, 'x');
+    actor_say(&ask, 'x');
+    actor_finish(&first);
+    actor_finish(&last);
+    actor_finish(&ask);
+    shm_close_table(m);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -533,6 +593,7 @@ int main(void)
         T(test_blocked_until_room),
         T(test_own_limit_keeps_it_out),
         T(test_killed_while_paging_out),
+        T(test_page_in_ends_with_the_lease),
     };
     return cmocka_run_group_tests_name("memory-page", tests, NULL, NULL);
 }

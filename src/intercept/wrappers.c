@@ -232,6 +232,7 @@ static void hook_modules_start(void)
         mem_set_admit_order(sched_admit_order_locked, sched_enroll);
         mem_set_gpu_wait(sched_wait_mem);
         mem_set_gpu_give_up(sched_give_up_for_mem);
+        mem_set_gpu_held(sched_holds_gpu);
         vmem_set_work_count(hook_work_released);
         mem_set_nudge(sched_nudge);
         mem_set_hold(sched_hold_for_mem);

@@ -253,6 +253,9 @@ typedef struct mem_proc {
     void (*gpu_wait)(int ordinal);
     /* Its other half (mem_set_gpu_give_up), outside the lock. */
     void (*gpu_give_up)(int ordinal);
+    /* Whether this process still holds table device d's GPU
+     * (mem_set_gpu_held), outside the lock; NULL: taken as held. */
+    int (*gpu_held)(int d);
     /* Wakes a peer asked to page out (mem_set_nudge), under the lock. */
     void (*nudge)(shm_table_t *t, int slot);
     /* Holds or lets go this process's launches (mem_set_hold), outside the

@@ -289,6 +289,14 @@ void mem_set_gpu_wait(mem_gpu_wait_fn fn);
  * job that cannot run, the GPU would idle while the jobs that hold the
  * memory wait for it (each could only free it by running to its end). */
 void mem_set_gpu_give_up(mem_gpu_wait_fn fn);
+/* Whether this process still holds the GPU of table device `d` (the
+ * scheduler's sched_holds_gpu, which intercept registers; outside the
+ * lock).  A page-in before a tenure waits only while it does: a waiter may
+ * take the lease from a holder whose page-in waits (it looks idle), and a
+ * page-in that went on without the lease would wait, unqueued and asking
+ * nobody, for memory that only the new holder's peers give back. */
+typedef int (*mem_gpu_held_fn)(int d);
+void mem_set_gpu_held(mem_gpu_held_fn fn);
 /* How a peer asked to page out is woken (the scheduler's sched_nudge, which
  * intercept registers): it waits for the GPU and serves requests when it
  * looks, so that a nudge saves the asker up to a poll.  Called under the
@@ -325,7 +333,9 @@ void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal));
 void mem_page_serve(void);
 /* Before this process runs on table device `device` (its tenure's first
  * launch): page back in what is paged out there, asking peers to page out
- * if the device lacks the room; waits until it is in. */
+ * if the device lacks the room; waits until it is in, or until the GPU is
+ * no longer this process's (mem_set_gpu_held): the scheduler then waits for
+ * the GPU again and pages in at the next tenure. */
 void mem_page_in_before_run(int device);
 /* This process has memory paged out now (on any device): 1 or 0.  One
  * relaxed load. */

@@ -121,6 +121,11 @@ void mem_set_gpu_give_up(mem_gpu_wait_fn fn)
 }
 
 
+void mem_set_gpu_held(mem_gpu_held_fn fn)
+{
+    util_store_release(&mem_p.gpu_held, fn);
+}
+
 void mem_set_nudge(mem_nudge_fn fn)
 {
     util_store_release(&mem_p.nudge, fn);
@@ -418,6 +423,14 @@ static int page_in_once(mem_slot_t *a, const mem_pager_t *pg, int ord)
     return 0;
 }
 
+/* The tenure this page-in is for is still this process's: it holds table
+ * device d's GPU (or no scheduler says otherwise). */
+static int still_held(int d)
+{
+    mem_gpu_held_fn held = util_load_acquire(&mem_p.gpu_held);
+    return !held || held(d);
+}
+
 /* Ask peers for what the page-in lacks; the wake word's value before
  * asking, for the wait, and whether paging peers could make the room at
  * all (mem_page_blocked_locked).  -1 when the lock is out of reach. */
@@ -480,6 +493,14 @@ void mem_page_in_before_run(int device)
         shm_futex_wait(&ld->dev->wake_seq, seq, MEM_PAGE_SLICE_NS);
         out = pg->paged_out_bytes(ord);
         if (!out)
+            break;
+        /* The lease went to another meanwhile (a waiter took it as idle,
+         * or the give-up above handed it on): this wait is no tenure's any
+         * more.  Waiting on, unqueued, it would ask nobody (it runs before
+         * no one) and serve no request, while the new holder runs for good.
+         * It goes back to the wait for the GPU (sched_acquire), where it is
+         * asked and granted again, and pages in at that tenure. */
+        if (!still_held(ld->d))
             break;
     }
     util_and_relaxed(&a->page_flags, ~(MEM_PAGE_IN_BUSY | MEM_PAGE_FULL));

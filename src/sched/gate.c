@@ -356,6 +356,18 @@ void sched_give_up_for_mem(int ordinal)
                       "first) until then", d, to);
 }
 
+int sched_holds_gpu(int d)
+{
+    sched_proc_t *p = &sched_p;
+    if (util_load_acquire(&p->state) != SCHED_P_ACTIVE || !p->t || d < 0 ||
+        d >= SHM_MAX_DEVICES)
+        return 1;
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (!(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED))
+        return 1;
+    return util_load_acquire(&dev->lease) == sched_lease_of(p->slot, p->gen);
+}
+
 /* The hold (sched.h).  Set and cleared by this process only, under the
  * table lock, with its gate recomputed in the same hold: a thread that
  * looks at the gate after the store sees CLOSED and waits in held_wait; one

@@ -218,6 +218,10 @@ void sched_wait_mem(int ordinal);
  * that the jobs holding the memory run and give it back.  Its next launch
  * queues it again as any launch does. */
 void sched_give_up_for_mem(int ordinal);
+/* Whether this process holds table device `d`'s GPU now (1 also where the
+ * device is not gated, or the process is not scheduled): memory's page-in
+ * before a tenure waits only while it does.  One load; no lock. */
+int sched_holds_gpu(int d);
 /* Memory pages this process out while one of its threads waits for memory
  * on CUDA ordinal `ordinal` under a policy that gates nothing there (pack:
  * every job holding memory waits for more, and one of them must give its
