@@ -42,6 +42,11 @@
  *     its peers to page out for nothing (both jobs hung so); it leaves the
  *     GPU, says why once, and comes back in when the limit is raised
  *     (mem_set_limit_table wakes the device's waiters);
+ *   - a page-in before a tenure waits for room only while the process
+ *     holds the GPU (mem_set_gpu_held): a waiter may take the lease from it
+ *     meanwhile (it looks idle), and without it the page-in would ask
+ *     nobody and serve nothing; it ends, its memory still out, and the
+ *     process waits for the GPU again, where it is asked and granted;
  *   - a process that starts waiting for the GPU (its first look after a
  *     tenure) wakes its devices' memory waiters, which may ask it now;
  *   - the asked process clears the request once served (a compare-and-swap
