@@ -202,9 +202,11 @@ int top_limit(const top_target_t *t, const char *size, int force, char *msg, siz
                  "limit is the whole budget", (int)t->pid, t->name, was, now, holds, size, now);
     else if (c.used + c.ctx > c.limit)
         snprintf(msg, len, "%d (%s): memory limit %s -> %s; it holds %s, more than that: "
-                 "it goes on allocating up to its last iteration's peak, and the limit takes "
-                 "hold as that peak falls (what it frees for good is not given back to it)",
-                 (int)t->pid, t->name, was, now, holds);
+                 "%s", (int)t->pid, t->name, was, now, holds,
+                 c.pages ? "the limit takes effect as it frees or pages out (a paging job's "
+                 "excess is paged out)" : "it goes on allocating up to its last iteration's "
+                 "peak, and the limit takes hold as that peak falls (what it frees for good "
+                 "is not given back to it)");
     else
         snprintf(msg, len, "%d (%s): memory limit %s -> %s (it holds %s), from its next "
                  "allocation", (int)t->pid, t->name, was, now, holds);

@@ -55,7 +55,7 @@ void salus_limit_usage(FILE *f)
 "peak (what a training job frees and allocates again each iteration), and\n"
 "the limit takes hold as that peak falls, at each iteration's end, until its\n"
 "footprint is within the limit; it says so once on its stderr.  A job that\n"
-"pages (SALUS_SWAP=on) gets what it pages\n"
+"pages (SALUS_SWAP=on) is held to the limit itself, and gets what it pages\n"
 "out back only within its limit: below what it holds, once paged out it\n"
 "leaves the GPU to its peers and waits until the limit is raised again.\n"
 "Refused below the memory it has reserved, and below what it can never free\n"

@@ -11,6 +11,8 @@
  * iteration boundary what it may hold falls to that iteration's peak,
  * until it reaches the limit: the footprint converges to the limit as the
  * job frees for good, and its spare above what it may hold goes back.
+ * A job that pages (SALUS_SWAP=on) is held to the limit itself: its excess
+ * is paged out and comes back in only within the limit (page.c).
  *
  * Divided into: what it may hold; an iteration's end.
  *
@@ -45,7 +47,10 @@ uint64_t mem_live_limit_locked(mem_local_dev_t *ld)
     uint64_t hold = util_load_relaxed(&ld->lim_hold);
     if (limit != seen) {
         ld->lim_seen = limit;
-        if (limit < seen) {           /* lowered: it keeps what its iterations use */
+        /* lowered: it keeps what its iterations use; a paging job's excess
+         * is paged out instead, and comes back only within the limit
+         * (page.c), so it is held to the limit itself */
+        if (limit < seen && !mem_p.cfg.swap) {
             uint64_t peak = mem_umin(iteration_peak(ld), seen);
             if (!hold)                /* once set, it only falls */
                 hold = peak;
