@@ -462,7 +462,7 @@ static void set_limit(shm_table_t *m, pid_t pid, const char *size, mem_limit_cha
 {
     int s = slot_of(m, pid);
     assert_true(s >= 0);
-    assert_int_equal(mem_set_limit_table(m, s, shm_slot_gen(m, s), size, c), 0);
+    assert_int_equal(mem_set_limit_table(m, s, shm_slot_gen(m, s), size, 0, c), 0);
 }
 
 static void test_own_limit_keeps_it_out(void **state)

@@ -121,13 +121,15 @@ static void finish(tu_proc_t *p, const char *who)
     }
 }
 
-/* salus limit <pid> <size> -t <table>; its reply in *reply (malloc'd). */
+/* salus limit <pid> <size> -t <table> --force (1K is below its contexts on
+ * purpose: a limit that keeps it paged out until raised); its reply in
+ * *reply (malloc'd). */
 static int salus_limit(pid_t pid, const char *size, char **reply)
 {
     char salus[512], pidtext[16];
     snprintf(pidtext, sizeof pidtext, "%d", (int)pid);
     char *argv[] = { (char *)tu_build_path("bin/salus", salus, sizeof salus), "limit", pidtext,
-                     (char *)size, "-t", table_name, NULL };
+                     (char *)size, "-t", table_name, "--force", NULL };
     tu_proc_t p;
     int rc = tu_run(argv, NULL, TOOL_MS, &p);
     char *out = tu_read_file(p.out_path, NULL), *err = tu_read_file(p.err_path, NULL);

@@ -114,6 +114,12 @@ void tt_job_start_mem(tt_job_t *j, const char *name, const char *seconds, const 
 void tt_job_start_env(tt_job_t *j, const char *name, const char *seconds, const char *mem,
                       const char *const *vars)
 {
+    tt_job_start_args(j, name, seconds, mem, vars, NULL);
+}
+
+void tt_job_start_args(tt_job_t *j, const char *name, const char *seconds, const char *mem,
+                       const char *const *vars, const char *const *args)
+{
     tu_env_t env;
     char prog[512];
     tu_env_init(&env);
@@ -129,10 +135,16 @@ void tt_job_start_env(tt_job_t *j, const char *name, const char *seconds, const 
     snprintf(j->report, sizeof j->report, "%s/%s-%d.report", tu_tmpdir(), name, (int)getpid());
     unlink(j->report);
     tu_env_set(&env, "SALUS_REPORT", "%s", j->report);
-    char *argv[] = { (char *)tu_build_path("bin/salus-train", prog, sizeof prog),
-                     "--seconds", (char *)seconds, "--kernels", "5",
-                     "--aux-kernels", "0", "--kernel-us", "1000", "--name", (char *)name,
-                     "--mem", (char *)mem, NULL };
+    char *argv[32] = { (char *)tu_build_path("bin/salus-train", prog, sizeof prog),
+                       "--seconds", (char *)seconds, "--kernels", "5",
+                       "--aux-kernels", "0", "--kernel-us", "1000", "--name", (char *)name,
+                       "--mem", (char *)mem, NULL };
+    size_t n = 13;
+    for (int i = 0; args && args[i]; i++) {
+        assert_true(n + 1 < sizeof argv / sizeof *argv);
+        argv[n++] = (char *)args[i];
+    }
+    argv[n] = NULL;
     assert_int_equal(tu_spawn(&j->p, argv, &env), 0);
     tu_env_free(&env);
 }

@@ -50,6 +50,9 @@ void tt_job_start_mem(tt_job_t *j, const char *name, const char *seconds, const 
 void tt_job_start_env(tt_job_t *j, const char *name, const char *seconds, const char *mem,
                       const char *const *vars);
 /* Until its slot has done an iteration (15 s at most). */
+/* The same, with `args` (NULL-ended) added to salus-train's command line. */
+void tt_job_start_args(tt_job_t *j, const char *name, const char *seconds, const char *mem,
+                       const char *const *vars, const char *const *args);
 void tt_job_wait_running(const tt_job_t *j);
 /* SIGTERM, and a clean exit. */
 void tt_job_stop(tt_job_t *j);

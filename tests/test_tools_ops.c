@@ -593,12 +593,29 @@ static void test_renice_limit_commands(void **state)
     slot_watch_t w = { j.p.pid, 77, 0 };
     assert_true(tu_await(slot_shows, &w, 5000));
 
-    /* below what it holds: said, and set */
+    /* below its contexts (simgpu's 512M): it could never hold less, so
+     * refused, the least it takes named, unless forced */
     o = TT_TOOL("bin/salus", "limit", pid, "128M", "-t", tt_table);
-    if (o.rc != 0 || !tt_contains(o.out, "takes effect as it frees"))
-        fail_msg("salus limit below its use: rc %d: %s%s", o.rc, o.out, o.err);
+    if (o.rc != 1 || !tt_contains(o.err, "can never free while it runs") ||
+        !tt_contains(o.err, "at least 512M, or --force"))
+        fail_msg("salus limit below its contexts: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus", "limit", pid, "128M", "--force", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "-> 128M"))
+        fail_msg("salus limit --force: rc %d: %s%s", o.rc, o.out, o.err);
     tt_out_free(&o);
     w = (slot_watch_t){ j.p.pid, -1, 128ull << 20 };
+    assert_true(tu_await(slot_shows, &w, 5000));
+    o = TT_TOOL("bin/salus", "renice", pid, "5", "--force", "-t", tt_table);
+    if (o.rc != 2 || !tt_contains(o.err, "--force"))      /* limit's alone */
+        fail_msg("salus renice --force: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    /* below what it holds (256M and its context), above its context: said, and set */
+    o = TT_TOOL("bin/salus", "limit", pid, "600M", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "it goes on allocating up to its last iteration's peak"))
+        fail_msg("salus limit below its use: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    w = (slot_watch_t){ j.p.pid, -1, 600ull << 20 };
     assert_true(tu_await(slot_shows, &w, 5000));
     o = TT_TOOL("bin/salus", "limit", pid, "1G", "-t", tt_table);      /* and raised again */
     if (o.rc != 0 || !tt_contains(o.out, "-> 1.0G") || tt_contains(o.out, "as it frees"))
@@ -630,6 +647,105 @@ static void test_renice_limit_commands(void **state)
     /* what the job's run says: it went on with its 256M under a limit it passed */
     tt_job_stop(&j);
     w = (slot_watch_t){ 0 };
+}
+
+/* ---- a live limit below what a training job holds --------------------------------- */
+
+typedef struct live_watch {
+    pid_t pid;
+    long long iterations;     /* at least this many */
+    uint64_t footprint;       /* granted + contexts at most this (0: any) */
+    mem_slot_view_t mv;       /* what was seen last */
+} live_watch_t;
+
+static int live_shows(void *arg)
+{
+    live_watch_t *w = arg;
+    shm_table_t *t;
+    int ok = 0;
+    if (top_open_table(tt_table, "", 0, &t) != 0)
+        return 0;
+    for (int s = 0; s < SHM_MAX_SLOTS && !ok; s++) {
+        shm_ident_t id;
+        sched_slot_info_t si;
+        if (shm_slot_ident(t, s, &id) != 0 || id.pid != w->pid ||
+            sched_read_slot(t, s, &si) != 0 || mem_view_slot(t, s, &w->mv) != 0)
+            continue;
+        ok = (long long)si.iterations >= w->iterations &&
+             (!w->footprint || w->mv.granted + w->mv.ctx <= w->footprint);
+    }
+    shm_close_table(t);
+    return ok;
+}
+
+static long long iterations_of(pid_t pid)
+{
+    live_watch_t w = { pid, 0, 0, { 0 } };
+    shm_table_t *t;
+    long long n = -1;
+    if (top_open_table(tt_table, "", 0, &t) != 0)
+        return -1;
+    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+        shm_ident_t id;
+        sched_slot_info_t si;
+        if (shm_slot_ident(t, s, &id) == 0 && id.pid == w.pid && sched_read_slot(t, s, &si) == 0)
+            n = (long long)si.iterations;
+    }
+    shm_close_table(t);
+    return n;
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* A training job (96M held, 48M allocated and freed each iteration, a 16M
+ * context) limited to 80M while it holds 160M: it keeps running, says so
+ * once, and once it frees its 96M for good (--mem-seconds) its footprint
+ * comes within the limit.  On a 1G simgpu the grant's chunk is small, so
+ * each iteration's 48M comes back from the device, not from its spare. */
+static void test_live_limit_below_hold(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_job_t j;
+    const char *const vars[] = { "SIMGPU_MEMORY=1G", "SIMGPU_CTX_MEMORY=16M", NULL };
+    const char *const args[] = { "--iter-mem", "48M", "--mem-seconds", "2.5", NULL };
+    tt_job_start_args(&j, "livejob", "6", "96M", vars, args);
+    tt_job_wait_running(&j);
+    live_watch_t w = { j.p.pid, 3, 0, { 0 } };
+    assert_true(tu_await(live_shows, &w, 10000));     /* a whole iteration's peak seen */
+
+    tt_out_t o = TT_TOOL("bin/salus", "limit", "livejob", "80M", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "-> 80M; it holds") ||
+        !tt_contains(o.out, "it goes on allocating up to its last iteration's peak"))
+        fail_msg("salus limit below its hold: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    long long at = iterations_of(j.p.pid);
+    assert_true(at > 0);
+    /* its steady state goes on: iterations with their 48M each, no refusal */
+    w = (live_watch_t){ j.p.pid, at + 20, 0, { 0 } };
+    if (!tu_await(live_shows, &w, 10000) || w.mv.oom_refusals != 0) {
+        char *err = tu_read_file(j.p.err_path, NULL);
+        fail_msg("the job did not go on under the limit (%llu refusals): %s",
+                 (unsigned long long)w.mv.oom_refusals, err ? err : "");
+    }
+    /* freed for good: what it holds converges to the limit */
+    w = (live_watch_t){ j.p.pid, 0, 80ull << 20, { 0 } };
+    if (!tu_await(live_shows, &w, 10000))
+        fail_msg("its footprint stayed at %llu + %llu contexts, above the 80M limit",
+                 (unsigned long long)w.mv.granted, (unsigned long long)w.mv.ctx);
+    assert_int_equal(w.mv.oom_refusals, 0);
+    assert_int_equal(tu_wait(&j.p, 15000), 0);        /* ran its 6 s to the end */
+    char *err = tu_read_file(j.p.err_path, NULL);
+    if (count_of(err, "it goes on allocating up to that peak") != 1 ||
+        tt_contains(err, "OUT_OF_MEMORY"))
+        fail_msg("the job's stderr, which says once what the limit does: %s", err ? err : "");
+    free(err);
 }
 
 /* Every change through the tools leaves an audit line in the system log:
@@ -786,10 +902,10 @@ static void test_top_keys(void **state)
     /* l: a limit below what it holds */
     keys(&tm, "l");
     expect_screen(&tm, (const char *const[]){ "memory limit of", NULL });
-    keys(&tm, "128M");
+    keys(&tm, "600M");
     keys(&tm, "Enter");
-    expect_screen(&tm, (const char *const[]){ "takes effect as it frees", NULL });
-    w = (slot_watch_t){ a.p.pid, -1, 128ull << 20 };
+    expect_screen(&tm, (const char *const[]){ "it goes on allocating", NULL });
+    w = (slot_watch_t){ a.p.pid, -1, 600ull << 20 };
     assert_true(tu_await(slot_shows, &w, 5000));
 
     /* I: the reverse order, said in the status bar; / and Enter clear the filter */
@@ -839,6 +955,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_top_at_80, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_status, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_renice_limit_commands, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_live_limit_below_hold, tt_setup, tt_teardown),
         cmocka_unit_test(test_control_permission),
         cmocka_unit_test_setup_teardown(test_audit_lines, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_keys, tt_setup, tt_teardown),

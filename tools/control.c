@@ -100,6 +100,9 @@ static const char *change_error(int rc)
     case -ESRCH:  return "it has exited (or does not use the scheduler or the memory "
                          "accounting yet)";
     case -EBUSY:  return "that is below the memory it has reserved (SALUS_MEM_RESERVE)";
+    case -EDOM:   return "that is below the memory it can never free while it runs (its "
+                         "contexts and modules, and any reservation): every allocation "
+                         "would be refused";
     case -ENODEV: return "it has no GPU yet: set its limit once it has made a context";
     case -EINVAL: return "the value is not accepted";
     default:      return top_open_error(rc);
@@ -158,7 +161,7 @@ static void say_paging(const mem_limit_change_t *c, char *msg, size_t len)
              "peers and waits, saying so, until its limit is raised to at least %s", out, all);
 }
 
-int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
+int top_limit(const top_target_t *t, const char *size, int force, char *msg, size_t len)
 {
     shm_table_t *tab;
     int rc = open_for(t, &tab, msg, len);
@@ -167,8 +170,18 @@ int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
         return rc;
     }
     mem_limit_change_t c;
-    rc = mem_set_limit_table(tab, t->slot, t->gen, size, &c);
+    rc = mem_set_limit_table(tab, t->slot, t->gen, size, force ? MEM_LIMIT_FORCE : 0, &c);
     shm_close_table(tab);
+    if (rc == -EDOM) {
+        char floor[16];
+        top_human_bytes(c.floor, floor, sizeof floor);
+        snprintf(msg, len, "%d (%s): the memory limit could not be changed: %s is below the "
+                 "%s it can never free while it runs (its contexts and modules, and any "
+                 "reservation), so every allocation would be refused; at least %s, or "
+                 "--force to set it anyway", (int)t->pid, t->name, size, floor, floor);
+        top_audit("limit to %.32s refused in %s: %s", size, t->table, msg);
+        return rc;
+    }
     if (rc != 0) {
         snprintf(msg, len, "%d (%s): the memory limit could not be changed: %s", (int)t->pid,
                  t->name, change_error(rc));
@@ -178,7 +191,7 @@ int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
     char was[16], now[16], holds[16];
     top_human_bytes(t->mem_limit, was, sizeof was);
     top_human_bytes(c.limit, now, sizeof now);
-    top_human_bytes(c.used, holds, sizeof holds);
+    top_human_bytes(c.used + c.ctx, holds, sizeof holds);   /* what the limit bounds */
     /* A size past the budget is cut to it (memory's rule): say why the
      * limit is not what was asked.  Percentages are of the budget already. */
     uint64_t asked;
@@ -187,10 +200,13 @@ int top_limit(const top_target_t *t, const char *size, char *msg, size_t len)
         snprintf(msg, len, "%d (%s): memory limit %s -> %s (it holds %s): %s is more than its "
                  "GPU's budget, %s (the capacity less the headroom kept for contexts), so its "
                  "limit is the whole budget", (int)t->pid, t->name, was, now, holds, size, now);
-    else if (c.used > c.limit)
+    else if (c.used + c.ctx > c.limit)
         snprintf(msg, len, "%d (%s): memory limit %s -> %s; it holds %s, more than that: "
-                 "the limit takes effect as it frees (no new allocation until it holds "
-                 "less than %s)", (int)t->pid, t->name, was, now, holds, now);
+                 "%s", (int)t->pid, t->name, was, now, holds,
+                 c.pages ? "the limit takes effect as it frees or pages out (a paging job's "
+                 "excess is paged out)" : "it goes on allocating up to its last iteration's "
+                 "peak, and the limit takes hold as that peak falls (what it frees for good "
+                 "is not given back to it)");
     else
         snprintf(msg, len, "%d (%s): memory limit %s -> %s (it holds %s), from its next "
                  "allocation", (int)t->pid, t->name, was, now, holds);

@@ -500,7 +500,7 @@ static void limit_prompt(ui_t *u)
         say(u, "memory limit unchanged");
         return;
     }
-    top_limit(&t, text, msg, sizeof msg);
+    top_limit(&t, text, 0, msg, sizeof msg);
     say(u, msg);
 }
 

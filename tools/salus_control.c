@@ -45,21 +45,27 @@ void salus_renice_usage(FILE *f)
 void salus_limit_usage(FILE *f)
 {
     fprintf(f,
-"usage: salus limit PID|NAME SIZE [-t TABLE]\n"
+"usage: salus limit PID|NAME SIZE [-t TABLE] [--force]\n"
 "\n"
 "Change the device-memory limit of a running process (every process of that\n"
 "name), on each of its GPUs: SIZE as 20G, 512M, 1.5GiB, 25%% (of each GPU's\n"
 "budget; 100%% lifts the limit).  Raised, it lets the process allocate at\n"
-"once.  Lowered below what the process holds, nothing is taken from it: the\n"
-"limit takes effect as it frees, and it allocates nothing new until it holds\n"
-"less than the limit.  A job that pages (SALUS_SWAP=on) gets what it pages\n"
+"once.  Lowered below what the process holds, nothing is taken from it and\n"
+"it is not made to fail: it goes on allocating up to its last iteration's\n"
+"peak (what a training job frees and allocates again each iteration), and\n"
+"the limit takes hold as that peak falls, at each iteration's end, until its\n"
+"footprint is within the limit; it says so once on its stderr.  A job that\n"
+"pages (SALUS_SWAP=on) is held to the limit itself, and gets what it pages\n"
 "out back only within its limit: below what it holds, once paged out it\n"
 "leaves the GPU to its peers and waits until the limit is raised again.\n"
-"Refused below the memory it has reserved.  You may\n"
+"Refused below the memory it has reserved, and below what it can never free\n"
+"while it runs (its contexts and modules): every allocation would be refused;\n"
+"--force sets such a limit anyway.  You may\n"
 "change your own processes, or any process of a group table whose group you\n"
 "are in.\n"
 "\n"
 "  -t, --table NAME   only this table (default: every table of this user)\n"
+"  -f, --force        set a limit below what it can never free while it runs\n"
 "  -h, --help         this text\n"
 "\n"
 "examples:\n"
@@ -74,6 +80,7 @@ void salus_limit_usage(FILE *f)
 
 typedef struct control_args {
     const char *who, *value, *table;
+    int force;                /* --force: salus limit only */
 } control_args_t;
 
 /* 0, -1 after --help, or TOP_EXIT_USAGE. */
@@ -83,17 +90,25 @@ static int parse(const char *cmd, int argc, char **argv, void (*usage)(FILE *),
     static const struct option longs[] = {
         { "table", required_argument, NULL, 't' },
         { "help", no_argument, NULL, 'h' },
+        { "force", no_argument, NULL, 'f' },
         { NULL, 0, NULL, 0 },
     };
-    int c;
+    int c, limit = strcmp(cmd, "limit") == 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":t:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, limit ? ":t:hf" : ":t:h", longs, NULL)) != -1) {
         switch (c) {
         case 't': a->table = optarg; break;
         case 'h': usage(stdout); return -1;
+        case 'f':                             /* getopt_long knows --force for both */
+            if (!limit)
+                return salus_bad(cmd, argv[optind - 1], "is not an option (it takes -t TABLE)");
+            a->force = 1;
+            break;
         case ':': return salus_bad(cmd, argv[optind - 1], "needs a value");
-        default:  return salus_bad(cmd, argv[optind - 1], "is not an option (it takes -t TABLE)");
+        default:
+            return salus_bad(cmd, argv[optind - 1], limit ? "is not an option (it takes -t "
+                             "TABLE, --force)" : "is not an option (it takes -t TABLE)");
         }
     }
     if (argc - optind < 2)
@@ -158,9 +173,11 @@ static int renice_one(const top_target_t *t, const void *value, char *msg, size_
     return top_renice(t, (int)*(const long *)value, msg, len);
 }
 
+static int limit_force;       /* --force, for limit_one */
+
 static int limit_one(const top_target_t *t, const void *value, char *msg, size_t len)
 {
-    return top_limit(t, value, msg, len);
+    return top_limit(t, value, limit_force, msg, len);
 }
 
 int salus_renice(int argc, char **argv)
@@ -187,5 +204,6 @@ int salus_limit(int argc, char **argv)
         return bad_value("limit", a.value, "is not a size: it takes 20G, 512M, 1.5GiB, 25% (of "
                          "the GPU's budget; 100% is the whole budget) or exact bytes from 1 MiB "
                          "as 2097152B; not 0, which would refuse every allocation");
+    limit_force = a.force;
     return apply("limit", &a, limit_one, a.value);
 }

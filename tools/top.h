@@ -321,7 +321,7 @@ void top_target_of(const top_snap_t *s, const top_proc_t *p, top_target_t *t);
 /* Change one process; what happened (or why not) in one sentence in msg.
  * 0, or -errno (-EPERM: not the caller's to change, -ESRCH: it exited). */
 int top_renice(const top_target_t *t, int priority, char *msg, size_t len);
-int top_limit(const top_target_t *t, const char *size, char *msg, size_t len);
+int top_limit(const top_target_t *t, const char *size, int force, char *msg, size_t len);
 
 /* One line to the system log (authpriv, notice, tag "salus") for a change
  * made through the tools: who (user, uid, tool), when, and `fmt`: what and

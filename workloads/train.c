@@ -28,6 +28,7 @@ typedef struct train_cfg {
     long long accum;
     double host_ms;
     uint64_t iter_mem;
+    double mem_seconds;       /* 0: --mem held to the end */
     int sync;
     const char *preset;
 } train_cfg_t;
@@ -74,6 +75,9 @@ static size_t train_opts(train_cfg_t *t, wl_opt_t *o)
                     "host time (data loading) before each micro-batch, milliseconds (default 0)");
     o[n++] = WL_OPT("iter-mem", WL_OPT_SIZE, &t->iter_mem, NULL, 0, 0, "SIZE",
                     "memory allocated before each iteration's kernels, freed after (default 0)");
+    o[n++] = WL_OPT("mem-seconds", WL_OPT_DOUBLE, &t->mem_seconds, NULL, 0, 3.6e6, "S",
+                    "free --mem for good after S seconds of iterations, as a job that drops "
+                    "its warm-up buffers (default 0: held to the end)");
     o[n++] = WL_OPT("syncs-per-iter", WL_OPT_INT, &t->syncs_per_iter, NULL, 0, 1e6, "N",
                     "extra item-like logging syncs inside each micro-batch (default 0)");
     o[n++] = WL_OPT("accum", WL_OPT_INT, &t->accum, NULL, 1, 1e6, "N",
@@ -226,6 +230,9 @@ static int iteration(train_run_t *r)
         (rc = wl_sync(&r->w.g, t->sync)))
         return rc;
     uint64_t t1 = wl_now_ns();
+    if (t->mem_seconds > 0 && t1 - r->loop_start_ns >= (uint64_t)(t->mem_seconds * 1e9) &&
+        (rc = wl_buf_free(&r->w.g, &r->w.mem)))
+        return rc;                    /* freed once: its size is 0 from now on */
     r->done++;
     return wl_samples_add(&r->iter_ms, (double)(t1 - t0) / 1e6);
 }

@@ -177,7 +177,8 @@ static mem_take_t take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
         uint64_t g = util_load_relaxed(&sd->granted);
         uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
         uint64_t used = g + d > spare ? g + d - spare : 0;
-        if (used + mem_own_ctx(ld->d) + bytes > util_load_relaxed(&sd->limit))
+        if (used + mem_own_ctx(ld->d) + bytes >
+            mem_umax(util_load_relaxed(&sd->limit), util_load_relaxed(&ld->lim_hold)))
             return MEM_TAKE_REFUSED;
         if (__atomic_compare_exchange_n(&ld->debt, &d, d + bytes, 1, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
@@ -273,7 +274,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     mem_sdev_t *sd = ld->sd;
     mem_dev_t *dev = ld->dev;
     uint64_t g0 = mem_clampb(util_load_relaxed(&sd->granted)), r = util_load_relaxed(&sd->reserved);
-    uint64_t limit = util_load_relaxed(&sd->limit), ctx = mem_own_ctx(ld->d);
+    uint64_t limit = mem_live_limit_locked(ld), ctx = mem_own_ctx(ld->d);
     limit = limit > ctx ? limit - ctx : 0;        /* its contexts count against it */
     if (g0 > limit || need > limit - g0)
         return MEM_OVER_LIMIT;
@@ -354,9 +355,10 @@ void mem_wake_admit(mem_dev_t *dev)
     shm_futex_wake(&dev->admit_seq, INT_MAX);
 }
 
-/* Return the spare beyond a chunk to the device (never below the
- * reservation, which is the job's anyway). */
-static void shrink(mem_local_dev_t *ld)
+/* Return the spare beyond a chunk to the device, and any spare above what
+ * it may hold (livelim.c), never below the reservation, which is the job's
+ * anyway. */
+void mem_shrink(mem_local_dev_t *ld)
 {
     shm_table_t *t = mem_p.t;
     mem_sdev_t *sd = ld->sd;
@@ -366,9 +368,12 @@ static void shrink(mem_local_dev_t *ld)
     mem_fix_log(t, ld->d);
     uint64_t w = util_load_seq(&sd->avail);
     uint64_t g = util_load_relaxed(&sd->granted), r = util_load_relaxed(&sd->reserved);
+    uint64_t may = mem_live_limit_locked(ld), ctx = mem_own_ctx(ld->d);
+    uint64_t over = g + ctx > may ? g + ctx - may : 0;
     do {
         uint64_t spare = MEM_SPARE(w);
-        x = mem_umin(spare > ld->chunk ? spare - ld->chunk : 0, g > r ? g - r : 0);
+        x = mem_umin(mem_umin(mem_umax(spare > ld->chunk ? spare - ld->chunk : 0, over), spare),
+                     g > r ? g - r : 0);
     } while (x && !__atomic_compare_exchange_n(&sd->avail, &w, w - x, 1, __ATOMIC_SEQ_CST,
                                                __ATOMIC_SEQ_CST));
     if (x) {
@@ -381,7 +386,7 @@ static void shrink(mem_local_dev_t *ld)
 void mem_give_slow(mem_local_dev_t *ld, uint64_t spare)
 {
     if (spare > ld->shrink_at)
-        shrink(ld);
+        mem_shrink(ld);
     if (util_load_seq(&ld->dev->waiters))
         mem_wake(ld->dev);
 }
@@ -539,7 +544,7 @@ static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
     uint64_t need = mem_sdev_used(sd) + bytes;
     uint64_t taken = mem_own_ctx(ld->d) + mem_clampb(util_load_relaxed(&ld->dev->foreign));
     if (!mem_p.cfg.swap || need + taken > util_load_relaxed(&ld->dev->budget) ||
-        need > util_load_relaxed(&sd->limit))
+        need > mem_live_limit_locked(ld))
         return 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         shm_ident_t id;
@@ -627,6 +632,15 @@ static mem_fit_t wait_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags
     return fit;
 }
 
+/* Who set a limit of `limit`: a monitor (salus limit) when it is not what
+ * registration set; else SALUS_MEM_LIMIT, or nobody (the whole budget). */
+static const char *limit_origin(const mem_local_dev_t *ld, uint64_t limit)
+{
+    if (limit != ld->lim_set)
+        return "set by salus limit";
+    return mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "none set: the device's whole budget";
+}
+
 static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
 {
     static int said;
@@ -637,13 +651,16 @@ static void say_refusal(mem_local_dev_t *ld, uint64_t bytes, mem_fit_t fit)
                        mem_clampb(util_load_relaxed(&ld->dev->foreign));
     uint64_t budget = util_load_relaxed(&ld->dev->budget);
     uint64_t grantable = budget > outside ? budget - outside : 0;
+    uint64_t limit = util_load_relaxed(&sd->limit), hold = util_load_relaxed(&ld->lim_hold);
     if (fit == MEM_OVER_LIMIT)
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: this "
-                      "process uses %s and its contexts %s of its limit of %s (%s); the "
+                      "process uses %s and its contexts %s of its limit of %s (%s%s%s); the "
                       "program sees CUDA_ERROR_OUT_OF_MEMORY", util_size(bytes).s, ld->name,
                       util_size(used).s, util_size(mem_own_ctx(ld->d)).s,
-                      util_size(util_load_relaxed(&sd->limit)).s,
-                      mem_p.cfg.limit ? "SALUS_MEM_LIMIT" : "the device's whole budget");
+                      util_size(hold > limit ? hold : limit).s, limit_origin(ld, limit),
+                      hold > limit ? ", held above it to its last iteration's peak until "
+                      "that falls; the limit itself is " : "",
+                      hold > limit ? util_size(limit).s : "");
     else
         util_log_once(&said, UTIL_LOG_WARN, "memory: refused %s on %s: the "
                       "%s it can grant (its budget of %s less %s that contexts and "

@@ -175,6 +175,12 @@ typedef struct mem_local_dev {
     uint64_t chunk;        /* grant extra asked for small allocations */
     uint64_t shrink_at;    /* spare above this goes back to the device */
     uint64_t iter_peak;    /* highest used since the last iteration boundary (atomic) */
+    uint64_t lim_set;      /* sd->limit as registration set it (SALUS_MEM_LIMIT or the
+                              budget): another value was set by salus limit */
+    uint64_t lim_seen;     /* sd->limit as this process last saw it (under the lock) */
+    uint64_t lim_hold;     /* 0, or a live limit came below its iterations' use: it
+                              may hold up to this (contexts included) until its last
+                              iteration's peak falls (account.c's live limit; atomic) */
     char name[64];         /* "CUDA device <ordinal> (GPU-<uuid>)", for messages */
     uint64_t debt;         /* taken while the table's lock was out of reach, not
                               yet in the grant: used = granted + debt - spare
@@ -429,6 +435,18 @@ static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
  * while paging makes the room).  Both before the context is made. */
 CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve);
 void mem_ctx_admit(mem_local_dev_t *ld);
+
+/* (account.c) What this process may hold on ld's device, its contexts
+ * included: its limit, or more while a limit lowered live stays above its
+ * last iteration's peak (ld->lim_hold).  Under the lock. */
+uint64_t mem_live_limit_locked(mem_local_dev_t *ld);
+/* (account.c) An iteration ended with `peak` its highest use: a live limit
+ * it held more than lowers what it may hold to that peak (spare above it
+ * goes back).  The owner's, outside the lock. */
+void mem_live_limit_iteration(mem_local_dev_t *ld, uint64_t peak);
+/* (account.c) Spare beyond a chunk, and above what it may hold, back to
+ * the device.  Takes the table's lock. */
+void mem_shrink(mem_local_dev_t *ld);
 
 /* Room for this process on d, under the lock: what it could still take. */
 uint64_t mem_room_locked(mem_local_dev_t *ld);

@@ -253,6 +253,8 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     mem_sdev_t *sd = &mem_p.area->dev[d];
     uint64_t budget = dev->budget;
     util_store_relaxed(&sd->limit, limit_of((int)ord, budget));
+    ld->lim_set = ld->lim_seen = util_load_relaxed(&sd->limit);
+    util_store_relaxed(&ld->lim_hold, 0);
     if (mem_p.slot >= 0 && mem_p.slot < SHM_MAX_SLOTS)   /* a former slot's charge */
         util_store_relaxed(&dev->ctx_kib[mem_p.slot], 0);
     util_or_relaxed(&sd->flags, MEM_SDEV_REGISTERED);
@@ -594,6 +596,8 @@ void mem_iteration_end(void)
         uint64_t used = g > spare ? g - spare : 0;
         uint64_t peak = util_xchg_relaxed(&ld->iter_peak, used);
         util_store_relaxed(&sd->run_peak, peak > used ? peak : used);
+        if (__builtin_expect(util_load_relaxed(&ld->lim_hold) != 0, 0))
+            mem_live_limit_iteration(ld, peak > used ? peak : used);
     }
 }
 

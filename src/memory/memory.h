@@ -442,13 +442,22 @@ int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out);
  * (page.c: until then it leaves the GPU).  0 and *out (its figures when
  * the limit came; limit: the new one, on its last device; paged_out: what
  * it has paged out now, over its devices; pages: 1 when it runs with
- * SALUS_SWAP=on), -EINVAL (text), -EBUSY (below its reservation), -ESRCH
- * (gone), -ENODEV (no device yet), or the lock's error. */
+ * SALUS_SWAP=on), -EINVAL (text), -EBUSY (below its reservation), -EDOM
+ * (below what it can never free while it runs, its contexts and
+ * reservation: every allocation would be refused; *out is written, floor
+ * says how much;
+ * MEM_LIMIT_FORCE in `flags` sets it anyway), -ESRCH (gone), -ENODEV (no
+ * device yet), or the lock's error.  Below what it holds, a running job
+ * goes on up to its last iteration's peak, and the limit takes hold as that
+ * peak falls (livelim.c). */
+#define MEM_LIMIT_FORCE 1u
 typedef struct mem_limit_change {
     uint64_t used, reserved, limit, paged_out;
+    uint64_t floor;           /* its contexts and reservation, on the device named */
+    uint64_t ctx;             /* its contexts and modules (the limit bounds them too) */
     int devices, pages;
 } mem_limit_change_t;
 int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
-                        mem_limit_change_t *out);
+                        unsigned flags, mem_limit_change_t *out);
 
 #endif /* SALUS_MEMORY_H */

@@ -66,17 +66,21 @@ void mem_repair_hook(shm_table_t *t, void *ctx)
 
 /* ---- a new limit (salus limit) ----------------------------------------------
  * A monitor sets the limit of the process in (slot, gen) on each of its
- * devices, under the lock.  Below what the process holds, the limit stops
- * its growth: its spare beyond its reservation is taken back at once (with
- * the reclaim protocol, so the owner's lock-free takes stay exact), no grant
- * passes the limit, and it allocates again once it has freed below the limit.
- * The invariant sd.granted <= sd.limit holds again then; until then
- * sd.granted <= max(sd.limit, what it held when the limit came).  A page-out
+ * devices, under the lock.  A limit below what the process can never free
+ * while it runs (its contexts, its reservation) is refused unless forced:
+ * every allocation would be refused.  Below what the process holds, the
+ * limit stops its growth: its spare beyond its reservation is taken back at
+ * once (with the reclaim protocol, so the owner's lock-free takes stay
+ * exact), and the process sees the lowered limit at its next grant:
+ * it may hold up to its last iteration's peak until that falls (livelim.c),
+ * so that a training job's next iteration is not refused what the last
+ * one freed.  The invariant sd.granted <= sd.limit holds again then; until
+ * then sd.granted <= max(sd.limit, what it held when the limit came).  A page-out
  * frees too: what a paging job paged out comes back in only within the
  * limit (page.c's blocked hook and page-in keep it off the GPU meanwhile),
  * and *out says what it has paged out so that salus limit can say so. */
 int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
-                        mem_limit_change_t *out)
+                        unsigned flags, mem_limit_change_t *out)
 {
     uint64_t probe;
     if (!t || slot < 0 || slot >= SHM_MAX_SLOTS || !text || !out ||
@@ -105,7 +109,13 @@ int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text
             rc = -EINVAL;                        /* 0 would refuse every allocation */
         else if (v < util_load_relaxed(&sd->reserved))
             rc = -EBUSY;                         /* below its guaranteed reservation */
+        uint64_t floor = mem_ctx_of(dev, slot) + util_load_relaxed(&sd->reserved);
+        if (rc == 0 && v < floor && !(flags & MEM_LIMIT_FORCE)) {
+            rc = -EDOM;                          /* it can never hold less while it runs */
+            c.floor = floor;
+        }
         c.reserved += util_load_relaxed(&sd->reserved);
+        c.ctx += mem_ctx_of(dev, slot);
         uint64_t g = mem_clampb(util_load_relaxed(&sd->granted));
         uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
         c.used += g > spare ? g - spare : 0;
@@ -129,7 +139,7 @@ int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text
     shm_unlock(t);
     if (rc == 0 && c.devices == 0)
         rc = -ENODEV;                            /* registered on no device yet */
-    if (rc == 0)
-        *out = c;
+    if (rc == 0 || rc == -EDOM)
+        *out = c;                                /* -EDOM: what it takes at least */
     return rc;
 }
