@@ -274,7 +274,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
     mem_sdev_t *sd = ld->sd;
     mem_dev_t *dev = ld->dev;
     uint64_t g0 = mem_clampb(util_load_relaxed(&sd->granted)), r = util_load_relaxed(&sd->reserved);
-    uint64_t limit = mem_live_limit_locked(ld), ctx = mem_own_ctx(ld->d);
+    uint64_t ctx = mem_own_ctx(ld->d), limit = mem_live_limit_locked(ld, ctx, mem_p.cfg.swap);
     limit = limit > ctx ? limit - ctx : 0;        /* its contexts count against it */
     if (g0 > limit || need > limit - g0)
         return MEM_OVER_LIMIT;
@@ -368,7 +368,7 @@ void mem_shrink(mem_local_dev_t *ld)
     mem_fix_log(t, ld->d);
     uint64_t w = util_load_seq(&sd->avail);
     uint64_t g = util_load_relaxed(&sd->granted), r = util_load_relaxed(&sd->reserved);
-    uint64_t may = mem_live_limit_locked(ld), ctx = mem_own_ctx(ld->d);
+    uint64_t ctx = mem_own_ctx(ld->d), may = mem_live_limit_locked(ld, ctx, mem_p.cfg.swap);
     uint64_t over = g + ctx > may ? g + ctx - may : 0;
     do {
         uint64_t spare = MEM_SPARE(w);
@@ -544,7 +544,7 @@ static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
     uint64_t need = mem_sdev_used(sd) + bytes;
     uint64_t taken = mem_own_ctx(ld->d) + mem_clampb(util_load_relaxed(&ld->dev->foreign));
     if (!mem_p.cfg.swap || need + taken > util_load_relaxed(&ld->dev->budget) ||
-        need > mem_live_limit_locked(ld))
+        need > mem_live_limit_locked(ld, mem_own_ctx(ld->d), mem_p.cfg.swap))
         return 0;
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         shm_ident_t id;

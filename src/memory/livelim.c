@@ -14,7 +14,10 @@
  * A job that pages (SALUS_SWAP=on) is held to the limit itself: its excess
  * is paged out and comes back in only within the limit (page.c).
  *
- * Divided into: what it may hold; an iteration's end.
+ * Divided into: what it may hold; an iteration's end.  It reads the
+ * table's slot alone: account.c, at the bottom of the module, calls it, so
+ * what it needs of the process (its contexts, whether it pages) comes in
+ * its arguments.
  *
  * Locking: ld->lim_seen under the table's lock; ld->lim_hold is the
  * owner's, atomic (an iteration's end lowers it outside the lock, a grant
@@ -25,10 +28,10 @@
 
 /* ---- what it may hold ---------------------------------------------------- */
 
-static uint64_t iteration_peak(mem_local_dev_t *ld)
+static uint64_t iteration_peak(mem_local_dev_t *ld, uint64_t ctx)
 {
     uint64_t p = util_load_relaxed(&ld->sd->run_peak), i = util_load_relaxed(&ld->iter_peak);
-    return mem_clampb(p > i ? p : i) + mem_own_ctx(ld->d);
+    return mem_clampb(p > i ? p : i) + ctx;
 }
 
 static void say_held(mem_local_dev_t *ld, uint64_t limit, uint64_t hold)
@@ -41,7 +44,7 @@ static void say_held(mem_local_dev_t *ld, uint64_t limit, uint64_t hold)
                   "to the device", ld->name, util_size(limit).s, util_size(hold).s);
 }
 
-uint64_t mem_live_limit_locked(mem_local_dev_t *ld)
+uint64_t mem_live_limit_locked(mem_local_dev_t *ld, uint64_t ctx, int swap)
 {
     uint64_t limit = util_load_relaxed(&ld->sd->limit), seen = ld->lim_seen;
     uint64_t hold = util_load_relaxed(&ld->lim_hold);
@@ -50,8 +53,8 @@ uint64_t mem_live_limit_locked(mem_local_dev_t *ld)
         /* lowered: it keeps what its iterations use; a paging job's excess
          * is paged out instead, and comes back only within the limit
          * (page.c), so it is held to the limit itself */
-        if (limit < seen && !mem_p.cfg.swap) {
-            uint64_t peak = mem_umin(iteration_peak(ld), seen);
+        if (limit < seen && !swap) {
+            uint64_t peak = mem_umin(iteration_peak(ld, ctx), seen);
             if (!hold)                /* once set, it only falls */
                 hold = peak;
             if (hold > limit)
@@ -66,21 +69,21 @@ uint64_t mem_live_limit_locked(mem_local_dev_t *ld)
 
 /* ---- an iteration's end -------------------------------------------------- */
 
-void mem_live_limit_iteration(mem_local_dev_t *ld, uint64_t peak)
+int mem_live_limit_iteration(mem_local_dev_t *ld, uint64_t peak, uint64_t ctx)
 {
     uint64_t hold = util_load_relaxed(&ld->lim_hold);
-    uint64_t want = mem_clampb(peak) + mem_own_ctx(ld->d);
+    uint64_t want = mem_clampb(peak) + ctx;
     if (!hold || want >= hold)
-        return;                       /* its use has not fallen */
+        return 0;                     /* its use has not fallen */
     uint64_t limit = util_load_relaxed(&ld->sd->limit);
     uint64_t to = want > limit ? want : 0;
     if (!__atomic_compare_exchange_n(&ld->lim_hold, &hold, to, 0, __ATOMIC_RELAXED,
                                      __ATOMIC_RELAXED))
-        return;                       /* a grant changed it meanwhile: next time */
+        return 0;                     /* a grant changed it meanwhile: next time */
     if (to == 0) {
         static int said;
         util_log_once(&said, UTIL_LOG_INFO, "memory: %s: its limit of %s (salus limit) "
                       "holds now", ld->name, util_size(limit).s);
     }
-    mem_shrink(ld);                   /* its spare above what it may hold goes back */
+    return 1;
 }

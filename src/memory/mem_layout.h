@@ -436,14 +436,16 @@ static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
 CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve);
 void mem_ctx_admit(mem_local_dev_t *ld);
 
-/* (account.c) What this process may hold on ld's device, its contexts
- * included: its limit, or more while a limit lowered live stays above its
- * last iteration's peak (ld->lim_hold).  Under the lock. */
-uint64_t mem_live_limit_locked(mem_local_dev_t *ld);
-/* (account.c) An iteration ended with `peak` its highest use: a live limit
- * it held more than lowers what it may hold to that peak (spare above it
- * goes back).  The owner's, outside the lock. */
-void mem_live_limit_iteration(mem_local_dev_t *ld, uint64_t peak);
+/* (livelim.c) What this process may hold on ld's device, its contexts
+ * (ctx) included: its limit, or more while a limit lowered live stays above
+ * its last iteration's peak (ld->lim_hold; never for a process that pages,
+ * swap).  Under the lock. */
+uint64_t mem_live_limit_locked(mem_local_dev_t *ld, uint64_t ctx, int swap);
+/* (livelim.c) An iteration ended with `peak` its highest use, ctx its
+ * contexts: a live limit it held more than lowers what it may hold to that
+ * peak; 1 when it did (the caller gives the spare above it back,
+ * mem_shrink).  The owner's, outside the lock. */
+int mem_live_limit_iteration(mem_local_dev_t *ld, uint64_t peak, uint64_t ctx);
 /* (account.c) Spare beyond a chunk, and above what it may hold, back to
  * the device.  Takes the table's lock. */
 void mem_shrink(mem_local_dev_t *ld);

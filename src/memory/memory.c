@@ -596,8 +596,9 @@ void mem_iteration_end(void)
         uint64_t used = g > spare ? g - spare : 0;
         uint64_t peak = util_xchg_relaxed(&ld->iter_peak, used);
         util_store_relaxed(&sd->run_peak, peak > used ? peak : used);
-        if (__builtin_expect(util_load_relaxed(&ld->lim_hold) != 0, 0))
-            mem_live_limit_iteration(ld, peak > used ? peak : used);
+        if (__builtin_expect(util_load_relaxed(&ld->lim_hold) != 0, 0) &&
+            mem_live_limit_iteration(ld, peak > used ? peak : used, mem_own_ctx(ld->d)))
+            mem_shrink(ld);           /* its spare above what it may hold goes back */
     }
 }
 
