@@ -460,114 +460,6 @@ static void test_graph_explicit(void **state)
     CK(cuMemFree(x));
 }
 
-/* The graph numbers ("graph") of the trace's last n lines naming name; 0
- * for a line without one. */
-static void last_graphs(const char *name, int n, unsigned long long *out)
-{
-    char *text = tu_read_file(simt_trace, NULL), want[160];
-    assert_non_null(text);
-    snprintf(want, sizeof want, "\"name\":\"%s\"", name);
-    int m = 0;                                  /* lines seen; out is a ring of the last n */
-    for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
-        if (strstr(l, want)) {
-            double g = 0;
-            out[m++ % n] = tu_json_num(l, "graph", &g) ? 0 : (unsigned long long)g;
-        }
-    assert_true(m >= n);
-    unsigned long long ring[16];
-    assert_true(n <= 16);
-    for (int i = 0; i < n; i++)                 /* oldest first */
-        ring[i] = out[(m + i) % n];
-    memcpy(out, ring, (size_t)n * sizeof *out);
-    free(text);
-}
-
-/* cuGraphAddNode (v1, by cuGetProcAddress) and _v2 add the typed calls'
- * nodes; an executable graph's kernel node takes new arguments for its
- * later launches and its graph keeps the old; each graph launch's work is
- * numbered in the trace, a direct launch's is not. */
-static void test_graph_generic_and_exec_update(void **state)
-{
-    (void)state;
-    enum { N = 64 };
-    CUdeviceptr x;
-    CK(cuMemAlloc(&x, N * 4));
-    PFN_cuGraphAddNode_v12020 add_v1 = NULL;
-    CK(cuGetProcAddress_v2("cuGraphAddNode", (void **)&add_v1, 12020, 0, NULL));
-    assert_non_null(add_v1);
-    CUgraph g, other;
-    CUgraphNode set, fill, foreign;
-    CK(cuGraphCreate(&g, 0));
-    CK(cuGraphCreate(&other, 0));
-    CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_MEMSET };
-    p.memset = (CUDA_MEMSET_NODE_PARAMS_v2){ .dst = x, .value = 0, .elementSize = 4,
-                                             .width = N, .height = 1, .ctx = simt_ctx };
-    CK(add_v1(&set, g, NULL, 0, &p));
-    float v = 5;
-    unsigned long long n = N;
-    void *args[] = { &x, &v, &n };
-    memset(&p, 0, sizeof p);
-    p.type = CU_GRAPH_NODE_TYPE_KERNEL;
-    p.kernel = (CUDA_KERNEL_NODE_PARAMS_v3){ .func = simt_fill, .gridDimX = 1, .gridDimY = 1,
-                                             .gridDimZ = 1, .blockDimX = N, .blockDimY = 1,
-                                             .blockDimZ = 1, .kernelParams = args };
-    CUgraphEdgeData edge = { .type = CU_GRAPH_DEPENDENCY_TYPE_DEFAULT };
-    CK(cuGraphAddNode(&fill, g, &set, &edge, 1, &p));
-    CK(cuGraphAddNode(&foreign, other, NULL, NULL, 0, &p));
-    CUgraphNodeType type;
-    CK(cuGraphNodeGetType(fill, &type));
-    assert_int_equal(type, CU_GRAPH_NODE_TYPE_KERNEL);
-    /* what the driver refuses: a bad edge, reserved bytes set; a type
-     * simgpu does not model */
-    CUgraphNode bad;
-    edge.type = 7;
-    CKE(cuGraphAddNode(&bad, g, &set, &edge, 1, &p), CUDA_ERROR_INVALID_VALUE);
-    p.reserved0[1] = 1;
-    CKE(cuGraphAddNode(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
-    p.reserved0[1] = 0;
-    CUgraphNodeParams ev = { .type = CU_GRAPH_NODE_TYPE_EVENT_RECORD };
-    CKE(cuGraphAddNode(&bad, g, NULL, NULL, 0, &ev), CUDA_ERROR_NOT_SUPPORTED);
-
-    CUgraphExec exec, again;
-    CK(cuGraphInstantiate(&exec, g, 0));
-    float out[N];
-    CK(cuGraphLaunch(exec, NULL));
-    CK(cuMemcpyDtoH(out, x, sizeof out));
-    assert_true(out[0] == 5.0f && out[N - 1] == 5.0f);
-    float w = 7;
-    void *args7[] = { &x, &w, &n };
-    CUDA_KERNEL_NODE_PARAMS kp = { .func = simt_fill, .gridDimX = 1, .gridDimY = 1,
-                                   .gridDimZ = 1, .blockDimX = N, .blockDimY = 1,
-                                   .blockDimZ = 1, .kernelParams = args7 };
-    CK(cuGraphExecKernelNodeSetParams(exec, fill, &kp));
-    w = 8;                                          /* packed at the call */
-    CK(cuGraphLaunch(exec, NULL));
-    CK(cuMemcpyDtoH(out, x, sizeof out));
-    assert_true(out[0] == 7.0f && out[N - 1] == 7.0f);
-    CKE(cuGraphExecKernelNodeSetParams(exec, foreign, &kp), CUDA_ERROR_INVALID_VALUE);
-    CKE(cuGraphExecKernelNodeSetParams(exec, set, &kp), CUDA_ERROR_INVALID_VALUE);
-    p.kernel.kernelParams = args7;
-    CK(cuGraphExecNodeSetParams(exec, fill, &p));   /* the generic call, kernel v3 */
-    CK(cuGraphLaunch(exec, NULL));
-    CK(cuMemcpyDtoH(out, x, sizeof out));
-    assert_true(out[0] == 8.0f);
-    CK(cuGraphInstantiate(&again, g, 0));           /* the graph kept its own */
-    CK(cuGraphLaunch(again, NULL));
-    CK(cuMemcpyDtoH(out, x, sizeof out));
-    assert_true(out[0] == 5.0f);
-    CK(simt_fill_on(NULL, x, 1.0f, N));             /* a direct launch: no number */
-    CK(cuCtxSynchronize());
-    unsigned long long gs[5];
-    last_graphs("salus_fill", 5, gs);
-    assert_true(gs[0] > 0 && gs[1] == gs[0] + 1 && gs[2] == gs[1] + 1 && gs[3] == gs[2] + 1);
-    assert_int_equal(gs[4], 0);
-    CK(cuGraphExecDestroy(exec));
-    CK(cuGraphExecDestroy(again));
-    CK(cuGraphDestroy(g));
-    CK(cuGraphDestroy(other));
-    CK(cuMemFree(x));
-}
-
 static void test_stream_capture(void **state)
 {
     (void)state;
@@ -855,7 +747,6 @@ int main(void)
         cmocka_unit_test(test_occupancy),
         cmocka_unit_test(test_host_callbacks),
         cmocka_unit_test(test_graph_explicit),
-        cmocka_unit_test(test_graph_generic_and_exec_update),
         cmocka_unit_test(test_stream_capture),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_trace_submit_and_kinds),
