@@ -52,6 +52,7 @@ CUresult sim_node_add(sim_graph_t *g, const sim_node_t *proto, sim_node_t **out)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *nd = *proto;
     nd->graph = g;
+    nd->origin = g->exec ? proto->handle : 0;  /* instantiate copies graph nodes */
     nd->handle = 0;
     nd->params = NULL;
     if (proto->psize) {
@@ -197,25 +198,35 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
     return rc;
 }
 
+/* Under lock: a kernel node's fields, its parameters packed into a buffer
+ * of the caller's (proto->params, to be freed). */
+CUresult sim_kernel_proto(sim_node_t *proto, CUfunction hf, const unsigned grid[3],
+                          const unsigned block[3], unsigned shmem, void **kp, void **extra)
+{
+    *proto = (sim_node_t){ .type = N_KERNEL, .func = (uint64_t)(uintptr_t)hf, .shmem = shmem };
+    memcpy(proto->grid, grid, sizeof proto->grid);
+    memcpy(proto->block, block, sizeof proto->block);
+    sim_func_t *f = sim_obj_get(proto->func, SIM_K_FUNC);
+    void *buf = f ? malloc(f->param_bytes ? f->param_bytes : 1) : NULL;
+    CUresult rc = !f ? CUDA_ERROR_INVALID_VALUE
+                : !buf ? CUDA_ERROR_OUT_OF_MEMORY
+                : sim_pack_params(f, kp, extra, buf, f->param_bytes, &proto->psize);
+    proto->params = buf;
+    return rc;
+}
+
 static CUresult add_kernel(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n,
                            CUfunction hf, const unsigned grid[3], const unsigned block[3],
                            unsigned shmem, void **kp, void **extra)
 {
     SIM_CHECK_INIT();
-    sim_node_t proto = { .type = N_KERNEL, .func = (uint64_t)(uintptr_t)hf, .shmem = shmem };
-    memcpy(proto.grid, grid, sizeof proto.grid);
-    memcpy(proto.block, block, sizeof proto.block);
+    sim_node_t proto;
     SIM_LOCK();
-    sim_func_t *f = sim_obj_get(proto.func, SIM_K_FUNC);
-    void *buf = f ? malloc(f->param_bytes ? f->param_bytes : 1) : NULL;
-    CUresult rc = !f ? CUDA_ERROR_INVALID_VALUE
-                : !buf ? CUDA_ERROR_OUT_OF_MEMORY
-                : sim_pack_params(f, kp, extra, buf, f->param_bytes, &proto.psize);
+    CUresult rc = sim_kernel_proto(&proto, hf, grid, block, shmem, kp, extra);
     SIM_UNLOCK();
-    proto.params = buf;
     if (rc == CUDA_SUCCESS)
         rc = add_node(out, hg, deps, n, &proto);
-    free(buf);
+    free(proto.params);
     return rc;
 }
 
@@ -407,6 +418,9 @@ static CUresult run_node(const sim_node_t *nd, sim_stream_t *s)
     }
 }
 
+__thread uint64_t sim_graph_running;
+static uint64_t graph_launches;             /* under sim_p.lock */
+
 static CUresult graph_launch(CUgraphExec hx, CUstream hs, int ptsz)
 {
     SIM_CHECK_INIT();
@@ -415,8 +429,10 @@ static CUresult graph_launch(CUgraphExec hx, CUstream hs, int ptsz)
     sim_stream_t *s;
     CUresult rc = x ? sim_stream_resolve(hs, ptsz, &s) : CUDA_ERROR_INVALID_VALUE;
     int into = rc == CUDA_SUCCESS && s->capture;     /* recorded, node by node */
+    sim_graph_running = rc == CUDA_SUCCESS && !into ? ++graph_launches : 0;
     for (size_t i = 0; rc == CUDA_SUCCESS && i < x->n; i++)
         rc = into ? sim_capture_add(s, x->nodes[i]) : run_node(x->nodes[i], s);
+    sim_graph_running = 0;
     SIM_UNLOCK();
     return rc;
 }

@@ -162,16 +162,18 @@ void sim_trace(const sim_stream_t *s, int kind, const char *what, uint64_t submi
     static const char *const kinds[] = { "kernel", "copy", "memset" };
     if (sim_p.trace_fd < 0)
         return;
-    char name[1024], line[1500];
+    char name[1024], line[1500], graph[40] = "";
     json_escape(what, name, sizeof name);
+    if (sim_graph_running)
+        snprintf(graph, sizeof graph, ",\"graph\":%llu", (unsigned long long)sim_graph_running);
     int n = snprintf(line, sizeof line,
                      "{\"pid\":%d,\"device\":%d,\"context\":%llu,\"stream\":%llu,"
                      "\"kind\":\"%s\",\"name\":\"%s\",\"submit_ns\":%llu,"
-                     "\"start_ns\":%llu,\"end_ns\":%llu}\n",
+                     "\"start_ns\":%llu,\"end_ns\":%llu%s}\n",
                      sim_p.pid, s->ctx->device, (unsigned long long)s->ctx->id,
                      (unsigned long long)s->id, kinds[kind], name,
                      (unsigned long long)submit, (unsigned long long)start,
-                     (unsigned long long)end);
+                     (unsigned long long)end, graph);
     if (n > 0 && n < (int)sizeof line) {
         ssize_t w = write(sim_p.trace_fd, line, (size_t)n);
         (void)w;

@@ -533,6 +533,10 @@ void sim_memop_drop(sim_stream_t *s);
 enum { SIM_W_KERNEL, SIM_W_COPY, SIM_W_MEMSET };
 /* One SIMGPU_TRACE line for work on s submitted by the host at submit and
  * run in [start, end); nothing when the trace is off.  Under lock. */
+/* The graph launch (graph.c) whose nodes this thread is running: its
+ * number in the process, from 1; 0 outside one.  sim_trace writes it as
+ * "graph", so that a reader tells a graph's kernels from direct launches. */
+extern __thread uint64_t sim_graph_running;
 void sim_trace(const sim_stream_t *s, int kind, const char *name, uint64_t submit,
                uint64_t start, uint64_t end);
 /* A "cut" line: the work of pid on dev (of context ctx_id only, unless 0)

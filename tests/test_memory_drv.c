@@ -220,14 +220,14 @@ static void test_pool_keeps_memory(void **state)
 
 /* ---- graph memory ---------------------------------------------------------------- */
 
-static void test_graph_memory_charged(void **state)
+/* The same checks whichever call added the allocation nodes. */
+static void graph_memory_charged(const char *mode)
 {
-    (void)state;
     if (!have_client())
         skip();
     run_t r;
     const char *const small[] = { "SALUS_MEM_LIMIT=100M", NULL };
-    run(&r, small, "graph-mem", NULL);
+    run(&r, small, mode, NULL);
     assert_int_equal(step(&r, 0), CUDA_SUCCESS);   /* a 64 MiB allocation node */
     assert_int_equal(step(&r, 1), OOM);            /* a second: admission refuses it */
     assert_int_equal(step(&r, 2), CUDA_SUCCESS);   /* the graph launches */
@@ -239,6 +239,19 @@ static void test_graph_memory_charged(void **state)
     assert_int_equal(report_num(r.p.pid, "mem_used_bytes"), 0);
 }
 
+static void test_graph_memory_charged(void **state)
+{
+    (void)state;
+    graph_memory_charged("graph-mem");
+}
+
+/* cuGraphAddNode's allocation nodes (XLA's way) are charged as well. */
+static void test_graph_memory_charged_generic(void **state)
+{
+    (void)state;
+    graph_memory_charged("graph-mem-generic");
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -248,6 +261,7 @@ int main(void)
         T(test_mapped_handle_stays_charged),
         T(test_pool_keeps_memory),
         T(test_graph_memory_charged),
+        T(test_graph_memory_charged_generic),
     };
     return cmocka_run_group_tests_name("memory-drv", tests, NULL, NULL);
 }

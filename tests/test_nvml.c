@@ -690,6 +690,30 @@ static void test_sim_nvml_matches_driver(void **state)
     assert_int_equal(fi.state, NVML_GPU_FABRIC_STATE_NOT_SUPPORTED);
     fi.version = 7;
     assert_int_equal(fabric(d, &fi), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    /* XLA's reads: the driver's version as dotted numbers (it parses each
+     * field), the PCIe link it estimates bandwidth from */
+    nvmlReturn_t (*drv)(char *, unsigned) = sym(nv, "nvmlSystemGetDriverVersion");
+    char ver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    unsigned major = 0, minor = 0, patch = 0;
+    int used = 0;
+    assert_int_equal(drv(ver, sizeof ver), NVML_SUCCESS);
+    assert_int_equal(sscanf(ver, "%u.%u.%u%n", &major, &minor, &patch, &used), 3);
+    assert_int_equal(ver[used], '\0');
+    assert_true(major >= 580);                  /* CUDA 13.0's driver branch */
+    nvmlReturn_t (*gen)(nvmlDevice_t, unsigned *) = sym(nv, "nvmlDeviceGetCurrPcieLinkGeneration");
+    nvmlReturn_t (*gmax)(nvmlDevice_t, unsigned *) = sym(nv, "nvmlDeviceGetMaxPcieLinkGeneration");
+    nvmlReturn_t (*wid)(nvmlDevice_t, unsigned *) = sym(nv, "nvmlDeviceGetCurrPcieLinkWidth");
+    nvmlReturn_t (*wmax)(nvmlDevice_t, unsigned *) = sym(nv, "nvmlDeviceGetMaxPcieLinkWidth");
+    unsigned g = 0, gm = 0, w = 0, wm = 0;
+    assert_int_equal(gen(d, &g), NVML_SUCCESS);
+    assert_int_equal(gmax(d, &gm), NVML_SUCCESS);
+    assert_int_equal(wid(d, &w), NVML_SUCCESS);
+    assert_int_equal(wmax(d, &wm), NVML_SUCCESS);
+    assert_int_equal(g, 5);
+    assert_int_equal(w, 16);
+    assert_true(g <= gm && w <= wm);
+    assert_int_equal(gen(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(gen((nvmlDevice_t)&t, &g), NVML_ERROR_INVALID_ARGUMENT);
     assert_int_equal(util(d, &u), NVML_SUCCESS);
     assert_int_equal(u.gpu, 0);                 /* nothing has run on this state */
 

@@ -235,10 +235,16 @@ static nvmlReturn_t copy_text(char *out, unsigned int len, const char *text)
     return NVML_SUCCESS;
 }
 
+/* A driver's version is dotted numbers, "<major>.<minor>.<patch>" (580.65.06
+ * for the first CUDA 13.0 driver, NVML's nvmlSystemGetDriverVersion); XLA
+ * parses each field as a number and, failing that, takes the driver for
+ * 0.0.0 (no r545+ features).  580 is the branch that CUDA 13.0, the
+ * version cuDriverGetVersion reports, requires; simgpu's own name is in the
+ * devices' names. */
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len)
 {
     CHECK_INIT();
-    return copy_text(version, len, "580.00.00-simgpu");
+    return copy_text(version, len, "580.00.00");
 }
 
 EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int len)
@@ -411,6 +417,39 @@ UNSUPPORTED(nvmlDeviceGetNvLinkState, unsigned int link U_, nvmlEnableState_t *a
 UNSUPPORTED(nvmlDeviceGetNvLinkRemoteDeviceType, unsigned int link U_,
             nvmlIntNvLinkDeviceType_t *type U_)
 UNSUPPORTED(nvmlDeviceGetNvLinkRemotePciInfo_v2, unsigned int link U_, nvmlPciInfo_t *pci U_)
+
+/* The PCIe link (nvmlDeviceGetCurrPcieLinkGeneration, ...Width, and their
+ * Max variants): an H100 PCIe card's, generation 5 and 16 lanes, trained at
+ * its maximum (inferred: simgpu models no link training; sim/README.md).
+ * XLA reads the current link to estimate host-device bandwidth and, when
+ * NVML lacks it, assumes generation 3. */
+static nvmlReturn_t link_answer(nvmlDevice_t device, unsigned int *out, unsigned int value)
+{
+    CHECK_DEV(device, d);
+    (void)d;
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *out = value;
+    return NVML_SUCCESS;
+}
+#define SIM_PCIE_GEN 5
+#define SIM_PCIE_WIDTH 16
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen)
+{
+    return link_answer(device, gen, SIM_PCIE_GEN);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen)
+{
+    return link_answer(device, gen, SIM_PCIE_GEN);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *width)
+{
+    return link_answer(device, width, SIM_PCIE_WIDTH);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *width)
+{
+    return link_answer(device, width, SIM_PCIE_WIDTH);
+}
 
 /* A Hopper GPU answers the fabric query; one outside an NVSwitch fabric
  * says so in the state (NOT_SUPPORTED), not in the result. */

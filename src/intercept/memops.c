@@ -187,6 +187,58 @@ static CUresult hook_memop_cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph gra
     return rc;
 }
 
+/* The generic node calls: an allocation or free node is accounted as the
+ * typed calls' (above); any other node passes through untouched. */
+static int hook_graph_node_type(const CUgraphNodeParams *p)
+{
+    return p ? (int)p->type : -1;
+}
+
+static CUresult hook_graph_generic_alloc_begin(const CUgraphNodeParams *p, mem_op_t *op)
+{
+    const CUDA_MEM_ALLOC_NODE_PARAMS_v2 *a = &p->alloc;
+    int dev = a->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                  ? a->poolProps.location.id : MEM_DEV_NONE;
+    return mem_graph_alloc_begin(dev, a->bytesize, op);
+}
+
+static CUresult hook_memop_cuGraphAddNode(CUgraphNode *node, CUgraph graph,
+                                          const CUgraphNode *deps, size_t n,
+                                          CUgraphNodeParams *params)
+{
+    int type = hook_graph_node_type(params);
+    mem_op_t op;
+    CUresult rc;
+    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC &&
+        (rc = hook_graph_generic_alloc_begin(params, &op)) != CUDA_SUCCESS)
+        return rc;
+    rc = HOOK_REAL(cuGraphAddNode)(node, graph, deps, n, params);
+    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        mem_graph_alloc_end(&op, rc);
+    else if (type == CU_GRAPH_NODE_TYPE_MEM_FREE && rc == CUDA_SUCCESS)
+        mem_graph_changed(-1);
+    return rc;
+}
+
+static CUresult hook_memop_cuGraphAddNode_v2(CUgraphNode *node, CUgraph graph,
+                                             const CUgraphNode *deps,
+                                             const CUgraphEdgeData *edges, size_t n,
+                                             CUgraphNodeParams *params)
+{
+    int type = hook_graph_node_type(params);
+    mem_op_t op;
+    CUresult rc;
+    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC &&
+        (rc = hook_graph_generic_alloc_begin(params, &op)) != CUDA_SUCCESS)
+        return rc;
+    rc = HOOK_REAL(cuGraphAddNode_v2)(node, graph, deps, edges, n, params);
+    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        mem_graph_alloc_end(&op, rc);
+    else if (type == CU_GRAPH_NODE_TYPE_MEM_FREE && rc == CUDA_SUCCESS)
+        mem_graph_changed(-1);
+    return rc;
+}
+
 static CUresult hook_memop_cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph,
                                                  const CUgraphNode *deps, size_t n,
                                                  CUdeviceptr dptr)

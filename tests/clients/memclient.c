@@ -18,6 +18,9 @@
  *   memclient graph-mem    a graph's 64 MiB allocation node, launched,
  *                          destroyed, then the device's graph memory
  *                          trimmed; cuMemAlloc of 64 MiB between the steps
+ *   memclient graph-mem-generic
+ *                          the same, the nodes added by the generic
+ *                          cuGraphAddNode (as XLA adds its nodes)
  *
  * Each mode prints one JSON line on stdout, "program":"memclient", the mode,
  * and each step's CUresult as r0, r1, ... (-1: not reached), then exits 0
@@ -146,7 +149,20 @@ static void pool_hold(size_t mib, int keep_all)
 /* Graph memory stays reserved until trimmed: under a 100 MiB limit, a
  * graph's 64 MiB node leaves no room for 64 MiB more, even once the graph is
  * destroyed, until cuDeviceGraphMemTrim. */
-static void graph_mem(void)
+/* An allocation node by its typed call, or by the generic one. */
+static CUresult add_alloc_node(CUgraphNode *node, CUgraph g, CUDA_MEM_ALLOC_NODE_PARAMS *params,
+                               int generic)
+{
+    if (!generic)
+        return cuGraphAddMemAllocNode(node, g, NULL, 0, params);
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    memcpy(&p.alloc, params, sizeof *params);       /* v1 and v2: the same fields */
+    return cuGraphAddNode(node, g, NULL, NULL, 0, &p);
+}
+
+static void graph_mem(int generic)
 {
     CUgraph g;
     CUgraphNode node;
@@ -162,8 +178,8 @@ static void graph_mem(void)
     cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
     if (cuGraphCreate(&g, 0) != CUDA_SUCCESS)
         return;
-    r[0] = cuGraphAddMemAllocNode(&node, g, NULL, 0, &params);
-    r[1] = cuGraphAddMemAllocNode(&node, g, NULL, 0, &params);     /* 128 of 100 */
+    r[0] = add_alloc_node(&node, g, &params, generic);
+    r[1] = add_alloc_node(&node, g, &params, generic);            /* 128 of 100 */
     if (cuGraphInstantiate(&x, g, 0) == CUDA_SUCCESS) {
         r[2] = cuGraphLaunch(x, s);
         cuStreamSynchronize(s);
@@ -204,15 +220,15 @@ int main(int argc, char **argv)
         say(mode);
         for (;;)
             pause();
-    } else if (strcmp(mode, "graph-mem") == 0) {
-        graph_mem();
+    } else if (strcmp(mode, "graph-mem") == 0 || strcmp(mode, "graph-mem-generic") == 0) {
+        graph_mem(strcmp(mode, "graph-mem-generic") == 0);
     } else if (strcmp(mode, "alloc") == 0) {
         CUdeviceptr p;
         if ((r[0] = cuMemAlloc(&p, mib * MIB)) == CUDA_SUCCESS)
             r[1] = cuMemFree(p);
     } else {
         fprintf(stderr, "usage: memclient vmm-device | vmm-host | vmm-map | "
-                        "pool-hold <MiB> max|0 | alloc <MiB> | graph-mem\n");
+                        "pool-hold <MiB> max|0 | alloc <MiB> | graph-mem | graph-mem-generic\n");
         return 2;
     }
     say(mode);

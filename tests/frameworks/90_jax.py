@@ -7,12 +7,29 @@ libsalus that is the process's limit, not the device's.
 
   jit: twenty steps of a jit-compiled SGD step of a two-layer MLP (XLA's
   kernels and cuBLAS) end well, libsalus found iterations (a host sync per
-  step), every kernel simgpu ran went through libsalus, and the parameters'
-  bytes copied in came back intact.
+  step), every kernel simgpu ran went through libsalus (a direct launch
+  each, or in a CUDA graph's launch: XLA's command buffers), and the
+  parameters' bytes copied in came back intact.
   preallocate on: libsalus charged the job at least 70% and at most 100% of
   its limit, and jax reported a pool of about 75% of it.
   preallocate off: it charged far less than half the limit.
+
+JAX starts its CUDA backend only where a device node exists (/dev/nvidia0,
+/dev/nvidiactl or /dev/dxg: jax._src.hardware_utils.has_visible_nvidia_gpu,
+asked before the plugin is), even under JAX_PLATFORMS=cuda, which then ends
+in no backend at all; a driver that is a library, as simgpu, has no node.
+Where there is none, the job registers the same CUDA PJRT plugin once more
+through PJRT_NAMES_AND_LIBRARY_PATHS, JAX's variable for plugins named by
+path, under the name "simgpu" (a JSON config: the library and the client
+options that JAX's own generate_pjrt_gpu_plugin_options makes of this
+process's XLA_PYTHON_CLIENT_* variables, as the plugin's own registration
+does), and JAX_PLATFORMS=cuda,simgpu makes a failure to start it an error
+rather than a quiet fall-back to the CPU.  The client, allocator and
+kernels are then XLA's CUDA plugin's, unchanged.
 """
+import json
+import os
+
 import fwlib
 from fwlib import MIB, check
 
@@ -20,7 +37,27 @@ LIMIT = 1024 * MIB
 STEPS = 20
 
 
+NODES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/dxg")   # what JAX looks for
+
+
+def use_cuda_plugin_without_node():
+    """The CUDA PJRT plugin by path where JAX would not start it (above)."""
+    if any(os.path.exists(n) for n in NODES):
+        return
+    import importlib.util
+    from jaxlib import xla_client
+    spec = importlib.util.find_spec("jax_plugins.xla_cuda13")
+    lib = os.path.join(os.path.dirname(spec.origin), "xla_cuda_plugin.so")
+    config = os.environ["FW_GO"] + ".pjrt.json"          # beside the job's other files
+    with open(config, "w") as f:
+        json.dump({"library_path": lib,
+                   "create_options": xla_client.generate_pjrt_gpu_plugin_options()}, f)
+    os.environ["PJRT_NAMES_AND_LIBRARY_PATHS"] = "simgpu:" + config
+    os.environ["JAX_PLATFORMS"] = "cuda,simgpu"
+
+
 def job(args):
+    use_cuda_plugin_without_node()
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -43,8 +80,10 @@ def job(args):
         w1, w2 = step(w1, w2, x)
         w1.block_until_ready()
         ends.append(fwlib.now_ns())
-    stats = jax.devices()[0].memory_stats() or {}
-    fwlib.did(steps=len(ends), intact=intact, platform=jax.devices()[0].platform,
+    dev = jax.devices()[0]
+    stats = dev.memory_stats() or {}
+    fwlib.did(steps=len(ends), intact=intact, platform=dev.platform, kind=dev.device_kind,
+              homes=sorted({d.platform for a in (w1, w2, x) for d in a.devices()}),
               pool=stats.get("pool_bytes", stats.get("bytes_limit", -1)))
 
 
@@ -56,6 +95,8 @@ def jax_run(name, prealloc):
         j.expect_ok(400)
         d, r = j.did(), j.report()
         check(d.get("platform") == "gpu", "jax ran on %r, not the GPU", d.get("platform"))
+        check("simgpu" in d.get("kind", ""), "jax's device is %r, not simgpu's", d.get("kind"))
+        check(d.get("homes") == ["gpu"], "the arrays live on %s, not the GPU alone", d.get("homes"))
         check(d.get("steps") == STEPS, "the job did %s steps", d.get("steps"))
         check(r, "libsalus wrote no report for pid %d", j.pid)
         return run, j, d, r
@@ -70,8 +111,14 @@ def case_jit():
         check(d["intact"], "the parameters' bytes came back changed")
         mine = [k for k in run.kernels() if k["pid"] == j.pid]
         check(len(mine) >= STEPS, "%d kernels of the job for %d steps", len(mine), STEPS)
-        check(r.get("launches") == len(mine), "libsalus counted %s launches, simgpu ran %d kernels",
-              r.get("launches"), len(mine))
+        # XLA runs a step's kernels as CUDA graphs (command buffers): one
+        # launch for libsalus however many kernels simgpu's trace shows.
+        direct = sum("graph" not in k for k in mine)
+        graphs = {w["graph"] for w in fwlib.trace_load(run.trace)
+                  if w["pid"] == j.pid and "graph" in w}
+        check(r.get("launches") == direct + len(graphs),
+              "libsalus counted %s launches, simgpu ran %d kernels directly and %d graphs",
+              r.get("launches"), direct, len(graphs))
         check(r.get("iterations", 0) >= STEPS // 2, "libsalus found %s iterations in %d steps",
               r.get("iterations"), STEPS)
     finally:

@@ -66,7 +66,8 @@ def unique(prefix):
 
 # What a job must not inherit from whoever ran make.
 _SCRUB = ("LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF",
-          "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+          "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+          "JAX_PLATFORMS", "PJRT_NAMES_AND_LIBRARY_PATHS")
 
 
 class Run:
