@@ -202,6 +202,17 @@ static CUresult hook_graph_generic_alloc_begin(const CUgraphNodeParams *p, mem_o
     return mem_graph_alloc_begin(dev, a->bytesize, op);
 }
 
+/* After the driver added a generic node of type (rc its answer): an
+ * allocation node's charge settled, a free node's change counted. */
+static CUresult graph_node_added(int type, mem_op_t *op, CUresult rc)
+{
+    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        mem_graph_alloc_end(op, rc);
+    else if (type == CU_GRAPH_NODE_TYPE_MEM_FREE && rc == CUDA_SUCCESS)
+        mem_graph_changed(-1);
+    return rc;
+}
+
 static CUresult hook_memop_cuGraphAddNode(CUgraphNode *node, CUgraph graph,
                                           const CUgraphNode *deps, size_t n,
                                           CUgraphNodeParams *params)
@@ -213,11 +224,7 @@ static CUresult hook_memop_cuGraphAddNode(CUgraphNode *node, CUgraph graph,
         (rc = hook_graph_generic_alloc_begin(params, &op)) != CUDA_SUCCESS)
         return rc;
     rc = HOOK_REAL(cuGraphAddNode)(node, graph, deps, n, params);
-    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
-        mem_graph_alloc_end(&op, rc);
-    else if (type == CU_GRAPH_NODE_TYPE_MEM_FREE && rc == CUDA_SUCCESS)
-        mem_graph_changed(-1);
-    return rc;
+    return graph_node_added(type, &op, rc);
 }
 
 static CUresult hook_memop_cuGraphAddNode_v2(CUgraphNode *node, CUgraph graph,
@@ -232,11 +239,7 @@ static CUresult hook_memop_cuGraphAddNode_v2(CUgraphNode *node, CUgraph graph,
         (rc = hook_graph_generic_alloc_begin(params, &op)) != CUDA_SUCCESS)
         return rc;
     rc = HOOK_REAL(cuGraphAddNode_v2)(node, graph, deps, edges, n, params);
-    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
-        mem_graph_alloc_end(&op, rc);
-    else if (type == CU_GRAPH_NODE_TYPE_MEM_FREE && rc == CUDA_SUCCESS)
-        mem_graph_changed(-1);
-    return rc;
+    return graph_node_added(type, &op, rc);
 }
 
 static CUresult hook_memop_cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph,
