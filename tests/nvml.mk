@@ -2,7 +2,8 @@
 # reads its memory and the device's processes both through the driver and
 # through NVML, over simgpu and simgpu's NVML, with libsalus preloaded (the
 # job's view) and without (the control: the whole device); the generator's
-# check of nvml.list against nvml.h; libsalus(7)'s list of the hooks; and
+# check of nvml.list against nvml.h and libsalus(7)'s list of the hooks
+# (test_nvml_list); and
 # pynvml (tests/clients/pynvml_smi.py, from build/venv: tests/clients.mk).
 NVML_CLIENT_SRC := tests/clients/nvmlclient.c
 NVML_CLIENT_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include \
@@ -16,9 +17,11 @@ $(B)/tests/clients/nvmlclient-linked: $(NVML_CLIENT_SRC) $(NVH_LIST_H) $(SIM_NVM
 	@mkdir -p $(@D)
 	$(CC) $(NVML_CLIENT_CFLAGS) -DNVML_LINKED -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda \
 	    -L$(B)/sim -l:libnvidia-ml.so.1 -ldl -pthread
-$(B)/obj/tests/test_nvml.o: MOD_CFLAGS := -DNVML_H_PATH='"$(NVML_H)"'
 $(B)/obj/tests/test_nvml.o: $(NVH_LIST_H)
 $(eval $(call salus_test,test_nvml,,))
+$(B)/obj/tests/test_nvml_list.o: MOD_CFLAGS := -DNVML_H_PATH='"$(NVML_H)"'
+$(B)/obj/tests/test_nvml_list.o: $(NVH_LIST_H)
+$(eval $(call salus_test,test_nvml_list,,))
 $(B)/tests/test_nvml: $(SIM_LIB) $(SIM_NVML_LIB) $(B)/libsalus.so $(B)/bin/salus \
                       $(B)/tests/clients/nvmlclient $(B)/tests/clients/nvmlclient-linked \
                       $(WL_CUBIN) $(B)/tests/clients/pageclient $(VENV_READY)
