@@ -13,9 +13,13 @@ $(eval $(call salus_test,test_tools_layout,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
 $(eval $(call salus_test,test_tools,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
 $(B)/tests/test_tools: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
 # test_tools_ops     day-to-day operation: versions, each command's help, log
-#                    levels, metrics and the exporter, live control (keys in tmux)
+#                    levels, metrics and the exporter, the upgrade's status
 $(eval $(call salus_test,test_tools_ops,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
 $(B)/tests/test_tools_ops: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
+# test_tools_control live control: renice, limit, permissions, the audit
+#                    line, salus-top's keys in tmux
+$(eval $(call salus_test,test_tools_control,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
+$(B)/tests/test_tools_control: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
 # test_tools_mem     one memory figure: a job's used (contexts included) and
 #                    its context part the same in JSON, Prometheus and text
 $(eval $(call salus_test,test_tools_mem,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
