@@ -12,6 +12,8 @@ $(B)/obj/tests/test_tools_json.o $(B)/obj/tests/test_tools_lib.o: | $(B)/.deps-t
 $(eval $(call salus_test,test_tools_layout,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
 $(eval $(call salus_test,test_tools,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
 $(B)/tests/test_tools: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
+$(eval $(call salus_test,test_tools_docs,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
+$(B)/tests/test_tools_docs: $(TOOLS_BINS) $(B)/libsalus.so $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN)
 # test_tools_ops     day-to-day operation: versions, each command's help, log
 #                    levels, metrics and the exporter, the upgrade's status
 $(eval $(call salus_test,test_tools_ops,$(TOOLS_TEST_OBJS),$(TOOLS_LDLIBS)))
