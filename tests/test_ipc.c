@@ -642,6 +642,22 @@ static void test_table_full(void **state)
     shm_close_table(t);
 }
 
+/* A free slot whose generation is all ones (claimed 2^32 times, or a stray
+ * write) is claimed as generation 1, never 0, which every reader of a (slot,
+ * gen) pair takes for "no process": the lease of a process claimed as gen 0
+ * would never be its own. */
+static void test_gen_wrap_skips_zero(void **state)
+{
+    (void)state;
+    shm_table_t *t = open_named(name);
+    for (int i = 0; i < SHM_MAX_SLOTS; i++)
+        t->map->slots[i].id.gen = 0xffffffffu;
+    int self = shm_self(t);
+    assert_true(self >= 0);
+    assert_int_equal(shm_slot_gen(t, self), 1);
+    shm_close_table(t);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -663,6 +679,7 @@ int main(void)
         T(test_stress_claims),
         T(test_misuse),
         T(test_table_full),
+        T(test_gen_wrap_skips_zero),
     };
     return cmocka_run_group_tests_name("ipc", tests, NULL, NULL);
 }

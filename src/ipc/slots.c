@@ -189,6 +189,15 @@ static void free_slot_locked(shm_table_t *t, int slot)
     t->map->hdr.changes++;
 }
 
+/* A slot's next generation.  0 means "no process" to every reader of a
+ * (slot, gen) pair (sched's lease holder, memory's views), so a generation
+ * that wraps skips it: a slot claimed 2^32 times, or a free slot whose word
+ * a stray write set to all ones, must not come back as nobody. */
+static uint32_t next_gen(uint32_t gen)
+{
+    return gen + 1 != 0 ? gen + 1 : 1;
+}
+
 static int claim_locked(shm_table_t *t)
 {
     for (int i = 0; i < SHM_MAX_SLOTS; i++) {
@@ -204,7 +213,7 @@ static int claim_locked(shm_table_t *t)
         s->id.registered_ns = util_now_ns();
         memset(s->id.name, 0, sizeof s->id.name);
         process_name(s->id.name, sizeof s->id.name);
-        util_store_release(&s->id.gen, s->id.gen + 1);
+        util_store_release(&s->id.gen, next_gen(s->id.gen));
         util_store_release(&s->id.state, SHM_IDLE);
         t->map->hdr.changes++;
         return i;
