@@ -235,6 +235,18 @@ static void test_var_readers(void **state)
     assert_int_equal(util_var_check(UTIL_VAR_NAME, "resnet-50", why, sizeof why), 0);
     assert_int_equal(util_var_check(UTIL_VAR_QUANTUM_MS, "-1", why, sizeof why), -1);
     assert_non_null(strstr(why, "from 0 to 3600000"));
+    /* Whole numbers in digits only: a blank, a '+' or "-0" is a typo or a
+     * script's quoting, refused with the form, never read as 5 or 0. */
+    static const char *const not_whole[] = { " 5", "5 ", "+5", "-0", "-00", "\t7", "0x10",
+                                              "", "-" };
+    for (size_t i = 0; i < sizeof not_whole / sizeof *not_whole; i++) {
+        why[0] = '\0';
+        assert_int_equal(util_var_check(UTIL_VAR_QUANTUM_MS, not_whole[i], why, sizeof why), -1);
+        assert_non_null(strstr(why, "in digits with nothing around them"));
+    }
+    assert_int_equal(util_var_check(UTIL_VAR_QUANTUM_MS, "0", why, sizeof why), 0);
+    assert_int_equal(util_var_check(UTIL_VAR_QUANTUM_MS, "007", why, sizeof why), 0);
+    assert_int_equal(util_var_check(UTIL_VAR_QUANTUM_MS, "250", why, sizeof why), 0);
     assert_int_equal(util_var_check(UTIL_VAR_COUNT, "1", why, sizeof why), -1);
 }
 

@@ -51,8 +51,23 @@ int util_table_name_ok(const char *name)
     return 1;
 }
 
+/* A whole number as people write one: digits, after a '-' only when the
+ * number is not 0.  strtol alone also takes leading blanks, a '+' and "-0",
+ * which a typo or a script's quoting produces and the user never meant. */
+static int whole_number_form(const char *text)
+{
+    const char *d = text[0] == '-' ? text + 1 : text;
+    if (!isdigit((unsigned char)d[0]))
+        return 0;
+    if (d != text && strspn(d, "0") == strlen(d))
+        return 0;                                   /* "-0", "-00" */
+    return strspn(d, "0123456789") == strlen(d);
+}
+
 static int parse_long(const char *text, long min, long max, long *out)
 {
+    if (!whole_number_form(text))
+        return -1;
     char *end;
     long n = strtol(text, &end, 10);
     if (end == text || *end != '\0' || n < min || n > max)
@@ -74,7 +89,9 @@ static void forms(const util_var_t *v, char *why, size_t len)
     size_t at;
     switch (v->kind) {
     case UTIL_KIND_LONG:
-        snprintf(why, len, "it takes a whole number from %ld to %ld", v->min, v->max);
+        snprintf(why, len, "it takes a whole number from %ld to %ld, in digits with "
+                 "nothing around them (a '-' only before a number that is not 0)",
+                 v->min, v->max);
         break;
     case UTIL_KIND_SIZE:
         snprintf(why, len, "it takes a size with a unit: 20G, 512M, 1.5GiB (K, M, G, T are "
