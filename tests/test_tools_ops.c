@@ -29,6 +29,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <grp.h>
 
 #include "test_tools_lib.h"
 #include "ipc/shm_layout.h"
@@ -346,13 +347,165 @@ static void test_exporter_scrape(void **state)
     tt_job_stop(&j);
 }
 
+/* salus-top --listen on a free loopback port for tt_table (serve_all: with
+ * --serve-all), answering by the deadline; its URL in url. */
+static void exporter_start(tu_proc_t *srv, int serve_all, const char *curlbin, char *url,
+                           size_t ulen, int *port_out)
+{
+    char top[512], listen_at[64];
+    int port = free_port();
+    snprintf(listen_at, sizeof listen_at, ":%d", port);
+    char *argv[] = { (char *)tu_build_path("bin/salus-top", top, sizeof top), "--listen",
+                     listen_at, "-t", tt_table, serve_all ? "--serve-all" : NULL, NULL };
+    assert_int_equal(tu_spawn(srv, argv, NULL), 0);
+    snprintf(url, ulen, "http://127.0.0.1:%d/metrics", port);
+    scrape_t sc = { .curl = curlbin, .url = url };
+    if (!tu_await(answers, &sc, 10000))
+        fail_msg("no answer from %s (last status %d)", url, sc.code);
+    free(sc.body);
+    *port_out = port;
+}
+
+static int connect_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* Clients that connect and never ask (or ask a byte and stop), more than
+ * the exporter keeps: a scrape among them is still answered, at once, not
+ * after each idle one's 2 s deadline in turn (200 of them would be 400 s). */
+static void test_exporter_beside_idle_clients(void **state)
+{
+    (void)state;
+    tt_need_build();
+    char curlbin[512], url[128];
+    if (!tt_which("curl", curlbin, sizeof curlbin)) {
+        print_message("curl is not installed (mk/deps.sh test installs it)\n");
+        skip();
+    }
+    tu_proc_t srv;
+    int port, idle[200];
+    exporter_start(&srv, 0, curlbin, url, sizeof url, &port);
+    for (int i = 0; i < 200; i++) {
+        idle[i] = connect_port(port);
+        if (i % 2)
+            assert_int_equal(send(idle[i], "G", 1, MSG_NOSIGNAL), 1);
+    }
+    scrape_t sc = { .curl = curlbin, .url = url };
+    curl(&sc);                            /* curl -m 10: ten seconds at most */
+    if (sc.code != 200 || !tt_contains(sc.body, "salus_up{"))
+        fail_msg("no scrape beside 200 idle clients (status %d)", sc.code);
+    free(sc.body);
+    for (int i = 0; i < 200; i++)
+        close(idle[i]);
+    kill(srv.pid, SIGTERM);
+    assert_int_equal(tu_wait(&srv, 10000), 0);
+}
+
+/* GET /metrics on port as uid (in a forked child that gives up root): the
+ * response, malloc'd, or NULL. */
+static char *scrape_as(int port, uid_t uid)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(20);
+        if (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0)
+            _exit(2);
+        int fd = connect_port(port);
+        static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+        if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)sizeof req - 1)
+            _exit(3);
+        char buf[4096];
+        ssize_t n;
+        while ((n = recv(fd, buf, sizeof buf, 0)) > 0)
+            if (write(fds[1], buf, (size_t)n) != n)
+                _exit(4);
+        _exit(n == 0 ? 0 : 5);
+    }
+    close(fds[1]);
+    size_t len = 0, cap = 1 << 16;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    uint64_t deadline = tu_now_ns() + 20ull * 1000000000;
+    for (;;) {
+        struct pollfd p = { .fd = fds[0], .events = POLLIN };
+        if (tu_now_ns() >= deadline || poll(&p, 1, 1000) < 0)
+            break;
+        ssize_t n = read(fds[0], out + len, cap - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == cap - 1) {
+            char *more = realloc(out, cap *= 2);
+            assert_non_null(more);
+            out = more;
+        }
+    }
+    close(fds[0]);
+    out[len] = '\0';
+    tu_proc_t child = { .pid = pid };
+    if (tu_wait(&child, 20000) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The exporter serves each client what it could read itself: nobody (uid
+ * 65534) gets the device's series but not root's job (its pid, name, user);
+ * root gets it; with --serve-all, nobody gets it too. */
+static void test_exporter_serves_what_client_may_read(void **state)
+{
+    (void)state;
+    tt_need_build();
+    char curlbin[512], url[128], pid[64];
+    if (geteuid() != 0) {
+        print_message("not root: the scrape as another user cannot be made\n");
+        skip();
+    }
+    if (!tt_which("curl", curlbin, sizeof curlbin)) {
+        print_message("curl is not installed (mk/deps.sh test installs it)\n");
+        skip();
+    }
+    tt_job_t j;
+    tt_job_start(&j, "privatejob", "30");
+    tt_job_wait_running(&j);
+    snprintf(pid, sizeof pid, "pid=\"%d\",name=\"privatejob\"", (int)j.p.pid);
+    for (int all = 0; all < 2; all++) {
+        tu_proc_t srv;
+        int port;
+        exporter_start(&srv, all, curlbin, url, sizeof url, &port);
+        char *mine = scrape_as(port, 0), *theirs = scrape_as(port, 65534);
+        if (!mine || !tt_contains(mine, pid))
+            fail_msg("root's scrape lacks root's job:\n%s", mine ? mine : "(none)");
+        if (!theirs || !tt_contains(theirs, "salus_up{") ||
+            !tt_contains(theirs, "salus_device_") || tt_contains(theirs, pid) != all)
+            fail_msg("%s: nobody's scrape %s root's job:\n%s", all ? "--serve-all" : "default",
+                     all ? "lacks" : "shows", theirs ? theirs : "(none)");
+        free(mine);
+        free(theirs);
+        kill(srv.pid, SIGTERM);
+        assert_int_equal(tu_wait(&srv, 10000), 0);
+    }
+    tt_job_stop(&j);
+}
+
 static void test_listen_arguments(void **state)
 {
     (void)state;
     tt_need_build();
     static const char *const bad[][3] = { { "--listen", "9400", NULL },
         { "--listen", ":0", NULL }, { "--listen", ":70000", NULL }, { "--listen", "x:", NULL },
-        { "--listen", ":9400", "--json" } };
+        { "--listen", ":9400", "--json" }, { "--serve-all", NULL, NULL } };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         tt_out_t o = TT_TOOL("bin/salus-top", bad[i][0], bad[i][1], bad[i][2]);
         if (o.rc != 2 || !tt_contains(o.err, "--listen"))
@@ -556,6 +709,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_startup_lines_at_info, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_prometheus_promtool, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_exporter_scrape, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_exporter_beside_idle_clients, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_exporter_serves_what_client_may_read, tt_setup,
+                                        tt_teardown),
         cmocka_unit_test(test_listen_arguments),
         cmocka_unit_test_setup_teardown(test_json_time_host, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_wide, tt_setup, tt_teardown),

@@ -13,7 +13,7 @@
 TOOLS_CORE_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c \
                                                    src/sched/*.c src/memory/*.c))
 TOOLS_CORE      := $(B)/tools/libsalus-core.a
-TOOLS_LIB_OBJS  := $(patsubst %,$(B)/obj/tools/%.o,collect layout output draw text top gpuinfo nvmlinfo http control \
+TOOLS_LIB_OBJS  := $(patsubst %,$(B)/obj/tools/%.o,collect layout output draw text top gpuinfo nvmlinfo http access control \
                                                    capture audit)
 TOOLS_BINS      := $(B)/bin/salus $(B)/bin/salus-top
 TOOLS_MAN1      := tools/man/salus.1 tools/man/salus-top.1

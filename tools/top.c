@@ -59,7 +59,10 @@ static void usage(FILE *f, const char *prog)
 "  -l, --listen [ADDR]:PORT\n"
 "                        serve the same at http://ADDR:PORT/metrics for a\n"
 "                        Prometheus scrape, until interrupted; ADDR defaults\n"
-"                        to 127.0.0.1 (give 0.0.0.0 to be reachable)\n"
+"                        to 127.0.0.1 (give 0.0.0.0 to be reachable); each\n"
+"                        local client is served the processes of the tables\n"
+"                        it could open itself, a remote one the devices only\n"
+"      --serve-all       with --listen: serve every process to every client\n"
 "  -t, --table NAME      only this table (repeatable); NAME as /salus-1000 or\n"
 "                        salus-1000\n"
 "  -a, --all             also show tables no live process uses\n"
@@ -139,7 +142,7 @@ void top_print_version(FILE *f, const char *prog)
 
 typedef struct top_args {
     double delay_s;
-    int delay_given, once, json, prom, all, help, version;
+    int delay_given, once, json, prom, all, help, version, serve_all;
     const char *delay_text, *listen;
     top_col_t sort;
     const char **tables;
@@ -202,6 +205,7 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { "listen", required_argument, NULL, 'l' },
+        { "serve-all", no_argument, NULL, 'S' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -223,6 +227,7 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         case 'h': a->help = 1; break;
         case 'V': a->version = 1; break;
         case 'l': a->listen = optarg; break;
+        case 'S': a->serve_all = 1; break;
         case 't':
             if (add_table(a, optarg) != 0)
                 return bad(prog, "-t", optarg, "out of memory");
@@ -245,6 +250,8 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
     if (a->listen && (a->json || a->prom || a->once))
         return bad(prog, "--listen", NULL, "serves Prometheus text by itself: it excludes "
                    "--once, --json and --prometheus");
+    if (a->serve_all && !a->listen)
+        return bad(prog, "--serve-all", NULL, "says whom --listen serves: give --listen too");
     char host[256], port[16];
     if (a->listen && top_listen_parse(a->listen, host, sizeof host, port, sizeof port) != 0)
         return bad(prog, "--listen", a->listen, "it takes [ADDRESS]:PORT, e.g. :9400 "
@@ -363,7 +370,7 @@ int top_main(int argc, char **argv, const char *prog, int once)
         return TOP_EXIT_FAIL;
     }
     if (a.listen)
-        rc = top_serve(c, a.listen);
+        rc = top_serve(c, a.listen, a.serve_all);
     else if (a.once)
         rc = run_once(c, &a);
     else if (a.json)

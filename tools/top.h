@@ -295,8 +295,25 @@ void top_capture_stop(void);
  * 0 or -1. */
 int top_listen_parse(const char *text, char *host, size_t hlen, char *port, size_t plen);
 /* Serve /metrics at listen_at until SIGINT or SIGTERM: TOP_EXIT_OK,
- * TOP_EXIT_FAIL (cannot listen) or TOP_EXIT_USAGE (a bad address). */
-int top_serve(top_collector_t *c, const char *listen_at);
+ * TOP_EXIT_FAIL (cannot listen) or TOP_EXIT_USAGE (a bad address).  Each
+ * client gets what it could read itself (access.c); serve_all: every client
+ * gets every process the exporter reads. */
+int top_serve(top_collector_t *c, const char *listen_at, int serve_all);
+
+/* ---- who may read what (access.c) ----------------------------------------------- */
+typedef struct top_reader {
+    int all;                         /* --serve-all: everything */
+    int known;                       /* uid is the client's (a loopback socket's owner) */
+    uid_t uid;
+} top_reader_t;
+/* The uid owning the other end of the loopback TCP connection fd: 0 and
+ * *uid, or -1 (not loopback, or not found). */
+int  top_peer_uid(int fd, uid_t *uid);
+/* *view: s with only the process rows of the tables r could open itself (an
+ * unknown reader: none; root or this user: all); it shares s's devices and
+ * is freed with top_view_free before s changes.  0, or -1 (no memory). */
+int  top_view_for(const top_snap_t *s, const top_reader_t *r, top_snap_t *view);
+void top_view_free(top_snap_t *view);
 
 /* ---- live control (control.c) -----------------------------------------------------
  * A process a command or a key changes, as found in a snapshot. */
