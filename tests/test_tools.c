@@ -237,6 +237,31 @@ static void test_policy_reaches_jobs(void **state)
     assert_int_equal(o.rc, 0);
     assert_true(tt_contains(o.out, "policy fair (was pack), quantum 20 ms"));
     tt_out_free(&o);
+    /* srtf with no length to rank by is fair, and says so, in the reply and
+     * beside the policy in salus-top; a job that declares one ends that. */
+    static const char no_lengths[] = "no job there declares its length";
+    o = TT_TOOL("bin/salus", "policy", "srtf", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, no_lengths))
+        fail_msg("salus policy srtf without lengths: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus-top", "--once", "-d", "0", "-t", tt_table);
+    if (o.rc != 0 || !tt_contains(o.out, "(no job declares a length: as fair)"))
+        fail_msg("salus-top under srtf without lengths: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    tt_job_t c;
+    static const char *const declares[] = { "SALUS_ITERATIONS=100000", NULL };
+    tt_job_start_env(&c, "polC", "30", "0", declares);
+    tt_job_wait_running(&c);
+    o = TT_TOOL("bin/salus", "policy", "srtf", "-t", tt_table);
+    if (o.rc != 0 || tt_contains(o.out, no_lengths))
+        fail_msg("salus policy srtf with a declared length: rc %d: %s%s", o.rc, o.out, o.err);
+    tt_out_free(&o);
+    o = TT_TOOL("bin/salus-top", "--once", "-d", "0", "-t", tt_table);
+    if (o.rc != 0 || tt_contains(o.out, "(no job declares a length"))
+        fail_msg("salus-top under srtf with a declared length: %s", o.out);
+    tt_out_free(&o);
+    tt_job_stop(&c);
+
     o = TT_TOOL("bin/salus", "policy", "priority", "-t", tt_table);
     assert_int_equal(o.rc, 0);
     tt_out_free(&o);

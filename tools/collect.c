@@ -433,6 +433,7 @@ static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_d
         p->priority = c->si.priority;
         p->declared = c->si.declared;
         p->length_ms = c->si.length_ms;
+        p->has_end = c->si.has_end;
         p->iterations = c->si.iterations;
         p->switches = c->si.switches;
         p->iter_ms = c->si.iter_ms;

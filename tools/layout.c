@@ -127,6 +127,20 @@ void top_fit(const char *s, int width, char *buf, size_t len)
 const char *const top_state_names[TOP_NSTATES] = { TOP_STATES(TOP_ST_NAME_) };
 #undef TOP_ST_NAME_
 
+int top_proc_has_length(const top_proc_t *p)
+{
+    return p->declared || p->length_ms || p->has_end;
+}
+
+int top_device_has_lengths(const top_snap_t *s, const top_device_t *d)
+{
+    for (int i = 0; i < s->nprocs; i++)
+        if (s->procs[i].table == d->table && s->procs[i].device == d->index &&
+            top_proc_has_length(&s->procs[i]))
+            return 1;
+    return 0;
+}
+
 top_state_t top_proc_state(const top_proc_t *p)
 {
     if (p->stopped)
@@ -276,7 +290,7 @@ static void who(const top_snap_t *s, const top_device_t *d, pid_t pid, char *buf
  * and UUID, the table), so that what says how the device is shared (its
  * memory, its contexts' part, and its policy) stays at 80 columns.  The
  * parts keep their order on the line. */
-enum { HEAD_PARTS = 10, HEAD_MAX_RANK = 9 };
+enum { HEAD_PARTS = 11, HEAD_MAX_RANK = 9 };
 typedef struct head_part {
     char text[112];
     int rank;                        /* 0: always kept; higher: dropped first */
@@ -332,6 +346,13 @@ static int head_parts(const top_snap_t *s, const top_device_t *d, head_part_t *p
     snprintf(p[n].text, sizeof p[n].text, "policy %s",
              d->has_sched ? sched_policy_names[d->policy] : "-");
     p[n++].rank = 0;
+    /* srtf with no length to rank by is fair: say so beside the policy. */
+    if (d->has_sched && d->policy == SCHED_POLICY_SRTF && d->nprocs &&
+        !top_device_has_lengths(s, d)) {
+        snprintf(p[n].text, sizeof p[n].text, "(no job declares a length: as fair)");
+        p[n].tight = 1;
+        p[n++].rank = 1;
+    }
     if (d->has_sched) {
         snprintf(p[n].text, sizeof p[n].text, "quantum %u ms", (unsigned)d->quantum_ms);
         p[n++].rank = 4;

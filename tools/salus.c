@@ -214,6 +214,18 @@ static void policy_show(shm_table_t *t, const char *name, int d)
            (unsigned)si.max_slice_ms, si.nwaiters, (unsigned long long)si.switches);
 }
 
+/* Whether a live process on table device d declared what srtf ranks by. */
+static int device_has_lengths(shm_table_t *t, int d)
+{
+    for (int s = 0; s < SHM_MAX_SLOTS; s++) {
+        sched_slot_info_t si;
+        if (shm_slot_alive(t, s) && sched_read_slot(t, s, &si) == 0 &&
+            (si.devices & (1u << d)) && (si.declared || si.length_ms || si.has_end))
+            return 1;
+    }
+    return 0;
+}
+
 static int policy_set(shm_table_t *t, const char *name, int d, const policy_args_t *a)
 {
     sched_device_info_t old;
@@ -238,6 +250,10 @@ static int policy_set(shm_table_t *t, const char *name, int d, const policy_args
     if (had && old.policy != p)
         printf(" (was %s)", sched_policy_names[old.policy]);
     printf(", quantum %u ms\n", (unsigned)now.quantum_ms);
+    if (p == SCHED_POLICY_SRTF && !device_has_lengths(t, d))
+        printf("GPU %d [%s]: no job there declares its length (SALUS_ITERATIONS, "
+               "SALUS_LENGTH_MS or SALUS_END_TIME: salus run --iterations, --length, "
+               "--end-time): until one does, srtf orders them as fair does\n", d, name);
     return TOP_EXIT_OK;
 }
 

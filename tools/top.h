@@ -80,6 +80,7 @@ typedef struct top_proc {
     int priority;
     uint64_t declared, iterations, switches;
     uint32_t length_ms;           /* SALUS_LENGTH_MS, 0: none */
+    int has_end;                  /* SALUS_END_TIME given */
     double iter_ms, gpu_held_ms, waited_ms;
     /* memory (bytes): mem_used is what its limit counts, its allocations
      * and its contexts and modules (mem_ctx of it); mem_peak is its
@@ -95,6 +96,10 @@ typedef struct top_proc {
      * per TOP_HIST_S / TOP_HIST_CHARS seconds (' ': no sample) */
     char spark[TOP_HIST_CHARS + 1];
 } top_proc_t;
+
+/* Whether srtf can rank p by its length: it declared iterations, a length
+ * or an end time (without any, srtf orders jobs as fair does). */
+int top_proc_has_length(const top_proc_t *p);
 
 /* The state of a row, in the one vocabulary. */
 top_state_t top_proc_state(const top_proc_t *p);
@@ -166,6 +171,8 @@ typedef struct top_snap {
 
 void top_snap_init(top_snap_t *s);
 void top_snap_free(top_snap_t *s);
+/* Whether any process row of device d declares a length (top_proc_has_length). */
+int top_device_has_lengths(const top_snap_t *s, const top_device_t *d);
 
 /* ---- collection (collect.c) ---------------------------------------------------
  * A collector keeps its tables open between samples, notices a table that

@@ -219,8 +219,9 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
             break;
         int asked = head && mem_ask_pages_locked(ld, reserve + ctx_need(ld)) != 0;
         if (!waited++)
-            util_info("memory: waiting for admission on %s: %s reserved "
-                      "(SALUS_MEM_RESERVE) does not fit yet beside the jobs running",
+            util_warn("memory: waiting for admission on %s: %s reserved "
+                      "(SALUS_MEM_RESERVE) does not fit yet beside the jobs running "
+                      "('salus status' shows who holds the memory)",
                       ld->name, util_size(reserve).s);
         if (sleep_in_queue(ld->dev, &w, head, MEM_ADMIT_SLICE_NS, d, asked) != 0) {
             lost = 1;
@@ -237,7 +238,7 @@ CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve)
         shm_unlock(t);
     mem_wake_admit(ld->dev);          /* the next in line looks again */
     if (waited)
-        util_info("memory: admitted on %s after %llu ms", ld->name,
+        util_warn("memory: admitted on %s after %llu ms", ld->name,
                   (unsigned long long)((util_now_ns() - start) / 1000000));
     return CUDA_SUCCESS;
 }
@@ -287,8 +288,9 @@ void mem_ctx_admit(mem_local_dev_t *ld)
             break;
         if (!entered++) {
             mem_wait_enter(a, d, MEM_WAIT_ADMIT, ticket, ctx);
-            util_info("memory: %s: this job's context waits for room on the device "
-                      "(paging on: contexts cannot be paged)", ld->name);
+            util_warn("memory: %s: this job's context waits for room on the device "
+                      "(paging on: contexts cannot be paged; 'salus status' shows who "
+                      "holds the memory)", ld->name);
         }
         uint64_t now = util_now_ns();
         /* Paging frees memory, not contexts: when the contexts would leave
@@ -328,6 +330,6 @@ void mem_ctx_admit(mem_local_dev_t *ld)
     if (passed)
         say_passed(ld, ctx, util_now_ns() - start);
     else if (entered && !lost)
-        util_info("memory: %s: this job's context admitted after %llu ms", ld->name,
+        util_warn("memory: %s: this job's context admitted after %llu ms", ld->name,
                   (unsigned long long)((util_now_ns() - start) / 1000000));
 }

@@ -327,6 +327,7 @@ typedef struct sched_slot_info {
     int priority;                 /* 0..100 */
     uint64_t declared;            /* SALUS_ITERATIONS, 0: unknown */
     uint32_t length_ms;           /* SALUS_LENGTH_MS, 0: none */
+    int has_end;                  /* SALUS_END_TIME given */
     uint64_t iterations;
     double iter_ms;               /* mean running time of an iteration, 0: not yet */
     double gpu_held_ms, waited_ms;

@@ -111,6 +111,7 @@ int sched_read_slot(shm_table_t *t, int slot, sched_slot_info_t *out)
     v.priority = prio < 0 ? 0 : prio > 100 ? 100 : prio;
     v.declared = util_load_relaxed(&s->declared);
     v.length_ms = util_load_relaxed(&s->length_ms);
+    v.has_end = util_load_relaxed(&s->deadline_ns) != 0;
     v.iterations = util_load_relaxed(&s->iterations);
     v.iter_ms = ms(util_load_relaxed(&s->iter_ns));
     v.gpu_held_ms = ms(held_now(t, slot, &v.holds));
