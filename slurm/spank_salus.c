@@ -4,7 +4,7 @@
  *
  * Divided into:
  *   the plugin's arguments (plugstack.conf: default=, libsalus=, salus=,
- *       group=);
+ *       group=, shard_limit=, shards_per_gpu=);
  *   the options (--salus and one --salus-<option> per row of libsalus's list
  *       of variables that `salus run` offers, checked by the same rule with
  *       the same message: a bad value fails sbatch/srun/salloc at
@@ -12,9 +12,11 @@
  *   the node's table (remote context, as root: the group table is made by
  *       root, in the group, mode 0660, before any job's process can make
  *       it);
+ *   the shards' share of a GPU (--gres=shard:N of the GPU's shards as the
+ *       step's memory limit);
  *   each step's environment (LD_PRELOAD, the SALUS_* of the options, the
  *       table, SALUS_NAME "<job>.<step> <job name>", SALUS_END_TIME from the
- *       job's time limit);
+ *       job's time limit, SALUS_MEM_LIMIT from the shards);
  *   the epilog check (job script context, as root: a finished job left no
  *       process and no memory in a table of the node; said in slurmd's log).
  *
@@ -66,7 +68,22 @@ static struct {
     char libsalus[PATH_MAX];
     char salus[PATH_MAX];
     char group[64];              /* "": each user's own table */
+    int shard_limit;             /* shards become SALUS_MEM_LIMIT */
+    long shards_per_gpu;         /* 0: from gres.conf */
 } conf;
+
+/* text as a whole number in [min, max], digits only. */
+static int whole(const char *text, long min, long max, long *out)
+{
+    char *end;
+    if (!text[0] || strspn(text, "0123456789") != strlen(text))
+        return 0;
+    long n = strtol(text, &end, 10);
+    if (*end || n < min || n > max)
+        return 0;
+    *out = n;
+    return 1;
+}
 
 static int parse_args(int ac, char **av)
 {
@@ -74,6 +91,8 @@ static int parse_args(int ac, char **av)
     snprintf(conf.libsalus, sizeof conf.libsalus, "%s/lib/libsalus.so", SALUS_PREFIX);
     snprintf(conf.salus, sizeof conf.salus, "%s/bin/salus", SALUS_PREFIX);
     snprintf(conf.group, sizeof conf.group, "salus");
+    conf.shard_limit = 1;
+    conf.shards_per_gpu = 0;
     for (int i = 0; i < ac; i++) {
         const char *a = av[i], *eq = strchr(a, '=');
         const char *v = eq ? eq + 1 : "";
@@ -87,6 +106,10 @@ static int parse_args(int ac, char **av)
         else if (klen == 5 && !strncmp(a, "salus", klen))
             ok = v[0] == '/' && snprintf(conf.salus, sizeof conf.salus, "%s", v) <
                                 (int)sizeof conf.salus;
+        else if (klen == 11 && !strncmp(a, "shard_limit", klen))
+            ok = (conf.shard_limit = !strcmp(v, "on")) || !strcmp(v, "off");
+        else if (klen == 14 && !strncmp(a, "shards_per_gpu", klen))
+            ok = whole(v, 1, 100000, &conf.shards_per_gpu);
         else if (klen == 5 && !strncmp(a, "group", klen))
             ok = strlen(v) < sizeof conf.group && (!*v || util_var_check(UTIL_VAR_GROUP, v,
                                                                          NULL, 0) == 0) &&
@@ -96,7 +119,9 @@ static int parse_args(int ac, char **av)
         if (!ok) {
             slurm_error("salus: plugstack.conf argument \"%s\" is not accepted: the "
                         "arguments are default=on|off, libsalus=/PATH, salus=/PATH, "
-                        "group=NAME (group= alone: each user's own table)", a);
+                        "group=NAME (group= alone: each user's own table), "
+                        "shard_limit=on|off, shards_per_gpu=N (1 to 100000; default: "
+                        "gres.conf's)", a);
             return -1;
         }
     }
@@ -316,6 +341,115 @@ static void set_end_time(spank_t sp)
     spank_setenv(sp, "SALUS_END_TIME", v, 1);
 }
 
+/* ---- the shards' share of a GPU --------------------------------------------------
+ * --gres=shard:N asks for N of a GPU's shards: without --salus-mem, the step's
+ * SALUS_MEM_LIMIT becomes that share of the GPU's budget (2 of 4: 50%), so
+ * that a shard count means memory as well as time.  The shards per GPU are
+ * shards_per_gpu= of plugstack.conf, else gres.conf's beside slurm.conf: the
+ * Count of this node's Name=shard lines, per File they name.  A step whose
+ * share cannot be told gets no limit, said in the node's log. */
+
+static int node_matches(const char *list, const char *node)
+{
+    if (!list)
+        return 1;                                   /* a line for every node */
+    hostlist_t hl = slurm_hostlist_create(list);
+    if (!hl)
+        return 0;
+    int found = slurm_hostlist_find(hl, node) >= 0;
+    slurm_hostlist_destroy(hl);
+    return found;
+}
+
+/* The shards per GPU of this node's Name=shard lines of gres.conf `path`,
+ * or 0. */
+static long gres_shards_per_gpu(const char *path, const char *node)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[1024];
+    long per = 0;
+    while (!per && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "#\n")] = '\0';
+        char *save = NULL, *nodes = NULL, *name = NULL, *count = NULL, *file = NULL;
+        for (char *tok = strtok_r(line, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+            char *eq = strchr(tok, '=');
+            if (!eq)
+                continue;
+            *eq = '\0';
+            if (!strcasecmp(tok, "NodeName"))
+                nodes = eq + 1;
+            else if (!strcasecmp(tok, "Name"))
+                name = eq + 1;
+            else if (!strcasecmp(tok, "Count"))
+                count = eq + 1;
+            else if (!strcasecmp(tok, "File"))
+                file = eq + 1;
+        }
+        long n;
+        if (!name || strcmp(name, "shard") || !count || !whole(count, 1, 100000000, &n) ||
+            !node_matches(nodes, node))
+            continue;
+        int files = 1;                              /* File=/dev/nvidia[0-3]: 4 GPUs */
+        hostlist_t hl = file && strchr(file, '[') ? slurm_hostlist_create(file) : NULL;
+        if (hl) {
+            files = slurm_hostlist_count(hl);
+            slurm_hostlist_destroy(hl);
+        }
+        per = files > 0 ? n / files : 0;
+    }
+    fclose(f);
+    return per;
+}
+
+static void env_or(spank_t sp, const char *name, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (spank_getenv(sp, name, buf, (int)len) != ESPANK_SUCCESS) {
+        const char *v = getenv(name);
+        snprintf(buf, len, "%s", v ? v : "");
+    }
+}
+
+static long shards_per_gpu(spank_t sp)
+{
+    if (conf.shards_per_gpu)
+        return conf.shards_per_gpu;
+    char slurm_conf[PATH_MAX], node[256], gres[PATH_MAX + 16];
+    env_or(sp, "SLURM_CONF", slurm_conf, sizeof slurm_conf);
+    if (!slurm_conf[0])
+        snprintf(slurm_conf, sizeof slurm_conf, "/etc/slurm/slurm.conf");
+    env_or(sp, "SLURMD_NODENAME", node, sizeof node);
+    if (!node[0] && gethostname(node, sizeof node) != 0)
+        return 0;
+    char *slash = strrchr(slurm_conf, '/');
+    snprintf(gres, sizeof gres, "%.*s/gres.conf", slash ? (int)(slash - slurm_conf) : 1,
+             slash ? slurm_conf : ".");
+    return gres_shards_per_gpu(gres, node);
+}
+
+static void set_shard_limit(spank_t sp)
+{
+    char text[32], limit[24];
+    long shards, per;
+    if (!conf.shard_limit || values[UTIL_VAR_MEM_LIMIT])
+        return;                                     /* off, or the job chose */
+    env_or(sp, "SLURM_SHARDS_ON_NODE", text, sizeof text);
+    if (!whole(text, 1, 100000000, &shards))
+        return;                                     /* not a shard job */
+    per = shards_per_gpu(sp);
+    if (per <= 0) {
+        slurm_info("salus: %ld shard(s), but the shards of a GPU are not known (no "
+                   "Name=shard line of this node in gres.conf): the step has no memory "
+                   "limit; set shards_per_gpu= in plugstack.conf", shards);
+        return;
+    }
+    long pct = shards >= per ? 100 : shards * 100 / per;
+    snprintf(limit, sizeof limit, "%ld%%", pct > 0 ? pct : 1);
+    spank_setenv(sp, "SALUS_MEM_LIMIT", limit, 1);
+}
+
 static int set_step_env(spank_t sp, int shared)
 {
     char name[NAME_MAX_LEN + 1];
@@ -336,6 +470,7 @@ static int set_step_env(spank_t sp, int shared)
     if (step_name(sp, name, sizeof name) == 0)
         spank_setenv(sp, "SALUS_NAME", name, 1);
     set_end_time(sp);
+    set_shard_limit(sp);
     return prepend_preload(sp);
 }
 

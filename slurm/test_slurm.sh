@@ -28,11 +28,14 @@
 #   array_two_nodes      a job array over two nodes (a second slurmd with a
 #                        /dev/shm of its own, in its own mount namespace):
 #                        each task in its own node's table
+#   shard_limit          --gres=shard:2 of the GPU's 4 is a limit of half its
+#                        memory (gres.conf's count), --gres=shard:1 a quarter,
+#                        shown by salus-top; --salus-mem overrides it
 # Every wait polls a state with a deadline; nothing sleeps and hopes.
 set -u
 
 B=$(cd "$(dirname "$0")/.." && pwd)
-TESTS="three_shard_jobs bad_value_refused scancel_holder two_users_one_lease array_two_nodes"
+TESTS="three_shard_jobs bad_value_refused scancel_holder two_users_one_lease array_two_nodes shard_limit"
 T0=$(date +%s)
 
 say() { printf 'test_slurm: %s\n' "$*"; }
@@ -40,7 +43,7 @@ skip_all() {
     for t in $TESTS; do
         printf '[ RUN      ] %s\n[  SKIPPED ] %s: %s\n' "$t" "$t" "$1"
     done
-    printf '[==========] %d test(s) run.\n' 5
+    printf '[==========] %d test(s) run.\n' 6
     exit 0
 }
 
@@ -457,6 +460,40 @@ test_array_two_nodes() {
     id=$(scontrol show job "$t" | sed -n 's/^JobId=\([0-9]*\).*/\1/p')
     wait_until 20 "epilog of $t" epilog_said "$id" "left nothing" || return 1
 }
+# limit_of <job>: the memory limit salus-top shows for the job's process, in
+# bytes, and its device's budget: "<limit> <budget>"
+limit_of() {
+    top_json | python3 -c 'import json,sys
+d=json.load(sys.stdin)
+for dv in d["devices"]:
+    for p in dv["processes"]:
+        if p["name"].startswith(sys.argv[1] + ".batch"):
+            print(p["mem_limit_bytes"], dv["mem_budget_bytes"]); sys.exit(0)
+sys.exit(1)' "$1" 2>/dev/null
+}
+
+test_shard_limit() {
+    half=$(submit "$ua" -J half --gres=shard:2 -- --iterations 100000 $TRAIN) || return 1
+    quarter=$(submit "$ua" -J quarter --gres=shard:1 -- --iterations 100000 $TRAIN) || return 1
+    own=$(submit "$ua" -J own --gres=shard:1 --salus-mem=1G -- --iterations 100000 $TRAIN) || return 1
+    wait_until 20 "the three jobs listed" listed "$half" "$quarter" "$own" || { top_json; return 1; }
+    for j in "$half:2" "$quarter:4" "$own:0"; do
+        id=${j%:*} div=${j#*:}
+        set -- $(limit_of "$id")
+        [ $# = 2 ] || fail "job $id: no limit shown: $(top_json)" || return 1
+        if [ "$div" = 0 ]; then
+            want=1073741824
+        else
+            want=$(( $2 / div ))
+        fi
+        # (the percentage of the budget is rounded down to a whole byte)
+        [ $(( $1 - want )) -le 1 ] && [ $(( want - $1 )) -le 1 ] ||
+            fail "job $id: limit $1 of budget $2, want $want" || return 1
+    done
+    scancel "$half" "$quarter" "$own"
+    wait_until 30 "the three cancelled" all_done "$half" "$quarter" "$own" || return 1
+}
+
 # on_node <slurmd pid, "" for the first node> <task listed> <task not listed>
 on_node() {
     if [ -n "$1" ]; then
