@@ -364,6 +364,9 @@ static void test_prometheus(void **state)
     snprintf(s.devices[0].model, sizeof s.devices[0].model, "NVIDIA H100 80GB HBM3");
     s.devices[0].gpu_index = 2;
     s.devices[0].minor = 3;
+    snprintf(s.devices[0].pci_bus_id, sizeof s.devices[0].pci_bus_id, "00000000:41:00.0");
+    /* a Slurm step's process, as the plugin names it: its job and step */
+    snprintf(s.procs[2].name, sizeof s.procs[2].name, "4242_7.batch serve");
     char *out = print_to_string(prom_of, &s);
     /* every sample follows the HELP and TYPE of its family */
     char *save = NULL, *copy = strdup(out);
@@ -388,7 +391,7 @@ static void test_prometheus(void **state)
     assert_true(samples > 20);
 #define GPU_LABELS "{table=\"/salus-test\",table_device=\"0\",gpu=\"2\"," \
     "UUID=\"GPU-0a1b2c3d-0000-1111-2222-333344445555\",modelName=\"NVIDIA H100 80GB HBM3\"," \
-    "Hostname=\"node1\",device=\"nvidia3\""
+    "Hostname=\"node1\",device=\"nvidia3\",pci_bus_id=\"00000000:41:00.0\""
     static const char *const want[] = {
         "salus_up{Hostname=\"node1\"} 1\n",
         "salus_build_info{version=\"",
@@ -401,6 +404,8 @@ static void test_prometheus(void **state)
         "user=\"alice\",state=\"waiting-gpu\"} 1\n",
         "salus_process_state" GPU_LABELS ",pid=\"102\",name=\"bert \\\"quoted\\\" \\\\ name\","
         "user=\"alice\",state=\"running\"} 0\n",
+        "salus_process_state" GPU_LABELS ",pid=\"103\",name=\"4242_7.batch serve\","
+        "user=\"alice\",slurm_job=\"4242_7\",slurm_step=\"batch\",state=\"idle\"} 1\n",
         "salus_device_admission_queue" GPU_LABELS "} 0\n",
         "salus_device_memory_reserved_bytes" GPU_LABELS "} 0\n",
         "salus_device_memory_waiters" GPU_LABELS "} 0\n",
@@ -409,6 +414,8 @@ static void test_prometheus(void **state)
         if (!strstr(out, want[i]))
             fail_msg("the Prometheus output lacks %s:\n%s", want[i], out);
     assert_int_equal(tu_count_lines(out, "salus_process_state{"), 3 * TOP_NSTATES);
+    assert_int_equal(tu_count_lines(out, "slurm_job="), tu_count_lines(out, "pid=\"103\""));
+    assert_true(tu_count_lines(out, "slurm_job=") > 0);
     assert_int_equal(tu_count_lines(out, "salus_device_policy{"), SCHED_POLICY_COUNT);
     assert_null(strstr(out, "salus_process_gpu_share" GPU_LABELS ",pid=\"103\""));
     /* a collection that failed says salus_up 0 */
@@ -476,6 +483,7 @@ static void test_gpu_info(void **state)
     assert_int_equal(top_gpu_info(root, uuid, &g), 0);
     assert_int_equal(g.index, 1);
     assert_int_equal(g.minor, 5);
+    assert_string_equal(g.pci_bus_id, "00000000:C1:00.0");      /* as NVML writes it */
     assert_string_equal(g.model, "NVIDIA H100 80GB HBM3");
     assert_int_equal(top_gpu_info(root, "GPU-ffffffff-0000-1111-2222-333344445555", &g), 0);
     assert_int_equal(g.index, 0);

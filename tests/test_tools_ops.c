@@ -226,6 +226,12 @@ static void test_prometheus_promtool(void **state)
         if (!tt_contains(o.out, want[i]))
             fail_msg("--prometheus lacks %s:\n%s", want[i], o.out);
     assert_true(tt_contains(o.out, pid));
+    /* --no-processes: the devices' and tables' series, none per process */
+    tt_out_t np = TT_TOOL("bin/salus-top", "--prometheus", "--no-processes", "-t", tt_table);
+    if (np.rc != 0 || !tt_contains(np.out, "salus_device_admission_queue{") ||
+        !tt_contains(np.out, "salus_table_processes{") || tt_contains(np.out, "pid=\""))
+        fail_msg("--prometheus --no-processes: rc %d:\n%s%s", np.rc, np.out, np.err);
+    tt_out_free(&np);
     /* every series the Grafana dashboard asks for is one of these */
     char path[512];
     char *dash = tu_read_file(tu_source_path("tools/grafana/salus.json", path, sizeof path), NULL);
@@ -505,7 +511,8 @@ static void test_listen_arguments(void **state)
     tt_need_build();
     static const char *const bad[][3] = { { "--listen", "9400", NULL },
         { "--listen", ":0", NULL }, { "--listen", ":70000", NULL }, { "--listen", "x:", NULL },
-        { "--listen", ":9400", "--json" }, { "--serve-all", NULL, NULL } };
+        { "--listen", ":9400", "--json" }, { "--serve-all", NULL, NULL },
+        { "--no-processes", NULL, NULL } };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         tt_out_t o = TT_TOOL("bin/salus-top", bad[i][0], bad[i][1], bad[i][2]);
         if (o.rc != 2 || !tt_contains(o.err, "--listen"))

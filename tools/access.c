@@ -151,7 +151,7 @@ int top_view_for(const top_snap_t *s, const top_reader_t *r, top_snap_t *view)
 {
     int keep[TOP_MAX_TABLES];
     for (int t = 0; t < s->ntables && t < TOP_MAX_TABLES; t++)
-        keep[t] = may_read_table(r, s->tables[t].name);
+        keep[t] = !r->none && may_read_table(r, s->tables[t].name);
     top_proc_t *procs = s->nprocs ? malloc((size_t)s->nprocs * sizeof *procs) : NULL;
     if (s->nprocs && !procs)
         return -1;

@@ -372,6 +372,7 @@ static void fill_device(top_device_t *d, shm_table_t *t, int index, const slot_c
             d->gpu_index = g.index;
             d->minor = g.minor;
             snprintf(d->model, sizeof d->model, "%s", g.model);
+            snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%s", g.pci_bus_id);
         }
         d->has_nvml = top_nvml_read(d->uuid, &d->nvml) == 0;
     }

@@ -77,6 +77,18 @@ static int cmp_names(const void *a, const void *b)
 
 /* ---- top_gpu_info ------------------------------------------------------------ */
 
+/* The kernel's directory name of a GPU (0000:3b:00.0) as NVML and DCGM's
+ * pci_bus_id write it (00000000:3B:00.0); "" when it is not one. */
+static void bus_id(const char *dir, char *out, size_t len)
+{
+    unsigned dom, bus, dev, fn;
+    char end;
+    out[0] = '\0';
+    if (sscanf(dir, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &end) == 4 && bus < 256 &&
+        dev < 32 && fn < 8)
+        snprintf(out, len, "%08X:%02X:%02X.%X", dom, bus, dev, fn);
+}
+
 int top_gpu_info(const char *root, const char *uuid, top_gpu_info_t *out)
 {
     DIR *dir = opendir(root ? root : GPUS_DIR);
@@ -102,6 +114,7 @@ int top_gpu_info(const char *root, const char *uuid, top_gpu_info_t *out)
             g.model[0] = '\0';
         if (field(text, "Device Minor:", minor, sizeof minor) == 0)
             g.minor = atoi(minor);
+        bus_id(names[i], g.pci_bus_id, sizeof g.pci_bus_id);
         *out = g;
         rc = 0;
     }

@@ -97,7 +97,7 @@ typedef struct server {
     top_snap_t snap;
     int up;                              /* the last snapshot could be taken */
     uint64_t snap_ns;                    /* 0: none yet */
-    int serve_all;
+    int serve_all, no_procs;
     int said_unknown;                    /* a client of unknown uid, said once */
 } server_t;
 
@@ -161,10 +161,10 @@ static char *metrics(server_t *sv, const top_reader_t *r, int head_only, size_t 
 /* Who is asking on fd, as access.c rules. */
 static top_reader_t reader_of(server_t *sv, int fd)
 {
-    top_reader_t r = { .all = sv->serve_all };
-    if (!r.all)
+    top_reader_t r = { .all = sv->serve_all, .none = sv->no_procs };
+    if (!r.all && !r.none)
         r.known = top_peer_uid(fd, &r.uid) == 0;
-    if (!r.all && !r.known && !sv->said_unknown) {
+    if (!r.all && !r.none && !r.known && !sv->said_unknown) {
         sv->said_unknown = 1;
         fprintf(stderr, "salus-top: a client whose user cannot be told (not on loopback) "
                 "is served the devices' series only; start salus-top with --serve-all to "
@@ -361,8 +361,9 @@ static void round_once(server_t *sv, int lfd, conn_t *conns)
         accept_all(lfd, conns);
 }
 
-int top_serve(top_collector_t *c, const char *listen_at, int serve_all)
+int top_serve(top_collector_t *c, const top_serve_opts_t *o)
 {
+    const char *listen_at = o->listen_at;
     char host[256], port[16], err[512];
     if (top_listen_parse(listen_at, host, sizeof host, port, sizeof port) != 0) {
         fprintf(stderr, "salus-top: --listen \"%s\" is not accepted: it takes [ADDRESS]:PORT, "
@@ -389,7 +390,7 @@ int top_serve(top_collector_t *c, const char *listen_at, int serve_all)
     }
     for (int i = 0; i < MAX_CONNS; i++)
         conns[i].fd = -1;
-    server_t sv = { .c = c, .serve_all = serve_all };
+    server_t sv = { .c = c, .serve_all = o->serve_all, .no_procs = o->no_procs };
     top_snap_init(&sv.snap);
     while (!stop)
         round_once(&sv, lfd, conns);

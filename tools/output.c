@@ -12,6 +12,7 @@
  */
 #include "top.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -406,6 +407,26 @@ static void prom_dev_labels(FILE *f, const top_snap_t *s, const top_device_t *d)
     prom_label(f, "Hostname", s->host);
     if (d->minor >= 0)
         fprintf(f, ",device=\"nvidia%d\"", d->minor);
+    if (d->pci_bus_id[0])
+        prom_label(f, "pci_bus_id", d->pci_bus_id);
+}
+
+/* A Slurm step's process is named "<job>.<step> <job name>" by the plugin
+ * (the job "<array>_<task>" in an array): its job and step as labels, so
+ * that series join Slurm's accounting.  0 when the name is not one. */
+static int slurm_ids(const char *name, char *job, size_t jlen, char *step, size_t slen)
+{
+    size_t j = strspn(name, "0123456789");
+    if (j && name[j] == '_')
+        j += 1 + strspn(name + j + 1, "0123456789");
+    if (!j || name[j] != '.' || !isdigit((unsigned char)name[0]))
+        return 0;
+    size_t s = strcspn(name + j + 1, " ");
+    if (!s || name[j + 1 + s] != ' ' || j >= jlen || s >= slen)
+        return 0;
+    snprintf(job, jlen, "%.*s", (int)j, name);
+    snprintf(step, slen, "%.*s", (int)s, name + j + 1);
+    return 1;
 }
 
 static const top_device_t *device_of(const top_snap_t *s, const top_proc_t *p)
@@ -429,6 +450,11 @@ static void prom_proc_labels(FILE *f, const top_snap_t *s, const top_proc_t *p)
     fprintf(f, ",pid=\"%d\"", (int)p->pid);
     prom_label(f, "name", p->name);
     prom_label(f, "user", p->user);
+    char job[32], step[32];
+    if (slurm_ids(p->name, job, sizeof job, step, sizeof step)) {
+        prom_label(f, "slurm_job", job);
+        prom_label(f, "slurm_step", step);
+    }
 }
 
 static void prom_device_families(FILE *f, const top_snap_t *s)

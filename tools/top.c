@@ -63,6 +63,9 @@ static void usage(FILE *f, const char *prog)
 "                        local client is served the processes of the tables\n"
 "                        it could open itself, a remote one the devices only\n"
 "      --serve-all       with --listen: serve every process to every client\n"
+"      --no-processes    with --prometheus or --listen: the devices' and tables'\n"
+"                        series only (no series per process, whose pid label\n"
+"                        makes new series as jobs come and go)\n"
 "  -t, --table NAME      only this table (repeatable); NAME as /salus-1000 or\n"
 "                        salus-1000\n"
 "  -a, --all             also show tables no live process uses\n"
@@ -142,7 +145,7 @@ void top_print_version(FILE *f, const char *prog)
 
 typedef struct top_args {
     double delay_s;
-    int delay_given, once, json, prom, all, help, version, serve_all;
+    int delay_given, once, json, prom, all, help, version, serve_all, no_procs;
     const char *delay_text, *listen;
     top_col_t sort;
     const char **tables;
@@ -206,6 +209,7 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         { "version", no_argument, NULL, 'V' },
         { "listen", required_argument, NULL, 'l' },
         { "serve-all", no_argument, NULL, 'S' },
+        { "no-processes", no_argument, NULL, 'N' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -228,6 +232,7 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
         case 'V': a->version = 1; break;
         case 'l': a->listen = optarg; break;
         case 'S': a->serve_all = 1; break;
+        case 'N': a->no_procs = 1; break;
         case 't':
             if (add_table(a, optarg) != 0)
                 return bad(prog, "-t", optarg, "out of memory");
@@ -250,6 +255,9 @@ static int parse_args(int argc, char **argv, const char *prog, top_args_t *a)
     if (a->listen && (a->json || a->prom || a->once))
         return bad(prog, "--listen", NULL, "serves Prometheus text by itself: it excludes "
                    "--once, --json and --prometheus");
+    if (a->no_procs && !a->listen && !a->prom)
+        return bad(prog, "--no-processes", NULL, "shapes the Prometheus series: give "
+                   "--prometheus or --listen too");
     if (a->serve_all && !a->listen)
         return bad(prog, "--serve-all", NULL, "says whom --listen serves: give --listen too");
     char host[256], port[16];
@@ -298,8 +306,11 @@ static int run_once(top_collector_t *c, const top_args_t *a)
     }
     if (a->json)
         top_print_json(stdout, &s);
-    else if (a->prom)
+    else if (a->prom) {
+        if (a->no_procs)
+            s.nprocs = 0;             /* the devices' and tables' series only */
         top_print_prometheus(stdout, &s, 1);
+    }
     else
         top_print_text(stdout, &s, a->sort, text_width());
     top_snap_free(&s);
@@ -370,7 +381,9 @@ int top_main(int argc, char **argv, const char *prog, int once)
         return TOP_EXIT_FAIL;
     }
     if (a.listen)
-        rc = top_serve(c, a.listen, a.serve_all);
+        rc = top_serve(c, &(top_serve_opts_t){ .listen_at = a.listen,
+                                               .serve_all = a.serve_all,
+                                               .no_procs = a.no_procs });
     else if (a.once)
         rc = run_once(c, &a);
     else if (a.json)

@@ -124,6 +124,7 @@ typedef struct top_device {
      * index (PCI order) and minor from the kernel driver, when it says */
     char uuid[48];                   /* "GPU-...", "" when unknown */
     char model[96];                  /* "" when unknown */
+    char pci_bus_id[32];             /* "" when unknown */
     int gpu_index, minor;            /* -1 when unknown */
     int has_nvml;                    /* NVML knows the GPU: nvml is filled */
     struct top_nvml {
@@ -208,6 +209,7 @@ typedef struct top_gpu_info {
     int index;                       /* among the driver's GPUs, in PCI bus order */
     int minor;                       /* /dev/nvidia<minor>, -1 unknown */
     char model[96];
+    char pci_bus_id[32];             /* as NVML and DCGM write it: 00000000:3B:00.0 */
 } top_gpu_info_t;
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints it. */
 void top_uuid_text(const uint8_t uuid[16], char *buf, size_t len);
@@ -303,13 +305,18 @@ void top_capture_stop(void);
 int top_listen_parse(const char *text, char *host, size_t hlen, char *port, size_t plen);
 /* Serve /metrics at listen_at until SIGINT or SIGTERM: TOP_EXIT_OK,
  * TOP_EXIT_FAIL (cannot listen) or TOP_EXIT_USAGE (a bad address).  Each
- * client gets what it could read itself (access.c); serve_all: every client
- * gets every process the exporter reads. */
-int top_serve(top_collector_t *c, const char *listen_at, int serve_all);
+ * client gets what it could read itself (access.c). */
+typedef struct top_serve_opts {
+    const char *listen_at;
+    int serve_all;                   /* every client gets every process read */
+    int no_procs;                    /* no per-process series, for anyone */
+} top_serve_opts_t;
+int top_serve(top_collector_t *c, const top_serve_opts_t *o);
 
 /* ---- who may read what (access.c) ----------------------------------------------- */
 typedef struct top_reader {
     int all;                         /* --serve-all: everything */
+    int none;                        /* --no-processes: no process rows at all */
     int known;                       /* uid is the client's (a loopback socket's owner) */
     uid_t uid;
 } top_reader_t;
