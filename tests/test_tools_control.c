@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <errno.h>
 
 #include "test_tools_lib.h"
 #include "ipc/shm_layout.h"
@@ -324,6 +325,85 @@ static void test_control_permission(void **state)
     assert_true(top_control_allowed(0, 1001, 0, 0));
 }
 
+/* The row named `name` in a snapshot of tt_table, as a target (and whether
+ * its pid is this namespace's): 1 when found. */
+typedef struct named_row {
+    const char *name;
+    top_target_t t;
+    int pid_here;
+} named_row_t;
+
+static int row_found(void *arg)
+{
+    named_row_t *r = arg;
+    const char *const tables[] = { tt_table, NULL };
+    top_collect_opts_t o = { .tables = tables };
+    top_collector_t *c;
+    top_snap_t s;
+    int found = 0;
+    if (top_collector_new(&o, &c) != 0)
+        return 0;
+    top_snap_init(&s);
+    if (top_collect(c, &s) == 0)
+        for (int i = 0; i < s.nprocs && !found; i++)
+            if (strcmp(s.procs[i].name, r->name) == 0 && s.procs[i].iterations > 0) {
+                top_target_of(&s, &s.procs[i], &r->t);
+                r->pid_here = s.procs[i].pid_here;
+                found = 1;
+            }
+    top_snap_free(&s);
+    top_collector_free(c);
+    return found;
+}
+
+/* A job in a PID namespace of its own (a container) is listed by the pid it
+ * has there, which here is another process (1 is init): kill refuses it,
+ * saying why, and sends nothing; a job of this namespace is killed. */
+static void test_kill_other_pid_namespace(void **state)
+{
+    (void)state;
+    tt_need_build();
+    char unshare[512], prog[512], msg[512];
+    if (geteuid() != 0 || !tt_which("unshare", unshare, sizeof unshare)) {
+        print_message("a PID namespace needs root and unshare(1)\n");
+        skip();
+    }
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, tt_gpu, tt_table);
+    tu_env_set(&env, "SALUS_NAME", "nsjob");
+    char *argv[] = { unshare, "--pid", "--fork", "--kill-child",
+                     (char *)tu_build_path("bin/salus-train", prog, sizeof prog), "--seconds",
+                     "30", "--kernels", "5", "--aux-kernels", "0", "--kernel-us", "1000",
+                     "--name", "nsjob", NULL };
+    tu_proc_t ns;
+    assert_int_equal(tu_spawn(&ns, argv, &env), 0);
+    tu_env_free(&env);
+    named_row_t r = { .name = "nsjob" };
+    if (!tu_await(row_found, &r, 15000))
+        fail_msg("the job in its own PID namespace is not listed");
+    assert_false(r.pid_here);                  /* its pid there (1) is init here */
+    assert_int_equal(top_kill(&r.t, SIGTERM, msg, sizeof msg), -ESRCH);
+    if (!tt_contains(msg, "another PID namespace"))
+        fail_msg("the refusal does not say why: %s", msg);
+    named_row_t again = { .name = "nsjob" };
+    assert_true(row_found(&again));            /* nothing was sent: it runs on */
+    kill(ns.pid, SIGKILL);                     /* unshare --kill-child takes the job along */
+    tu_wait(&ns, 10000);
+
+    tt_job_t j;
+    tt_job_start(&j, "herejob", "30");
+    tt_job_wait_running(&j);
+    named_row_t h = { .name = "herejob" };
+    assert_true(tu_await(row_found, &h, 15000));
+    assert_true(h.pid_here);
+    assert_int_equal(top_kill(&h.t, SIGTERM, msg, sizeof msg), 0);
+    if (!tt_contains(msg, "sent SIGTERM"))
+        fail_msg("kill of a job of this namespace: %s", msg);
+    assert_int_equal(tu_wait(&j.p, 15000), 0);   /* SIGTERM ends salus-train cleanly */
+    j.p.exited = 1;
+}
+
 static void keys(const tt_tmux_t *tm, const char *what)
 {
     tt_tmux(tm, NULL, "send-keys", "-t", "top", what, NULL);
@@ -428,6 +508,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_live_limit_below_hold, tt_setup, tt_teardown),
         cmocka_unit_test(test_control_permission),
         cmocka_unit_test_setup_teardown(test_audit_lines, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_kill_other_pid_namespace, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_keys, tt_setup, tt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -349,6 +349,7 @@ static void fill_device(top_device_t *d, shm_table_t *t, int index, const slot_c
     sched_device_info_t si;
     mem_device_view_t mv;
     d->index = index;
+    d->holder_slot = -1;
     d->policy = SCHED_POLICY_FAIR;
     if (sched_read_device(t, index, &si) == 0) {
         d->has_sched = 1;
@@ -357,6 +358,7 @@ static void fill_device(top_device_t *d, shm_table_t *t, int index, const slot_c
         d->max_slice_ms = si.max_slice_ms;
         d->switches = si.switches;
         d->holder = pid_of(sc, si.holder);
+        d->holder_slot = d->holder ? si.holder : -1;
         for (int i = 0; i < si.nwaiters && i < SHM_MAX_SLOTS; i++) {
             pid_t w = pid_of(sc, si.waiters[i]);
             if (w > 0)
@@ -394,9 +396,12 @@ static void fill_device(top_device_t *d, shm_table_t *t, int index, const slot_c
 /* 1 when the process is stopped (SIGSTOP, Ctrl-Z, a debugger): state T or t
  * in /proc/<pid>/stat, if that pid is still the slot's process (its start
  * time); 0 otherwise or when /proc cannot tell (another pid namespace). */
-static int proc_stopped(pid_t pid, uint64_t start_ticks)
+int top_pid_is(pid_t pid, uint64_t start_ticks, int *stopped)
 {
     char path[64], buf[1024];
+    *stopped = 0;
+    if (pid <= 0)
+        return 0;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "re");
     if (!f)
@@ -412,7 +417,8 @@ static int proc_stopped(pid_t pid, uint64_t start_ticks)
         q = strchr(q + 1, ' ');
     if (!q || (start_ticks && strtoull(q + 1, NULL, 10) != start_ticks))
         return 0;
-    return state == 'T' || state == 't';
+    *stopped = state == 'T' || state == 't';
+    return 1;
 }
 
 static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_device_t *d)
@@ -427,8 +433,9 @@ static void fill_proc(top_proc_t *p, const slot_copy_t *c, int slot, const top_d
     top_user_name(c->id.uid, p->user, sizeof p->user);
     snprintf(p->name, sizeof p->name, "%s", c->id.name);
     p->state = c->id.state;
-    p->holds = d->holder == c->id.pid;
-    p->stopped = proc_stopped(c->id.pid, c->id.start_ticks);
+    p->holds = d->holder_slot == slot;
+    p->start_ticks = c->id.start_ticks;
+    p->pid_here = top_pid_is(c->id.pid, c->id.start_ticks, &p->stopped);
     p->gpu_share = p->wait_share = -1;
     if ((p->has_sched = c->has_sched)) {
         p->priority = c->si.priority;

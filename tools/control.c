@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,6 +86,7 @@ void top_target_of(const top_snap_t *s, const top_proc_t *p, top_target_t *t)
     t->slot = p->slot;
     t->gen = p->gen;
     t->pid = p->pid;
+    t->start_ticks = p->start_ticks;
     t->uid = p->uid;
     t->priority = p->priority;
     t->mem_limit = p->mem_limit;
@@ -213,4 +215,31 @@ int top_limit(const top_target_t *t, const char *size, int force, char *msg, siz
     say_paging(&c, msg, len);
     top_audit("limit in %s: %s", t->table, msg);
     return 0;
+}
+
+int top_kill(const top_target_t *t, int sig, char *msg, size_t len)
+{
+    char why[256];
+    int stopped, rc = 0;
+    const char *signame = sig == SIGKILL ? "SIGKILL" : sig == SIGTERM ? "SIGTERM" : "a signal";
+    if (may_change(t, why, sizeof why) != 0) {
+        snprintf(msg, len, "%s", why);
+        rc = -EPERM;
+    } else if (!top_pid_is(t->pid, t->start_ticks, &stopped)) {
+        /* Its slot's pid is the one it has where it runs; here that pid is
+         * nobody, or another process, which must not get the signal. */
+        snprintf(msg, len, "%d (%s): not sent %s: pid %d here is not that process (it runs "
+                 "in another PID namespace, a container, whose pids the table shows; or it "
+                 "has exited): signal it from its own namespace", (int)t->pid, t->name,
+                 signame, (int)t->pid);
+        rc = -ESRCH;
+    } else if (kill(t->pid, sig) != 0) {
+        rc = -errno;
+        snprintf(msg, len, "%d (%s): cannot be killed: %s", (int)t->pid, t->name,
+                 strerror(errno));
+    } else {
+        snprintf(msg, len, "%d (%s): sent %s", (int)t->pid, t->name, signame);
+    }
+    top_audit("kill in %s: %s", t->table, msg);
+    return rc;
 }

@@ -515,12 +515,7 @@ static void kill_prompt(ui_t *u)
         say(u, "not killed");
         return;
     }
-    if (kill(t.pid, SIGTERM) == 0)
-        snprintf(msg, sizeof msg, "%d (%s): sent SIGTERM", (int)t.pid, t.name);
-    else
-        snprintf(msg, sizeof msg, "%d (%s): cannot be killed: %s", (int)t.pid, t.name,
-                 strerror(errno));
-    top_audit("kill in %s: %s", t.table, msg);
+    top_kill(&t, SIGTERM, msg, sizeof msg);
     say(u, msg);
 }
 

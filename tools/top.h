@@ -73,6 +73,9 @@ typedef struct top_proc {
     int waiting_admission;           /* waiting-mem: for admission (1), a limit (0) */
     int holds;                       /* holds this device's lease */
     int stopped;                     /* its process is stopped (state T or t) */
+    int pid_here;                    /* pid is its pid in this PID namespace too (not a
+                                        container's pid for another process here) */
+    uint64_t start_ticks;            /* its start, to tell it from a reused pid */
     int blocked;                     /* a holder blocked in a sync (libsalus(7)) */
     char gang[32];                   /* its gang (SALUS_GANG...), sanitized; "": none */
     int has_sched, has_mem;          /* which modules had set the slot up */
@@ -112,6 +115,7 @@ typedef struct top_device {
     uint32_t quantum_ms, max_slice_ms;
     uint64_t switches;
     pid_t holder;                    /* 0: none (all, under pack) */
+    int holder_slot;                 /* -1: none */
     int nwaiters;
     pid_t waiters[SHM_MAX_SLOTS];    /* in arrival order */
     /* used: what the budget counts of the table's live processes, their
@@ -336,6 +340,7 @@ typedef struct top_target {
     int slot;
     uint32_t gen;
     pid_t pid;
+    uint64_t start_ticks;            /* the process's start, as its slot says */
     uid_t uid;
     int priority;
     uint64_t mem_limit;
@@ -353,6 +358,14 @@ void top_target_of(const top_snap_t *s, const top_proc_t *p, top_target_t *t);
  * 0, or -errno (-EPERM: not the caller's to change, -ESRCH: it exited). */
 int top_renice(const top_target_t *t, int priority, char *msg, size_t len);
 int top_limit(const top_target_t *t, const char *size, int force, char *msg, size_t len);
+/* Send sig to the target's process, only if its pid here is that process
+ * (its start time is the slot's): a process of another PID namespace (a
+ * container) is known by a pid that may be another process here.  0, or
+ * -errno (-ESRCH: gone or not this namespace's; -EPERM). */
+int top_kill(const top_target_t *t, int sig, char *msg, size_t len);
+/* Whether /proc/<pid>/stat here is the process that started at start_ticks
+ * (0: any); *stopped: it is stopped.  (collect.c) */
+int top_pid_is(pid_t pid, uint64_t start_ticks, int *stopped);
 
 /* One line to the system log (authpriv, notice, tag "salus") for a change
  * made through the tools: who (user, uid, tool), when, and `fmt`: what and
