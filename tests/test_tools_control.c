@@ -404,6 +404,52 @@ static void test_kill_other_pid_namespace(void **state)
     j.p.exited = 1;
 }
 
+/* Kill means kill: under priority a low job waits for the GPU while a high
+ * one holds it; SIGTERM from the tools puts it first, so that it gets the
+ * GPU at the holder's next boundary and can exit (before, it waited out the
+ * holder's whole run). */
+static void test_kill_waiter_gets_gpu(void **state)
+{
+    (void)state;
+    tt_need_build();
+    static const char *const hi_vars[] = { "SALUS_POLICY=priority", "SALUS_PRIORITY=90",
+                                           NULL };
+    static const char *const lo_vars[] = { "SALUS_POLICY=priority", "SALUS_PRIORITY=10",
+                                           NULL };
+    tt_job_t hi, lo;
+    tt_job_start_env(&hi, "hijob", "60", "0", hi_vars);
+    tt_job_wait_running(&hi);
+    tt_job_start_env(&lo, "lojob", "60", "0", lo_vars);
+    named_row_t r = { .name = "lojob" };
+    uint64_t deadline = tu_now_ns() + 15ull * 1000000000;
+    int waiting = 0;
+    while (!waiting && tu_now_ns() < deadline) {   /* registered, waiting for the GPU */
+        const char *const tables[] = { tt_table, NULL };
+        top_collect_opts_t o = { .tables = tables };
+        top_collector_t *c;
+        top_snap_t s;
+        assert_int_equal(top_collector_new(&o, &c), 0);
+        top_snap_init(&s);
+        if (top_collect(c, &s) == 0)
+            for (int i = 0; i < s.nprocs; i++)
+                if (strcmp(s.procs[i].name, "lojob") == 0 && s.procs[i].state == SHM_WAIT_GPU) {
+                    top_target_of(&s, &s.procs[i], &r.t);
+                    waiting = 1;
+                }
+        top_snap_free(&s);
+        top_collector_free(c);
+        if (!waiting)
+            tu_sleep_ms(20);
+    }
+    assert_true(waiting);
+    char msg[512];
+    assert_int_equal(top_kill(&r.t, SIGTERM, msg, sizeof msg), 0);
+    if (!tt_contains(msg, "goes first for the GPU"))
+        fail_msg("the kill did not say what it does: %s", msg);
+    tt_job_stop(&lo);                          /* exits, cleanly, within 15 s */
+    tt_job_stop(&hi);
+}
+
 static void keys(const tt_tmux_t *tm, const char *what)
 {
     tt_tmux(tm, NULL, "send-keys", "-t", "top", what, NULL);
@@ -509,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_control_permission),
         cmocka_unit_test_setup_teardown(test_audit_lines, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_kill_other_pid_namespace, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_kill_waiter_gets_gpu, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_keys, tt_setup, tt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -217,6 +217,19 @@ int top_limit(const top_target_t *t, const char *size, int force, char *msg, siz
     return 0;
 }
 
+/* A job that gets SIGTERM may need the GPU to shut down (its calls wait for
+ * the lease): the table marks it, so that it goes first and the holder
+ * hands over at its next boundary whatever the policy.  Best effort: the
+ * signal is sent either way. */
+static void mark_ending(const top_target_t *t)
+{
+    shm_table_t *tab;
+    if (top_open_table(t->table, t->group, 1, &tab) != 0)
+        return;
+    sched_set_ending_table(tab, t->slot, t->gen);
+    shm_close_table(tab);
+}
+
 int top_kill(const top_target_t *t, int sig, char *msg, size_t len)
 {
     char why[256];
@@ -233,12 +246,17 @@ int top_kill(const top_target_t *t, int sig, char *msg, size_t len)
                  "has exited): signal it from its own namespace", (int)t->pid, t->name,
                  signame, (int)t->pid);
         rc = -ESRCH;
-    } else if (kill(t->pid, sig) != 0) {
-        rc = -errno;
-        snprintf(msg, len, "%d (%s): cannot be killed: %s", (int)t->pid, t->name,
-                 strerror(errno));
     } else {
-        snprintf(msg, len, "%d (%s): sent %s", (int)t->pid, t->name, signame);
+        if (sig == SIGTERM)
+            mark_ending(t);
+        if (kill(t->pid, sig) != 0) {
+            rc = -errno;
+            snprintf(msg, len, "%d (%s): cannot be killed: %s", (int)t->pid, t->name,
+                     strerror(errno));
+        } else {
+            snprintf(msg, len, "%d (%s): sent %s%s", (int)t->pid, t->name, signame,
+                     sig == SIGTERM ? "; it goes first for the GPU, to exit" : "");
+        }
     }
     top_audit("kill in %s: %s", t->table, msg);
     return rc;

@@ -57,7 +57,13 @@ typedef struct ui {
     uint64_t msg_until;
     int msg_mine;                  /* the message answers a key: news waits for it */
     int colors;
+    /* the last process sent SIGTERM by k, and when: k on it again after
+     * KILL_GRACE_NS offers SIGKILL, as systemctl stop does after its timeout */
+    pid_t term_pid;
+    uint64_t term_start, term_ns;
 } ui_t;
+
+#define KILL_GRACE_NS (5ull * 1000000000)
 
 static volatile sig_atomic_t stop;
 
@@ -293,7 +299,8 @@ static const char *const help_text[] = {
     "  r           renice the selected process: a priority, 0 to 100",
     "  F7, F8      its priority up, down by 10",
     "  l           its memory limit: 20G, 512M, 25%, 100% (the whole budget)",
-    "  k, F9       kill it (SIGTERM), after a confirmation",
+    "  k, F9       kill it (SIGTERM: it goes first for the GPU, to exit), after a",
+    "              confirmation; again 5 s later, SIGKILL",
     "              (changes: your own processes, or any of a group table of yours)",
     "  Up, Down    select a row; PgUp, PgDn, Home, End (no vi keys: k is kill)",
     "  space       refresh now",
@@ -510,12 +517,30 @@ static void kill_prompt(ui_t *u)
     char q[160], msg[256];
     if (selected(u, &t) != 0)
         return;
-    snprintf(q, sizeof q, "kill %d (%s) with SIGTERM?", (int)t.pid, t.name);
+    uint64_t now = util_now_ns();
+    int again = u->term_pid == t.pid && u->term_start == t.start_ticks;
+    if (again && now - u->term_ns < KILL_GRACE_NS) {
+        snprintf(msg, sizeof msg, "%d (%s) was sent SIGTERM %.1f s ago; k again from %.0f s "
+                 "offers SIGKILL", (int)t.pid, t.name, (double)(now - u->term_ns) / 1e9,
+                 (double)KILL_GRACE_NS / 1e9);
+        say(u, msg);
+        return;
+    }
+    int sig = again ? SIGKILL : SIGTERM;
+    if (again)
+        snprintf(q, sizeof q, "%d (%s) still runs %.0f s after SIGTERM: kill it with SIGKILL?",
+                 (int)t.pid, t.name, (double)(now - u->term_ns) / 1e9);
+    else
+        snprintf(q, sizeof q, "kill %d (%s) with SIGTERM?", (int)t.pid, t.name);
     if (!confirm(q)) {
         say(u, "not killed");
         return;
     }
-    top_kill(&t, SIGTERM, msg, sizeof msg);
+    if (top_kill(&t, sig, msg, sizeof msg) == 0 && sig == SIGTERM) {
+        u->term_pid = t.pid;
+        u->term_start = t.start_ticks;
+        u->term_ns = util_now_ns();
+    }
     say(u, msg);
 }
 

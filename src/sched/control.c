@@ -37,3 +37,21 @@ int sched_set_priority_table(shm_table_t *t, int slot, uint32_t gen, int priorit
     util_info("slot %d: priority set to %d", slot, priority);
     return 0;
 }
+
+int sched_set_ending_table(shm_table_t *t, int slot, uint32_t gen)
+{
+    if (!t || slot < 0 || slot >= SHM_MAX_SLOTS)
+        return -EINVAL;
+    int rc = shm_lock(t);
+    if (rc != 0)
+        return rc;
+    sched_slot_t *s = sched_slot(t, slot);
+    if (!s || shm_slot_gen(t, slot) != gen || !shm_slot_alive(t, slot) ||
+        util_load_acquire(&s->magic) != SCHED_SLOT_MAGIC) {
+        shm_unlock(t);
+        return -ESRCH;
+    }
+    util_store_relaxed(&s->ending, 1);
+    shm_unlock(t);
+    return 0;
+}

@@ -287,6 +287,23 @@ static void drop_orphans(shm_table_t *t, sched_view_t *v)
     v->n = n;
 }
 
+static int ending(shm_table_t *t, int slot)
+{
+    return util_load_relaxed(&sched_slot(t, slot)->ending) != 0;
+}
+
+/* Waiters being ended by the tools go before everyone (their order among
+ * themselves is the policy's): the others stay in the queue. */
+static void ending_first(shm_table_t *t, sched_view_t *v)
+{
+    int n = 0;
+    for (int i = 0; i < v->n; i++)
+        if (ending(t, v->waiters[i].slot))
+            v->waiters[n++] = v->waiters[i];
+    if (n > 0)
+        v->n = n;
+}
+
 /* The view of d; a waiter whose gang cannot take all its devices now is
  * left out (devices held by gang `except` count as free: see decide), and
  * so are orphans while others wait. */
@@ -322,6 +339,7 @@ static void view_build(shm_table_t *t, int d, uint64_t now, sched_view_t *v, uin
         c->ticket = dev->wait[s].ticket;
     }
     drop_orphans(t, v);
+    ending_first(t, v);
 }
 
 void sched_view_build_locked(shm_table_t *t, int d, uint64_t now, sched_view_t *v)
@@ -591,6 +609,15 @@ int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t 
     if (!dev || sched_lease_holder(t, util_load_relaxed(&dev->lease)) != slot)
         return SCHED_NO_SLOT;
     const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
+    if (boundary && !util_load_relaxed(&sched_slot(t, slot)->gang)) {
+        /* A waiter being ended gets the GPU at this boundary, whatever the
+         * policy: under fifo or priority it would wait for the holder's end. */
+        view_build(t, d, now, &v, 0);
+        if (v.n > 0 && ending(t, v.waiters[0].slot)) {
+            int pick = ops->pick(&v);
+            return v.waiters[pick >= 0 && pick < v.n ? pick : 0].slot;
+        }
+    }
     if (!(ops->flags & SCHED_POL_SHARES))
         return SCHED_NO_SLOT;
     uint64_t slice = sched_dev_max_slice_ns(dev);

@@ -315,6 +315,12 @@ int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, in
  * takes effect at the next policy decision on its devices.  0, -EINVAL,
  * -ESRCH (that process is gone or not scheduled), or the lock's error. */
 int sched_set_priority_table(shm_table_t *t, int slot, uint32_t gen, int priority);
+/* The tools are ending the process of (slot, gen) (they sent it SIGTERM): it
+ * goes first for the GPU, and holders hand over to it at their next
+ * boundary under every policy, so that a job that needs the GPU to exit
+ * gets it.  0, or -EINVAL, -ESRCH (gone or not scheduled), -errno of the
+ * lock. */
+int sched_set_ending_table(shm_table_t *t, int slot, uint32_t gen);
 
 /* ---- counters -------------------------------------------------------------- */
 /* The report's fields ("name":value pairs, comma-separated, no braces):

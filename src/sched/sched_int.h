@@ -103,6 +103,12 @@ typedef struct sched_slot {
      * launched into is synchronized */
     uint32_t drain_req __attribute__((aligned(64)));
     uint32_t drain_done;
+    /* the tools are ending its process (salus-top's kill sent SIGTERM): it
+     * goes first and the holder hands over at its next boundary under every
+     * policy, since a job that needs the GPU to exit must get it; under the
+     * lock (set by the tool; the slot's next claim clears it).  Last, so
+     * that tables of versions without it read as they did. */
+    uint32_t ending;
 } sched_slot_t;
 
 /* The lines the comments above name, where they say: the gate on line 0
