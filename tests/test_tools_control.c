@@ -313,6 +313,50 @@ static void test_audit_lines(void **state)
         fail_msg("the audit lines lack one of what they should say; they were:\n%s", all);
 }
 
+/* SALUS_LOG_SYSLOG=on: libsalus's messages reach the system log too, tagged
+ * libsalus with the job's pid at user.warning for a warning; off (the
+ * default), nothing of the job's goes there. */
+static void test_libsalus_syslog(void **state)
+{
+    (void)state;
+    tt_need_build();
+    if (access("/dev/log", F_OK) == 0) {
+        print_message("a syslog daemon has /dev/log: the lines go to it, unread here\n");
+        skip();
+    }
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        print_message("cannot stand in for syslog at /dev/log (not root?)\n");
+        skip();
+    }
+    /* A misspelled variable: one warning at start-up, from each job. */
+    static const char *const on[] = { "SALUS_LOG_SYSLOG=on", "SALUS_POLCY=fair", NULL };
+    static const char *const off[] = { "SALUS_LOG_SYSLOG=off", "SALUS_POLCY=fair", NULL };
+    tt_job_t a, b;
+    tt_job_start_env(&a, "sysjob", "30", "0", on);
+    tt_job_start_env(&b, "quietjob", "30", "0", off);
+    tt_job_wait_running(&a);
+    tt_job_wait_running(&b);
+    char tag[64], quiet[64];
+    snprintf(tag, sizeof tag, "libsalus[%d]: ", (int)a.p.pid);
+    snprintf(quiet, sizeof quiet, "libsalus[%d]", (int)b.p.pid);
+    const char *const want[] = { "<12>", tag, "SALUS_POLCY is not a variable of Salus", NULL };
+    static char all[16384];
+    all[0] = '\0';
+    int seen = read_audit(fd, all, sizeof all, want);
+    close(fd);
+    unlink("/dev/log");
+    tt_job_stop(&a);
+    tt_job_stop(&b);
+    if (!seen)
+        fail_msg("the job's warning is not in the system log; it has:\n%s", all);
+    if (strstr(all, quiet))
+        fail_msg("a job with SALUS_LOG_SYSLOG=off wrote to the system log:\n%s", all);
+}
+
 static void test_control_permission(void **state)
 {
     (void)state;
@@ -554,6 +598,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_live_limit_below_hold, tt_setup, tt_teardown),
         cmocka_unit_test(test_control_permission),
         cmocka_unit_test_setup_teardown(test_audit_lines, tt_setup, tt_teardown),
+        cmocka_unit_test_setup_teardown(test_libsalus_syslog, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_kill_other_pid_namespace, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_kill_waiter_gets_gpu, tt_setup, tt_teardown),
         cmocka_unit_test_setup_teardown(test_top_keys, tt_setup, tt_teardown),

@@ -18,10 +18,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
 int util_log_level = UTIL_LOG_WARN;
+int util_log_syslog;
+
+/* syslog(3)'s priority of each level, in util_log_level_t's order. */
+static const int syslog_prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
 
 static const char *const level_names[] = { UTIL_LOG_NAMES, NULL };
 
@@ -41,6 +46,8 @@ void util_log_write(util_log_level_t level, const char *fmt, ...)
     line[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, len);
     (void)w;  /* a log that cannot be written is dropped */
+    if (util_log_syslog && (unsigned)level < sizeof syslog_prio / sizeof *syslog_prio)
+        syslog(syslog_prio[level], "%.*s", (int)(len - 1 - (size_t)n), line + n);
     errno = saved;
 }
 

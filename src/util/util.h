@@ -30,6 +30,8 @@ typedef enum {
 } util_log_level_t;
 
 extern int util_log_level;
+/* SALUS_LOG_SYSLOG=on: each line also goes to syslog(3) (util_log_init). */
+extern int util_log_syslog;
 /* Read SALUS_LOG (a bad value is reported and warn is used), then warn
  * about misspelled SALUS_* variables: libsalus's start-up. */
 void util_log_init(void);

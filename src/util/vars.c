@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <syslog.h>
 
 /* ---- the table ------------------------------------------------------------ */
 
@@ -304,7 +305,15 @@ void util_var_warn_misspelled(void)
 void util_log_init(void)
 {
     int level;
+    int on;
     if (util_var_choice(UTIL_VAR_LOG, &level) == 0)
         util_log_level = level;
+    if (util_var_choice(UTIL_VAR_LOG_SYSLOG, &on) == 0 && on == 1) {
+        /* The tag names the library, the pid the job; syslog connects at
+         * the first line (no LOG_NDELAY: a job that says nothing opens
+         * nothing). */
+        openlog("libsalus", LOG_PID, LOG_USER);
+        util_log_syslog = 1;
+    }
     util_var_warn_misspelled();
 }

@@ -86,6 +86,9 @@
       "append a JSON line of the job's counters to FILE at exit")                       \
     X(LOG, "SALUS_LOG", CHOICE, 0, 0, 0, util_log_names, "log", "LEVEL",                \
       "libsalus's messages: error, warn (default), info, debug")                        \
+    X(LOG_SYSLOG, "SALUS_LOG_SYSLOG", CHOICE, 0, 0, 0, util_onoff_names, "log-syslog",    \
+      "on|off", "also send libsalus's messages to the system log (syslog, journald): "  \
+      "facility user, tag libsalus (default off)")                                      \
     X(REAL_LIBCUDA, "SALUS_REAL_LIBCUDA", PATH, 0, 0, 0, NULL, NULL, "PATH",            \
       "the CUDA driver to forward to (default: libcuda.so.1 found the usual way)")
 
