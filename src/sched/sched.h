@@ -153,9 +153,10 @@ typedef uint64_t (*sched_clock_fn)(void);
 void sched_set_clock(sched_clock_fn fn);
 
 /* ---- what the modules beside this one do at its moments ---------------------
- * sched and memory never call each other (data flows intercept -> sched /
- * memory); intercept registers here what memory must do when the scheduler
- * sees one of these moments in this process.  Any may be NULL.
+ * sched calls neither paging (src/page, above it) nor memory (beside it);
+ * intercept registers here what they must do when the scheduler sees one
+ * of these moments in this process (a call up left to convert: issue 25,
+ * mk/pointers.py's PENDING).  Any may be NULL.
  *   boundary  an iteration of this process ended (a boundary found at a
  *             sync, or salus_iteration_end), before the process yields;
  *             on the syncing thread, outside the scheduler's locks;
