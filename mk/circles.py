@@ -137,7 +137,7 @@ def main(dirs, only=None):
           "pointers" % (len(files), len(mods), " in " + only if only else "", len(handed)))
     for (y, x), whys in sorted(pending.items()):
         print("circles: pending (issue 25): %s -> %s through a stored pointer, not counted: %s" %
-              (y, x, ", ".join(whys[:6])))
+              (y, x, ", ".join(whys)))
     return 0
 
 

@@ -10,17 +10,18 @@ module.  Read from each object's code and relocations (objdump -dr, -r, -t):
   - a function's address is taken where a relocation names it outside a
     call or jump (lea, a data word), or names a data object of the file
     that holds such addresses (a static table of functions);
-  - it is handed to the receiver the code gives it to next: the next
-    function called or jumped to in the same straight run of code (its
-    arguments are set up just before the call; a branch ends the run), or a
-    global datum of another file stored to before that call;
+  - it is handed to the receiver the code gives it to: the next function
+    of another module called in the same straight run of code (its
+    arguments are set up before the call, sometimes before a call the file
+    makes inside its own module; a branch or a return ends the run), or a
+    global datum of another module stored to;
   - the receiver's module then depends on the function's module (an edge
     receiver -> owner, unless they are one module).
 
-A heuristic over the compiler's code, exact for the way the tree passes
-pointers (an argument built just before the call that takes it); a pointer
-kept across other calls may be charged to a later call, which can only add
-edges, never hide one.
+A heuristic over the compiler's code, right for the way the tree passes
+pointers (an argument built in the run of code of the call that takes it);
+one built before a branch and passed after it would be missed, and one
+kept across a call to another module charged to that module.
 
 SEAMS names receivers whose pointers are no dependency: a registry that
 holds one implementation per module (each calls down, the registry calls
@@ -45,10 +46,8 @@ SEAMS = {
 PENDING = {
     "sched_set_hooks": "the scheduler's moments (boundary, waiting, tenure, paged_out, "
                        "keep, blocked, tick): sched's wait loop and handoff call up",
-    "mem_set_paging": "memory's waits ask page whom to ask, what could move, stuck",
-    "mem_set_gpu_wait": "memory's waits queue for the GPU",
-    "mem_set_gpu_give_up": "memory's waits leave the GPU",
-    "mem_set_admit_order": "memory's admission asks the policy's order, enrolls",
+    "mem_set_paging": "memory's waits ask page whom to ask, what could move, stuck, "
+                      "and (through page) queue for the GPU, leave it, order admissions",
     "vmem_set_work_count": "vmem asks intercept how much work was released",
     "nvh_init": "nvml looks up through intercept's real dlsym (found by this check)",
 }
@@ -167,9 +166,13 @@ def edges(path_of, owner, module):
                         if sink in SEAMS or y is None:
                             continue
                         into = pending if sink in PENDING else handed
-                        if y != x:
+                        if y != x and y != module(f):
                             into.setdefault((y, x), []).append("%s via %s" % (fn, sink))
-                pend = []
+                # A call inside the file's own module may only be preparing
+                # the call that takes the pointer (the compiler set the
+                # argument up before it): the pointer waits for the next.
+                if mod_of(f, sink) != module(f) or re.search(r"\sjmp", line):
+                    pend = []
                 continue
             if call or re.search(r"\s(ret|j[a-z]+)\s", line + " "):   # the path ends
                 pend = []
@@ -186,7 +189,6 @@ def edges(path_of, owner, module):
                     for x, fn in pend:
                         if y and y != x:
                             handed.setdefault((y, x), []).append("%s into %s" % (fn, r.group(2)))
-                    pend = []
                     continue
                 pend += taken(r.group(2), addend)
     for d in (handed, pending):
