@@ -52,7 +52,7 @@
 typedef struct shared {
     int rank[SHM_MAX_SLOTS];
     int stall_out;                 /* a page-out stops half-way until killed */
-    int give_ups;                  /* calls of the GPU give-up hook (page_sched_t's and memory's) */
+    int give_ups;                  /* calls of the GPU give-up hook (page_sched_t's give_up) */
     int lease_lost;                /* the GPU-held hook answers 0 (page_sched_t's held) */
 } shared_t;
 static shared_t *sh;
@@ -174,7 +174,6 @@ static int waiting_job(actor_t *a)
     shm_table_t *t = start_100m(1);
     static const page_sched_t fake = { .rank = fake_rank, .held = fake_held,
                                        .give_up = count_give_up };
-    mem_set_gpu_give_up(count_give_up);
     page_set_sched(&fake);
     uint64_t half = a->arg * MB / 2;
     for (int i = 0; i < 2; i++) {

@@ -228,10 +228,7 @@ static void hook_modules_start(void)
                                          .tick = vmem_keep_tick };
     sched_init(&drv);
     if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
-        page_start();                 /* paging's answers for memory's waits */
-        mem_set_admit_order(sched_admit_order_locked, sched_enroll);
-        mem_set_gpu_wait(sched_wait_mem);
-        mem_set_gpu_give_up(sched_give_up_for_mem);
+        page_start();                 /* what memory's waits ask above it */
         vmem_set_work_count(hook_work_released);
         sched_set_hooks(&hooks);
     }

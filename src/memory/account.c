@@ -450,27 +450,22 @@ static void gpu_hook(void (*fn)(int), int d)
         fn((int)(ld - mem_p.dev));
 }
 
-/* With paging on: queue for table device d's GPU (the scheduler's, through
- * mem_p.gpu_wait), so that the holder yields to this process by the policy
- * and peers waiting at the gate can be asked to page out for it.  Outside
- * the lock. */
+/* What this module's waits ask of the layer above (memory.h). */
 void mem_set_paging(const mem_paging_t *p)
 {
+    util_store_release(&mem_p.sched_enroll, p ? p->enroll : NULL);
+    util_store_release(&mem_p.admit_order, p ? p->admit_order : NULL);
+    util_store_release(&mem_p.gpu_give_up, p ? p->give_up : NULL);
+    util_store_release(&mem_p.gpu_wait, p ? p->queue : NULL);
     util_store_release(&mem_p.page_stuck, p ? p->stuck : NULL);
     util_store_release(&mem_p.page_movable, p ? p->movable : NULL);
     util_store_release(&mem_p.page_ask, p ? p->ask : NULL);
 }
 
-void mem_set_gpu_wait(mem_gpu_wait_fn fn)
-{
-    util_store_release(&mem_p.gpu_wait, fn);
-}
-
-void mem_set_gpu_give_up(mem_gpu_wait_fn fn)
-{
-    util_store_release(&mem_p.gpu_give_up, fn);
-}
-
+/* With paging on: queue for table device d's GPU (the scheduler's, through
+ * mem_paging_t's queue), so that the holder yields to this process by the
+ * policy and peers waiting at the gate can be asked to page out for it.  Outside
+ * the lock. */
 void mem_queue_for_gpu(int d)
 {
     gpu_hook(util_load_acquire(&mem_p.gpu_wait), d);
@@ -506,7 +501,7 @@ int mem_gpu_choice(int page_now, int *gave_up)
     return (*gave_up)++ ? 0 : -1;
 }
 
-/* The other half (mem_set_gpu_give_up): paging cannot make this wait's
+/* The other half (mem_paging_t's give_up): paging cannot make this wait's
  * room now, so the process leaves the GPU to the jobs that hold the memory.
  * Outside the lock. */
 void mem_give_up_gpu(int d)

@@ -237,24 +237,18 @@ typedef struct mem_proc {
     uint64_t graph_charged[MEM_MAX_ORDINALS];
     uint64_t graph_mask;
     pthread_mutex_t graph_lock;                   /* its reads and charges */
-    /* Paging's answers for this module's waits (mem_set_paging: src/page,
-     * the module above; NULL: none), under the table lock: what is asked
-     * of peers for `need` bytes on table device d (0: nobody can be); what
-     * paging could free there (`now`: only what may be asked now, out of
-     * residency); the stuck rule. */
+    /* What this module's waits ask of the layer above (mem_set_paging:
+     * src/page, memory.h says each; NULL: none).  Under the table lock:
+     * page_ask, page_movable, page_stuck, admit_order; outside it:
+     * gpu_wait, gpu_give_up, sched_enroll. */
     uint64_t (*page_ask)(int d, uint64_t need);
     uint64_t (*page_movable)(int d, uint64_t *now);
     int (*page_stuck)(int d, uint64_t bytes);
-    int page_able;                 /* paging can page this process (mem_page_set_able) */
-    /* The scheduler's queue (mem_set_gpu_wait), called by a wait for
-     * memory with paging on, outside the lock. */
     void (*gpu_wait)(int ordinal);
-    /* Its other half (mem_set_gpu_give_up), outside the lock. */
     void (*gpu_give_up)(int ordinal);
-    /* The policy's order of two admission waiters (mem_set_admit_order),
-     * under the table lock: <0 slot a first, >0 slot b first, 0 either. */
     int (*admit_order)(shm_table_t *t, int device, int a, int b);
     void (*sched_enroll)(int ordinal);
+    int page_able;                 /* paging can page this process (mem_page_set_able) */
 } mem_proc_t;
 
 extern mem_proc_t mem_p;
@@ -495,7 +489,7 @@ int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int *now);
  * now; else -1, leaving it, once per stretch of such sleeps (*gave_up
  * counts them), then 0. */
 int mem_gpu_choice(int page_now, int *gave_up);
-/* Leave table device d's GPU (mem_set_gpu_give_up), outside the lock. */
+/* Leave table device d's GPU (mem_paging_t's give_up), outside the lock. */
 void mem_give_up_gpu(int d);
 /* Sleep until the futex word `word` of dev (wake_seq: memory returned;
  * admit_seq: the admission queue moved) leaves `seq`, max_ns at most (a

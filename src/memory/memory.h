@@ -179,7 +179,7 @@ void mem_vmm_unmapped(uint64_t key, uint64_t span);
  * memory) or at its first allocation there:
  * with SALUS_MEM_RESERVE, waits (state waiting-mem) until the job's
  * reservation fits, in arrival order (the policy's once paging is
- * possible: mem_set_admit_order); once per process and device.
+ * possible: mem_paging_t's admit_order); once per process and device.
  * Without a reservation but with paging on (SALUS_SWAP=on), the first
  * context a process makes on a device is admitted the same way
  * (mem_context_begin waits): see admit.c.
@@ -248,48 +248,35 @@ int mem_report_fields(char *buf, size_t cap);
  * words live in this module's slot area; page reads and writes them through
  * these, never through this module's structs.
  *
- * The one call up that is left (issue 25): this module's own waits for
- * memory (an allocation's, an admission's) ask page, at each look and
- * under the table lock, whom to ask to page out (ask: what is asked of
- * peers for `need` bytes on table device d, 0: nobody), what paging could
- * free there (movable; *now: the part that may be asked now) and whether
- * the wait is stuck (page's rule; NULL: never).  Page sets them at its
- * start (paging on) and with its pager; NULL turns them off. */
+ * The calls up that are left (issue 25), one table that page sets at its
+ * start (page_start) and with its pager: this module's own waits for
+ * memory (an allocation's, an admission's) ask, at each look and under the
+ * table lock, whom to ask to page out (ask: what is asked of peers for
+ * `need` bytes on table device d, 0: nobody), what paging could free there
+ * (movable; *now: the part that may be asked now) and whether the wait is
+ * stuck (page's rule); outside the lock, at each slice, they queue for the
+ * device's GPU (queue: the holder yields to the waiter by the policy, and
+ * peers waiting at the gate can be asked to page out for it) or leave it
+ * (give_up: once paging cannot free what the wait lacks, held by a job that
+ * cannot run the GPU would idle while the jobs that hold the memory wait
+ * for it), both by CUDA ordinal and only while ask is set (paging on); an
+ * admission orders its waiters by the policy once paging is possible on
+ * the device (admit_order, under the lock: <0 slot a first, >0 slot b, 0
+ * arrival decides) and registers the process with the scheduler before it
+ * waits, without queueing it for the GPU (enroll).  A NULL member: nobody
+ * to ask, nothing movable, never stuck, no queue, arrival order, no
+ * enrolment; NULL: all of them.  The waits go on, whatever
+ * SALUS_MEM_WAIT_MS says, as long as paging could free what they lack. */
 typedef struct mem_paging {
     uint64_t (*ask)(int d, uint64_t need);
     uint64_t (*movable)(int d, uint64_t *now);
     int (*stuck)(int d, uint64_t bytes);
+    void (*queue)(int ordinal);
+    void (*give_up)(int ordinal);
+    int (*admit_order)(shm_table_t *t, int d, int a, int b);
+    void (*enroll)(int ordinal);
 } mem_paging_t;
 void mem_set_paging(const mem_paging_t *p);
-
-/* A process whose allocation or admission waits for memory with paging on
- * queues for the device's GPU (sched_wait_mem, which the interception layer
- * registers) at each slice of its wait, outside the table lock: the holder
- * yields to it by the policy, and peers waiting at the gate are asked to
- * page out for it.  The wait goes on, whatever SALUS_MEM_WAIT_MS says, as
- * long as paging could free what it lacks.  Its other half
- * (sched_give_up_for_mem): once paging cannot free what such a wait lacks
- * (the memory is held by peers that cannot be paged now: full staging,
- * paging off, running), the process gives the device's GPU up if it holds
- * it, and leaves its queue, for the rest of that wait: held by a job that
- * cannot run, the GPU would idle while the jobs that hold the memory wait
- * for it (each could only free it by running to its end). */
-typedef void (*mem_gpu_wait_fn)(int ordinal);
-void mem_set_gpu_wait(mem_gpu_wait_fn fn);
-void mem_set_gpu_give_up(mem_gpu_wait_fn fn);
-
-/* The policy's order of two processes waiting for admission on table device
- * `device` (the scheduler's, sched_admit_order_locked, which the interception
- * layer registers): <0 slot a is admitted first, >0 slot b, 0 the policy
- * does not tell them apart (arrival decides).  Followed once paging is
- * possible on the device (a live process there may be paged); without it,
- * admission goes in arrival order.  Called under the table lock. */
-typedef int (*mem_admit_order_fn)(shm_table_t *t, int device, int a, int b);
-/* enroll(ordinal): registers the process with the scheduler on that device
- * (sched_enroll) before it waits, without queueing it for the GPU: a job
- * waiting for admission has nothing to launch, and holding the GPU would
- * stall the jobs it waits for. */
-void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal));
 
 /* The own slot's paging flags, as peers see them. */
 #define MEM_PAGE_ABLE     1u   /* SALUS_SWAP=on and a pager: peers may ask it */

@@ -83,7 +83,8 @@ static page_pager_t pager_copy;
 
 static const page_sched_t the_sched = { sched_rank_locked, sched_holds_gpu,
                                         sched_give_up_for_mem, sched_nudge,
-                                        sched_hold_for_mem };
+                                        sched_hold_for_mem, sched_wait_mem,
+                                        sched_admit_order_locked, sched_enroll };
 static const page_sched_t *sched_p = &the_sched;
 static page_sched_t sched_copy;
 
@@ -147,6 +148,26 @@ int page_hold(int ordinal, int on)
 {
     int (*f)(int, int) = sched_now()->hold;
     return f ? f(ordinal, on) : 0;
+}
+
+void page_wait_mem(int ordinal)
+{
+    void (*f)(int) = sched_now()->wait_mem;
+    if (f)
+        f(ordinal);
+}
+
+int page_admit_order(shm_table_t *t, int d, int a, int b)
+{
+    int (*f)(shm_table_t *, int, int, int) = sched_now()->admit_order;
+    return f ? f(t, d, a, b) : 0;
+}
+
+void page_enroll(int ordinal)
+{
+    void (*f)(int) = sched_now()->enroll;
+    if (f)
+        f(ordinal);
 }
 
 int page_can_hold(void)

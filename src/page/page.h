@@ -30,8 +30,10 @@
 #include "memory/memory.h"
 
 /* ---- start ------------------------------------------------------------------ */
-/* After mem_init: with SALUS_SWAP=on, memory's waits ask peers to page out
- * from the first (an admission before this process has a pager). */
+/* After mem_init: memory's waits ask page what they need of the layers
+ * above (memory.h's mem_set_paging): the scheduler's queue and order, and
+ * with SALUS_SWAP=on whom to ask to page out, from the first (an admission
+ * before this process has a pager). */
 void page_start(void);
 
 /* ---- the seams ----------------------------------------------------------------
@@ -58,25 +60,36 @@ typedef struct page_pager {
 void page_set_pager(const page_pager_t *pager);
 
 /* What paging asks of the scheduler (sched.h's functions by default):
- *   rank     the policy's order on table device d: 0 the holder, 1 + its
- *            place among the waiters, -1 neither (sched_rank_locked; under
- *            the table lock): peers the policy runs last page out first;
- *   held     whether this process still holds table device d's GPU
- *            (sched_holds_gpu): a page-in before a tenure waits only then;
- *   give_up  leave the GPU of CUDA ordinal o and its queue
- *            (sched_give_up_for_mem): memory only the jobs behind it can
- *            give back;
- *   nudge    wake a peer asked to page out (sched_nudge; under the lock);
- *   hold     hold (on = 1) or let go this process's launches while it
- *            pages itself out (sched_hold_for_mem): 1 when held.
- * page_set_sched replaces them all (tests); a NULL member: rank -1, held
- * 1, the others do nothing (hold: no stuck rule). */
+ *   rank      the policy's order on table device d: 0 the holder, 1 + its
+ *             place among the waiters, -1 neither (sched_rank_locked;
+ *             under the table lock): peers the policy runs last page out
+ *             first;
+ *   held      whether this process still holds table device d's GPU
+ *             (sched_holds_gpu): a page-in before a tenure waits only then;
+ *   give_up   leave the GPU of CUDA ordinal o and its queue
+ *             (sched_give_up_for_mem): memory only the jobs behind it can
+ *             give back;
+ *   nudge     wake a peer asked to page out (sched_nudge; under the lock);
+ *   hold      hold (on = 1) or let go this process's launches while it
+ *             pages itself out (sched_hold_for_mem): 1 when held;
+ *   wait_mem  queue for the GPU of CUDA ordinal o while a wait for memory
+ *             lasts (sched_wait_mem);
+ *   admit_order, enroll  the policy's order of two admission waiters on
+ *             table device d (sched_admit_order_locked, under the lock) and
+ *             the process's enrolment before it waits (sched_enroll).
+ * The last three and give_up are what memory's waits ask (memory.h's
+ * mem_paging_t, which page sets at its start).  page_set_sched replaces
+ * them all (tests); a NULL member: rank -1, held 1, admit_order 0, the
+ * others do nothing (hold: no stuck rule). */
 typedef struct page_sched {
     int (*rank)(shm_table_t *t, int d, int slot);
     int (*held)(int d);
     void (*give_up)(int ordinal);
     void (*nudge)(shm_table_t *t, int slot);
     int (*hold)(int ordinal, int on);
+    void (*wait_mem)(int ordinal);
+    int (*admit_order)(shm_table_t *t, int d, int a, int b);
+    void (*enroll)(int ordinal);
 } page_sched_t;
 void page_set_sched(const page_sched_t *sched);
 

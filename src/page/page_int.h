@@ -26,6 +26,9 @@ int page_held(int d);
 void page_give_up(int ordinal);
 void page_nudge(shm_table_t *t, int slot);
 int page_hold(int ordinal, int on);
+void page_wait_mem(int ordinal);
+int page_admit_order(shm_table_t *t, int d, int a, int b);
+void page_enroll(int ordinal);
 int page_can_hold(void);
 
 /* (page.c) Page in what was paged out on CUDA ordinal `ord`, once: 0 when

@@ -36,10 +36,15 @@
 
 static int stuck_locked(int d, uint64_t bytes);
 
-/* Memory's waits ask peers before this process has a pager (an admission
- * before its first context); with one, the stuck rule too. */
-static const mem_paging_t asking = { page_ask_locked, page_movable_locked, NULL };
-static const mem_paging_t paging = { page_ask_locked, page_movable_locked, stuck_locked };
+/* What memory's waits ask: the scheduler's queue and order always; with
+ * SALUS_SWAP=on whom to ask to page out too, before this process has a
+ * pager (an admission before its first context); with one, the stuck rule
+ * too. */
+#define PAGE_SCHED_ page_wait_mem, page_give_up, page_admit_order, page_enroll
+static const mem_paging_t sched_only = { NULL, NULL, NULL, PAGE_SCHED_ };
+static const mem_paging_t asking = { page_ask_locked, page_movable_locked, NULL, PAGE_SCHED_ };
+static const mem_paging_t paging = { page_ask_locked, page_movable_locked, stuck_locked,
+                                     PAGE_SCHED_ };
 /* The allocator's primitives: the pager once it has virtualized memory. */
 static const page_pager_t vm_pager = { vmem_page_out, vmem_page_in, vmem_paged_out_bytes,
                                        vmem_resident_bytes, vmem_copied_bytes };
@@ -52,7 +57,7 @@ void page_set_pager(const page_pager_t *p)
         page_pager_store(p);
         mem_set_paging(&paging);
     } else {
-        mem_set_paging(NULL);
+        mem_set_paging(mem_swap_configured() ? &asking : &sched_only);
         page_pager_store(NULL);
     }
     mem_page_set_able(on);
@@ -71,8 +76,8 @@ static void pager_check(void)
 
 void page_start(void)
 {
-    if (mem_swap_configured() && !page_pager())
-        mem_set_paging(&asking);
+    if (!page_pager())
+        mem_set_paging(mem_swap_configured() ? &asking : &sched_only);
 }
 
 /* ---- the stuck rule ---------------------------------------------------------- */
