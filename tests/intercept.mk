@@ -11,7 +11,7 @@
 
 INTERCEPT_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/intercept/*.c src/nvml/*.c)) \
                   $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c src/ipc/*.c)) \
-                  $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/memory/*.c src/vmem/*.c)) \
+                  $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/memory/*.c src/vmem/*.c src/page/*.c)) \
                   $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/util/*.c src/drv/*.c))
 TCLI := $(B)/tests/clients
 CLIENT_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS)

@@ -11,8 +11,11 @@ $(eval $(call salus_test,test_memory_share,$(MEM_TEST_OBJS),))
 $(eval $(call salus_test,test_memory_hammer,$(MEM_TEST_OBJS),))
 # Memory held past its allocation (VMM mappings, pools), with the fake driver.
 $(eval $(call salus_test,test_memory_hold,$(MEM_TEST_OBJS),))
-# Who pages and when (page.c), over a fake pager.
-$(eval $(call salus_test,test_memory_page,$(MEM_TEST_OBJS),))
+# Who pages and when (src/page), over a fake pager and a fake scheduler
+# (page.h's seams; the real ones are linked, unused).
+PAGE_TEST_OBJS := $(MEM_TEST_OBJS) \
+                  $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/page/*.c src/sched/*.c src/vmem/*.c))
+$(eval $(call salus_test,test_memory_page,$(PAGE_TEST_OBJS),-lm))
 # End to end: salus-train over simgpu with libsalus preloaded.
 $(eval $(call salus_test,test_memory_e2e,$(MEM_TEST_OBJS),))
 $(B)/tests/test_memory_e2e: $(WL_PROGS) $(SIM_LIB) $(B)/libsalus.so

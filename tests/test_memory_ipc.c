@@ -180,7 +180,7 @@ static void test_ipc_paged_out_while_exported(void **state)
     tu_proc_t prod, fz, cons, high, dd;
     spawn(&prod, pargv, 1, "on", 10);
     await_said(&prod, "exported", "producer");
-    /* X and S's granule are pinned (published for page.c), Y is not. */
+    /* X and S's granule are pinned (published for src/page), Y is not. */
     shm_table_t *t = NULL;
     mem_slot_view_t v;
     shm_open_opts_t o = { .name = table_name, .read_only = 1 };

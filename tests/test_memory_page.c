@@ -1,7 +1,7 @@
 /*
- * test_memory_page.c - who pages and when (src/memory/page.c), driven
- * through the module's interface with a fake driver and a fake pager (the
- * mem_pager_t seam): the allocator's primitives are replaced by frees and
+ * test_memory_page.c - who pages and when (src/page), driven through the
+ * modules' interfaces with a fake driver and a fake pager (the
+ * page_pager_t seam): the allocator's primitives are replaced by frees and
  * allocations of the process's own blocks, so that what is tested is the
  * decision, not the copy.
  *
@@ -24,9 +24,9 @@
  *   - a peer killed while it pages out: its memory is reaped exactly and
  *     the one that asked goes on;
  *   - a page-in before a tenure that waits for room ends, its memory still
- *     out, once its process no longer holds the GPU (mem_set_gpu_held's
+ *     out, once its process no longer holds the GPU (page_sched_t's held,
  *     seam): before, it waited for good, asking nobody (torch_swap hung so).
- * The policy's order is a table the test writes (mem_set_rank's seam).
+ * The policy's order is a table the test writes (page_sched_t's rank).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,14 +45,15 @@
 #include "lib/actor.h"
 #include "lib/testutil.h"
 #include "memory/mem_layout.h"
+#include "page/page.h"
 #include "test_memory_lib.h"
 
 /* Shared with the children: the policy's order by slot (0 = none known). */
 typedef struct shared {
     int rank[SHM_MAX_SLOTS];
     int stall_out;                 /* a page-out stops half-way until killed */
-    int give_ups;                  /* calls of the GPU give-up hook (mem_set_gpu_give_up) */
-    int lease_lost;                /* the GPU-held hook answers 0 (mem_set_gpu_held) */
+    int give_ups;                  /* calls of the GPU give-up hook (page_sched_t's give_up) */
+    int lease_lost;                /* the GPU-held hook answers 0 (page_sched_t's held) */
 } shared_t;
 static shared_t *sh;
 
@@ -133,7 +134,7 @@ static uint64_t fp_paged(int ordinal)
     return s;
 }
 
-static const mem_pager_t fake_pager = { fp_out, fp_in, fp_paged, NULL, NULL };
+static const page_pager_t fake_pager = { fp_out, fp_in, fp_paged, NULL, NULL };
 
 /* ---- actors: tests/lib/actor.h ------------------------------------------ */
 
@@ -144,8 +145,9 @@ static shm_table_t *start_100m(int swap)
     fk.capacity = 100 * MB;
     setenv("SALUS_MEM_HEADROOM", "0", 1);
     setenv("SALUS_SWAP", swap ? "on" : "off", 1);
-    mem_set_pager(&fake_pager);
-    mem_set_rank(fake_rank);
+    static const page_sched_t ranked = { .rank = fake_rank };
+    page_set_pager(&fake_pager);
+    page_set_sched(&ranked);
     shm_table_t *t = fk_start(fk_table);
     CHECK(t);
     return t;
@@ -170,8 +172,9 @@ static int fake_held(int d)
 static int waiting_job(actor_t *a)
 {
     shm_table_t *t = start_100m(1);
-    mem_set_gpu_give_up(count_give_up);
-    mem_set_gpu_held(fake_held);
+    static const page_sched_t fake = { .rank = fake_rank, .held = fake_held,
+                                       .give_up = count_give_up };
+    page_set_sched(&fake);
     uint64_t half = a->arg * MB / 2;
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(fk_alloc(MEM_KIND_DEVICE, half, &blk[i].handle), CUDA_SUCCESS);
@@ -182,7 +185,7 @@ static int waiting_job(actor_t *a)
     act_tell(a, 'w');
     for (;;) {
         while (!act_has(a, 5)) {
-            mem_page_serve();
+            page_serve();
             fk_check_invariants(t);
         }
         char c = act_next(a);
@@ -190,14 +193,14 @@ static int waiting_job(actor_t *a)
             break;
         if (c == 'r') {
             shm_set_state(t, slot, SHM_RUNNING);
-            mem_page_in_before_run(0);
+            page_in_before_run(0);
             CHECK_EQ(fp_paged(0), 0);
             shm_set_state(t, slot, SHM_WAIT_GPU);
             act_tell(a, 'i');
         }
         if (c == 'R') {                  /* a tenure's page-in that may end without it */
             shm_set_state(t, slot, SHM_RUNNING);
-            mem_page_in_before_run(0);
+            page_in_before_run(0);
             shm_set_state(t, slot, SHM_WAIT_GPU);
             act_tell(a, fp_paged(0) ? 'o' : 'i');
         }
@@ -391,13 +394,13 @@ static void test_residency(void **state)
 /* ---- no candidate while its memory cannot come back ----------------------
  * A job paged out for a peer that cannot be paged (paging off) has more out
  * than could come back beside it, whoever else paged out: the scheduler
- * leaves it out of the GPU's candidates (mem_page_blocked_locked) until the
+ * leaves it out of the GPU's candidates (page_blocked_locked) until the
  * peer frees its memory; a job with nothing out never is. */
 
 static int blocked(shm_table_t *m, pid_t pid)
 {
     assert_int_equal(shm_lock(m), 0);
-    int b = mem_page_blocked_locked(m, 0, slot_of(m, pid));
+    int b = page_blocked_locked(m, 0, slot_of(m, pid));
     shm_unlock(m);
     return b;
 }

@@ -45,7 +45,7 @@
 #define JOB_MIB    "40"                /* one fits the 60 MiB budget, not two */
 #define ITERS      "200"               /* of two 5 ms kernels: 2 s of GPU */
 #define KERNEL_US  "5000"
-/* What the limited job says on stderr (page.c), and salus limit's reply
+/* What the limited job says on stderr (src/page), and salus limit's reply
  * for a paging job (tools/control.c). */
 #define SAID_LIMIT "keeps its paged-out memory off the device"
 #define SAID_TOOL  "comes back in only within the limit"

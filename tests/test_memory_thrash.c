@@ -11,7 +11,7 @@
  * c = 50.3 ms, and its synchronize waits for it: every page-in takes at
  * least c).  Both finish with every byte intact, and:
  *
- *   - page-ins: the residency rule (page.c) keeps a job paged in for 8
+ *   - page-ins: the residency rule (src/page) keeps a job paged in for 8
  *     times its page-in's time p before it may be asked out again.  Only
  *     one job fits, so neither pages while the other is resident, and
  *     their paging never overlaps (a page-in starts once the page-out it

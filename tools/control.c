@@ -148,7 +148,7 @@ int top_renice(const top_target_t *t, int priority, char *msg, size_t len)
 
 /* What the limit does to a paging job (SALUS_SWAP=on) it is below, added
  * to msg: its paged-out memory comes back in only within the limit, so
- * paged out it leaves the GPU until the limit is raised (memory's page.c). */
+ * paged out it leaves the GPU until the limit is raised (src/page). */
 static void say_paging(const mem_limit_change_t *c, char *msg, size_t len)
 {
     uint64_t whole = c->used + c->paged_out;

@@ -42,6 +42,7 @@
 #include "hook_list.h"
 #include "memory/memory.h"
 #include "vmem/vmem.h"
+#include "page/page.h"
 #include "sched/sched.h"
 #include "util/list.h"
 #include "util/util.h"

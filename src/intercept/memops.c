@@ -47,7 +47,7 @@ static int hook_pool_valloc(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, 
 {
     if (__builtin_expect(!vmem_on(), 1) || sched_captures() != 0)
         return 0;
-    CUresult r = vmem_alloc_async(dptr, bytes, pool, dev);
+    CUresult r = page_valloc_async(dptr, bytes, pool, dev);
     if (r == CUDA_ERROR_NOT_SUPPORTED)
         return 0;
     if (r == CUDA_SUCCESS) {

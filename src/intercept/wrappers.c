@@ -181,7 +181,7 @@ static inline int hook_valloc(hook_block_t *b, mem_kind_t kind, CUdeviceptr *out
 {
     if (__builtin_expect(!vmem_on(), 1))
         return 0;
-    CUresult r = vmem_alloc(kind, out, pitch, width, height, elem);
+    CUresult r = page_valloc(kind, out, pitch, width, height, elem);
     if (r == CUDA_ERROR_NOT_SUPPORTED)
         return 0;
     if (r == CUDA_SUCCESS) {
@@ -220,22 +220,16 @@ static void hook_modules_start(void)
     if (hook_real_drv(&drv) != 0)
         return;
     static const sched_hooks_t hooks = { .boundary = mem_iteration_end,
-                                         .waiting = mem_page_serve,
-                                         .tenure = mem_page_in_before_run,
-                                         .paged_out = mem_page_is_out,
-                                         .keep = mem_page_keep_locked,
-                                         .blocked = mem_page_blocked_locked,
+                                         .waiting = page_serve,
+                                         .tenure = page_in_before_run,
+                                         .paged_out = page_is_out,
+                                         .keep = page_keep_locked,
+                                         .blocked = page_blocked_locked,
                                          .tick = vmem_keep_tick };
     sched_init(&drv);
     if (drv.device_total_mem && mem_init(&drv, NULL) == 0) {
-        mem_set_rank(sched_rank_locked);
-        mem_set_admit_order(sched_admit_order_locked, sched_enroll);
-        mem_set_gpu_wait(sched_wait_mem);
-        mem_set_gpu_give_up(sched_give_up_for_mem);
-        mem_set_gpu_held(sched_holds_gpu);
+        page_start();                 /* what memory's waits ask above it */
         vmem_set_work_count(hook_work_released);
-        mem_set_nudge(sched_nudge);
-        mem_set_hold(sched_hold_for_mem);
         sched_set_hooks(&hooks);
     }
 }

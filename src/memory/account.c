@@ -41,9 +41,9 @@
  * killed process reaches it within 100 ms.
  *
  * Stuck.  An allocator's wait runs under its own lock (vmem's), which
- * paging needs: asked to (MEM_CHARGE_BAIL), it gives up once page.c's
- * stuck rule names this process (mem_p.page_stuck), and page.c's
- * mem_page_self_wait, called with that lock released, pages it out and
+ * paging needs: asked to (MEM_CHARGE_BAIL), it gives up once paging's
+ * stuck rule names this process (mem_p.page_stuck, src/page), and page's
+ * page_self_wait, called by page with that lock released, pages it out and
  * waits for room to come back in.
  */
 #include "memory/mem_layout.h"
@@ -450,9 +450,21 @@ static void gpu_hook(void (*fn)(int), int d)
         fn((int)(ld - mem_p.dev));
 }
 
+/* What this module's waits ask of the layer above (memory.h). */
+void mem_set_paging(const mem_paging_t *p)
+{
+    util_store_release(&mem_p.sched_enroll, p ? p->enroll : NULL);
+    util_store_release(&mem_p.admit_order, p ? p->admit_order : NULL);
+    util_store_release(&mem_p.gpu_give_up, p ? p->give_up : NULL);
+    util_store_release(&mem_p.gpu_wait, p ? p->queue : NULL);
+    util_store_release(&mem_p.page_stuck, p ? p->stuck : NULL);
+    util_store_release(&mem_p.page_movable, p ? p->movable : NULL);
+    util_store_release(&mem_p.page_ask, p ? p->ask : NULL);
+}
+
 /* With paging on: queue for table device d's GPU (the scheduler's, through
- * mem_p.gpu_wait), so that the holder yields to this process by the policy
- * and peers waiting at the gate can be asked to page out for it.  Outside
+ * mem_paging_t's queue), so that the holder yields to this process by the
+ * policy and peers waiting at the gate can be asked to page out for it.  Outside
  * the lock. */
 void mem_queue_for_gpu(int d)
 {
@@ -466,8 +478,7 @@ void mem_queue_for_gpu(int d)
  * Under the lock. */
 int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int *now)
 {
-    uint64_t (*movable)(mem_local_dev_t *, uint64_t *) =
-        util_load_acquire(&mem_p.page_movable);
+    uint64_t (*movable)(int, uint64_t *) = util_load_acquire(&mem_p.page_movable);
     if (now)
         *now = 0;
     if (!movable || !util_load_acquire(&mem_p.page_ask))
@@ -475,7 +486,7 @@ int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int *now)
     uint64_t room = mem_room_locked(ld), soon, asked_now;
     if (bytes <= room)
         return 0;
-    soon = movable(ld, &asked_now);
+    soon = movable(ld->d, &asked_now);
     if (now)
         *now = asked_now >= bytes - room;
     return soon >= bytes - room;
@@ -490,7 +501,7 @@ int mem_gpu_choice(int page_now, int *gave_up)
     return (*gave_up)++ ? 0 : -1;
 }
 
-/* The other half (mem_set_gpu_give_up): paging cannot make this wait's
+/* The other half (mem_paging_t's give_up): paging cannot make this wait's
  * room now, so the process leaves the GPU to the jobs that hold the memory.
  * Outside the lock. */
 void mem_give_up_gpu(int d)
@@ -518,17 +529,16 @@ int mem_sleep_unlocked(mem_dev_t *dev, uint32_t *word, uint32_t seq, uint64_t ma
     return 0;
 }
 
-/* With a pager (page.c): ask the peers the policy runs last to page out
+/* With paging (src/page, mem_set_paging): ask the peers the policy runs last to page out
  * what `bytes` lacks on ld's device; what is asked (0: nobody can be).
  * Under the lock. */
 uint64_t mem_ask_pages_locked(mem_local_dev_t *ld, uint64_t bytes)
 {
-    uint64_t (*ask)(mem_local_dev_t *, uint64_t) =
-        util_load_acquire(&mem_p.page_ask);
+    uint64_t (*ask)(int, uint64_t) = util_load_acquire(&mem_p.page_ask);
     if (!ask)
         return 0;
     uint64_t room = mem_room_locked(ld);
-    return bytes > room ? ask(ld, bytes - room) : 0;
+    return bytes > room ? ask(ld->d, bytes - room) : 0;
 }
 
 /* With paging on, a job that would fit on the device alone waits for an
@@ -560,15 +570,14 @@ static int outwaits_locked(mem_local_dev_t *ld, uint64_t bytes)
  * lock. */
 static int stuck_now_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags)
 {
-    int (*stuck)(mem_local_dev_t *, uint64_t) =
-        util_load_acquire(&mem_p.page_stuck);
-    return (flags & MEM_CHARGE_BAIL) && stuck && stuck(ld, bytes);
+    int (*stuck)(int, uint64_t) = util_load_acquire(&mem_p.page_stuck);
+    return (flags & MEM_CHARGE_BAIL) && stuck && stuck(ld->d, bytes);
 }
 
-/* Stuck (page.c's rule, mem_p.page_stuck) for MEM_STUCK_NS, with a
+/* Stuck (paging's rule, mem_p.page_stuck) for MEM_STUCK_NS, with a
  * caller that can page itself out (MEM_CHARGE_BAIL): the wait gives up, so
  * that the caller, its locks released, pages out and waits for room for
- * everything (mem_page_self_wait).  *since tracks the stretch.  Under the
+ * everything (page.h's page_self_wait).  *since tracks the stretch.  Under the
  * lock; 1: stuck (waits on, or gives up when *give_up). */
 static int stuck_locked(mem_local_dev_t *ld, uint64_t bytes, unsigned flags, uint64_t now,
                         uint64_t *since, int *give_up)

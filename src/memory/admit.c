@@ -24,7 +24,7 @@
  *
  * Order.  Each request takes a ticket (arrival).  Once paging is possible
  * on the device (a live process registered there may be paged), waiters go
- * in the policy's order (the scheduler's comparison, mem_set_admit_order:
+ * in the policy's order (the scheduler's comparison, mem_paging_t's admit_order:
  * srtf shortest declared length first, priority highest first, fair and
  * fifo arrival), ties by ticket; without paging, by ticket alone.  Every
  * waiter evaluates the same order under the table lock, so exactly one of
@@ -43,12 +43,6 @@
 #include "util/util.h"
 
 #include <string.h>
-
-void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal))
-{
-    util_store_release(&mem_p.sched_enroll, enroll);
-    util_store_release(&mem_p.admit_order, fn);
-}
 
 /* The scheduler knows this process (its declared length, priority) before
  * it is ordered among the waiters.  Outside the lock. */

@@ -107,9 +107,3 @@ void mem_set_pinned(int ordinal, uint64_t bytes)
     util_store_relaxed(&area->pinned, ld ? bytes : 0);
     util_store_relaxed(&area->pinned_dev, ld ? (uint32_t)ld->d + 1 : 0);
 }
-
-int mem_page_self_wait_at(int ordinal, uint64_t bytes)
-{
-    mem_local_dev_t *ld = mem_local_dev(ordinal);
-    return ld ? mem_page_self_wait(ld, bytes) : -1;
-}

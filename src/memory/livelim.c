@@ -12,7 +12,7 @@
  * until it reaches the limit: the footprint converges to the limit as the
  * job frees for good, and its spare above what it may hold goes back.
  * A job that pages (SALUS_SWAP=on) is held to the limit itself: its excess
- * is paged out and comes back in only within the limit (page.c).
+ * is paged out and comes back in only within the limit (src/page).
  *
  * Divided into: what it may hold; an iteration's end.  It reads the
  * table's slot alone: account.c, at the bottom of the module, calls it, so
@@ -52,7 +52,7 @@ uint64_t mem_live_limit_locked(mem_local_dev_t *ld, uint64_t ctx, int swap)
         ld->lim_seen = limit;
         /* lowered: it keeps what its iterations use; a paging job's excess
          * is paged out instead, and comes back only within the limit
-         * (page.c), so it is held to the limit itself */
+         * (src/page), so it is held to the limit itself */
         if (limit < seen && !swap) {
             uint64_t peak = mem_umin(iteration_peak(ld, ctx), seen);
             if (!hold)                /* once set, it only falls */

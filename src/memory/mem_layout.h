@@ -78,13 +78,7 @@ typedef struct mem_sdev {
     uint32_t flags;        /* MEM_SDEV_* */
 } mem_sdev_t;
 
-/* page_flags (page.c) */
-#define MEM_PAGE_ABLE     1u   /* SALUS_SWAP=on and a pager: peers may ask it */
-#define MEM_PAGE_FULL     2u   /* could not serve a request: not asked until it pages in */
-#define MEM_PAGE_OUT_BUSY 4u   /* paging out now */
-#define MEM_PAGE_IN_BUSY  8u   /* paging in now */
-#define MEM_PAGE_SWAP     16u  /* SALUS_SWAP=on (with or without a pager yet): the
-                                  device's admission follows the policy (admit.c) */
+/* page_flags: memory.h's MEM_PAGE_* (src/page sets them, pagestate.c) */
 
 typedef struct mem_slot {
     uint32_t magic;        /* MEM_SLOT_MAGIC once the process registered */
@@ -94,7 +88,7 @@ typedef struct mem_slot {
     uint64_t wait_bytes;
     uint64_t oom_refusals;
     uint64_t waited_ns;
-    /* Paging (page.c).  The request words are raised by peers under the
+    /* Paging (src/page, through pagestate.c).  The request words are raised by peers under the
      * table lock and cleared by the owner; the rest is the owner's. */
     uint32_t page_flags;   /* MEM_PAGE_* */
     uint32_t page_req_dev; /* the device of the request: table device + 1 */
@@ -105,7 +99,7 @@ typedef struct mem_slot {
     mem_sdev_t dev[SHM_MAX_DEVICES];
     /* Memory that paging cannot move: virtualized allocations exported
      * over CUDA IPC (vmm_ipc.c), on table device pinned_dev - 1 (0: none).
-     * The owner's; page.c leaves it out of what a peer can page out. */
+     * The owner's; paging leaves it out of what a peer can page out. */
     uint64_t pinned;
     uint32_t pinned_dev, pad_pinned;
     /* Of swap_bytes, what paging copied (both ways): memory never written
@@ -243,34 +237,18 @@ typedef struct mem_proc {
     uint64_t graph_charged[MEM_MAX_ORDINALS];
     uint64_t graph_mask;
     pthread_mutex_t graph_lock;                   /* its reads and charges */
-    /* page.c's choice of peers to page out, set with a pager (NULL: none):
-     * under the table lock, asks for `need` bytes on ld's device; returns
-     * what is asked of peers (0: nobody can be).  A pointer, so that this
-     * file's bottom (account.c) depends on no other. */
-    uint64_t (*page_ask)(mem_local_dev_t *ld, uint64_t need);
-    /* With the pager too: what paging could free on ld's device (the
-     * memory of live peers that may be paged; `now`: only those that may
-     * be asked now, out of their residency), under the table lock. */
-    uint64_t (*page_movable)(mem_local_dev_t *ld, uint64_t *now);
-    /* With the pager too: page.c's stuck rule (mem_page_stuck_locked). */
-    int (*page_stuck)(mem_local_dev_t *ld, uint64_t bytes);
-    /* The scheduler's queue (mem_set_gpu_wait), called by a wait for
-     * memory with paging on, outside the lock. */
+    /* What this module's waits ask of the layer above (mem_set_paging:
+     * src/page, memory.h says each; NULL: none).  Under the table lock:
+     * page_ask, page_movable, page_stuck, admit_order; outside it:
+     * gpu_wait, gpu_give_up, sched_enroll. */
+    uint64_t (*page_ask)(int d, uint64_t need);
+    uint64_t (*page_movable)(int d, uint64_t *now);
+    int (*page_stuck)(int d, uint64_t bytes);
     void (*gpu_wait)(int ordinal);
-    /* Its other half (mem_set_gpu_give_up), outside the lock. */
     void (*gpu_give_up)(int ordinal);
-    /* Whether this process still holds table device d's GPU
-     * (mem_set_gpu_held), outside the lock; NULL: taken as held. */
-    int (*gpu_held)(int d);
-    /* Wakes a peer asked to page out (mem_set_nudge), under the lock. */
-    void (*nudge)(shm_table_t *t, int slot);
-    /* Holds or lets go this process's launches (mem_set_hold), outside the
-     * lock: 1 when held. */
-    int (*hold)(int ordinal, int on);
-    /* The policy's order of two admission waiters (mem_set_admit_order),
-     * under the table lock: <0 slot a first, >0 slot b first, 0 either. */
     int (*admit_order)(shm_table_t *t, int device, int a, int b);
     void (*sched_enroll)(int ordinal);
+    int page_able;                 /* paging can page this process (mem_page_set_able) */
 } mem_proc_t;
 
 extern mem_proc_t mem_p;
@@ -511,7 +489,7 @@ int mem_pageable_locked(mem_local_dev_t *ld, uint64_t bytes, int *now);
  * now; else -1, leaving it, once per stretch of such sleeps (*gave_up
  * counts them), then 0. */
 int mem_gpu_choice(int page_now, int *gave_up);
-/* Leave table device d's GPU (mem_set_gpu_give_up), outside the lock. */
+/* Leave table device d's GPU (mem_paging_t's give_up), outside the lock. */
 void mem_give_up_gpu(int d);
 /* Sleep until the futex word `word` of dev (wake_seq: memory returned;
  * admit_seq: the admission queue moved) leaves `seq`, max_ns at most (a
@@ -521,12 +499,6 @@ void mem_give_up_gpu(int d);
  * again. */
 int mem_sleep_unlocked(mem_dev_t *dev, uint32_t *word, uint32_t seq, uint64_t max_ns, int d,
                        int queue);
-/* Paging itself out under a policy that gates nothing (page.c, which says
- * the rule, mem_p.page_stuck): a wait gave up stuck (mem_take_was_stuck);
- * page this process out on ld's device, its launches held, wait for room
- * for it and `bytes` and page back in (outside every lock); 0: try the
- * allocation again, -1: nothing could move. */
-int mem_page_self_wait(mem_local_dev_t *ld, uint64_t bytes);
 /* How long a wait must find itself stuck before it pages itself out: a
  * peer about to free or take memory goes on first. */
 #define MEM_STUCK_NS (20ull * 1000 * 1000)
@@ -569,14 +541,6 @@ static inline void mem_pool_put(int idx, uint64_t bytes)
     if (__builtin_expect(util_load_seq(&p->destroyed), 0))
         mem_pool_drain(p);
 }
-/* ---- page.c --------------------------------------------------------------- */
-/* Say in the own slot whether peers may ask this process to page out
- * (SALUS_SWAP=on and a pager); at registration and when the pager changes. */
-void mem_page_able_update(void);
-/* At start-up, with SALUS_SWAP=on: the process's waits ask peers to page
- * out from the first (an admission before it has a pager of its own). */
-void mem_page_asking_start(void);
-
 /* ---- ctxmem.c: what the driver says (contexts, the foreign use) --------- */
 
 /* Read the driver's free memory on ld's device through the calling

@@ -86,7 +86,6 @@ static int start(const drv_t *drv, shm_table_t *t)
     if (!t)
         return -1;                    /* the table said why */
     mem_p.t = t;
-    mem_page_asking_start();          /* with paging on, its waits may ask peers */
     shm_set_hooks(t, SHM_AREA_MEM, mem_reap_hook, mem_repair_hook, NULL);
     shm_set_check(t, SHM_AREA_MEM, mem_check_hook);
     return 0;
@@ -261,7 +260,7 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     util_store_relaxed(&mem_p.area->magic, MEM_SLOT_MAGIC);
     mem_publish_locked(mem_p.t, d);
     shm_unlock(mem_p.t);
-    mem_page_able_update();
+    mem_page_flags_apply();           /* whether peers may ask it to page out */
 
     ld->d = d;
     ld->dev = dev;

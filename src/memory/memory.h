@@ -36,7 +36,7 @@
  *                                 (default 5%, within 256 MiB..4 GiB)
  *   SALUS_MEM_RESERVE=<size|p%>   guaranteed to the job; admission waits
  *   SALUS_MEM_WAIT_MS=<ms>        over the budget: wait for peers that long
- *   SALUS_SWAP=on|off             page out while not running (page.c)
+ *   SALUS_SWAP=on|off             page out while not running (src/page)
  *   SALUS_SWAP_LIMIT=<size>       host memory paged to, per process
  */
 #ifndef SALUS_MEMORY_H
@@ -179,7 +179,7 @@ void mem_vmm_unmapped(uint64_t key, uint64_t span);
  * memory) or at its first allocation there:
  * with SALUS_MEM_RESERVE, waits (state waiting-mem) until the job's
  * reservation fits, in arrival order (the policy's once paging is
- * possible: mem_set_admit_order); once per process and device.
+ * possible: mem_paging_t's admit_order); once per process and device.
  * Without a reservation but with paging on (SALUS_SWAP=on), the first
  * context a process makes on a device is admitted the same way
  * (mem_context_begin waits): see admit.c.
@@ -242,116 +242,130 @@ int mem_view_uuid(const uint8_t uuid[16], mem_uuid_view_t *out);
  * length as snprintf; 0 when the module is not active. */
 int mem_report_fields(char *buf, size_t cap);
 
-/* ---- paging (page.c): who pages and when ----------------------------------
+/* ---- for paging (src/page, the module above this one) ----------------------
  * With SALUS_SWAP=on a process that does not run can have its device memory
- * paged out to host memory and back, at the same addresses, before it runs
- * again.  The allocator moves the bytes; its primitives are this seam, run
- * in the process that owns the memory (tests swap them):
- *   page_out         copy to host staging, unmap, release, return the
- *                    budget; *freed: the bytes given back (want: at least)
- *   page_in          take the budget back, map, copy back; not
- *                    CUDA_SUCCESS when the budget is not there (the caller
- *                    waits, asking peers to page out); *restored: the
- *                    bytes brought back
- *   paged_out_bytes  what is paged out now on that CUDA ordinal
- *   resident_bytes   what is resident (may be NULL)
- * Until a pager is set, nobody pages and SALUS_SWAP changes nothing. */
-typedef struct mem_pager {
-    CUresult (*page_out)(int ordinal, uint64_t want, uint64_t *freed);
-    CUresult (*page_in)(int ordinal, uint64_t *restored);
-    uint64_t (*paged_out_bytes)(int ordinal);
-    uint64_t (*resident_bytes)(int ordinal);
-    uint64_t (*copied_bytes)(void);     /* optional: bytes copied so far, both ways */
-} mem_pager_t;
-/* Copied; NULL (or a pager without the first three) turns paging off. */
-void mem_set_pager(const mem_pager_t *pager);
+ * paged out to host memory and back (page.h says who pages and when).  Its
+ * words live in this module's slot area; page reads and writes them through
+ * these, never through this module's structs.
+ *
+ * The calls up that are left (issue 25), one table that page sets at its
+ * start (page_start) and with its pager: this module's own waits for
+ * memory (an allocation's, an admission's) ask, at each look and under the
+ * table lock, whom to ask to page out (ask: what is asked of peers for
+ * `need` bytes on table device d, 0: nobody), what paging could free there
+ * (movable; *now: the part that may be asked now) and whether the wait is
+ * stuck (page's rule); outside the lock, at each slice, they queue for the
+ * device's GPU (queue: the holder yields to the waiter by the policy, and
+ * peers waiting at the gate can be asked to page out for it) or leave it
+ * (give_up: once paging cannot free what the wait lacks, held by a job that
+ * cannot run the GPU would idle while the jobs that hold the memory wait
+ * for it), both by CUDA ordinal and only while ask is set (paging on); an
+ * admission orders its waiters by the policy once paging is possible on
+ * the device (admit_order, under the lock: <0 slot a first, >0 slot b, 0
+ * arrival decides) and registers the process with the scheduler before it
+ * waits, without queueing it for the GPU (enroll).  A NULL member: nobody
+ * to ask, nothing movable, never stuck, no queue, arrival order, no
+ * enrolment; NULL: all of them.  The waits go on, whatever
+ * SALUS_MEM_WAIT_MS says, as long as paging could free what they lack. */
+typedef struct mem_paging {
+    uint64_t (*ask)(int d, uint64_t need);
+    uint64_t (*movable)(int d, uint64_t *now);
+    int (*stuck)(int d, uint64_t bytes);
+    void (*queue)(int ordinal);
+    void (*give_up)(int ordinal);
+    int (*admit_order)(shm_table_t *t, int d, int a, int b);
+    void (*enroll)(int ordinal);
+} mem_paging_t;
+void mem_set_paging(const mem_paging_t *p);
 
-/* The policy's order on table device `device`: 0 for the holder, 1 + its
- * place among the waiters in the order the policy would grant them, -1 for
- * a process in neither.  The scheduler's (sched_rank_locked), which the
- * interception layer registers: memory asks the peers the policy runs last
- * to page out first.  Called under the table lock. */
-typedef int (*mem_rank_fn)(shm_table_t *t, int device, int slot);
-void mem_set_rank(mem_rank_fn fn);
-
-/* A process whose allocation or admission waits for memory with paging on
- * queues for the device's GPU (sched_wait_mem, which the interception layer
- * registers) at each slice of its wait, outside the table lock: the holder
- * yields to it by the policy, and peers waiting at the gate are asked to
- * page out for it.  The wait goes on, whatever SALUS_MEM_WAIT_MS says, as
- * long as paging could free what it lacks. */
-typedef void (*mem_gpu_wait_fn)(int ordinal);
-void mem_set_gpu_wait(mem_gpu_wait_fn fn);
-/* Its other half (sched_give_up_for_mem): once paging cannot free what such
- * a wait lacks (the memory is held by peers that cannot be paged now: full
- * staging, paging off, running), the process gives the device's GPU up if
- * it holds it, and leaves its queue, for the rest of that wait: held by a
- * job that cannot run, the GPU would idle while the jobs that hold the
- * memory wait for it (each could only free it by running to its end). */
-void mem_set_gpu_give_up(mem_gpu_wait_fn fn);
-/* Whether this process still holds the GPU of table device `d` (the
- * scheduler's sched_holds_gpu, which intercept registers; outside the
- * lock).  A page-in before a tenure waits only while it does: a waiter may
- * take the lease from a holder whose page-in waits (it looks idle), and a
- * page-in that went on without the lease would wait, unqueued and asking
- * nobody, for memory that only the new holder's peers give back. */
-typedef int (*mem_gpu_held_fn)(int d);
-void mem_set_gpu_held(mem_gpu_held_fn fn);
-/* How a peer asked to page out is woken (the scheduler's sched_nudge, which
- * intercept registers): it waits for the GPU and serves requests when it
- * looks, so that a nudge saves the asker up to a poll.  Called under the
- * table lock. */
-typedef void (*mem_nudge_fn)(shm_table_t *t, int slot);
-void mem_set_nudge(mem_nudge_fn fn);
-/* Under a policy that gates nothing (pack) no job waits at a gate, so none
- * can be asked to page out; when every job holding memory on a device
- * waits for more, the one that arrived last pages itself out from inside
- * its wait and waits for room to come back in.  Meanwhile its other
- * threads must not launch: `hold` (the scheduler's sched_hold_for_mem,
- * which intercept registers) holds them, on=1, returning 1 when held, and
- * lets them go, on=0, once the memory is back.  Outside the table lock.
- * Without it, such a deadlock ends at SALUS_MEM_WAIT_MS. */
-typedef int (*mem_hold_fn)(int ordinal, int on);
-void mem_set_hold(mem_hold_fn fn);
-
-/* The policy's order of two processes waiting for admission on table device
- * `device` (the scheduler's, sched_admit_order_locked, which the interception
- * layer registers): <0 slot a is admitted first, >0 slot b, 0 the policy
- * does not tell them apart (arrival decides).  Followed once paging is
- * possible on the device (a live process there may be paged); without it,
- * admission goes in arrival order.  Called under the table lock. */
-typedef int (*mem_admit_order_fn)(shm_table_t *t, int device, int a, int b);
-/* enroll(ordinal): registers the process with the scheduler on that device
- * (sched_enroll) before it waits, without queueing it for the GPU: a job
- * waiting for admission has nothing to launch, and holding the GPU would
- * stall the jobs it waits for. */
-void mem_set_admit_order(mem_admit_order_fn fn, void (*enroll)(int ordinal));
-
-/* In this process while it waits for the GPU (the scheduler's wait loop
- * calls it at each look): page out what a peer asked of it, if anything.
- * One relaxed load when nothing is asked. */
-void mem_page_serve(void);
-/* Before this process runs on table device `device` (its tenure's first
- * launch): page back in what is paged out there, asking peers to page out
- * if the device lacks the room; waits until it is in, or until the GPU is
- * no longer this process's (mem_set_gpu_held): the scheduler then waits for
- * the GPU again and pages in at the next tenure. */
-void mem_page_in_before_run(int device);
-/* This process has memory paged out now (on any device): 1 or 0.  One
- * relaxed load. */
-int mem_page_is_out(void);
-/* This process holds table device `device` and the policy would hand it to
- * the process in `slot` at a boundary: 1 when it keeps it instead, since
- * it is within its minimum residency and that process has more paged out
- * than the device has room for (it could only come back by paging this
- * one out, not before the residency ends).  Under the table lock. */
-int mem_page_keep_locked(shm_table_t *t, int device, int slot);
-/* The process in `slot`, waiting for table device `device`'s GPU, has more
- * paged out than could come back there even were every other pageable
- * process paged out (contexts, pinned and non-pageable memory fill the
- * rest): 1, and the scheduler leaves it out of its candidates until the
- * jobs that hold that memory give it back.  Under the table lock. */
-int mem_page_blocked_locked(shm_table_t *t, int device, int slot);
+/* The own slot's paging flags, as peers see them. */
+#define MEM_PAGE_ABLE     1u   /* SALUS_SWAP=on and a pager: peers may ask it */
+#define MEM_PAGE_FULL     2u   /* could not serve a request: not asked until it pages in */
+#define MEM_PAGE_OUT_BUSY 4u   /* paging out now */
+#define MEM_PAGE_IN_BUSY  8u   /* paging in now */
+#define MEM_PAGE_SWAP     16u  /* SALUS_SWAP=on (with or without a pager yet): the
+                                  device's admission follows the policy (admit.c) */
+/* SALUS_SWAP=on was read (whether the module counts or not). */
+int mem_swap_configured(void);
+/* The table mem_init opened (NULL before), this process's slot (-1);
+ * whether its slot's area is registered (its first device): 1 or 0. */
+shm_table_t *mem_table(void);
+int mem_self_slot(void);
+int mem_registered(void);
+/* Table device d's CUDA ordinal in this process (-1: not registered); an
+ * ordinal's table device (-1); d's name for messages ("CUDA device <n>
+ * (GPU-<uuid>)", or "a device"). */
+int mem_ordinal_at(int d);
+int mem_device_at(int ordinal);
+const char *mem_device_name(int d);
+/* Paging can page this process (it has a pager): MEM_PAGE_ABLE follows,
+ * now and when the slot registers (mem_page_flags_apply). */
+void mem_page_set_able(int able);
+void mem_page_flags_apply(void);
+/* The own slot's MEM_PAGE_* flags (0 before it registers); set or clear
+ * bits (relaxed: the owner's). */
+uint32_t mem_page_flags(void);
+void mem_page_flags_set(uint32_t bits);
+void mem_page_flags_clear(uint32_t bits);
+/* The request peers raised on this process: bytes to page out (0: none)
+ * on table device *d (-1: none valid); served: cleared if it is still
+ * `want` (a larger request made meanwhile stays); dropped at a tenure. */
+uint64_t mem_page_request(int *d);
+void mem_page_request_served(uint64_t want);
+void mem_page_request_drop(void);
+/* The own slot's counters: a page-out (in = 0) or page-in of `bytes` that
+ * took `ns`; not asked before CLOCK_MONOTONIC `ns`; what is paged out now
+ * (over its devices) and, if has_copied, what paging has copied so far. */
+void mem_page_counted(int in, uint64_t bytes, uint64_t ns);
+void mem_page_resident_until(uint64_t ns);
+void mem_page_publish(uint64_t out, int has_copied, uint64_t copied);
+uint64_t mem_page_out_now(void);
+/* A validated copy of slot j's paging state on table device d: 0 and *p
+ * when its area is registered and its process alive, else -1.  used is
+ * bounded (0 for a scribbled grant), pinned <= used; the rest as read. */
+typedef struct mem_page_peer {
+    uint32_t flags;           /* MEM_PAGE_* */
+    uint64_t used, pinned;    /* on d; pinned: exported over CUDA IPC, cannot move */
+    uint64_t resident_until;  /* not asked before (CLOCK_MONOTONIC ns) */
+    uint64_t swapped_out;     /* over its devices, unbounded: check it */
+    uint64_t run_peak, limit; /* on d */
+    uint64_t ctx;             /* its contexts' charge on d */
+    int waits_here;           /* waits for memory on d */
+    uint64_t wait_bytes;      /* what it waits for */
+} mem_page_peer_t;
+int mem_page_peer(shm_table_t *t, int d, int j, mem_page_peer_t *p);
+/* Under the lock: raise slot j's request to page out to `want` on table
+ * device d; what is pending now; *raised: 1 when it was raised (the asker
+ * wakes it). */
+uint64_t mem_page_ask_slot_locked(shm_table_t *t, int j, int d, uint64_t want, int *raised);
+/* Table device d's figures, over the live slots but `skip`, under the
+ * lock: 0 and *f, -1 (no such device). */
+typedef struct mem_page_dev {
+    uint64_t budget, foreign;  /* foreign bounded */
+    uint64_t largest_seen;     /* the largest peak a job reached here (0: unknown) */
+    uint64_t effective;        /* the budget less every context (skip's too) and foreign */
+    uint64_t held;             /* the others' max(used, reserved) */
+} mem_page_dev_t;
+int mem_page_dev_locked(shm_table_t *t, int d, int skip, mem_page_dev_t *f);
+/* The table lock (and the reclaim log's repair on d): 0, or -1 when it is
+ * out of reach (said); unlock.  Room for this process on d under it. */
+int mem_page_lock(int d);
+void mem_page_unlock(void);
+uint64_t mem_room_of_locked(int d);
+/* Table device d's wake word (bumped when memory is returned): its value,
+ * a bump, whether anyone waits, a sleep on it (outside the lock). */
+uint32_t mem_wake_seq_of(int d);
+void mem_wake_of(int d);
+int mem_waited_at(int d);
+void mem_wake_wait(int d, uint32_t seq, uint64_t max_ns);
+/* Paging's own wait for memory on d, as an allocation's (the slot shows
+ * waiting-mem): enter under the lock, the bytes it waits for (peers read
+ * them), leave (locked: publish the sums); sleep on the wake word with the
+ * lock released, 0 with it held again, -1 when it cannot be taken. */
+void mem_page_wait_enter_locked(int d, uint64_t bytes);
+void mem_page_wait_bytes(uint64_t bytes);
+void mem_page_wait_leave(int d, uint64_t since, int locked);
+int mem_page_sleep_unlocked(int d, uint32_t seq, uint64_t max_ns);
 
 /* ---- charging, for the modules that hold memory of their own (src/vmem) ---
  * A physical chunk of libsalus's own allocator is charged as an allocation
@@ -365,7 +379,7 @@ int mem_page_blocked_locked(shm_table_t *t, int device, int slot);
  *                      nothing, and this one arrived last) gives up,
  *                      without a word: MEM_CHARGE_STUCK; the caller releases
  *                      its own locks, pages itself out and waits
- *                      (mem_page_self_wait_at), then tries again
+ *                      (page.h's page_self_wait), then tries again
  * The answer: MEM_CHARGED (give it back with mem_uncharge_at),
  * MEM_UNCOUNTED (the module is off or its lock unusable: it passes, and
  * nothing is to be given back), MEM_CHARGE_REFUSED (past a limit, said:
@@ -391,11 +405,6 @@ int mem_waited_on(int ordinal);
 /* What paging cannot move in this process (exported over CUDA IPC), for
  * monitors and paging's rules: `bytes` on `ordinal` (-1 or 0 bytes: none). */
 void mem_set_pinned(int ordinal, uint64_t bytes);
-/* MEM_CHARGE_STUCK's answer, with every lock of the caller released: page
- * this process out on `ordinal`, its launches held, wait for room for it
- * and `bytes`, and page back in.  0: charge again; -1: nothing could move
- * (the next charge waits as any allocation). */
-int mem_page_self_wait_at(int ordinal, uint64_t bytes);
 /* This process's allocations are counted (mem_init succeeded, and nothing
  * has made it pass through since): 1 or 0.  mem_swap_wanted: and
  * SALUS_SWAP=on.  mem_driver: the driver table mem_init was given (kept
@@ -439,7 +448,7 @@ int mem_view_device(shm_table_t *t, int device, mem_device_view_t *out);
  * of each device's budget; 0 is refused).  Below what it holds, the
  * limit stops its growth until it has freed below it (account.c); with
  * paging on, what it pages out comes back in only within the limit
- * (page.c: until then it leaves the GPU).  0 and *out (its figures when
+ * (src/page: until then it leaves the GPU).  0 and *out (its figures when
  * the limit came; limit: the new one, on its last device; paged_out: what
  * it has paged out now, over its devices; pages: 1 when it runs with
  * SALUS_SWAP=on), -EINVAL (text), -EBUSY (below its reservation), -EDOM

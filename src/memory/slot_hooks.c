@@ -77,7 +77,7 @@ void mem_repair_hook(shm_table_t *t, void *ctx)
  * one freed.  The invariant sd.granted <= sd.limit holds again then; until
  * then sd.granted <= max(sd.limit, what it held when the limit came).  A page-out
  * frees too: what a paging job paged out comes back in only within the
- * limit (page.c's blocked hook and page-in keep it off the GPU meanwhile),
+ * limit (src/page's blocked rule and page-in keep it off the GPU meanwhile),
  * and *out says what it has paged out so that salus limit can say so. */
 int mem_set_limit_table(shm_table_t *t, int slot, uint32_t gen, const char *text,
                         unsigned flags, mem_limit_change_t *out)

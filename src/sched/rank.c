@@ -1,10 +1,9 @@
 /*
- * rank.c - the policy's order of one device's processes, for memory: its
- * choice of whom to page out (the jobs the policy would run last go
- * first), and its order of admission (jobs that have not run yet, by what
- * they declared).  sched and memory never call each other: intercept hands
- * sched_rank_locked and sched_admit_order_locked to memory (mem_set_rank,
- * mem_set_admit_order).
+ * rank.c - the policy's order of one device's processes, for paging and
+ * memory: paging's choice of whom to page out (the jobs the policy would
+ * run last go first: src/page calls sched_rank_locked), and memory's order
+ * of admission (jobs that have not run yet, by what they declared: page
+ * hands sched_admit_order_locked on to memory's admission, mem_set_paging).
  *
  * The order is the policy's own: its pick, asked again with each pick
  * taken out, as the releaser would grant them one after another if nothing

@@ -153,9 +153,10 @@ typedef uint64_t (*sched_clock_fn)(void);
 void sched_set_clock(sched_clock_fn fn);
 
 /* ---- what the modules beside this one do at its moments ---------------------
- * sched and memory never call each other (data flows intercept -> sched /
- * memory); intercept registers here what memory must do when the scheduler
- * sees one of these moments in this process.  Any may be NULL.
+ * sched calls neither paging (src/page, above it) nor memory (beside it);
+ * intercept registers here what they must do when the scheduler sees one
+ * of these moments in this process (a call up left to convert: issue 25,
+ * mk/pointers.py's PENDING).  Any may be NULL.
  *   boundary  an iteration of this process ended (a boundary found at a
  *             sync, or salus_iteration_end), before the process yields;
  *             on the syncing thread, outside the scheduler's locks;
@@ -202,7 +203,7 @@ typedef struct sched_hooks {
 void sched_set_hooks(const sched_hooks_t *hooks);
 
 /* The process waits for memory on CUDA ordinal `ordinal` with paging on
- * (memory's wait, through the hook intercept registers, outside the table
+ * (memory's wait, through page, src/page, which calls it; outside the table
  * lock, at each slice of the wait): it is queued for that device's GPU as a
  * launch would queue it, without waiting for the grant, so that the holder
  * yields to it at a boundary by the policy and, once waiting at the gate,
@@ -244,12 +245,12 @@ void sched_enroll(int ordinal);
 /* How late the process in `slot` runs on table device `device` in the
  * policy's order: 0 the holder, 1 + its place among the waiters in the
  * order the policy would grant them, -1 neither.  Under the table lock;
- * for memory's choice of whom to page (handed over by intercept). */
+ * for paging's choice of whom to page (src/page calls it). */
 int sched_rank_locked(shm_table_t *t, int device, int slot);
 
 /* The policy's order of two processes waiting for memory admission on table
- * device `device`, before they have run (memory's admission, handed over by
- * intercept): <0 slot a first, >0 slot b first, 0 the policy does not tell
+ * device `device`, before they have run (memory's admission, through page,
+ * src/page, which calls it): <0 slot a first, >0 slot b first, 0 the policy does not tell
  * them apart.  From what each registered (SALUS_ITERATIONS, SALUS_PRIORITY,
  * SALUS_LATENCY_MS, SALUS_END_TIME): srtf the fewest declared iterations
  * left, priority the highest; fair, fifo and pack: 0 (arrival).  0 too for

@@ -66,18 +66,13 @@ out_ready:
     return 0;
 }
 
-/* The scheduler's half (page.c) pages through these once this process has
- * virtualized memory. */
-static const mem_pager_t vm_pager = { vmem_page_out, vmem_page_in, vmem_paged_out_bytes,
-                                      vmem_resident_bytes, vmem_copied_bytes };
-
 static vmem_dev_t *vdev_of(int ordinal)
 {
     if (ordinal < 0 || ordinal >= VMEM_MAX_DEVICES)
         return NULL;
     vmem_dev_t *v = &vmem_p.dev[ordinal];
     if (!v->ready && vdev_setup(v, ordinal) == 0)
-        mem_set_pager(&vm_pager);
+        util_store_release(&vmem_p.pageable, 1);   /* page.h pages through vmem_page_* now */
     if (!v->ready) {
         static int said;
         util_log_once(&said, UTIL_LOG_ERROR, "memory: paging could not start on device %d "
@@ -253,9 +248,10 @@ out_free:
     return rc;
 }
 
-CUresult vmem_alloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
-                    size_t height, unsigned elem)
+CUresult vmem_alloc_try(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
+                        size_t height, unsigned elem, int bail, vmem_stuck_t *stuck)
 {
+    stuck->stuck = 0;
     uint64_t size = width, row = width;
     int ordinal;
     if (!out || width == 0 || (kind == MEM_KIND_PITCH && (!pitch || height == 0)))
@@ -272,19 +268,30 @@ CUresult vmem_alloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t wid
         return CUDA_ERROR_NOT_SUPPORTED;  /* no context: the driver answers */
     if (size > MEM_MAX_BYTES)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc;
-    int rounds = 0, stuck;
-    do {
-        pthread_mutex_lock(&vmem_p.lock);
-        vmem_stuck_try(rounds);
-        vmem_async_settle_locked();   /* stream-ordered frees done since */
-        rc = valloc_locked(ordinal, size, out);
-        stuck = vmem_stuck_seen();
-        pthread_mutex_unlock(&vmem_p.lock);
-    } while (vmem_stuck_retry(ordinal, rc, stuck, size, &rounds));
+    pthread_mutex_lock(&vmem_p.lock);
+    vmem_stuck_try(bail);
+    vmem_async_settle_locked();       /* stream-ordered frees done since */
+    CUresult rc = valloc_locked(ordinal, size, out);
+    int was_stuck = vmem_stuck_seen();
+    pthread_mutex_unlock(&vmem_p.lock);
+    stuck->stuck = rc != CUDA_SUCCESS && was_stuck;
+    stuck->ordinal = ordinal;
+    stuck->bytes = size;
     if (rc == CUDA_SUCCESS && kind == MEM_KIND_PITCH)
         *pitch = row;
     return rc;
+}
+
+CUresult vmem_alloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
+                    size_t height, unsigned elem)
+{
+    vmem_stuck_t stuck;
+    return vmem_alloc_try(kind, out, pitch, width, height, elem, 0, &stuck);
+}
+
+int vmem_pageable(void)
+{
+    return util_load_acquire(&vmem_p.pageable);
 }
 
 /* ---- frees --------------------------------------------------------------------------

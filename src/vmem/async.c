@@ -295,29 +295,36 @@ void vmem_async_context_ending(void)
     pthread_mutex_unlock(&vmem_p.lock);
 }
 
-CUresult vmem_alloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device)
+CUresult vmem_alloc_async_try(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device,
+                              int bail, vmem_stuck_t *stuck)
 {
+    stuck->stuck = 0;
     int ord;
     if (!vmem_on() || !out || bytes == 0 || bytes > MEM_MAX_BYTES ||
         drv_current_device(vmem_drv(), &ord) != 0 || (device >= 0 && device != ord) ||
         ord < 0 || ord >= VMEM_MAX_DEVICES || !pool_virtual(ord, pool))
         return CUDA_ERROR_NOT_SUPPORTED;   /* the driver's pool serves it */
-    CUresult rc;
-    int rounds = 0, stuck;
-    do {
-        pthread_mutex_lock(&vmem_p.lock);
-        vmem_stuck_try(rounds);
-        util_store_release(&vmem_async_ops_p, &ops);
-        settle_any_locked();
+    pthread_mutex_lock(&vmem_p.lock);
+    vmem_stuck_try(bail);
+    util_store_release(&vmem_async_ops_p, &ops);
+    settle_any_locked();
+    CUresult rc = vmem_alloc_locked(ord, bytes, out);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && va.npend) {
+        settle_locked(ord);           /* what this device's streams are freeing */
         rc = vmem_alloc_locked(ord, bytes, out);
-        if (rc == CUDA_ERROR_OUT_OF_MEMORY && va.npend) {
-            settle_locked(ord);       /* what this device's streams are freeing */
-            rc = vmem_alloc_locked(ord, bytes, out);
-        }
-        stuck = vmem_stuck_seen();
-        pthread_mutex_unlock(&vmem_p.lock);
-    } while (vmem_stuck_retry(ord, rc, stuck, bytes, &rounds));
+    }
+    int was_stuck = vmem_stuck_seen();
+    pthread_mutex_unlock(&vmem_p.lock);
+    stuck->stuck = rc != CUDA_SUCCESS && was_stuck;
+    stuck->ordinal = ord;
+    stuck->bytes = bytes;
     return rc;
+}
+
+CUresult vmem_alloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device)
+{
+    vmem_stuck_t stuck;
+    return vmem_alloc_async_try(out, bytes, pool, device, 0, &stuck);
 }
 
 int vmem_free_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc)

@@ -260,9 +260,9 @@ void vmem_uncharge(int ordinal, uint64_t bytes)
     mem_uncharge_at(ordinal, bytes);
 }
 
-void vmem_stuck_try(int rounds)
+void vmem_stuck_try(int bail)
 {
-    vmem_p.charge_flags = rounds < VMEM_STUCK_ROUNDS ? MEM_CHARGE_BAIL : 0;
+    vmem_p.charge_flags = bail ? MEM_CHARGE_BAIL : 0;
     vmem_p.stuck = 0;
 }
 
@@ -272,17 +272,6 @@ int vmem_stuck_seen(void)
     vmem_p.stuck = 0;
     vmem_p.charge_flags = 0;
     return stuck;
-}
-
-int vmem_stuck_retry(int ordinal, CUresult rc, int stuck, uint64_t bytes, int *rounds)
-{
-    if (rc == CUDA_SUCCESS || !stuck)
-        return 0;
-    if (mem_page_self_wait_at(ordinal, bytes) == 0)
-        ++*rounds;
-    else
-        *rounds = VMEM_STUCK_ROUNDS;   /* nothing moves: once more, as any wait */
-    return 1;
 }
 
 /* Physical memory for [at, at + bytes) of v's device: created, mapped,

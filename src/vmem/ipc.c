@@ -8,7 +8,7 @@
  *   - Export (cuIpcGetMemHandle of a virtualized allocation): the
  *     allocation is pinned resident (paged in first if it is out; never
  *     paged out again until it is freed and no importer maps it; published
- *     in the slot's `pinned`, which page.c leaves out of what peers may ask
+ *     in the slot's `pinned`, which src/page leaves out of what peers may ask
  *     for), and the handle is libsalus's own (ipc_handle_t): a magic, this
  *     process's pid, start time and random token, the allocation's id, the
  *     offset of the pointer in it, its size, and a checksum.  A big
@@ -158,7 +158,7 @@ static struct {
 /* The slot's pinned bytes: exported big chunks (kept ones too) and each
  * pinned small region's backed granules.  One device is published: the
  * first that has any (a process exporting on two is rare; the other's pins
- * are then left out of page.c's figure, not out of paging's rule). */
+ * are then left out of src/page's figure, not out of paging's rule). */
 static void publish_locked(void)
 {
     uint64_t sum[VMEM_MAX_DEVICES] = { 0 };

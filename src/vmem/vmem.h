@@ -5,8 +5,9 @@
  * ranges libsalus reserves and backs itself through the driver's VMM calls,
  * so that its physical memory can be paged out to pinned host memory and
  * back in at the same addresses (vmem_int.h says how).  This module moves
- * the bytes and keeps the maps; who pages and when is page.c's (in
- * src/memory, for now: its pager, mem_set_pager), what may be charged is
+ * the bytes and keeps the maps; who pages and when is src/page's (the
+ * module above, which calls vmem_page_* and the allocations' tries), what
+ * may be charged is
  * src/memory's: every physical chunk is charged through
  * memory.h (mem_charge_at / mem_uncharge_at) when made, and given back when
  * released.  Its driver calls go to its own copy of the driver table
@@ -45,6 +46,22 @@ int vmem_on(void);
  * start there): the caller goes to the driver; anything else is the answer. */
 CUresult vmem_alloc(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
                     size_t height, unsigned elem);
+/* The same, one try, for paging (page.h's page_valloc, which drives the
+ * retries): with `bail`, a charge that finds the process stuck (every job
+ * holding memory on the device waits for more, under a policy that gates
+ * nothing, and this one arrived last: memory.h's MEM_CHARGE_BAIL) gives
+ * up, and the answer is CUDA_ERROR_OUT_OF_MEMORY with st->stuck = 1, the
+ * ordinal and the bytes it was for: the caller pages the process out,
+ * waits for room and tries again.  vmem_alloc never bails. */
+typedef struct vmem_stuck {
+    int stuck, ordinal;
+    uint64_t bytes;
+} vmem_stuck_t;
+CUresult vmem_alloc_try(mem_kind_t kind, CUdeviceptr *out, size_t *pitch, size_t width,
+                        size_t height, unsigned elem, int bail, vmem_stuck_t *st);
+/* 1 once paging has started on some device of this process (its first
+ * virtualized allocation there): from then on vmem_page_* page it. */
+int vmem_pageable(void);
 /* cuMemFree_v2 of p: 1 and *rc when p is a virtualized allocation (freed),
  * 0 when it is not (the driver's). */
 int vmem_free(CUdeviceptr p, CUresult *rc);
@@ -89,6 +106,9 @@ int vmem_ipc_close(CUdeviceptr p, CUresult *rc);
  * once, charged as cuMemAlloc_v2's is (its chunks), and freed by
  * vmem_free (cuMemFree_v2) or: */
 CUresult vmem_alloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device);
+/* Its one try, as vmem_alloc_try (page.h's page_valloc_async). */
+CUresult vmem_alloc_async_try(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int device,
+                              int bail, vmem_stuck_t *st);
 /* cuMemFreeAsync of p on `stream` (the per-thread stream named as
  * CU_STREAM_PER_THREAD): 1 and *rc when p is virtualized, 0 when it is not
  * (the driver's).  Its memory is released once the work queued on the
@@ -133,7 +153,7 @@ void vmem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_
  * vmem_paged_out_bytes: the device bytes that are out (what paging them back
  * in takes: their chunks); vmem_resident_bytes: the physical bytes of
  * virtualized memory on the device.  Once this process has virtualized
- * memory, these are the pager of page.c (mem_set_pager). */
+ * memory (vmem_pageable), src/page pages through these. */
 CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed);
 CUresult vmem_page_in(int ordinal, uint64_t *restored);
 uint64_t vmem_paged_out_bytes(int ordinal);

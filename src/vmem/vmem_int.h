@@ -182,9 +182,10 @@ typedef struct vmem_state {
      * (MEM_CHARGE_*: set with the lock taken, by the operation that holds
      * it, and cleared before it is released), and whether one of them was
      * answered MEM_CHARGE_STUCK (read by the operation before the lock
-     * goes: vmem_stuck_retry). */
+     * goes: vmem_stuck_seen). */
     unsigned charge_flags;
     int stuck;
+    int pageable;                  /* a device's paging started (vmem_pageable); atomic */
     uint64_t (*work_count)(void);  /* vmem_set_work_count; atomic */
     /* vmm_ipc.c's, set at its first export (so before an allocation is
      * exported), called by the files below it without naming it: an
@@ -212,19 +213,14 @@ int vmem_cache_take_locked(vmem_dev_t *v, uint64_t bytes, vmem_cached_t *c);
 void vmem_cache_release_locked(vmem_dev_t *v, const vmem_cached_t *c);
 uint64_t vmem_cache_drop_locked(vmem_dev_t *v);
 /* An allocation's charge waits under vmem_p.lock, where this process
- * cannot page itself out; so an allocation is tried with its wait set to
- * give up once stuck (MEM_CHARGE_BAIL: every job holding memory waits for
- * more, under pack), and after the try, with vmem_p.lock released, this
- * says whether to try again: 1 once the process has paged itself out and
- * back in with room for `bytes` (mem_page_self_wait_at), or when nothing
- * could move (the next try then waits as any allocation, and is refused at
- * SALUS_MEM_WAIT_MS); 0 when done.  Under the lock, vmem_stuck_try(rounds)
- * sets the try's charges and vmem_stuck_seen takes (and clears) whether one
- * gave up, before the lock is released for vmem_stuck_retry. */
-#define VMEM_STUCK_ROUNDS 64
-void vmem_stuck_try(int rounds);
+ * cannot page itself out; so an allocation may be tried with its wait set
+ * to give up once stuck (MEM_CHARGE_BAIL: every job holding memory waits
+ * for more, under pack), and the caller above (page.h's page_valloc), with
+ * vmem_p.lock released, pages the process out and back in and tries again
+ * (vmem_stuck_t).  Under the lock, vmem_stuck_try(bail) sets the try's
+ * charges and vmem_stuck_seen takes (and clears) whether one gave up. */
+void vmem_stuck_try(int bail);
 int vmem_stuck_seen(void);
-int vmem_stuck_retry(int ordinal, CUresult rc, int stuck, uint64_t bytes, int *rounds);
 CUresult vmem_back(vmem_dev_t *v, CUdeviceptr at, size_t bytes,
                      CUmemGenericAllocationHandle *out);
 void vmem_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h);
