@@ -7,7 +7,7 @@
  * 32 executions), is not done when its lease is taken.
  *
  * Divided into: the contexts the process launched into; draining oneself;
- * the drain thread; the new holder's wait.
+ * the process's own slot; the drain thread; the new holder's wait.
  *
  * How.  Every grant away from a holder (it yields at its own sync or max
  * slice; a waiter takes the GPU at its rest, idleness, stop or max slice;
@@ -46,13 +46,15 @@
  *
  * Locks: ctxs.mu (a leaf: nothing is taken or called while holding it)
  * guards the set of contexts; the table lock is taken only to clear a mark
- * and charge the tenure.  No driver call under any lock.
+ * and charge the tenure, and for a look at the process's own slot that
+ * found something wrong.  No driver call under any lock.
  */
 #include "sched/sched_int.h"
 
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #define SCHED_DRAIN_CTXS     16                     /* contexts remembered */
@@ -152,6 +154,111 @@ int sched_drain_self(void)
     return 0;
 }
 
+/* ---- the process's own slot (sched_int.h) ------------------------------------
+ * What a stray write into the table can do to the slot of a holder: its
+ * state word at free (0) makes its lease stale, so that peers take the GPU
+ * while it goes on launching; its gate word at OPEN keeps its launches on
+ * the fast path, so that a holder that never syncs never looks again and
+ * its waiters wait its whole max slice.  The owner cannot trust a slot so
+ * spoiled (it cannot tell what else was written), nor repair it for good:
+ * it gives its leases away, leaves every queue and runs unscheduled,
+ * saying so once, as a waiter whose slot is spoiled does (wait.c,
+ * recheck).  Looked at by the drain thread (a lock-free look first, the
+ * lock only when something looks wrong) and by the holder at its yields. */
+
+/* Under the lock: what is wrong with the process's own slot, or NULL. */
+static const char *own_slot_fault_locked(sched_proc_t *p)
+{
+    static char why[256];                /* under the table lock */
+    if (shm_slot_gen(p->t, p->slot) != p->gen)
+        return "its state word no longer names this process";
+    if (util_load_relaxed(&p->me->magic) != SCHED_SLOT_MAGIC)
+        return "its scheduler magic word was overwritten";
+    if (__atomic_load_n(&p->settling, __ATOMIC_SEQ_CST) != 0)
+        return NULL;                     /* its gate may read OPEN until settled: gate.c */
+    const char *bad = sched_check_slot_locked(p->t, p->slot);
+    if (!bad)
+        return NULL;
+    snprintf(why, sizeof why, "its gate word is wrong: %s", bad);
+    return why;
+}
+
+int sched_own_slot_spoiled_locked(sched_proc_t *p)
+{
+    static char why[512];                /* under the table lock */
+    if (util_load_acquire(&p->state) != SCHED_P_ACTIVE)
+        return 0;
+    const char *fault = own_slot_fault_locked(p);
+    if (!fault)
+        return 0;
+    uint64_t mine = sched_lease_of(p->slot, p->gen), now = sched_now();
+    int gave = 0;
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(p->t, d, dev) {
+        sched_dequeue_locked(p->t, d, p->slot);
+        if (util_load_relaxed(&dev->lease) == mine) {   /* the word, stale or not */
+            sched_grant_pick_locked(p->t, d, now, 1);
+            gave++;
+        }
+    }
+    util_store_relaxed(&p->me->devset, 0);
+    snprintf(why, sizeof why, "this process's slot in the table was overwritten (%s); it "
+             "gave up %d GPU lease%s to the processes waiting, and runs unscheduled from now "
+             "on (restart it to be scheduled again)", fault, gave, gave == 1 ? "" : "s");
+    shm_unlock(p->t);
+    sched_fail_open(p, why);
+    if (sched_drain_serve(p->me) != 0)       /* a capture: the drain thread answers */
+        shm_futex_wake(&p->me->drain_req, INT_MAX);
+    return 1;
+}
+
+/* Lock-free: whether the slot looks spoiled (the lock then tells). */
+static int own_slot_suspect(sched_proc_t *p)
+{
+    sched_slot_t *me = p->me;
+    uint32_t gate = util_load_relaxed(&me->gate);
+    if (shm_slot_gen(p->t, p->slot) != p->gen ||
+        util_load_relaxed(&me->magic) != SCHED_SLOT_MAGIC ||
+        gate > SCHED_GATE_PROBE || gate == SCHED_GATE_UNREG)
+        return 1;
+    if (!SCHED_GATE_FAST(gate) && gate != SCHED_GATE_PROBE)
+        return 0;
+    uint32_t devset = util_load_relaxed(&me->devset);
+    uint64_t mine = sched_lease_of(p->slot, p->gen);
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(p->t, d, dev) {
+        if (!(devset & (1u << d)) ||
+            !(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED))
+            continue;
+        if (util_load_acquire(&dev->lease) != mine)
+            return 1;                    /* fast, yet another holds it */
+        if (gate == SCHED_GATE_OPEN && sched_any_waiter(dev))
+            return 1;                    /* fifo's holder too: the lock tells */
+    }
+    return 0;
+}
+
+void sched_own_slot_look(sched_proc_t *p)
+{
+    if (util_load_acquire(&p->state) != SCHED_P_ACTIVE || !p->t || !own_slot_suspect(p))
+        return;
+    int rc = shm_lock(p->t);
+    if (rc != 0) {
+        sched_lock_failed(p, rc);
+        return;
+    }
+    if (!sched_own_slot_spoiled_locked(p))
+        shm_unlock(p->t);
+}
+
+void sched_nudge_owner(shm_table_t *t, uint64_t lease)
+{
+    uint32_t lo = (uint32_t)lease;
+    sched_slot_t *s = lo >= 1 && lo <= SHM_MAX_SLOTS ? sched_slot(t, (int)lo - 1) : NULL;
+    if (s)
+        shm_futex_wake(&s->drain_req, INT_MAX);
+}
+
 /* ---- the drain thread ------------------------------------------------------------
  * Asleep on its slot's drain_req; at a request it drains the process and
  * answers.  Detached, with every asynchronous signal blocked (the program's
@@ -189,6 +296,7 @@ static void *drain_main(void *arg)
                 shm_futex_wait(&me->drain_req, req, SCHED_DRAIN_CAPTURE_NS);
             continue;
         }
+        sched_own_slot_look(&sched_p);              /* a waiter may have nudged us */
         uint64_t tick = sched_hook_tick();          /* memory's keep-alive: sooner */
         shm_futex_wait(&me->drain_req, req,
                        tick && tick < SCHED_DRAIN_IDLE_NS ? tick : SCHED_DRAIN_IDLE_NS);

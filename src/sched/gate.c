@@ -105,7 +105,7 @@ static int waited_for(const sched_proc_t *p)
  * that fails found the gate changed under the lock (CLOSED by a takeover,
  * or by a policy): nothing to settle.  0, or -1 when the lock timed out
  * (the process is then suspended). */
-static int settle_probe(sched_proc_t *p)
+static int settle_probe_counted(sched_proc_t *p)
 {
     uint32_t probe = SCHED_GATE_PROBE;
     if (!waited_for(p)) {
@@ -123,6 +123,21 @@ static int settle_probe(sched_proc_t *p)
     sched_gate_settle_locked(p->t, p->slot);
     shm_unlock(p->t);
     return 0;
+}
+
+/* Counted in p->settling around it (seq_cst), so that the process's look
+ * at its own slot (drain.c), under the lock, tells the OPEN this window
+ * may leave with waiters from a spoiled gate: a look that reads the OPEN
+ * our swap stored reads the count after it (one total order), and the
+ * count drops only once the gate is settled (under the lock, which the
+ * look holds) or no waiter was seen after the swap (then a waiter that
+ * came since made the gate CONTENDED under the lock before the look). */
+static int settle_probe(sched_proc_t *p)
+{
+    __atomic_add_fetch(&p->settling, 1, __ATOMIC_SEQ_CST);
+    int rc = settle_probe_counted(p);
+    __atomic_sub_fetch(&p->settling, 1, __ATOMIC_SEQ_CST);
+    return rc;
 }
 
 /* ---- registration ------------------------------------------ */
@@ -614,6 +629,7 @@ static void postfork_child(void)
     p->last_boundary_ns = p->waited_mark_ns = 0;
     p->iter_sum_ns = p->iter_count = 0;
     p->last_sync_ns = p->registered_ns = 0;
+    p->settling = 0;
     sched_set_proc_gate(&sched_gate_unreg);
     sched_captures_reset();
     sched_drain_reset();

@@ -372,6 +372,8 @@ typedef struct sched_proc {
     uint64_t suspended_ns;        /* SUSPENDED since (atomic) */
     uint64_t retry_ns;            /* SUSPENDED: next try of the lock (atomic) */
     uint64_t backoff_ns;          /* SUSPENDED: the wait after a failed try */
+    uint32_t settling;            /* threads inside settle_probe (gate.c; seq_cst): its
+                                     gate may read OPEN with waiters until it settles */
     int handlers_made;
 } sched_proc_t;
 
@@ -583,6 +585,9 @@ void sched_repair_hook(shm_table_t *t, void *ctx);
  * unlock in a debug build. */
 const char *sched_check_locked(shm_table_t *t);
 const char *sched_check_hook(shm_table_t *t, void *ctx);
+/* The same for one claimed slot's gate (the owner's look at its own slot,
+ * drain.c, in every build). */
+const char *sched_check_slot_locked(shm_table_t *t, int slot);
 
 /* ---- acquiring and yielding (wait.c) --------------------------------------- */
 /* The lease of device d for the calling process: returns when it holds it,
@@ -630,6 +635,21 @@ int  sched_drain_await(sched_proc_t *p, int d);
  * thread).  0 when served, -1 when a capture is open (the drain thread
  * serves it at the capture's end). */
 int  sched_drain_serve(sched_slot_t *me);
+/* The process's look at its own slot (drain.c): a stray write that spoils
+ * it (its state word, its magic, its gate) would let it launch while its
+ * peers wait, or keep them waiting for it.  The drain thread looks at each
+ * of its wakes (at most a second apart, and at once when a waiter nudges
+ * it: sched_nudge_owner); the holder also looks at its yield points.
+ * Spoiled: it gives every lease it holds to the policy's pick, leaves every
+ * queue and fails open, saying so once.  1 when spoiled (the lock is
+ * released then), 0 when not (the lock is still held). */
+int  sched_own_slot_spoiled_locked(sched_proc_t *p);
+/* Without the lock: look, and give up if spoiled (the drain thread). */
+void sched_own_slot_look(sched_proc_t *p);
+/* A waiter found the lease word `lease` stale while its slot's process may
+ * live, or that holder's gate fast while it waits: wake that slot's drain
+ * thread, which looks at its own slot (no grant, no request). */
+void sched_nudge_owner(shm_table_t *t, uint64_t lease);
 /* (lease.c) Under the lock, at a grant of d away from `from`: ask it to
  * drain, unless an earlier holder's drain is still pending on d. */
 void sched_drain_mark_locked(shm_table_t *t, int d, int from);
