@@ -273,6 +273,9 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
         mem_context_end((mem_ctx_event_t)ev, dev, rc);
     if (rc != CUDA_SUCCESS)
         return;
+    if (kind == HOOK_LIFE_STREAM || kind == HOOK_LIFE_RELEASE || kind == HOOK_LIFE_RESET ||
+        kind == HOOK_LIFE_DESTROY)
+        sched_streams_changed();       /* a handle may come back as another device's stream */
     if (kind == HOOK_LIFE_INIT)
         hook_modules_start();
     else if (kind == HOOK_LIFE_RELEASE || kind == HOOK_LIFE_RESET || kind == HOOK_LIFE_DESTROY)
@@ -323,7 +326,7 @@ static int hook_vfree_async(CUdeviceptr p, CUstream s, int pt, CUresult *rc)
 static inline void hook_copy_gate(hook_block_t *b)
 {
     if (!SCHED_GATE_FAST(sched_gate_value(&b->s)))
-        hook_thread_gated(b, NULL);
+        hook_thread_gated(b, NULL, NULL);
 }
 
 /* ---- the wrappers -------------------------------------------------------- */
@@ -349,7 +352,7 @@ static inline void hook_copy_gate(hook_block_t *b)
             hook_on_launch(b, HOOK_##export, (const void *)(work), NULL);       \
         }                                                                       \
         if (!hook_recorded((CUstream)(stream), pt))                             \
-            hook_thread_gated(b, (const void *)(work));                         \
+            hook_thread_gated(b, (const void *)(work), (CUstream)(stream));     \
         return HOOK_REAL(export) CU_ARGS_##export;                              \
     }
 #define GATED_SYNC(...)
@@ -373,7 +376,7 @@ static inline void hook_copy_gate(hook_block_t *b)
             hook_add(&b->c.calls[HOOK_##export], 1);                            \
         }                                                                       \
         if (!hook_recorded((CUstream)(stream), pt))                             \
-            hook_thread_gated(b, NULL);                                         \
+            hook_thread_gated(b, NULL, (CUstream)(stream));                     \
         return HOOK_REAL(export) CU_ARGS_##export;                              \
     }
 HOOK_LIST(GATED_)

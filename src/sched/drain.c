@@ -75,11 +75,9 @@ static struct {
 
 static __thread struct { unsigned epoch; CUcontext last; } seen;
 
-void sched_drain_note_context(void)
+void sched_drain_note_context(CUcontext c)
 {
-    const drv_t *drv = sched_drv();
-    CUcontext c = NULL;
-    if (!drv || !drv->ctx_get_current || drv->ctx_get_current(&c) != CUDA_SUCCESS || !c)
+    if (!c)
         return;
     unsigned epoch = util_load_relaxed(&ctxs.epoch);
     if (seen.epoch == epoch && seen.last == c)

@@ -4,8 +4,8 @@
  * the iteration hint, fork and exit.  The gate words and the process record
  * are proc.c's.
  *
- * Divided into: registration; devices; the launch slow path; waiting for
- * memory; syncs and hints; fork and exit.
+ * Divided into: registration; devices; where a launch runs; the launch slow
+ * path; waiting for memory; syncs and hints; fork and exit.
  *
  * Locks: p->mu guards the process's bookkeeping (config, detector, kernel
  * sequence, iteration timing, registration).  Order: p->mu, then the lock of
@@ -263,6 +263,63 @@ static int table_device(sched_proc_t *p, int ordinal)
     return d;
 }
 
+/* ---- where a launch runs ----------------------------------------------------------
+ * The device a launch is gated, charged and drained on is its stream's
+ * (drv_stream_place), not the current context's: CUDA 13 lets a stream of
+ * device 1 take work while device 0's context is current.  A thread keeps
+ * the place of the last SCHED_PLACES streams it launched on (the slow path
+ * only: the fast path reads none of it); place_epoch, bumped whenever a
+ * stream or context of the process goes (sched_streams_changed), voids
+ * what every thread kept, so that a handle reused for a stream of another
+ * device is asked again.  Relaxed: a launch on a stream made after a
+ * destroy is ordered after that destroy by the program itself (it got the
+ * new handle from the thread that made it), and write-read coherence makes
+ * its load of the epoch see the bump. */
+#define SCHED_PLACES 4
+
+typedef struct place {
+    uint32_t epoch;                      /* 0: empty (place_epoch starts at 1) */
+    int ordinal;
+    CUstream stream;
+    CUcontext ctx;
+} place_t;
+
+static __thread place_t places[SCHED_PLACES];
+static __thread unsigned place_next;
+static uint32_t place_epoch = 1;
+
+void sched_streams_changed(void)
+{
+    util_add_relaxed(&place_epoch, 1);
+}
+
+/* The context and CUDA ordinal of a launch on `stream`: 0, or -1 (the
+ * driver cannot say; the launch is then not scheduled).  Without a driver
+ * (a test's sched_init(NULL)) every launch is device 0's. */
+static int launch_place(CUstream stream, CUcontext *ctx, int *ordinal)
+{
+    const drv_t *drv = sched_drv();
+    if (!drv) {
+        *ctx = NULL;
+        *ordinal = 0;
+        return 0;
+    }
+    if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+        return drv_stream_place(drv, stream, ctx, ordinal);   /* the current context */
+    uint32_t epoch = util_load_relaxed(&place_epoch);
+    for (int i = 0; i < SCHED_PLACES; i++)
+        if (places[i].epoch == epoch && places[i].stream == stream) {
+            *ctx = places[i].ctx;
+            *ordinal = places[i].ordinal;
+            return 0;
+        }
+    if (drv_stream_place(drv, stream, ctx, ordinal) != 0)
+        return -1;
+    places[place_next++ % SCHED_PLACES] =
+        (place_t){ .epoch = epoch, .ordinal = *ordinal, .stream = stream, .ctx = *ctx };
+    return 0;
+}
+
 /* ---- the launch slow path ------------------------------------------------------
  * Reached when the gate is not OPEN: register, find the launch's device,
  * join it, then either hold (bookkeeping while contended) or acquire. */
@@ -281,7 +338,7 @@ static void held_wait(sched_proc_t *p)
         shm_futex_wait(&p->hold, h, 100ull * 1000000);
 }
 
-const uint32_t *sched_launch_slow(const void *work)
+const uint32_t *sched_launch_slow(const void *work, CUstream stream)
 {
     sched_proc_t *p = &sched_p;
     sched_pstate_t st = ensure_registered(p);
@@ -293,11 +350,15 @@ const uint32_t *sched_launch_slow(const void *work)
     if (st != SCHED_P_ACTIVE)
         return gate;
     held_wait(p);
-    int d = table_device(p, sched_current_ordinal());
+    CUcontext ctx = NULL;
+    int ordinal = -1;
+    if (launch_place(stream, &ctx, &ordinal) != 0)
+        ordinal = -1;
+    int d = table_device(p, ordinal);
     if (d < 0)
         return sched_proc_gate();    /* no context (the driver will refuse it), or open */
     note_host_gap(p);
-    sched_drain_note_context();
+    sched_drain_note_context(ctx);
     bump_activity(p->me);
     sched_dev_t *dev = sched_dev(p->t, d);
     if (util_load_acquire(&dev->lease) == sched_lease_of(p->slot, p->gen)) {
@@ -630,6 +691,7 @@ static void postfork_child(void)
     p->iter_sum_ns = p->iter_count = 0;
     p->last_sync_ns = p->registered_ns = 0;
     p->settling = 0;
+    sched_streams_changed();         /* the parent's streams are not the child's */
     sched_set_proc_gate(&sched_gate_unreg);
     sched_captures_reset();
     sched_drain_reset();

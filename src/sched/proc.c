@@ -78,15 +78,6 @@ void sched_set_clock(sched_clock_fn fn)
     util_store_relaxed(&clock_fn, fn ? fn : util_now_ns);
 }
 
-int sched_current_ordinal(void)
-{
-    const drv_t *d = sched_drv();
-    if (!d)
-        return 0;
-    int ordinal;
-    return drv_current_device(d, &ordinal) == 0 ? ordinal : -1;
-}
-
 /* ---- the process's gate ---------------------------------------------------- */
 
 const uint32_t *sched_proc_gate(void)

@@ -85,9 +85,19 @@ typedef struct sched_token {
     uint64_t launches, hash;
 } sched_token_t;
 
-/* Whatever the gate is not fast: register, acquire or wait, a probe.
- * Returns the gate word the calling thread follows from now on. */
-const uint32_t *sched_launch_slow(const void *work);
+/* Whatever the gate is not fast: register, acquire or wait, a probe, for
+ * work submitted on `stream` (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD:
+ * the current context's).  The work is gated, charged and drained on the
+ * stream's device, which CUDA 13 lets differ from the current context's
+ * (a CUkernel launch runs in its stream's context): asked of the driver
+ * here, on the slow path, and remembered per thread and stream.  Returns
+ * the gate word the calling thread follows from now on. */
+const uint32_t *sched_launch_slow(const void *work, CUstream stream);
+/* A stream or context of the process went (cuStreamDestroy, a context's
+ * destroy, release or reset): what the slow paths remember of streams'
+ * devices is forgotten, since a new stream may reuse a handle.  One
+ * relaxed increment. */
+void sched_streams_changed(void);
 
 /* Spreads a handle's bits (xorshift, multiply, xorshift) so that sums of
  * different kernel sets differ: handles are addresses in a few tables, whose
@@ -124,7 +134,7 @@ static inline __attribute__((always_inline)) void sched_launch(sched_thread_t *t
 {
     sched_count(th, work);
     if (UTIL_UNLIKELY(!SCHED_GATE_FAST(sched_gate_value(th))))
-        util_store_relaxed(&th->gate, sched_launch_slow(work));
+        util_store_relaxed(&th->gate, sched_launch_slow(work, NULL));
 }
 
 /* The gate as a choice, for wrappers that end in a tail call: `open` when

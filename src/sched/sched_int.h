@@ -384,9 +384,6 @@ const drv_t *sched_drv(void);
 /* Whether sched_init was called (else the module is dormant). */
 int sched_enabled(void);
 uint64_t sched_now(void);
-/* The CUDA ordinal of the calling thread's current context (0 without a
- * driver), or -1. */
-int sched_current_ordinal(void);
 /* The gate word every thread of the process follows once registered:
  * sched_gate_unreg before, the slot's gate, or the OPEN word after a
  * fail-open or at exit (release store; acquire load). */
@@ -614,9 +611,9 @@ void sched_release_all(sched_proc_t *p);
 /* ---- the drain (drain.c) ----------------------------------------------------
  * No work of a new holder reaches a device before the previous holder's
  * work there has finished (drain.c carries the ordering argument). */
-/* The slow path of a launch: remember the calling thread's current context
- * (the contexts a drain synchronizes). */
-void sched_drain_note_context(void);
+/* The slow path of a launch: remember the context it runs in, its
+ * stream's (the contexts a drain synchronizes); NULL: none known. */
+void sched_drain_note_context(CUcontext ctx);
 /* Synchronize every context the process launched into (none while a
  * capture is in progress: returns -1 then, else 0). */
 int  sched_drain_self(void);
