@@ -77,4 +77,6 @@ $(SCHED_DEVCLIENT): tests/clients/devclient.c | $(B)/.deps-test
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
 	    -L$(CUDA_HOME)/lib64/stubs -lcuda
-$(B)/tests/test_sched_devices: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_DEVCLIENT)
+$(B)/tests/test_sched_devices: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_DEVCLIENT) \
+                              $(B)/bin/salus-top
+

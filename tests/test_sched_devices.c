@@ -5,7 +5,13 @@
  *            device 0's context is current runs on device 1, and is gated,
  *            charged and drained there: beside a peer on device 1 no work
  *            crosses (tu_trace_cross_submits), and device 0 is never
- *            scheduled (the table sets up no device for it).
+ *            scheduled (the table sets up no device for it);
+ *   enroll   JAX's start: a job reserving memory (SALUS_MEM_RESERVE) with
+ *            contexts on 4 devices that launches and allocates on device 0
+ *            only is scheduled and listed (salus-top --json) on device 0
+ *            only, and a peer reserving memory on device 2, which the two
+ *            reservations would overfill, is admitted at once, not when the
+ *            job ends.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -121,6 +127,15 @@ static int client_uuid(const tu_proc_t *p, int ordinal, unsigned char uuid[16])
     return rc;
 }
 
+static int printed_ready(void *arg)
+{
+    tu_proc_t *p = arg;
+    char *out = tu_read_file(p->out_path, NULL);
+    int yes = out && strstr(out, "ready\n") != NULL;
+    free(out);
+    return yes || tu_exited(p);
+}
+
 /* ---- the stream's device (CUDA 13) ----------------------------------------- */
 
 static void test_stream_device(void **state)
@@ -176,12 +191,88 @@ static void test_stream_device(void **state)
     cleanup();
 }
 
+/* ---- enrollment at first use ---------------------------------------------------- */
+
+/* The rows salus-top --once --json shows for pid: -1 when it cannot run. */
+static int top_rows(pid_t pid)
+{
+    char top[512];
+    char *argv[] = { (char *)tu_build_path("bin/salus-top", top, sizeof top), "--once",
+                     "--json", "-d", "0", "-t", table_name, NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_proc_t p;
+    int rc = tu_run(argv, &env, 20000, &p);
+    tu_env_free(&env);
+    char *out = rc == 0 ? tu_read_file(p.out_path, NULL) : NULL;
+    if (!out)
+        return -1;
+    char needle[32];
+    int n = 0;
+    snprintf(needle, sizeof needle, "\"pid\":%d,", (int)pid);
+    for (const char *at = out; (at = strstr(at, needle)) != NULL; at += strlen(needle))
+        n++;
+    free(out);
+    return n;
+}
+
+static void test_enroll_at_first_use(void **state)
+{
+    (void)state;
+    names("sdve");
+    tu_proc_t job, peer;
+    char *args[] = { "enroll", "4", "100000", "500", "67108864", NULL };
+    char client[512], cubin[512];
+    char *argv[] = { (char *)tu_build_path("tests/clients/devclient", client, sizeof client),
+                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                     args[0], args[1], args[2], args[3], args[4], NULL };
+    tu_env_t env;
+    env_for(&env, 4);
+    tu_env_set(&env, "SALUS_MEM_RESERVE", "10G");      /* of SIMGPU_MEMORY=16G a device */
+    assert_int_equal(tu_spawn(&job, argv, &env), 0);
+    tu_env_free(&env);
+    if (!tu_await(printed_ready, &job, CHILD_MS) || tu_exited(&job))
+        fail_msg("the job never got ready");
+    shm_table_t *t = ts_open_table(table_name, CHILD_MS);
+    assert_non_null(t);
+
+    spawn_train(&peer, 4, 2, "20", "SALUS_MEM_RESERVE", "8G");
+    uint64_t t0 = tu_now_ns();
+    int rc = tu_wait(&peer, 15000);                     /* the job runs about 100 s */
+    double took_ms = (double)(tu_now_ns() - t0) / 1e6;
+    int rows = top_rows(job.pid);
+    sched_slot_info_t si;
+    int slot = -1;
+    for (int s = 0; s < SHM_MAX_SLOTS && slot < 0; s++) {
+        shm_ident_t id;
+        if (shm_slot_ident(t, s, &id) == 0 && id.pid == job.pid)
+            slot = s;
+    }
+    int have_si = slot >= 0 && sched_read_slot(t, slot, &si) == 0;
+    kill(job.pid, SIGKILL);
+    tu_wait(&job, CHILD_MS);
+    if (rc != 0)
+        fail_msg("the peer reserving 8G on device 2 %s after %.0f ms: the job's reservation "
+                 "held device 2, where it never launched nor allocated",
+                 rc < 0 ? "was still waiting" : "failed", took_ms);
+    print_message("      the peer ran its 20 iterations in %.0f ms beside the job\n", took_ms);
+    assert_true(have_si);
+    if (__builtin_popcount(si.devices) != 1)
+        fail_msg("the job is scheduled on devices %#x, though it launched on one", si.devices);
+    if (rows != 1)
+        fail_msg("salus-top lists the job %d times, though it uses one device", rows);
+    shm_close_table(t);
+    cleanup();
+}
+
 int main(void)
 {
-    if (!tu_built("tests/clients/devclient") || !tu_built("bin/salus-train"))
+    if (!tu_built("tests/clients/devclient") || !tu_built("bin/salus-train") ||
+        !tu_built("bin/salus-top"))
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_device),
+        cmocka_unit_test(test_enroll_at_first_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -225,11 +225,9 @@ static sched_pstate_t ensure_registered(sched_proc_t *p)
 
 /* ---- devices ------------------------------------------------------------------ */
 
-/* The table device of a CUDA ordinal (ipc's cache, shared with memory): on
- * first use the process joins it (set up if new, in its devset, vtime
- * lifted, gate updated).  -1 when unknown (failed open, all table devices
- * taken). */
-static int table_device(sched_proc_t *p, int ordinal)
+/* The table device of a CUDA ordinal (ipc's cache, shared with memory), or
+ * -1 (failed open, all table devices taken). */
+static int table_index(sched_proc_t *p, int ordinal)
 {
     static int said_full;
     if (ordinal < 0 || ordinal >= SHM_MAX_ORDINALS)
@@ -245,7 +243,15 @@ static int table_device(sched_proc_t *p, int ordinal)
                       SHM_MAX_DEVICES, ordinal);
         return -1;
     }
-    if (util_load_acquire(&p->joined) & (1ull << ordinal))
+    return d;
+}
+
+/* The same, and on first use the process joins it (set up if new, in its
+ * devset, vtime lifted, gate updated). */
+static int table_device(sched_proc_t *p, int ordinal)
+{
+    int d = table_index(p, ordinal);
+    if (d < 0 || (util_load_acquire(&p->joined) & (1ull << ordinal)))
         return d;
     int rc = shm_lock(p->t);
     if (rc != 0) {
@@ -477,11 +483,22 @@ int sched_hold_for_mem(int ordinal, int on)
     return on;
 }
 
+/* Registered, and the device's area set up (its policy orders the
+ * admission), but not joined: the process is not in the device's devset,
+ * whose gates, views and monitors count only devices it launches on. */
 void sched_enroll(int ordinal)
 {
     sched_proc_t *p = &sched_p;
-    if (ensure_registered(p) == SCHED_P_ACTIVE)
-        (void)table_device(p, ordinal);
+    int d;
+    if (ensure_registered(p) != SCHED_P_ACTIVE || (d = table_index(p, ordinal)) < 0)
+        return;
+    int rc = shm_lock(p->t);
+    if (rc != 0) {
+        sched_lock_failed(p, rc);
+        return;
+    }
+    sched_dev_setup_locked(p->t, d, &p->cfg);
+    shm_unlock(p->t);
 }
 
 void sched_wait_mem(int ordinal)

@@ -246,9 +246,13 @@ int sched_hold_for_mem(int ordinal, int on);
  * again, and serve what memory asked of them meanwhile (a page-out) at once
  * rather than at their next poll.  Under the table lock or not. */
 void sched_nudge(shm_table_t *t, int slot);
-/* Register the process with the scheduler and join CUDA ordinal's device,
- * without queueing for its GPU: memory's admission, before the process's
- * first launch, orders it by what it registered (sched_admit_order_locked). */
+/* Register the process with the scheduler and set CUDA ordinal's device up,
+ * without joining it or queueing for its GPU: memory's admission, before
+ * the process's first launch, orders it by what it registered
+ * (sched_admit_order_locked).  The process joins a device at its first
+ * launch there (or wait for memory there), so that a context it only made
+ * (JAX retains one on every GPU) neither lists it on the device nor holds
+ * its gate on that device's lease. */
 void sched_enroll(int ordinal);
 
 /* How late the process in `slot` runs on table device `device` in the
