@@ -12,6 +12,9 @@
 #                     driver-API client it runs for fork()
 #   test_sched_capture a graph captured while a peer waits (the client
 #                     tests/clients/capclient), judged from the trace
+#   test_sched_seam   the drain and a capture that begins between its passes
+#                     or during one of its synchronizes (one process, over
+#                     simgpu linked as the driver)
 #   test_sched_devices which device a process is scheduled on: CUDA 13's
 #                     streams of another device than the current context's
 #                     (the client tests/clients/devclient)
@@ -80,3 +83,6 @@ $(SCHED_DEVCLIENT): tests/clients/devclient.c | $(B)/.deps-test
 $(B)/tests/test_sched_devices: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_DEVCLIENT) \
                               $(B)/bin/salus-top
 
+SCHED_SIM_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)
+$(eval $(call salus_test,test_sched_seam,$(SCHED_TEST_OBJS),$(SCHED_SIM_LIBS)))
+$(B)/tests/test_sched_seam: $(SIM_LIB) $(WL_CUBIN)

@@ -282,17 +282,24 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
         mem_context_gone(dev);
 }
 
-/* Stream capture.  A capture that began counts until one ends (with its
- * graph, or invalidated: either way the stream no longer captures); other
- * errors change nothing.  The thread's interaction mode needs no action:
- * Salus makes no potentially unsafe call while any capture is in progress,
- * whatever the mode (the scheduler's rule, sched.h). */
+/* Stream capture.  A capture counts from before its begin (the scheduler
+ * keeps its drain's synchronizes apart from it, sched.h) until one ends
+ * (with its graph, or invalidated: either way the stream no longer
+ * captures); a begin that fails is uncounted, other errors change nothing.
+ * The thread's interaction mode needs no action: Salus makes no
+ * potentially unsafe call while any capture is in progress, whatever the
+ * mode (the scheduler's rule, sched.h). */
+static inline void hook_before_capture(hook_capture_kind_t kind)
+{
+    if (kind == HOOK_CAPTURE_BEGIN)
+        sched_capture_begin();
+}
+
 static inline void hook_on_capture(hook_capture_kind_t kind, CUresult rc)
 {
-    if (kind == HOOK_CAPTURE_BEGIN && rc == CUDA_SUCCESS)
-        sched_capture_begin();
-    else if (kind == HOOK_CAPTURE_END &&
-             (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED))
+    if ((kind == HOOK_CAPTURE_BEGIN && rc != CUDA_SUCCESS) ||
+        (kind == HOOK_CAPTURE_END &&
+         (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)))
         sched_capture_end();
 }
 
@@ -472,6 +479,7 @@ HOOK_LIST(GATED_)
     SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
     {                                                                           \
         hook_enter(HOOK_##export);                                              \
+        hook_before_capture(kind);                                              \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         hook_on_capture(kind, rc);                                              \
         return rc;                                                              \

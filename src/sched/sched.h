@@ -300,8 +300,11 @@ SALUS_EXPORT void salus_iteration_end(void);
  * probed launch after it).  Waiters may still take the lease from a holder
  * that stays idle or at rest (that needs nothing of the holder); its
  * capture goes on, and its next real launch waits its turn.
- * intercept calls begin after a capture began and end after one ended
- * (with a graph or invalidated).  Process-wide, atomic; a fork child
+ * intercept calls begin before the driver's cuStreamBeginCapture (every
+ * mode, ToGraph too: it waits for a drain's synchronize in progress, which
+ * would invalidate the capture, to return), end after one ended (with a
+ * graph or invalidated) and after a begin that failed.  The drain checks
+ * before each synchronize it makes.  Process-wide, atomic; a fork child
  * starts with none. */
 void sched_capture_begin(void);
 void sched_capture_end(void);

@@ -614,9 +614,12 @@ void sched_release_all(sched_proc_t *p);
 /* The slow path of a launch: remember the context it runs in, its
  * stream's (the contexts a drain synchronizes); NULL: none known. */
 void sched_drain_note_context(CUcontext ctx);
-/* Synchronize every context the process launched into (none while a
- * capture is in progress: returns -1 then, else 0). */
+/* Synchronize every context the process launched into, twice; none while
+ * a capture is in progress or beginning, checked before each synchronize
+ * (drain.c's ordering argument): -1 when one was deferred so, else 0. */
 int  sched_drain_self(void);
+/* A test's seam: fn runs between the drain's two passes (NULL: none). */
+void sched_drain_set_seam(void (*fn)(void));
 /* Start the process's drain thread (at registration; again in a fork child). */
 void sched_drain_start(sched_proc_t *p);
 /* A fork child has no drain thread and no contexts yet. */
