@@ -12,6 +12,12 @@
 #                     driver-API client it runs for fork()
 #   test_sched_capture a graph captured while a peer waits (the client
 #                     tests/clients/capclient), judged from the trace
+#   test_sched_seam   the drain and a capture that begins between its passes
+#                     or during one of its synchronizes (one process, over
+#                     simgpu linked as the driver)
+#   test_sched_devices which device a process is scheduled on: CUDA 13's
+#                     streams of another device than the current context's
+#                     (the client tests/clients/devclient)
 #   test_sched_gang   gangs: two 2-GPU jobs whose ranks (the client
 #                     tests/clients/rankclient) wait for each other through
 #                     simgpu's cross-process wait; blocked holders; a dead
@@ -67,3 +73,16 @@ $(SCHED_RANKCLIENT): tests/clients/rankclient.c | $(B)/.deps-test
 	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
 	    -L$(CUDA_HOME)/lib64/stubs -lcuda -lrt
 $(B)/tests/test_sched_gang: $(LIBSALUS) $(SIM_LIB) $(WL_CUBIN) $(SCHED_RANKCLIENT)
+
+$(eval $(call salus_test,test_sched_devices,$(SCHED_TEST_OBJS) $(B)/obj/tests/test_sched_lib.o,))
+SCHED_DEVCLIENT := $(B)/tests/clients/devclient
+$(SCHED_DEVCLIENT): tests/clients/devclient.c | $(B)/.deps-test
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -I$(CUDA_HOME)/include $(CFLAGS) -o $@ $< \
+	    -L$(CUDA_HOME)/lib64/stubs -lcuda
+$(B)/tests/test_sched_devices: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(SCHED_DEVCLIENT) \
+                              $(B)/bin/salus-top
+
+SCHED_SIM_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)
+$(eval $(call salus_test,test_sched_seam,$(SCHED_TEST_OBJS),$(SCHED_SIM_LIBS)))
+$(B)/tests/test_sched_seam: $(SIM_LIB) $(WL_CUBIN)

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ipc/shm_layout.h"
 #include "sched/sched_int.h"
 #include "lib/testutil.h"
 #include "test_sched_lib.h"
@@ -138,6 +139,94 @@ static void test_corrupted_own_slot(void **state)
     shm_close_table(t);
 }
 
+/* ---- a corrupted holder's slot -----------------------------------------------------
+ * A stray write spoils the slot of the job that holds the GPU while another
+ * waits: its state word (ipc's: the slot reads free) or its gate word
+ * (sched's: it reads open, so that the holder's launches never look again;
+ * a job that never syncs then kept the GPU for its whole max slice).  The
+ * holder must give the lease up at once and say so once; its peer goes on
+ * well within the max slice (4 s here; 2 s is the test's bound). */
+
+typedef struct peer_goal {
+    int peer;              /* the job that waited */
+    uint64_t from;         /* the slot was spoiled */
+    const char *err;       /* the spoiled job's stderr */
+    int ran, said;         /* out */
+} peer_goal_t;
+
+static int peer_ran_and_said(void *arg)
+{
+    peer_goal_t *g = arg;
+    uint32_t n = __atomic_load_n(&sh->n, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n && i < MAX_EV && !g->ran; i++)
+        if (sh->ev[i].job == g->peer && sh->ev[i].start > g->from)
+            g->ran = 1;
+    char *text = tu_read_file(g->err, NULL);
+    g->said = text ? tu_count_lines(text, "slot in the table was overwritten") : 0;
+    free(text);
+    return g->ran && g->said;
+}
+
+static int slot_of(shm_table_t *t, pid_t pid)
+{
+    shm_ident_t id;
+    for (int s = 0; s < SHM_MAX_SLOTS; s++)
+        if (shm_slot_ident(t, s, &id) == 0 && id.pid == pid)
+            return s;
+    return -1;
+}
+
+static void corrupted_holder(int gate_word)
+{
+    char err[2][512];
+    for (int i = 0; i < 2; i++)
+        snprintf(err[i], sizeof err[i], "%s/faults-holder-%d-%d.err", tu_tmpdir(), gate_word, i);
+    int sync = gate_word ? 0 : 1;
+    job_t a = { .id = 0, .iterations = 1000000, .kernels = 2, .kernel_us = 1000, .sync = sync,
+                .quantum_ms = 20, .max_slice_ms = 4000, .err = err[0] };
+    job_t b = { .id = 1, .iterations = 1000000, .kernels = 2, .kernel_us = 1000, .sync = sync,
+                .quantum_ms = 20, .max_slice_ms = 4000, .after = 1, .err = err[1] };
+    pid_t pid[2] = { spawn(&a), spawn(&b) };
+    shm_table_t *t = open_table();
+    pid_t h = ts_await_holder(t, 1, 10000);                  /* one holds, one waits */
+    assert_true(h == pid[0] || h == pid[1]);
+    int holder = h == pid[1], slot = slot_of(t, h);
+    assert_true(slot >= 0);
+    shm_open_opts_t o = { .name = tname };
+    shm_table_t *w;
+    assert_int_equal(shm_open_table(&o, &w), 0);
+    uint32_t *word = gate_word ? &sched_slot(w, slot)->gate : &w->map->slots[slot].id.state;
+    peer_goal_t g = { .peer = !holder, .from = tu_now_ns(), .err = err[holder] };
+    __atomic_store_n(word, 0u, __ATOMIC_RELAXED);
+    int ok = tu_await(peer_ran_and_said, &g, 2000);
+    uint64_t took = tu_now_ns() - g.from;
+    kill(pid[0], SIGKILL);
+    kill(pid[1], SIGKILL);
+    wait_job(pid[0]);
+    wait_job(pid[1]);
+    shm_close_table(w);
+    shm_close_table(t);
+    if (!ok)
+        fail_msg("%.0f ms after the holder's %s word was spoiled: the peer %s, and the holder "
+                 "said so %d times", (double)took / 1e6, gate_word ? "gate" : "state",
+                 g.ran ? "ran" : "launched nothing", g.said);
+    print_message("      the peer ran, and the holder said why, %.1f ms after its slot was "
+                  "spoiled\n", (double)took / 1e6);
+    assert_int_equal(g.said, 1);                             /* once */
+}
+
+static void test_corrupted_holder_state(void **state)
+{
+    (void)state;
+    corrupted_holder(0);
+}
+
+static void test_corrupted_holder_gate(void **state)
+{
+    (void)state;
+    corrupted_holder(1);
+}
+
 /* No syncs and no period: yields after the max slice, at a launch. */
 int main(void)
 {
@@ -148,6 +237,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lock_stall_recovers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_stall_recovers_without_syncs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupted_own_slot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupted_holder_state, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupted_holder_gate, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,13 @@ static void __attribute__((noreturn)) job_main(const job_t *j)
         tu_sleep_ms(1);
     if (j->start_ms)
         tu_sleep_ms(j->start_ms);
+    if (j->err) {
+        int fd = open(j->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+    }
     job_env(j);
     sched_init(&fake_driver);
     sh->first_ns[j->id] = tu_now_ns();

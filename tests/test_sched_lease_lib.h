@@ -48,6 +48,7 @@ typedef struct job {
                                 would look like a host phase) */
     const char *report;      /* file for sched_report_fields */
     const char *table;       /* SALUS_TABLE, default tname */
+    const char *err;         /* its stderr goes to this file (NULL: the test's) */
 } job_t;
 
 /* The log, shared with the jobs (mapped by main), and the test's table. */

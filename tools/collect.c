@@ -335,7 +335,9 @@ static void copy_slots(shm_table_t *t, slot_copy_t *sc)
         top_sanitize(c->id.name);
         c->has_sched = sched_read_slot(t, s, &c->si) == 0;
         c->has_mem = mem_view_slot(t, s, &c->mv) == 0;
-        c->devices = (c->has_sched ? c->si.devices : 0) | (c->has_mem ? c->mv.devices : 0);
+        /* Where it launches or allocates: a context alone (JAX retains one on
+         * every visible GPU) does not list it on a device. */
+        c->devices = (c->has_sched ? c->si.devices : 0) | (c->has_mem ? c->mv.uses : 0);
     }
 }
 

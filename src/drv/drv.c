@@ -2,7 +2,8 @@
  * drv.c - the driver contract's table, filled from the real driver, and the
  * helpers every module uses to read it (drv.h).
  *
- * Divided into: resolving; the current device; a device's identity.
+ * Divided into: resolving; the current device; a stream's place; a device's
+ * identity.
  * No state and no lock: the table is the caller's, written once before it is
  * published (intercept stores it with release semantics into the modules).
  */
@@ -39,6 +40,48 @@ int drv_current_device(const drv_t *d, int *ordinal)
     if (!d || !d->ctx_get_device || d->ctx_get_device(&dev) != CUDA_SUCCESS ||
         dev < 0 || dev > DRV_MAX_ORDINAL)
         return -1;
+    *ordinal = (int)dev;
+    return 0;
+}
+
+/* ---- a stream's place ------------------------------------------------------- */
+
+static int special_stream(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+int drv_stream_place(const drv_t *d, CUstream stream, CUcontext *ctx, int *ordinal)
+{
+    CUcontext c = NULL;
+    if (!d)
+        return -1;
+    if (special_stream(stream)) {
+        int o;
+        if (drv_current_device(d, &o) != 0)
+            return -1;
+        if (!d->ctx_get_current || d->ctx_get_current(&c) != CUDA_SUCCESS)
+            c = NULL;
+        *ctx = c;
+        *ordinal = o;
+        return 0;
+    }
+    if (!d->stream_get_ctx || d->stream_get_ctx(stream, &c) != CUDA_SUCCESS)
+        c = NULL;
+    CUdevice dev = -1;
+    if (!d->stream_get_device || d->stream_get_device(stream, &dev) != CUDA_SUCCESS) {
+        CUcontext popped;
+        dev = -1;
+        if (!c || !d->ctx_push_current || !d->ctx_pop_current || !d->ctx_get_device ||
+            d->ctx_push_current(c) != CUDA_SUCCESS)
+            return -1;
+        if (d->ctx_get_device(&dev) != CUDA_SUCCESS)
+            dev = -1;
+        d->ctx_pop_current(&popped);
+    }
+    if (dev < 0 || dev > DRV_MAX_ORDINAL)
+        return -1;
+    *ctx = c;
     *ordinal = (int)dev;
     return 0;
 }

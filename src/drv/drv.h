@@ -45,6 +45,7 @@
     X(array_get_descriptor,  (CUDA_ARRAY_DESCRIPTOR *desc, CUarray array),                \
                                                                   "cuArrayGetDescriptor_v2", NULL) \
     X(stream_get_device,     (CUstream stream, CUdevice *dev),    "cuStreamGetDevice", NULL) \
+    X(stream_get_ctx,        (CUstream stream, CUcontext *ctx),   "cuStreamGetCtx", NULL) \
     X(device_get_mem_pool,   (CUmemoryPool *pool, CUdevice dev),  "cuDeviceGetMemPool", NULL) \
     X(mem_pool_get_attribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value),  \
                                                                   "cuMemPoolGetAttribute", NULL) \
@@ -127,6 +128,17 @@ int drv_resolve(void *(*sym)(const char *name), drv_t *out);
  * 0..DRV_MAX_ORDINAL). */
 #define DRV_MAX_ORDINAL 63
 int drv_current_device(const drv_t *d, int *ordinal);
+
+/* Where work submitted on `stream` runs: the context and CUDA ordinal of
+ * the stream itself (CUDA 13 lets a stream of another device than the
+ * current context's take work, and runs a CUkernel launch in its stream's
+ * context), or the current context's for the legacy and per-thread streams
+ * (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).  From cuStreamGetDevice,
+ * else the stream's context (cuStreamGetCtx) pushed for cuCtxGetDevice.
+ * 0 and both set (*ctx may be NULL: the driver cannot say), or -1 (the
+ * driver refuses the stream, or an ordinal outside 0..DRV_MAX_ORDINAL).
+ * Driver calls: the launch slow path caches the answer. */
+int drv_stream_place(const drv_t *d, CUstream stream, CUcontext *ctx, int *ordinal);
 
 /* A device's identity, what the arbitration table knows devices by: its
  * uuid, or "ordinal:<n>" (zero-padded to 16 bytes) from a driver that has

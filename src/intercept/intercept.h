@@ -78,7 +78,7 @@ typedef enum hook_category {
  * (MEM_KIND_*), a LIFE or CAPTURE row one of these. */
 typedef enum {
     HOOK_LIFE_INIT, HOOK_LIFE_RETAIN, HOOK_LIFE_RELEASE, HOOK_LIFE_RESET, HOOK_LIFE_CREATE,
-    HOOK_LIFE_DESTROY, HOOK_LIFE_MODULE
+    HOOK_LIFE_DESTROY, HOOK_LIFE_MODULE, HOOK_LIFE_STREAM
 } hook_life_kind_t;
 typedef enum {
     HOOK_CAPTURE_BEGIN, HOOK_CAPTURE_END, HOOK_CAPTURE_MODE, HOOK_CAPTURE_QUERY
@@ -250,9 +250,10 @@ extern hook_block_t hook_unregistered;
  * fallback block takes the counts if memory is short; its launches are not
  * folded). */
 hook_block_t *hook_thread_register(void);
-/* The gated path of a launch by the thread of block b: the scheduler's slow
- * path, then b follows the gate it returned, on the active list. */
-void hook_thread_gated(hook_block_t *b, const void *work);
+/* The gated path of a launch (or copy) on `stream` by the thread of block b:
+ * the scheduler's slow path, then b follows the gate it returned, on the
+ * active list. */
+void hook_thread_gated(hook_block_t *b, const void *work, CUstream stream);
 /* How many calls of hook_work_ids the process has let through to the
  * driver, over its threads (those parked in the gated path left out):
  * memory's mem_work_count, for allocations never written since. */

@@ -128,10 +128,10 @@ int hook_threads_armed(void)
 
 /* ---- the gated path and the fold ----------------------------------------- */
 
-void hook_thread_gated(hook_block_t *b, const void *work)
+void hook_thread_gated(hook_block_t *b, const void *work, CUstream stream)
 {
     util_store_relaxed(&b->parked, 1);
-    const uint32_t *gate = sched_launch_slow(work);
+    const uint32_t *gate = sched_launch_slow(work, stream);
     util_store_relaxed(&b->parked, 0);
     if (b == &fallback) {
         util_store_relaxed(&b->s.gate, gate);

@@ -267,23 +267,33 @@ static inline void hook_mem_after_life(hook_life_kind_t kind, int dev, CUresult 
         mem_context_end((mem_ctx_event_t)ev, dev, rc);
     if (rc != CUDA_SUCCESS)
         return;
+    if (kind == HOOK_LIFE_STREAM || kind == HOOK_LIFE_RELEASE || kind == HOOK_LIFE_RESET ||
+        kind == HOOK_LIFE_DESTROY)
+        sched_streams_changed();       /* a handle may come back as another device's stream */
     if (kind == HOOK_LIFE_INIT)
         hook_modules_start();
     else if (kind == HOOK_LIFE_RELEASE || kind == HOOK_LIFE_RESET || kind == HOOK_LIFE_DESTROY)
         mem_context_gone(dev);
 }
 
-/* Stream capture.  A capture that began counts until one ends (with its
- * graph, or invalidated: either way the stream no longer captures); other
- * errors change nothing.  The thread's interaction mode needs no action:
- * Salus makes no potentially unsafe call while any capture is in progress,
- * whatever the mode (the scheduler's rule, sched.h). */
+/* Stream capture.  A capture counts from before its begin (the scheduler
+ * keeps its drain's synchronizes apart from it, sched.h) until one ends
+ * (with its graph, or invalidated: either way the stream no longer
+ * captures); a begin that fails is uncounted, other errors change nothing.
+ * The thread's interaction mode needs no action: Salus makes no
+ * potentially unsafe call while any capture is in progress, whatever the
+ * mode (the scheduler's rule, sched.h). */
+static inline void hook_before_capture(hook_capture_kind_t kind)
+{
+    if (kind == HOOK_CAPTURE_BEGIN)
+        sched_capture_begin();
+}
+
 static inline void hook_on_capture(hook_capture_kind_t kind, CUresult rc)
 {
-    if (kind == HOOK_CAPTURE_BEGIN && rc == CUDA_SUCCESS)
-        sched_capture_begin();
-    else if (kind == HOOK_CAPTURE_END &&
-             (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED))
+    if ((kind == HOOK_CAPTURE_BEGIN && rc != CUDA_SUCCESS) ||
+        (kind == HOOK_CAPTURE_END &&
+         (rc == CUDA_SUCCESS || rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)))
         sched_capture_end();
 }
 
@@ -317,7 +327,7 @@ static int hook_vfree_async(CUdeviceptr p, CUstream s, int pt, CUresult *rc)
 static inline void hook_copy_gate(hook_block_t *b)
 {
     if (!SCHED_GATE_FAST(sched_gate_value(&b->s)))
-        hook_thread_gated(b, NULL);
+        hook_thread_gated(b, NULL, NULL);
 }
 
 /* ---- the wrappers -------------------------------------------------------- */
@@ -343,7 +353,7 @@ static inline void hook_copy_gate(hook_block_t *b)
             hook_on_launch(b, HOOK_##export, (const void *)(work), NULL);       \
         }                                                                       \
         if (!hook_recorded((CUstream)(stream), pt))                             \
-            hook_thread_gated(b, (const void *)(work));                         \
+            hook_thread_gated(b, (const void *)(work), (CUstream)(stream));     \
         return HOOK_REAL(export) CU_ARGS_##export;                              \
     }
 #define GATED_SYNC(...)
@@ -367,7 +377,7 @@ static inline void hook_copy_gate(hook_block_t *b)
             hook_add(&b->c.calls[HOOK_##export], 1);                            \
         }                                                                       \
         if (!hook_recorded((CUstream)(stream), pt))                             \
-            hook_thread_gated(b, NULL);                                         \
+            hook_thread_gated(b, NULL, (CUstream)(stream));                     \
         return HOOK_REAL(export) CU_ARGS_##export;                              \
     }
 HOOK_LIST(GATED_)
@@ -463,6 +473,7 @@ HOOK_LIST(GATED_)
     SALUS_EXPORT CUresult CUDAAPI export CU_PARAMS_##export                     \
     {                                                                           \
         hook_enter(HOOK_##export);                                              \
+        hook_before_capture(kind);                                              \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         hook_on_capture(kind, rc);                                              \
         return rc;                                                              \

@@ -4,7 +4,9 @@
  * Two kinds, one queue per device:
  *   - a reservation (SALUS_MEM_RESERVE): waits until the job's reservation
  *     and a context like the last measured fit beside what the others
- *     commit, however long;
+ *     commit, however long; before the job's first context, and on every
+ *     other device at its first allocation there (a context alone claims
+ *     no reservation: JAX retains one on every visible GPU);
  *   - with paging on (SALUS_SWAP=on) and no reservation, the first context
  *     the process makes on the device: a context cannot be paged, so it is
  *     made only when the room for one like the last measured is free
@@ -51,6 +53,14 @@ static void enroll(mem_local_dev_t *ld)
     void (*fn)(int) = util_load_acquire(&mem_p.sched_enroll);
     if (fn)
         fn((int)(ld - mem_p.dev));
+}
+
+int mem_admitted_anywhere(void)
+{
+    for (int o = 0; o < MEM_MAX_ORDINALS; o++)
+        if (util_load_acquire(&mem_p.dev[o].admitted) > 0)
+            return 1;
+    return 0;
 }
 
 /* ---- the order of the waiters --------------------------------------------- */

@@ -412,6 +412,10 @@ static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
  * process's first context there (waits up to SALUS_MEM_WAIT_MS, longer
  * while paging makes the room).  Both before the context is made. */
 CUresult mem_admit_wait(mem_local_dev_t *ld, uint64_t reserve);
+/* Whether the process was admitted on some device already, or had nothing
+ * to reserve there (admit.c): its first context waits for admission, its
+ * contexts on other devices for their first allocation. */
+int mem_admitted_anywhere(void);
 void mem_ctx_admit(mem_local_dev_t *ld);
 
 /* (livelim.c) What this process may hold on ld's device, its contexts

@@ -665,11 +665,14 @@ void mem_context_begin(mem_ctx_event_t ev, CUdevice device)
     if (ev == MEM_CTX_RETAINED &&
         util_load_relaxed(&mem_p.dev[device].primary_refs) > 0)
         return;                             /* retained already: nothing is made */
-    /* A reserving job is admitted before it makes a context, not after: a
-     * job queued for admission would otherwise hold a context's memory on
-     * the device, and enough of them would keep the head of the queue out
-     * for good. */
-    if (ev != MEM_CTX_MODULE && mem_p.cfg.reserve)
+    /* A reserving job is admitted before it makes its first context, not
+     * after: a job queued for admission would otherwise hold a context's
+     * memory on the device, and enough of them would keep the head of the
+     * queue out for good.  Its contexts on other devices are admitted at
+     * their first allocation (charge): JAX retains a context on every
+     * visible GPU, and a reservation on each would keep peers out of
+     * devices the job never allocates on. */
+    if (ev != MEM_CTX_MODULE && mem_p.cfg.reserve && !mem_admitted_anywhere())
         mem_admit(device);                  /* a refusal is the allocations' to say */
     mem_local_dev_t *ld = local_dev(ev == MEM_CTX_MODULE ? MEM_DEV_CURRENT : device);
     if (!ld || serial_dev >= 0)

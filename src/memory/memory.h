@@ -425,7 +425,11 @@ typedef struct mem_slot_view {
     uint64_t pinned;         /* paging cannot move it: exported over CUDA IPC */
     int32_t  paging;         /* 1 paging out or in now, 0 not */
     uint64_t oom_refusals, waited_ms;
-    uint32_t devices;        /* bit d: uses table device d */
+    uint32_t devices;        /* bit d: has memory on table device d (a context
+                              * at least: NVML lists it there, as the driver's
+                              * own process list does) */
+    uint32_t uses;           /* bit d: allocated, reserved or waits for memory
+                              * there, not merely a context (salus-top's rows) */
     int32_t  waiting_device; /* table device index, or -1 */
     int32_t  waiting_admission;  /* 1: waiting to be admitted; 0: for memory */
 } mem_slot_view_t;

@@ -150,6 +150,11 @@ int mem_view_slot(shm_table_t *t, int slot, mem_slot_view_t *out)
         if (util_load_relaxed(&dev->magic) != MEM_DEV_MAGIC || cap > MEM_MAX_BYTES)
             continue;
         v.devices |= 1u << d;
+        uint32_t wd = util_load_relaxed(&a->wait_dev);
+        if (util_load_relaxed(&sd->peak) || util_load_relaxed(&sd->granted) ||
+            mem_sdev_used(sd) || util_load_relaxed(&sd->reserved) ||
+            (util_load_relaxed(&sd->flags) & MEM_SDEV_ADMITTED) || wd == (uint32_t)d + 1)
+            v.uses |= 1u << d;
         v.granted += mem_umin(util_load_relaxed(&sd->granted), cap);
         v.used += mem_umin(mem_sdev_used(sd), cap);
         v.ctx += mem_umin(mem_ctx_of(dev, slot), cap);

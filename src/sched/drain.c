@@ -6,8 +6,9 @@
  * and a holder that polls, or has work queued ahead (JAX dispatches up to
  * 32 executions), is not done when its lease is taken.
  *
- * Divided into: the contexts the process launched into; draining oneself;
- * the drain thread; the new holder's wait.
+ * Divided into: the contexts the process launched into; stream captures;
+ * draining oneself; the process's own slot; the drain thread; the new
+ * holder's wait.
  *
  * How.  Every grant away from a holder (it yields at its own sync or max
  * slice; a waiter takes the GPU at its rest, idleness, stop or max slice;
@@ -40,19 +41,23 @@
  * a launch, in flight during the first pass, is waited for by the second;
  * only a thread descheduled between its gate load and the driver's enqueue
  * for longer than both passes can still overlap (the fast path has no room
- * for a count after the driver call).  A capture in progress is never
- * synchronized (it would be invalidated): the drain thread waits for its
- * end, which the new holder's bounded wait covers.
+ * for a count after the driver call).  No context is synchronized while a
+ * capture is open (it would be invalidated: stream captures, below, says
+ * how a capture that begins during a drain is kept apart from it): the
+ * drain thread waits for its end, which the new holder's bounded wait
+ * covers, the old holder being charged for the wait.
  *
  * Locks: ctxs.mu (a leaf: nothing is taken or called while holding it)
  * guards the set of contexts; the table lock is taken only to clear a mark
- * and charge the tenure.  No driver call under any lock.
+ * and charge the tenure, and for a look at the process's own slot that
+ * found something wrong.  No driver call under any lock.
  */
 #include "sched/sched_int.h"
 
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #define SCHED_DRAIN_CTXS     16                     /* contexts remembered */
@@ -73,11 +78,9 @@ static struct {
 
 static __thread struct { unsigned epoch; CUcontext last; } seen;
 
-void sched_drain_note_context(void)
+void sched_drain_note_context(CUcontext c)
 {
-    const drv_t *drv = sched_drv();
-    CUcontext c = NULL;
-    if (!drv || !drv->ctx_get_current || drv->ctx_get_current(&c) != CUDA_SUCCESS || !c)
+    if (!c)
         return;
     unsigned epoch = util_load_relaxed(&ctxs.epoch);
     if (seen.epoch == epoch && seen.last == c)
@@ -111,45 +114,240 @@ static void forget_context(CUcontext c)
     util_add_relaxed(&ctxs.epoch, 1);   /* re-noted if alive */
 }
 
+/* ---- stream captures --------------------------------------------------------------
+ * Under CU_STREAM_CAPTURE_MODE_GLOBAL (PyTorch's and vLLM's default) a
+ * context synchronize from any thread of the process invalidates every
+ * capture in progress, and so does one from the capturing thread in any
+ * mode but RELAXED.  So the drain synchronizes nothing while any capture of
+ * the process is open, whatever its mode (cuStreamBeginCapture,
+ * cuStreamBeginCaptureToGraph), and checks before each synchronize, not
+ * once per drain: a capture may begin between two.
+ *
+ * Ordering argument.  A check followed by a synchronize leaves a window in
+ * which another thread begins a capture.  It is closed Dekker's way, with
+ * two counters and sequentially consistent operations: the drain raises
+ * `syncing`, then reads `captures`, and synchronizes only if it read 0; a
+ * capture's begin (intercept, before the driver's call) raises `captures`,
+ * then reads `syncing`, and calls the driver only once it reads 0.  In the
+ * single total order one of the two raises comes first, so at least one
+ * side sees the other: either the drain defers (it lowers `syncing` at
+ * once), or the begin waits until the synchronize in progress has returned
+ * (a futex on `syncing`, woken by the drain when a capture is pending, and
+ * a 1 ms bound on each sleep so that a lost wake costs a millisecond; past
+ * SCHED_DRAIN_MAX_NS the begin goes on, said once, rather than hang behind
+ * work that never ends).  A begin that then fails is lowered again
+ * (sched_capture_end).  Neither
+ * side waits for the other while the other waits: the drain never waits. */
+
+static uint32_t captures;        /* captures open or beginning (seq_cst) */
+static uint32_t syncing;         /* drain synchronizes in progress (seq_cst) */
+
+void sched_capture_begin(void)
+{
+    static int said;
+    uint32_t s;
+    uint64_t until = 0;
+    __atomic_add_fetch(&captures, 1, __ATOMIC_SEQ_CST);
+    while ((s = __atomic_load_n(&syncing, __ATOMIC_SEQ_CST)) != 0) {
+        uint64_t now = util_now_ns();
+        if (!until) {
+            until = now + SCHED_DRAIN_MAX_NS;
+        } else if (now >= until) {       /* never hang the host: a wedged synchronize */
+            util_log_once(&said, UTIL_LOG_WARN, "a stream capture begins while libsalus's "
+                          "drain has waited %llu ms in a context synchronize (work that "
+                          "does not finish); the capture may be invalidated",
+                          (unsigned long long)(SCHED_DRAIN_MAX_NS / 1000000));
+            return;
+        }
+        shm_futex_wait(&syncing, s, 1000000ull);
+    }
+}
+
+/* Never below zero: an end without a begin seen (libsalus loaded late). */
+void sched_capture_end(void)
+{
+    uint32_t c = __atomic_load_n(&captures, __ATOMIC_RELAXED);
+    while (c > 0 && !__atomic_compare_exchange_n(&captures, &c, c - 1, 1, __ATOMIC_SEQ_CST,
+                                                 __ATOMIC_RELAXED))
+        ;
+}
+
+int sched_captures(void)
+{
+    return (int)__atomic_load_n(&captures, __ATOMIC_SEQ_CST);
+}
+
+void sched_captures_reset(void)
+{
+    util_store_relaxed(&captures, 0);
+    util_store_relaxed(&syncing, 0);
+}
+
+/* The current context synchronized, unless a capture is open (or
+ * beginning): -1 then, and nothing was called. */
+static int sync_unless_capture(const drv_t *drv)
+{
+    __atomic_add_fetch(&syncing, 1, __ATOMIC_SEQ_CST);
+    int open = __atomic_load_n(&captures, __ATOMIC_SEQ_CST) != 0;
+    if (!open && drv->ctx_synchronize)
+        drv->ctx_synchronize();
+    __atomic_sub_fetch(&syncing, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&captures, __ATOMIC_SEQ_CST) != 0)
+        shm_futex_wake(&syncing, INT_MAX);      /* a begin may wait for this one */
+    return open ? -1 : 0;
+}
+
 /* ---- draining oneself ---------------------------------------------------------- */
 
 /* One pass: push each context on the calling thread, synchronize it, pop it
  * (the thread's own stack is as it was).  Without push and pop in the
- * driver, the current context alone. */
-static void sync_pass(const drv_t *drv)
+ * driver, the current context alone.  -1 as soon as a capture is open. */
+static int sync_pass(const drv_t *drv)
 {
     CUcontext set[SCHED_DRAIN_CTXS];
     pthread_mutex_lock(&ctxs.mu);
     int n = ctxs.n;
     memcpy(set, ctxs.ctx, (size_t)n * sizeof set[0]);
     pthread_mutex_unlock(&ctxs.mu);
-    if (!drv->ctx_push_current || !drv->ctx_pop_current || n == 0) {
-        if (drv->ctx_synchronize)
-            drv->ctx_synchronize();
-        return;
-    }
+    if (!drv->ctx_push_current || !drv->ctx_pop_current || n == 0)
+        return sync_unless_capture(drv);
     for (int i = 0; i < n; i++) {
         CUcontext popped;
         if (drv->ctx_push_current(set[i]) != CUDA_SUCCESS) {
             forget_context(set[i]);
             continue;
         }
-        if (drv->ctx_synchronize)
-            drv->ctx_synchronize();
+        int rc = sync_unless_capture(drv);
         drv->ctx_pop_current(&popped);
+        if (rc != 0)
+            return -1;
     }
+    return 0;
+}
+
+static void (*between_passes)(void);     /* a test's seam (sched_drain_set_seam) */
+
+void sched_drain_set_seam(void (*fn)(void))
+{
+    util_store_release(&between_passes, fn);
 }
 
 int sched_drain_self(void)
 {
     const drv_t *drv = sched_drv();
-    if (sched_captures() > 0)
-        return -1;
     if (!drv)
+        return sched_captures() > 0 ? -1 : 0;
+    if (sync_pass(drv) != 0)
+        return -1;
+    void (*seam)(void) = util_load_acquire(&between_passes);
+    if (seam)
+        seam();
+    return sync_pass(drv);           /* a launch in flight during the first (above) */
+}
+
+/* ---- the process's own slot (sched_int.h) ------------------------------------
+ * What a stray write into the table can do to the slot of a holder: its
+ * state word at free (0) makes its lease stale, so that peers take the GPU
+ * while it goes on launching; its gate word at OPEN keeps its launches on
+ * the fast path, so that a holder that never syncs never looks again and
+ * its waiters wait its whole max slice.  The owner cannot trust a slot so
+ * spoiled (it cannot tell what else was written), nor repair it for good:
+ * it gives its leases away, leaves every queue and runs unscheduled,
+ * saying so once, as a waiter whose slot is spoiled does (wait.c,
+ * recheck).  Looked at by the drain thread (a lock-free look first, the
+ * lock only when something looks wrong) and by the holder at its yields. */
+
+/* Under the lock: what is wrong with the process's own slot, or NULL. */
+static const char *own_slot_fault_locked(sched_proc_t *p)
+{
+    static char why[256];                /* under the table lock */
+    if (shm_slot_gen(p->t, p->slot) != p->gen)
+        return "its state word no longer names this process";
+    if (util_load_relaxed(&p->me->magic) != SCHED_SLOT_MAGIC)
+        return "its scheduler magic word was overwritten";
+    if (__atomic_load_n(&p->settling, __ATOMIC_SEQ_CST) != 0)
+        return NULL;                     /* its gate may read OPEN until settled: gate.c */
+    const char *bad = sched_check_slot_locked(p->t, p->slot);
+    if (!bad)
+        return NULL;
+    snprintf(why, sizeof why, "its gate word is wrong: %s", bad);
+    return why;
+}
+
+int sched_own_slot_spoiled_locked(sched_proc_t *p)
+{
+    static char why[512];                /* under the table lock */
+    if (util_load_acquire(&p->state) != SCHED_P_ACTIVE)
         return 0;
-    sync_pass(drv);
-    sync_pass(drv);                  /* a launch in flight during the first (above) */
+    const char *fault = own_slot_fault_locked(p);
+    if (!fault)
+        return 0;
+    uint64_t mine = sched_lease_of(p->slot, p->gen), now = sched_now();
+    int gave = 0;
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(p->t, d, dev) {
+        sched_dequeue_locked(p->t, d, p->slot);
+        if (util_load_relaxed(&dev->lease) == mine) {   /* the word, stale or not */
+            sched_grant_pick_locked(p->t, d, now, 1);
+            gave++;
+        }
+    }
+    util_store_relaxed(&p->me->devset, 0);
+    snprintf(why, sizeof why, "this process's slot in the table was overwritten (%s); it "
+             "gave up %d GPU lease%s to the processes waiting, and runs unscheduled from now "
+             "on (restart it to be scheduled again)", fault, gave, gave == 1 ? "" : "s");
+    shm_unlock(p->t);
+    sched_fail_open(p, why);
+    if (sched_drain_serve(p->me) != 0)       /* a capture: the drain thread answers */
+        shm_futex_wake(&p->me->drain_req, INT_MAX);
+    return 1;
+}
+
+/* Lock-free: whether the slot looks spoiled (the lock then tells). */
+static int own_slot_suspect(sched_proc_t *p)
+{
+    sched_slot_t *me = p->me;
+    uint32_t gate = util_load_relaxed(&me->gate);
+    if (shm_slot_gen(p->t, p->slot) != p->gen ||
+        util_load_relaxed(&me->magic) != SCHED_SLOT_MAGIC ||
+        gate > SCHED_GATE_PROBE || gate == SCHED_GATE_UNREG)
+        return 1;
+    if (!SCHED_GATE_FAST(gate) && gate != SCHED_GATE_PROBE)
+        return 0;
+    uint32_t devset = util_load_relaxed(&me->devset);
+    uint64_t mine = sched_lease_of(p->slot, p->gen);
+    sched_dev_t *dev;
+    SCHED_FOR_EACH_DEV(p->t, d, dev) {
+        if (!(devset & (1u << d)) ||
+            !(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED))
+            continue;
+        if (util_load_acquire(&dev->lease) != mine)
+            return 1;                    /* fast, yet another holds it */
+        if (gate == SCHED_GATE_OPEN && sched_any_waiter(dev))
+            return 1;                    /* fifo's holder too: the lock tells */
+    }
     return 0;
+}
+
+void sched_own_slot_look(sched_proc_t *p)
+{
+    if (util_load_acquire(&p->state) != SCHED_P_ACTIVE || !p->t || !own_slot_suspect(p))
+        return;
+    int rc = shm_lock(p->t);
+    if (rc != 0) {
+        sched_lock_failed(p, rc);
+        return;
+    }
+    if (!sched_own_slot_spoiled_locked(p))
+        shm_unlock(p->t);
+}
+
+void sched_nudge_owner(shm_table_t *t, uint64_t lease)
+{
+    uint32_t lo = (uint32_t)lease;
+    sched_slot_t *s = lo >= 1 && lo <= SHM_MAX_SLOTS ? sched_slot(t, (int)lo - 1) : NULL;
+    if (s)
+        shm_futex_wake(&s->drain_req, INT_MAX);
 }
 
 /* ---- the drain thread ------------------------------------------------------------
@@ -189,6 +387,7 @@ static void *drain_main(void *arg)
                 shm_futex_wait(&me->drain_req, req, SCHED_DRAIN_CAPTURE_NS);
             continue;
         }
+        sched_own_slot_look(&sched_p);              /* a waiter may have nudged us */
         uint64_t tick = sched_hook_tick();          /* memory's keep-alive: sooner */
         shm_futex_wait(&me->drain_req, req,
                        tick && tick < SCHED_DRAIN_IDLE_NS ? tick : SCHED_DRAIN_IDLE_NS);

@@ -4,8 +4,8 @@
  * the iteration hint, fork and exit.  The gate words and the process record
  * are proc.c's.
  *
- * Divided into: registration; devices; the launch slow path; waiting for
- * memory; syncs and hints; fork and exit.
+ * Divided into: registration; devices; where a launch runs; the launch slow
+ * path; waiting for memory; syncs and hints; fork and exit.
  *
  * Locks: p->mu guards the process's bookkeeping (config, detector, kernel
  * sequence, iteration timing, registration).  Order: p->mu, then the lock of
@@ -105,7 +105,7 @@ static int waited_for(const sched_proc_t *p)
  * that fails found the gate changed under the lock (CLOSED by a takeover,
  * or by a policy): nothing to settle.  0, or -1 when the lock timed out
  * (the process is then suspended). */
-static int settle_probe(sched_proc_t *p)
+static int settle_probe_counted(sched_proc_t *p)
 {
     uint32_t probe = SCHED_GATE_PROBE;
     if (!waited_for(p)) {
@@ -123,6 +123,21 @@ static int settle_probe(sched_proc_t *p)
     sched_gate_settle_locked(p->t, p->slot);
     shm_unlock(p->t);
     return 0;
+}
+
+/* Counted in p->settling around it (seq_cst), so that the process's look
+ * at its own slot (drain.c), under the lock, tells the OPEN this window
+ * may leave with waiters from a spoiled gate: a look that reads the OPEN
+ * our swap stored reads the count after it (one total order), and the
+ * count drops only once the gate is settled (under the lock, which the
+ * look holds) or no waiter was seen after the swap (then a waiter that
+ * came since made the gate CONTENDED under the lock before the look). */
+static int settle_probe(sched_proc_t *p)
+{
+    __atomic_add_fetch(&p->settling, 1, __ATOMIC_SEQ_CST);
+    int rc = settle_probe_counted(p);
+    __atomic_sub_fetch(&p->settling, 1, __ATOMIC_SEQ_CST);
+    return rc;
 }
 
 /* ---- registration ------------------------------------------ */
@@ -210,11 +225,9 @@ static sched_pstate_t ensure_registered(sched_proc_t *p)
 
 /* ---- devices ------------------------------------------------------------------ */
 
-/* The table device of a CUDA ordinal (ipc's cache, shared with memory): on
- * first use the process joins it (set up if new, in its devset, vtime
- * lifted, gate updated).  -1 when unknown (failed open, all table devices
- * taken). */
-static int table_device(sched_proc_t *p, int ordinal)
+/* The table device of a CUDA ordinal (ipc's cache, shared with memory), or
+ * -1 (failed open, all table devices taken). */
+static int table_index(sched_proc_t *p, int ordinal)
 {
     static int said_full;
     if (ordinal < 0 || ordinal >= SHM_MAX_ORDINALS)
@@ -230,7 +243,15 @@ static int table_device(sched_proc_t *p, int ordinal)
                       SHM_MAX_DEVICES, ordinal);
         return -1;
     }
-    if (util_load_acquire(&p->joined) & (1ull << ordinal))
+    return d;
+}
+
+/* The same, and on first use the process joins it (set up if new, in its
+ * devset, vtime lifted, gate updated). */
+static int table_device(sched_proc_t *p, int ordinal)
+{
+    int d = table_index(p, ordinal);
+    if (d < 0 || (util_load_acquire(&p->joined) & (1ull << ordinal)))
         return d;
     int rc = shm_lock(p->t);
     if (rc != 0) {
@@ -246,6 +267,63 @@ static int table_device(sched_proc_t *p, int ordinal)
     util_or_relaxed(&p->devset, 1u << d);
     util_or_release(&p->joined, 1ull << ordinal);
     return d;
+}
+
+/* ---- where a launch runs ----------------------------------------------------------
+ * The device a launch is gated, charged and drained on is its stream's
+ * (drv_stream_place), not the current context's: CUDA 13 lets a stream of
+ * device 1 take work while device 0's context is current.  A thread keeps
+ * the place of the last SCHED_PLACES streams it launched on (the slow path
+ * only: the fast path reads none of it); place_epoch, bumped whenever a
+ * stream or context of the process goes (sched_streams_changed), voids
+ * what every thread kept, so that a handle reused for a stream of another
+ * device is asked again.  Relaxed: a launch on a stream made after a
+ * destroy is ordered after that destroy by the program itself (it got the
+ * new handle from the thread that made it), and write-read coherence makes
+ * its load of the epoch see the bump. */
+#define SCHED_PLACES 4
+
+typedef struct place {
+    uint32_t epoch;                      /* 0: empty (place_epoch starts at 1) */
+    int ordinal;
+    CUstream stream;
+    CUcontext ctx;
+} place_t;
+
+static __thread place_t places[SCHED_PLACES];
+static __thread unsigned place_next;
+static uint32_t place_epoch = 1;
+
+void sched_streams_changed(void)
+{
+    util_add_relaxed(&place_epoch, 1);
+}
+
+/* The context and CUDA ordinal of a launch on `stream`: 0, or -1 (the
+ * driver cannot say; the launch is then not scheduled).  Without a driver
+ * (a test's sched_init(NULL)) every launch is device 0's. */
+static int launch_place(CUstream stream, CUcontext *ctx, int *ordinal)
+{
+    const drv_t *drv = sched_drv();
+    if (!drv) {
+        *ctx = NULL;
+        *ordinal = 0;
+        return 0;
+    }
+    if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+        return drv_stream_place(drv, stream, ctx, ordinal);   /* the current context */
+    uint32_t epoch = util_load_relaxed(&place_epoch);
+    for (int i = 0; i < SCHED_PLACES; i++)
+        if (places[i].epoch == epoch && places[i].stream == stream) {
+            *ctx = places[i].ctx;
+            *ordinal = places[i].ordinal;
+            return 0;
+        }
+    if (drv_stream_place(drv, stream, ctx, ordinal) != 0)
+        return -1;
+    places[place_next++ % SCHED_PLACES] =
+        (place_t){ .epoch = epoch, .ordinal = *ordinal, .stream = stream, .ctx = *ctx };
+    return 0;
 }
 
 /* ---- the launch slow path ------------------------------------------------------
@@ -266,7 +344,7 @@ static void held_wait(sched_proc_t *p)
         shm_futex_wait(&p->hold, h, 100ull * 1000000);
 }
 
-const uint32_t *sched_launch_slow(const void *work)
+const uint32_t *sched_launch_slow(const void *work, CUstream stream)
 {
     sched_proc_t *p = &sched_p;
     sched_pstate_t st = ensure_registered(p);
@@ -278,11 +356,15 @@ const uint32_t *sched_launch_slow(const void *work)
     if (st != SCHED_P_ACTIVE)
         return gate;
     held_wait(p);
-    int d = table_device(p, sched_current_ordinal());
+    CUcontext ctx = NULL;
+    int ordinal = -1;
+    if (launch_place(stream, &ctx, &ordinal) != 0)
+        ordinal = -1;
+    int d = table_device(p, ordinal);
     if (d < 0)
         return sched_proc_gate();    /* no context (the driver will refuse it), or open */
     note_host_gap(p);
-    sched_drain_note_context();
+    sched_drain_note_context(ctx);
     bump_activity(p->me);
     sched_dev_t *dev = sched_dev(p->t, d);
     if (util_load_acquire(&dev->lease) == sched_lease_of(p->slot, p->gen)) {
@@ -401,11 +483,22 @@ int sched_hold_for_mem(int ordinal, int on)
     return on;
 }
 
+/* Registered, and the device's area set up (its policy orders the
+ * admission), but not joined: the process is not in the device's devset,
+ * whose gates, views and monitors count only devices it launches on. */
 void sched_enroll(int ordinal)
 {
     sched_proc_t *p = &sched_p;
-    if (ensure_registered(p) == SCHED_P_ACTIVE)
-        (void)table_device(p, ordinal);
+    int d;
+    if (ensure_registered(p) != SCHED_P_ACTIVE || (d = table_index(p, ordinal)) < 0)
+        return;
+    int rc = shm_lock(p->t);
+    if (rc != 0) {
+        sched_lock_failed(p, rc);
+        return;
+    }
+    sched_dev_setup_locked(p->t, d, &p->cfg);
+    shm_unlock(p->t);
 }
 
 void sched_wait_mem(int ordinal)
@@ -614,6 +707,8 @@ static void postfork_child(void)
     p->last_boundary_ns = p->waited_mark_ns = 0;
     p->iter_sum_ns = p->iter_count = 0;
     p->last_sync_ns = p->registered_ns = 0;
+    p->settling = 0;
+    sched_streams_changed();         /* the parent's streams are not the child's */
     sched_set_proc_gate(&sched_gate_unreg);
     sched_captures_reset();
     sched_drain_reset();

@@ -22,10 +22,8 @@
  *
  * The driver pointer and the clock are stored with release and loaded with
  * acquire; the enabled flag is stored after the driver pointer, so a thread
- * that sees the module enabled sees its driver.  The count of captures in
- * progress is an atomic counter (relaxed: it orders nothing, a sync that
- * reads it races only with a capture the same process begins on another
- * thread, which the driver would refuse the sync for anyway).  No lock
+ * that sees the module enabled sees its driver.  (The count of captures in
+ * progress is drain.c's, beside the synchronizes it orders with.)  No lock
  * here.
  */
 #include "sched/sched_int.h"
@@ -78,15 +76,6 @@ void sched_set_clock(sched_clock_fn fn)
     util_store_relaxed(&clock_fn, fn ? fn : util_now_ns);
 }
 
-int sched_current_ordinal(void)
-{
-    const drv_t *d = sched_drv();
-    if (!d)
-        return 0;
-    int ordinal;
-    return drv_current_device(d, &ordinal) == 0 ? ordinal : -1;
-}
-
 /* ---- the process's gate ---------------------------------------------------- */
 
 const uint32_t *sched_proc_gate(void)
@@ -127,34 +116,6 @@ void sched_lock_failed(sched_proc_t *p, int err)
     util_log_once(&said, UTIL_LOG_WARN, "GPU time slicing is suspended for this process: a "
                   "peer has held the table's lock for seconds; its launches go straight to "
                   "the driver until the lock is usable again (it retries at its syncs and launches)");
-}
-
-/* ---- stream captures ------------------------------------------------------- */
-
-static int captures;
-
-void sched_capture_begin(void)
-{
-    util_add_relaxed(&captures, 1);
-}
-
-/* Never below zero: an end without a begin seen (libsalus loaded late). */
-void sched_capture_end(void)
-{
-    int c = util_load_relaxed(&captures);
-    while (c > 0 && !__atomic_compare_exchange_n(&captures, &c, c - 1, 1, __ATOMIC_RELAXED,
-                                                 __ATOMIC_RELAXED))
-        ;
-}
-
-int sched_captures(void)
-{
-    return util_load_relaxed(&captures);
-}
-
-void sched_captures_reset(void)
-{
-    util_store_relaxed(&captures, 0);
 }
 
 /* ---- the hooks of the modules beside this one (sched.h) -------------------

@@ -85,9 +85,19 @@ typedef struct sched_token {
     uint64_t launches, hash;
 } sched_token_t;
 
-/* Whatever the gate is not fast: register, acquire or wait, a probe.
- * Returns the gate word the calling thread follows from now on. */
-const uint32_t *sched_launch_slow(const void *work);
+/* Whatever the gate is not fast: register, acquire or wait, a probe, for
+ * work submitted on `stream` (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD:
+ * the current context's).  The work is gated, charged and drained on the
+ * stream's device, which CUDA 13 lets differ from the current context's
+ * (a CUkernel launch runs in its stream's context): asked of the driver
+ * here, on the slow path, and remembered per thread and stream.  Returns
+ * the gate word the calling thread follows from now on. */
+const uint32_t *sched_launch_slow(const void *work, CUstream stream);
+/* A stream or context of the process went (cuStreamDestroy, a context's
+ * destroy, release or reset): what the slow paths remember of streams'
+ * devices is forgotten, since a new stream may reuse a handle.  One
+ * relaxed increment. */
+void sched_streams_changed(void);
 
 /* Spreads a handle's bits (xorshift, multiply, xorshift) so that sums of
  * different kernel sets differ: handles are addresses in a few tables, whose
@@ -124,7 +134,7 @@ static inline __attribute__((always_inline)) void sched_launch(sched_thread_t *t
 {
     sched_count(th, work);
     if (UTIL_UNLIKELY(!SCHED_GATE_FAST(sched_gate_value(th))))
-        util_store_relaxed(&th->gate, sched_launch_slow(work));
+        util_store_relaxed(&th->gate, sched_launch_slow(work, NULL));
 }
 
 /* The gate as a choice, for wrappers that end in a tail call: `open` when
@@ -237,9 +247,13 @@ int sched_hold_for_mem(int ordinal, int on);
  * again, and serve what memory asked of them meanwhile (a page-out) at once
  * rather than at their next poll.  Under the table lock or not. */
 void sched_nudge(shm_table_t *t, int slot);
-/* Register the process with the scheduler and join CUDA ordinal's device,
- * without queueing for its GPU: memory's admission, before the process's
- * first launch, orders it by what it registered (sched_admit_order_locked). */
+/* Register the process with the scheduler and set CUDA ordinal's device up,
+ * without joining it or queueing for its GPU: memory's admission, before
+ * the process's first launch, orders it by what it registered
+ * (sched_admit_order_locked).  The process joins a device at its first
+ * launch there (or wait for memory there), so that a context it only made
+ * (JAX retains one on every GPU) neither lists it on the device nor holds
+ * its gate on that device's lease. */
 void sched_enroll(int ordinal);
 
 /* How late the process in `slot` runs on table device `device` in the
@@ -287,8 +301,11 @@ SALUS_EXPORT void salus_iteration_end(void);
  * probed launch after it).  Waiters may still take the lease from a holder
  * that stays idle or at rest (that needs nothing of the holder); its
  * capture goes on, and its next real launch waits its turn.
- * intercept calls begin after a capture began and end after one ended
- * (with a graph or invalidated).  Process-wide, atomic; a fork child
+ * intercept calls begin before the driver's cuStreamBeginCapture (every
+ * mode, ToGraph too: it waits for a drain's synchronize in progress, which
+ * would invalidate the capture, to return), end after one ended (with a
+ * graph or invalidated) and after a begin that failed.  The drain checks
+ * before each synchronize it makes.  Process-wide, atomic; a fork child
  * starts with none. */
 void sched_capture_begin(void);
 void sched_capture_end(void);

@@ -378,6 +378,8 @@ typedef struct sched_proc {
     uint64_t suspended_ns;        /* SUSPENDED since (atomic) */
     uint64_t retry_ns;            /* SUSPENDED: next try of the lock (atomic) */
     uint64_t backoff_ns;          /* SUSPENDED: the wait after a failed try */
+    uint32_t settling;            /* threads inside settle_probe (gate.c; seq_cst): its
+                                     gate may read OPEN with waiters until it settles */
     int handlers_made;
 } sched_proc_t;
 
@@ -388,9 +390,6 @@ const drv_t *sched_drv(void);
 /* Whether sched_init was called (else the module is dormant). */
 int sched_enabled(void);
 uint64_t sched_now(void);
-/* The CUDA ordinal of the calling thread's current context (0 without a
- * driver), or -1. */
-int sched_current_ordinal(void);
 /* The gate word every thread of the process follows once registered:
  * sched_gate_unreg before, the slot's gate, or the OPEN word after a
  * fail-open or at exit (release store; acquire load). */
@@ -589,6 +588,9 @@ void sched_repair_hook(shm_table_t *t, void *ctx);
  * unlock in a debug build. */
 const char *sched_check_locked(shm_table_t *t);
 const char *sched_check_hook(shm_table_t *t, void *ctx);
+/* The same for one claimed slot's gate (the owner's look at its own slot,
+ * drain.c, in every build). */
+const char *sched_check_slot_locked(shm_table_t *t, int slot);
 
 /* ---- acquiring and yielding (wait.c) --------------------------------------- */
 /* The lease of device d for the calling process: returns when it holds it,
@@ -615,12 +617,15 @@ void sched_release_all(sched_proc_t *p);
 /* ---- the drain (drain.c) ----------------------------------------------------
  * No work of a new holder reaches a device before the previous holder's
  * work there has finished (drain.c carries the ordering argument). */
-/* The slow path of a launch: remember the calling thread's current context
- * (the contexts a drain synchronizes). */
-void sched_drain_note_context(void);
-/* Synchronize every context the process launched into (none while a
- * capture is in progress: returns -1 then, else 0). */
+/* The slow path of a launch: remember the context it runs in, its
+ * stream's (the contexts a drain synchronizes); NULL: none known. */
+void sched_drain_note_context(CUcontext ctx);
+/* Synchronize every context the process launched into, twice; none while
+ * a capture is in progress or beginning, checked before each synchronize
+ * (drain.c's ordering argument): -1 when one was deferred so, else 0. */
 int  sched_drain_self(void);
+/* A test's seam: fn runs between the drain's two passes (NULL: none). */
+void sched_drain_set_seam(void (*fn)(void));
 /* Start the process's drain thread (at registration; again in a fork child). */
 void sched_drain_start(sched_proc_t *p);
 /* A fork child has no drain thread and no contexts yet. */
@@ -636,6 +641,21 @@ int  sched_drain_await(sched_proc_t *p, int d);
  * thread).  0 when served, -1 when a capture is open (the drain thread
  * serves it at the capture's end). */
 int  sched_drain_serve(sched_slot_t *me);
+/* The process's look at its own slot (drain.c): a stray write that spoils
+ * it (its state word, its magic, its gate) would let it launch while its
+ * peers wait, or keep them waiting for it.  The drain thread looks at each
+ * of its wakes (at most a second apart, and at once when a waiter nudges
+ * it: sched_nudge_owner); the holder also looks at its yield points.
+ * Spoiled: it gives every lease it holds to the policy's pick, leaves every
+ * queue and fails open, saying so once.  1 when spoiled (the lock is
+ * released then), 0 when not (the lock is still held). */
+int  sched_own_slot_spoiled_locked(sched_proc_t *p);
+/* Without the lock: look, and give up if spoiled (the drain thread). */
+void sched_own_slot_look(sched_proc_t *p);
+/* A waiter found the lease word `lease` stale while its slot's process may
+ * live, or that holder's gate fast while it waits: wake that slot's drain
+ * thread, which looks at its own slot (no grant, no request). */
+void sched_nudge_owner(shm_table_t *t, uint64_t lease);
 /* (lease.c) Under the lock, at a grant of d away from `from`: ask it to
  * drain, unless an earlier holder's drain is still pending on d. */
 void sched_drain_mark_locked(shm_table_t *t, int d, int from);

@@ -146,6 +146,8 @@ static int yield_device(sched_proc_t *p, int d, int boundary)
         return 0;
     if (lock_or_fail(p))
         return 0;
+    if (sched_own_slot_spoiled_locked(p))
+        return 0;                    /* given up, unlocked, said */
     int to = sched_decide_locked(p->t, d, p->slot, boundary, sched_now());
     if (to == SCHED_NO_SLOT) {
         shm_unlock(p->t);
@@ -433,8 +435,11 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     if (lease == my_lease(p))
         return W_GOT;
     int h = sched_lease_holder(p->t, lease);
-    if (h < 0)
+    if (h < 0) {
+        if (lease)                           /* its process may live on, unaware */
+            sched_nudge_owner(p->t, lease);
         return regrant(p, d, lease, 0, 0);
+    }
     if (!shm_slot_alive(p->t, h)) {
         shm_reap_dead(p->t, 0);            /* the reap hook hands the lease on */
         return got(p, dev);
@@ -450,6 +455,9 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     sched_slot_t *hs = sched_slot(p->t, h);
     uint64_t act = util_load_relaxed(&hs->activity);
     uint64_t now = sched_now();
+    uint32_t gate = util_load_relaxed(&hs->gate);
+    if (gate == SCHED_GATE_OPEN || gate > SCHED_GATE_PROBE)
+        sched_nudge_owner(p->t, lease);      /* it would not look while we wait: drain.c */
     sched_probe(hs);        /* a launch before the next look moves its activity */
     if (track->lease != lease || track->activity != act ||
         util_load_relaxed(&hs->in_sync) != 0) {
@@ -571,6 +579,11 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
     idle_track_t track = { .measured = 0 };
     uint64_t enqueued_ns = sched_now();      /* sched_acquire has just enqueued us */
     uint64_t recheck_at = enqueued_ns + SCHED_RECHECK_NS;
+    /* The holder is looked at every SCHED_POLL_NS whatever wakes us: a
+     * holder that nudges us at each of its boundaries (nudge_watcher) must
+     * not keep us from seeing that it no longer holds anything it can
+     * yield (its slot spoiled, drain.c). */
+    uint64_t look_at = enqueued_ns + SCHED_POLL_NS;
     if (spin_for_grant(p, dev)) {
         *by_other = 1;
         return W_GOT;
@@ -593,10 +606,15 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
         sched_hook_waiting();                /* memory pages out what peers asked */
         uint64_t next_ns;
         int r = poll_rest(p, d, &next_ns);
-        if (r == W_WAIT && shm_futex_wait(&me->grant, seen, next_ns) != ETIMEDOUT)
-            continue;
-        if (r == W_WAIT)
+        if (r == W_WAIT && now < look_at) {
+            uint64_t left = look_at - now;
+            if (shm_futex_wait(&me->grant, seen, next_ns < left ? next_ns : left) != ETIMEDOUT)
+                continue;
+        }
+        if (r == W_WAIT) {
+            look_at = sched_now() + SCHED_POLL_NS;
             r = poll_holder(p, d, &track);
+        }
         if (r != W_WAIT) {
             *by_other = 0;
             return r;
