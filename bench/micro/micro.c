@@ -78,7 +78,10 @@ pid_t micro_spawn(char *const argv[], const micro_env_t *env, int out_fd)
     if (env->libsalus) {
         setenv("LD_PRELOAD", env->libsalus, 1);
         setenv("SALUS_TABLE", env->table, 1);
-        setenv("SALUS_REPORT", env->report, 1);
+        if (env->report)
+            setenv("SALUS_REPORT", env->report, 1);
+        else
+            unsetenv("SALUS_REPORT");
     }
     execv(argv[0], argv);
     _exit(127);

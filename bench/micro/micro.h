@@ -33,7 +33,8 @@ int micro_options_given(const micro_t *m);
 int micro_setup(micro_t *m);
 
 /* The environment of a child: the null driver as libcuda, and libsalus
- * preloaded (with its table and report) unless libsalus is NULL. */
+ * preloaded (with its table, and its report unless report is NULL) unless
+ * libsalus is NULL. */
 typedef struct micro_env {
     const char *nulldrv, *libsalus, *table, *report;
 } micro_env_t;

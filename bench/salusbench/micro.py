@@ -6,7 +6,8 @@ micro_sched.json and micro_memory.json under the results directory.  This
 step reads them and writes micro.json with the three figures the summary
 carries: ns added per launch on the fast path, ns per alloc/free pair, and
 handoff latency p50/p99 in us; and, for the report, ns added per host sync
-alone and beside 256 idle threads.  A figure whose file is missing is null,
+alone and beside 256 idle threads, and what a fresh process's start-up
+costs (micro_startup.json, bench/startup.mk).  A figure whose file is missing is null,
 and the report says so.
 """
 import json
@@ -14,7 +15,8 @@ import os
 
 from . import config
 
-FILES = {"sched": "micro_sched.json", "memory": "micro_memory.json"}
+FILES = {"sched": "micro_sched.json", "memory": "micro_memory.json",
+         "startup": "micro_startup.json"}
 
 # Where each figure may be, first match wins: key paths tried in order.
 WANTED = {
@@ -34,6 +36,10 @@ WANTED = {
                                                       "overhead_ns_per_launch_two_devices"]]),
     "overhead_ns_per_sync": ("sched", [["overhead_ns_per_sync"]]),
     "overhead_ns_per_sync_idle_threads": ("sched", [["overhead_ns_per_sync_idle_threads"]]),
+    "overhead_us_startup_first_call": ("startup", [["overhead_us_first_call"]]),
+    "plain_us_startup_first_call": ("startup", [["plain_us_first_call"]]),
+    "overhead_us_startup_process": ("startup", [["overhead_us_process"]]),
+    "plain_us_startup_process": ("startup", [["plain_us_process"]]),
 }
 
 

@@ -317,7 +317,14 @@ def section_micro(mi, tr=None):
              "-", "the detector's token, the boundary check"],
             ["... beside 256 idle threads that launched once",
              f(fig.get("overhead_ns_per_sync_idle_threads"), 1),
-             "same as alone", "+1878 before the active list (one run, 2 cores)"]]
+             "same as alone", "+1878 before the active list (one run, 2 cores)"],
+            ["us added to a fresh process, cuInit to its first launch",
+             f(fig.get("overhead_us_startup_first_call"), 0), "<= 300",
+             f"plain {f(fig.get('plain_us_startup_first_call'), 0)}; +650 before one dladdr "
+             "per process, not two per export"],
+            ["... the whole process, exec to exit",
+             f(fig.get("overhead_us_startup_process"), 0), "-",
+             f"plain {f(fig.get('plain_us_startup_process'), 0)}"]]
     out.append(table(["figure", "measured", "target", "for reference (design.md)"], rows))
     out.append("")
     rt = ((mi or {}).get("raw", {}).get("sched") or {}).get("handoff", {})
@@ -329,9 +336,10 @@ def section_micro(mi, tr=None):
         out.append("")
     have = [v for v in src.values() if v]
     out.append("Gathered from " + (", ".join(f"`{v}`" for v in have) if have else "nothing")
-               + " (the scheduler's and memory module's own benchmarks, bench/sched.mk and "
-               "bench/memory.mk, over a null driver that returns at once)."
-               + ("" if len(have) == 2 else "  A missing file leaves its figures n/a."))
+               + " (the scheduler's, memory module's and start-up's own benchmarks, "
+               "bench/sched.mk, bench/memory.mk and bench/startup.mk, over a null driver "
+               "that returns at once)."
+               + ("" if len(have) == len(src) else "  A missing file leaves its figures n/a."))
     out.append("")
     if tr:
         seen = [(p, (tr["policies"][p].get("salus") or {}).get("handoff_us_p50_median"))

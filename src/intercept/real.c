@@ -22,7 +22,9 @@
 #include "intercept/intercept.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 /* ---- glibc's dlsym ----------------------------------------------------------
@@ -126,12 +128,52 @@ static void *real_open(const char **what)
     return h ? h : dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 }
 
-/* Whether fn lies in libsalus itself. */
-static int is_ours(void *fn)
+/* libsalus's own span of addresses: from its lowest loaded segment to the
+ * end of its highest (the loader reserves the span whole, so nothing else
+ * lies between).  Found once per fill with dl_iterate_phdr, not by a dladdr
+ * per export: dladdr scans the object's symbol table for the nearest
+ * symbol, and two of them for each of the hundreds of wrapped exports were
+ * most of a process's start-up. */
+typedef struct span {
+    uintptr_t here, lo, hi;
+} span_t;
+
+static int span_of_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    span_t *s = arg;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+        if (a < lo)
+            lo = a;
+        if (a + ph->p_memsz > hi)
+            hi = a + ph->p_memsz;
+    }
+    if (s->here < lo || s->here >= hi)
+        return 0;
+    s->lo = lo;
+    s->hi = hi;
+    return 1;
+}
+
+/* Our span in *out (empty when the loader does not say: then nothing is
+ * taken for ours, as dladdr failing did). */
+static void span_find(span_t *out)
 {
     static const char here = 0;
-    Dl_info mine, theirs;
-    return dladdr(&here, &mine) && dladdr(fn, &theirs) && mine.dli_fbase == theirs.dli_fbase;
+    span_t s = { (uintptr_t)&here, 0, 0 };
+    if (dl_iterate_phdr(span_of_object, &s) != 1)
+        s.lo = s.hi = 0;
+    *out = s;
+}
+
+static int is_ours(const span_t *mine, void *fn)
+{
+    return (uintptr_t)fn >= mine->lo && (uintptr_t)fn < mine->hi;
 }
 
 /* Fill the table from h.  -1 if h is libsalus itself (its symbols are our
@@ -139,9 +181,11 @@ static int is_ours(void *fn)
 static int real_fill(void *h, const char *what)
 {
     void *fn[HOOK_COUNT];
+    span_t mine;
+    span_find(&mine);
     for (int i = 0; i < HOOK_COUNT; i++) {
         fn[i] = hook_dlsym_real(h, hook_names[i]);
-        if (fn[i] && is_ours(fn[i])) {
+        if (fn[i] && is_ours(&mine, fn[i])) {
             util_error("the CUDA driver %s is libsalus itself; CUDA calls fail with "
                        "CUDA_ERROR_NOT_INITIALIZED. Set SALUS_REAL_LIBCUDA to the "
                        "path of the real libcuda.so.1", what);
