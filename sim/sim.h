@@ -422,6 +422,9 @@ sim_range_t *sim_range_find(uintptr_t addr);
 /* memmove's bytes; never-written source memory leaves the destination's
  * pages unwritten (sparse.c).  Under sim_p.lock. */
 void sim_move(void *dst, const void *src, size_t n);
+/* memset(dst, 0, n) over simgpu's ranges, 1 MiB or more by giving whole
+ * pages back (sparse.c: they read as zeros, cost no RAM). */
+void sim_zero(void *dst, size_t n);
 /* The memfd behind a VMM handle, or -1 (vmm.c). */
 int sim_vmm_fd(const sim_memhandle_t *m);
 /* Legacy IPC (ipc.c): the memfd behind a shared or imported range (-1:
