@@ -200,7 +200,10 @@ def _spawn(r, policy, python, env, workdir, tag):
     cmd = [python, TRAIN_PY, "--model", j.model, "--iterations", str(j.iterations),
            "--name", j.name]
     if policy != "none":
-        cmd = [config.SALUS, "run", "--name", j.name, "--priority", str(j.priority), "--"] + cmd
+        # Its length, as a user would declare it (srtf ranks by it): the
+        # loop's iterations and the warm-up step.
+        cmd = [config.SALUS, "run", "--name", j.name, "--priority", str(j.priority),
+               "--iterations", str(j.iterations + 1), "--"] + cmd
     out = os.path.join(workdir, f"{tag}.{j.name}.out")
     err = os.path.join(workdir, f"{tag}.{j.name}.err")
     r.arrival_ns = time.monotonic_ns()
