@@ -14,6 +14,8 @@
 #                   and preempted where make test moves megabytes, more
 #                   rounds; the same checks (tests/module.mk lists them)
 #   make demo       jobs sharing a (simulated) GPU, with and without Salus
+#   make demo-torch three unmodified PyTorch training jobs doing the same
+#                   (the frameworks' environment: FW_ENV, as test-frameworks)
 #   make bench      the paper's experiments, reproduced (bench/results/)
 #   make fuzz       the table fuzzer under libFuzzer for FUZZ_SECONDS (300)
 #   make install PREFIX=/usr/local
@@ -62,7 +64,7 @@ ALL_TARGETS :=
 TESTS       :=
 CLEAN_EXTRA :=
 
-.PHONY: all deps deps-test test demo bench bench-quick install clean
+.PHONY: all deps deps-test test demo demo-torch bench bench-quick install clean
 all:
 
 # The driver's cuGetProcAddress map, derived from the toolkit's headers.
@@ -143,6 +145,14 @@ test: $(B)/.deps-test all $(B)/.debug-syntax $(filter $(TESTS),$(TEST_PICK))
 demo: $(B)/.deps-test
 	@$(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) all
 	@sh mk/demo.sh
+
+# Three PyTorch training jobs share simgpu under Salus, then run without it
+# (mk/demo_torch.py), in the frameworks' environment (FW_ENV, default
+# build/frameworks: tests/frameworks.mk), made by mk/fwenv.sh when missing.
+demo-torch: $(B)/.deps-test
+	@$(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) all
+	@sh mk/fwenv.sh $(FW_ENV) tests/frameworks/requirements.txt
+	@$(PYTHON) mk/demo_torch.py $(FW_ENV) $(B)
 
 # bin/, lib/ and share/man/ under $(DESTDIR)$(PREFIX): tools/module.mk's rule;
 # slurm/module.mk and mk/package.mk add theirs.

@@ -3,8 +3,9 @@
 
   bench/run.py STEP... [--scale full|quick|tiny] [--out DIR]
 
-STEP: training, hyperparam, inference, mixed, slicing (experiments: run, then write
-<step>.json under DIR), micro (gather the scheduler's and memory module's
+STEP: training, hyperparam, inference, mixed, slicing, pytorch (experiments: run,
+then write <step>.json under DIR; pytorch needs the frameworks' environment,
+FW_ENV or build/frameworks, and is skipped with its reason without it), micro (gather the scheduler's and memory module's
 microbenchmark JSON), report (report.md, summary.json and the plots from
 what DIR holds), all (every one, in that order), check FILE (exit 0 when a
 summary.json has every key, for tests).  Needs `make` first: it runs
@@ -21,7 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from salusbench import config  # noqa: E402
 
-STEPS = ["training", "hyperparam", "inference", "mixed", "slicing", "micro", "report"]
+STEPS = ["training", "hyperparam", "inference", "mixed", "slicing", "pytorch", "micro",
+         "report"]
 
 
 def main(argv):
@@ -48,7 +50,7 @@ def main(argv):
             print(f"bench: {path} is not built: run make first", file=sys.stderr)
             return 2
     os.makedirs(a.out, exist_ok=True)
-    if any(s in ("training", "hyperparam", "inference", "mixed", "slicing", "report")
+    if any(s in ("training", "hyperparam", "inference", "mixed", "slicing", "pytorch", "report")
            for s in steps):
         config.use_snapshot(a.out)
     sc = config.scale(a.scale)

@@ -251,6 +251,11 @@ CUresult sim_memset_do(CUdeviceptr dst, size_t pitch, unsigned value, unsigned e
         return CUDA_ERROR_INVALID_VALUE;
     if (height && sim_range_check((uintptr_t)dst, (height - 1) * pitch + row, PROT_WRITE))
         return CUDA_ERROR_INVALID_VALUE;
+    uint32_t bits = elem == 1 ? value & 0xff : elem == 2 ? value & 0xffff : value;
+    if (!bits && (height == 1 || pitch == row)) {          /* contiguous zeros */
+        sim_zero((void *)(uintptr_t)dst, row * height);
+        return CUDA_SUCCESS;
+    }
     for (size_t y = 0; y < height; y++) {
         char *p = (char *)(uintptr_t)dst + y * pitch;
         if (elem == 1) {

@@ -9,7 +9,7 @@
  * A launch packs its parameters as the device would see them (offsets and
  * sizes from the module), runs the emulation of salus_fill / salus_axpy on
  * the host-backed memory at call time, takes its duration (salus_spin: its
- * first parameter in ns; any other kernel: SIMGPU_KERNEL_NS), asks the
+ * first parameter in ns; any other kernel: kmodel.c's), asks the
  * device's engine for its slot (state.c) and writes one trace line
  * (sim_trace, which copies and memsets write through too, from exec.c).
  *
@@ -205,7 +205,8 @@ CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3
     CUresult rc = emulate(f, params);
     if (rc != CUDA_SUCCESS)
         return rc;
-    uint64_t dur = f->emu == SIM_EMU_SPIN ? param_u64(f, params, 0) : sim_p.kernel_ns;
+    uint64_t dur = f->emu == SIM_EMU_SPIN ? param_u64(f, params, 0)
+                   : sim_kernel_duration(f, grid, block, shmem);
     uint64_t submit = sim_now(), ready = sim_max(submit, sim_stream_ready(s)), start, end;
     sim_engine_run(s->ctx->device, s->ctx->id, submit, ready, dur, &start, &end);
     sim_stream_done(s, end);
@@ -336,7 +337,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, u
  * threads, 32 blocks, 64K registers and 228 KiB of shared memory (1 KiB of
  * it reserved per block), as Hopper's occupancy calculator does. */
 
-static int blocks_per_sm(const sim_func_t *f, int block, size_t dyn)
+int sim_blocks_per_sm(const sim_func_t *f, int block, size_t dyn)
 {
     int warps = (block + 31) / 32, n = 32;
     if (2048 / (warps * 32) < n)
@@ -360,7 +361,7 @@ static CUresult occupancy(int *out, CUfunction hf, int block, size_t dyn)
     SIM_LOCK();
     sim_func_t *f = sim_obj_get((uint64_t)(uintptr_t)hf, SIM_K_FUNC);
     if (f)
-        *out = blocks_per_sm(f, block, dyn);
+        *out = sim_blocks_per_sm(f, block, dyn);
     SIM_UNLOCK();
     return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
@@ -397,7 +398,7 @@ static CUresult potential(int *grid, int *block, CUfunction hf, CUoccupancyB2DSi
     int best = 0, best_n = 0, best_threads = -1;
     for (int b = (limit + 31) / 32 * 32; b > 0; b -= 32) {
         int bs = b > limit ? limit : b;
-        int n = blocks_per_sm(f, bs, b2d ? b2d(bs) : dyn);
+        int n = sim_blocks_per_sm(f, bs, b2d ? b2d(bs) : dyn);
         if (n * bs > best_threads) {
             best_threads = n * bs;
             best = bs;
@@ -466,7 +467,7 @@ CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *n, CUfunction hf, const CUlau
     SIM_LOCK();
     sim_func_t *f = sim_obj_get((uint64_t)(uintptr_t)hf, SIM_K_FUNC);
     if (f)
-        *n = (int)(blocks_per_sm(f, (int)block, c->sharedMemBytes) * 132ull / size);
+        *n = (int)(sim_blocks_per_sm(f, (int)block, c->sharedMemBytes) * 132ull / size);
     SIM_UNLOCK();
     return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }

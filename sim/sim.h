@@ -46,6 +46,9 @@
  * hundred MiB (its local memory, printf FIFO, malloc heap, code). */
 #define SIM_DEFAULT_CTX_MEMORY (512ull << 20)
 #define SIM_DEFAULT_KERNEL_NS 10000ull
+/* The shape model's fixed part of a kernel (SIMGPU_KERNEL_LAUNCH_NS): an
+ * empty kernel on a GPU of this class takes a few microseconds. */
+#define SIM_DEFAULT_LAUNCH_NS 2000ull
 #define SIM_DEFAULT_SWITCH_US 100ull
 #define SIM_DEFAULT_SYNC_SPIN_US 200ull   /* a synchronize spins this long before the end */
 /* Copy bandwidths in bytes per ns (= GB/s). */
@@ -271,6 +274,8 @@ struct sim_func {
     int num_regs, max_threads;
     uint32_t shared_bytes, const_bytes, local_bytes;
     int max_dyn_shared, carveout, cache_config;
+    int wave_known;                     /* wave_ns looked up in the table (launch.c) */
+    uint64_t wave_ns;                   /* the shape model's time of one wave */
 };
 
 /* A module-scope variable (__device__, __constant__): found in the image,
@@ -349,6 +354,10 @@ typedef struct sim_process {
     int visible[SIM_MAX_DEVICES];       /* ordinal -> device (the CUdevice) */
     uint64_t capacity;
     uint64_t kernel_ns;                 /* SIMGPU_KERNEL_NS */
+    uint64_t wave_ns;                   /* SIMGPU_KERNEL_WAVE_NS: 0, the fixed model */
+    uint64_t launch_ns;                 /* SIMGPU_KERNEL_LAUNCH_NS */
+    struct sim_kernel_rule *rules;      /* SIMGPU_KERNEL_TABLE, read at cuInit */
+    int nrules;
     uint64_t pcie_bw;                   /* SIMGPU_PCIE_GBPS: host <-> device, bytes/ns */
     uint64_t ctx_memory;                /* SIMGPU_CTX_MEMORY: per context */
     int eager;                          /* CUDA_MODULE_LOADING=EAGER (module.c) */
@@ -391,6 +400,10 @@ void sim_engine_reap(int dev);
 void sim_engine_cut_own(int dev, uint64_t ctx_id, uint64_t rest);
 uint64_t sim_new_ctx_id(void);
 void sim_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The number in environment variable name, from 0 to max; def when it is
+ * unset or not such a number (said with sim_note).  *set (if given): 1
+ * when the variable gave the value. */
+uint64_t sim_env_u64(const char *name, uint64_t def, uint64_t max, int *set);
 /* The shared state's name (SIMGPU_STATE, else /simgpu-<uid>) once attached. */
 const char *sim_state_name(void);
 int sim_log_enabled(void);
@@ -409,6 +422,9 @@ sim_range_t *sim_range_find(uintptr_t addr);
 /* memmove's bytes; never-written source memory leaves the destination's
  * pages unwritten (sparse.c).  Under sim_p.lock. */
 void sim_move(void *dst, const void *src, size_t n);
+/* memset(dst, 0, n) over simgpu's ranges, 1 MiB or more by giving whole
+ * pages back (sparse.c: they read as zeros, cost no RAM). */
+void sim_zero(void *dst, size_t n);
 /* The memfd behind a VMM handle, or -1 (vmm.c). */
 int sim_vmm_fd(const sim_memhandle_t *m);
 /* Legacy IPC (ipc.c): the memfd behind a shared or imported range (-1:
@@ -546,6 +562,18 @@ void sim_trace_cut(int pid, int dev, uint64_t ctx_id, uint64_t t);
 CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3],
                            const unsigned block[3], unsigned shmem,
                            const void *params, size_t param_size);
+/* Blocks of `block` threads and dyn bytes of dynamic shared memory that
+ * one SM holds at once (the occupancy calculator's answer). */
+int sim_blocks_per_sm(const sim_func_t *f, int block, size_t dyn);
+
+/* ---- kmodel.c ---------------------------------------------------------- */
+/* The SMs of a device, which the shape model fills with waves of blocks. */
+#define SIM_SMS 132
+/* Read the kernel-duration settings (under lock, in cuInit). */
+void sim_kernel_model_init(void);
+/* How long a launch of f (not salus_spin) runs (under lock). */
+uint64_t sim_kernel_duration(sim_func_t *f, const unsigned grid[3], const unsigned block[3],
+                             unsigned shmem);
 /* Pack kernelParams / extra into buf (cap bytes); *size is set. */
 CUresult sim_pack_params(sim_func_t *f, void **kernel_params, void **extra,
                          void *buf, size_t cap, size_t *size);

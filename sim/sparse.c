@@ -1,5 +1,6 @@
 /*
- * sparse.c - large copies that keep never-written memory unwritten: the
+ * sparse.c - large copies and zero memsets that keep never-written memory
+ * unwritten: the
  * bytes of a copy are exactly memmove's, but where the source is known to
  * hold zeros that were never written (a hole of a memfd: a VMM handle's or
  * an IPC-shared allocation's; a page of a simgpu-owned anonymous mapping
@@ -173,6 +174,25 @@ void sim_move(void *dst, const void *src, size_t n)
     }
     if (pm >= 0)
         close(pm);
+}
+
+/* A memset of zeros: as zero() over each range the span crosses (the
+ * caller checked that ranges cover it), page by page given back. */
+void sim_zero(void *dst, size_t n)
+{
+    uintptr_t d = (uintptr_t)dst;
+    if (n < SPARSE_MIN) {
+        memset(dst, 0, n);
+        return;
+    }
+    for (size_t k = 0; k < n;) {
+        const sim_range_t *r = sim_range_find(d + k);
+        size_t piece = n - k;
+        if (r && r->base + r->size - (d + k) < piece)
+            piece = r->base + r->size - (d + k);
+        zero(d + k, piece, r);
+        k += piece;
+    }
 }
 
 /* For ipc.c's export: dst is a fresh memfd's mapping (zeros); only the runs

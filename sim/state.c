@@ -124,7 +124,7 @@ static uint64_t read_ctx_memory(void)
     return sim_round_up(sim_min(v, 1ull << 50), SIM_GRANULE);   /* more never fits */
 }
 
-static uint64_t env_u64(const char *name, uint64_t def, uint64_t max, int *set)
+uint64_t sim_env_u64(const char *name, uint64_t def, uint64_t max, int *set)
 {
     const char *v = getenv(name);
     if (set)
@@ -163,12 +163,12 @@ static void read_config(sim_config_t *c)
             c->capacity = SIM_DEFAULT_MEMORY;
         }
     }
-    c->ndevices = (uint32_t)env_u64("SIMGPU_DEVICES", 1, SIM_MAX_DEVICES, &c->ndevices_set);
+    c->ndevices = (uint32_t)sim_env_u64("SIMGPU_DEVICES", 1, SIM_MAX_DEVICES, &c->ndevices_set);
     if (c->ndevices == 0) {
         sim_note("SIMGPU_DEVICES=0: simgpu needs at least one device; using 1");
         c->ndevices = 1;
     }
-    c->switch_ns = env_u64("SIMGPU_CTX_SWITCH_US", SIM_DEFAULT_SWITCH_US, 10000000,
+    c->switch_ns = sim_env_u64("SIMGPU_CTX_SWITCH_US", SIM_DEFAULT_SWITCH_US, 10000000,
                            &c->switch_set) * 1000;
 }
 
@@ -624,10 +624,9 @@ CUresult sim_init(unsigned flags)
     }
     sim_read_visible();
     sim_read_loading_mode();
-    sim_p.kernel_ns = env_u64("SIMGPU_KERNEL_NS", SIM_DEFAULT_KERNEL_NS,
-                              3600ull * 1000000000ull, NULL);
+    sim_kernel_model_init();
     sim_p.ctx_memory = read_ctx_memory();
-    sim_p.pcie_bw = env_u64("SIMGPU_PCIE_GBPS", SIM_BW_HOST, 1000, NULL);
+    sim_p.pcie_bw = sim_env_u64("SIMGPU_PCIE_GBPS", SIM_BW_HOST, 1000, NULL);
     if (sim_p.pcie_bw == 0)
         sim_p.pcie_bw = SIM_BW_HOST;
     open_trace();

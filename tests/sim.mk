@@ -3,6 +3,8 @@
 #                    errors, contexts, memory, copies, modules, launches)
 #   test_simgpu_exec the time model (durations, sync, switch penalty, events,
 #                    streams, host callbacks), graphs, capture, trace format
+#   test_simgpu_kmodel the shape model of kernel durations (waves of
+#                    resident blocks, the name table), turned on before cuInit
 #   test_simgpu_capture the driver's capture rules: modes, unsafe calls and
 #                    the invalidation they cause, what a capture may record
 #   test_simgpu_mem  pools, arrays, texture and surface objects and the VMM
@@ -36,6 +38,7 @@ $(B)/obj/tests/test_simgpu_util.o $(B)/obj/tests/test_simgpu_mp_lib.o: | $(B)/.d
 SIM_MP_OBJS := $(SIM_TEST_OBJS) $(B)/obj/tests/test_simgpu_mp_lib.o
 $(eval $(call salus_test,test_simgpu,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_exec,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_kmodel,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_capture,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mem,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mp,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
@@ -46,6 +49,7 @@ $(eval $(call salus_test,test_simgpu_xla,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 
 # The tests load the workloads' cubin and PTX.
 $(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_capture \
+    $(B)/tests/test_simgpu_kmodel \
     $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_memop $(B)/tests/test_simgpu_xla \
     $(B)/tests/test_simgpu_mp $(B)/tests/test_simgpu_state \
     $(B)/tests/test_simgpu_ipc: | $(WL_CUBIN) $(WL_PTX)

@@ -122,7 +122,7 @@ static void test_tiny_run(void **state)
     assert_int_equal(rc, 0);
 
     static const char *const files[] = { "training.json", "hyperparam.json", "inference.json",
-                                         "mixed.json", "slicing.json", "micro.json", "timing.json", "report.md",
+                                         "mixed.json", "slicing.json", "pytorch.json", "micro.json", "timing.json", "report.md",
                                          "summary.json", NULL };
     for (int i = 0; files[i]; i++)
         assert_true(exists(outdir, files[i]));
@@ -144,6 +144,9 @@ static void test_tiny_run(void **state)
     assert_non_null(strstr(md, "## 3. Inference"));
     assert_non_null(strstr(md, "## A latency-sensitive service beside training"));
     assert_non_null(strstr(md, "## GPU time that time slicing wastes"));
+    /* The tiny scale runs no framework, and the report says so. */
+    assert_non_null(strstr(md, "## PyTorch jobs sharing one GPU"));
+    assert_non_null(strstr(md, "**Skipped**: the tiny scale runs no framework"));
     assert_non_null(strstr(md, "## 4. Microbenchmarks"));
     free(md);
 

@@ -79,7 +79,7 @@ static void test_spin_and_sync(void **state)
     CK(cuStreamDestroy(s));
 }
 
-/* Other kernels take SIMGPU_KERNEL_NS (10 us by default). */
+/* Other kernels take SIMGPU_KERNEL_NS (10 us by default), whatever their shape. */
 static void test_default_duration(void **state)
 {
     (void)state;
@@ -89,6 +89,16 @@ static void test_default_duration(void **state)
     CK(cuCtxSynchronize());
     tu_kernel_t *k = last_kernels(1);
     assert_string_equal(k[0].name, "salus_fill");
+    assert_int_equal(k[0].end_ns - k[0].start_ns, 10000);
+    free(k);
+    /* The fixed model (no SIMGPU_KERNEL_WAVE_NS) ignores the launch's shape:
+     * test_simgpu_kmodel has the shape model. */
+    float v = 1;
+    unsigned long long n = 16;
+    void *args[] = { &p, &v, &n };
+    CK(cuLaunchKernel(simt_fill, 100000, 8, 1, 1024, 1, 1, 40000, NULL, args, NULL));
+    CK(cuCtxSynchronize());
+    k = last_kernels(1);
     assert_int_equal(k[0].end_ns - k[0].start_ns, 10000);
     free(k);
     CK(cuMemFree(p));

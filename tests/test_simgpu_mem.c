@@ -596,6 +596,48 @@ static void test_sparse_copies(void **state)
     free(out);
 }
 
+/* A memset of zeros of 1 MiB or more gives whole pages back (sparse.c):
+ * the bytes are memset's (zeros in the span, unaligned ends included, in
+ * 8-, 16- and 32-bit forms and a contiguous 2D one; every byte around it
+ * kept), and the span's inner pages cost the host no RAM afterwards. */
+static void test_zero_memsets(void **state)
+{
+    (void)state;
+    const size_t n = 8 * MiB, at = 100, len = 6 * MiB + 3 * 16;   /* 16 | len: the 2D form */
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, n));
+    unsigned char *out = malloc(n);
+    assert_non_null(out);
+    for (int form = 0; form < 4; form++) {
+        CK(cuMemsetD8(p, 0xee, n));                     /* every page written */
+        assert_int_equal(resident_pages((void *)(uintptr_t)p, n), n / 4096);
+        if (form == 0)
+            CK(cuMemsetD8(p + at, 0, len));
+        else if (form == 1)
+            CK(cuMemsetD16(p + at, 0, len / 2));
+        else if (form == 2)
+            CK(cuMemsetD32Async(p + at, 0, len / 4, NULL));
+        else
+            CK(cuMemsetD2D32(p + at, len / 4, 0, len / 16, 4));  /* pitch = row */
+        CK(cuCtxSynchronize());
+        /* The pages wholly inside the span were given back. */
+        assert_in_range(resident_pages((void *)(uintptr_t)p, n), n / 4096 - len / 4096,
+                        n / 4096 - len / 4096 + 2);
+        CK(cuMemcpyDtoH(out, p, n));
+        for (size_t i = 0; i < n; i++)
+            if (out[i] != (i >= at && i < at + len ? 0 : 0xee))
+                fail_msg("form %d: byte %zu is %#x", form, i, out[i]);
+    }
+    /* A value that is not zero writes bytes as before. */
+    CK(cuMemsetD32(p, 0x01000000u, n / 4));
+    CK(cuMemcpyDtoH(out, p, n));
+    for (size_t i = 0; i < n; i++)
+        if (out[i] != (i % 4 == 3 ? 1 : 0))
+            fail_msg("byte %zu is %#x", i, out[i]);
+    free(out);
+    CK(cuMemFree(p));
+}
+
 static void test_vmm_errors(void **state)
 {
     (void)state;
@@ -766,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_vmm_map_with_data),
         cmocka_unit_test(test_vmm_remap_same_address),
         cmocka_unit_test(test_sparse_copies),
+        cmocka_unit_test(test_zero_memsets),
         cmocka_unit_test(test_vmm_errors),
         cmocka_unit_test(test_managed_hints),
         cmocka_unit_test(test_module_globals_ptx),

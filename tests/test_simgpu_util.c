@@ -34,8 +34,10 @@ static void cleanup(void)
     }
 }
 
-/* Returns 0, or prints what failed and returns -1. */
-int simt_init(const char *tag)
+/* Returns 0, or prints what failed and returns -1.  env: NULL, or
+ * "NAME=VALUE" strings ending with NULL, set after the defaults (a binary
+ * that tests a setting read at cuInit). */
+int simt_init_env(const char *tag, const char *const *env)
 {
     char path[512];
     tu_unique_name(tag, simt_state, sizeof simt_state);
@@ -47,7 +49,12 @@ int simt_init(const char *tag)
     unsetenv("SIMGPU_DEVICES");
     unsetenv("SIMGPU_KERNEL_NS");
     unsetenv("SIMGPU_CTX_SWITCH_US");
+    unsetenv("SIMGPU_KERNEL_WAVE_NS");
+    unsetenv("SIMGPU_KERNEL_LAUNCH_NS");
+    unsetenv("SIMGPU_KERNEL_TABLE");
     unsetenv("LD_PRELOAD");
+    for (int i = 0; env && env[i]; i++)
+        putenv((char *)env[i]);
     cleanup();                          /* records the owner */
     atexit(cleanup);
     CUresult rc;
@@ -62,6 +69,11 @@ int simt_init(const char *tag)
         return -1;
     }
     return 0;
+}
+
+int simt_init(const char *tag)
+{
+    return simt_init_env(tag, NULL);
 }
 
 uint64_t simt_free(void)

@@ -19,11 +19,13 @@ import time
 from . import config, plots, presets
 from .report_fmt import PAPER, TARGETS, cmp_word, disturbed, f, ratio, table  # noqa: F401
 from .report_training import SWAP_KEYS, TRAINING_KEYS, section_training  # noqa: F401
+from .report_pytorch import check_pytorch, section_pytorch, summary_pytorch
 
 POLICY_KEYS = ["avg_jct_s", "p95_jct_s", "makespan_s", "utilization", "failed_jobs"]
 MIXED_KEYS = ["p50_ms", "p99_ms", "training_avg_jct_s"]
 SLICING_KEYS = ["host_share", "salus_makespan_s", "none_makespan_s", "salus_busy", "none_busy"]
 SUMMARY_KEYS = ["training", "training_swap", "hyperparam", "inference", "mixed", "slicing",
+                "pytorch",
                 "overhead_ns_per_launch",
                 "overhead_ns_per_launch_contended", "overhead_ns_per_launch_two_devices",
                 "alloc_ns_per_pair", "handoff_us"]
@@ -51,7 +53,7 @@ def infer_figures(inf):
     return out
 
 
-def summary(tr, hp, inf, mi, mx=None, sl=None):
+def summary(tr, hp, inf, mi, mx=None, sl=None, pt=None):
     training = {}
     for k in TRAINING_KEYS:
         src = (tr or {}).get("policies", {}).get(k, {})
@@ -83,6 +85,7 @@ def summary(tr, hp, inf, mi, mx=None, sl=None):
     return {"training": training, "training_swap": swap, "hyperparam": hyper,
             "inference": infer, "mixed": mixed,
             "slicing": slicing,
+            "pytorch": summary_pytorch(pt),
             "overhead_ns_per_launch": fig.get("overhead_ns_per_launch"),
             "overhead_ns_per_launch_contended": fig.get("overhead_ns_per_launch_contended"),
             "overhead_ns_per_launch_two_devices": fig.get("overhead_ns_per_launch_two_devices"),
@@ -127,6 +130,7 @@ def check_summary(path):
         if not isinstance(o, dict) or any(k not in o for k in MIXED_KEYS):
             p.append(f"mixed.{pol} lacks one of {', '.join(MIXED_KEYS)}")
     p += check_slicing(s.get("slicing"))
+    p += check_pytorch(s.get("pytorch"))
     h = s.get("handoff_us")
     if not isinstance(h, dict) or "p50" not in h or "p99" not in h:
         p.append("handoff_us lacks p50/p99")
@@ -489,6 +493,7 @@ def render(out_dir, scale, pngs, img_prefix=""):
     sl = config.load_json(out_dir, "slicing.json")
     if sl:
         L.append(section_slicing(sl))
+    L.append(section_pytorch(config.load_json(out_dir, "pytorch.json")))
     L.append(section_micro(mi, tr))
     L.append(SHORTFALL_TEXT)
     L.append(section_workloads(tr))
@@ -574,8 +579,9 @@ def run(scale, out_dir):
     tr, hp, inf, mi = results(out_dir)
     mx = config.load_json(out_dir, "mixed.json")
     sl = config.load_json(out_dir, "slicing.json")
+    pt = config.load_json(out_dir, "pytorch.json")
     with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-        json.dump(summary(tr, hp, inf, mi, mx, sl), fh, indent=1)
+        json.dump(summary(tr, hp, inf, mi, mx, sl, pt), fh, indent=1)
     pngs = plots.draw(out_dir)
     with open(os.path.join(out_dir, "report.md"), "w") as fh:
         fh.write(render(out_dir, scale, pngs))
