@@ -9,6 +9,7 @@
 #                    the invalidation they cause, what a capture may record
 #   test_simgpu_mem  pools, arrays, texture and surface objects and the VMM
 #                    API, with exact accounting
+#   test_simgpu_globals modules' variables from PTX and cubins
 #   test_simgpu_image the JIT linker, image architectures, compressed fatbins,
 #                    managed variables, libraries as the runtime uses them
 #                    (images built from tests/simgpu_images.cu)
@@ -41,6 +42,7 @@ $(eval $(call salus_test,test_simgpu_exec,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_kmodel,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_capture,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mem,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_globals,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_mp,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_state,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_ipc,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
@@ -50,7 +52,7 @@ $(eval $(call salus_test,test_simgpu_xla,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 # The tests load the workloads' cubin and PTX.
 $(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_capture \
     $(B)/tests/test_simgpu_kmodel \
-    $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_memop $(B)/tests/test_simgpu_xla \
+    $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_globals $(B)/tests/test_simgpu_memop $(B)/tests/test_simgpu_xla \
     $(B)/tests/test_simgpu_mp $(B)/tests/test_simgpu_state \
     $(B)/tests/test_simgpu_ipc: | $(WL_CUBIN) $(WL_PTX)
 
