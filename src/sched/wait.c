@@ -726,11 +726,11 @@ static int acquire_once(sched_proc_t *p, int d)
 void sched_yield_point(sched_proc_t *p, int boundary)
 {
     uint32_t devset = util_load_relaxed(&p->devset);
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        if (!(devset & (1u << d)))
-            continue;
+    while (devset) {                     /* at every boundary: the devices used only */
+        int d = __builtin_ctz(devset);
+        devset &= devset - 1;
         sched_dev_t *dev = sched_dev(p->t, d);
-        if (util_load_relaxed(&dev->lease) != my_lease(p) ||
+        if (!dev || util_load_relaxed(&dev->lease) != my_lease(p) ||
             (!sched_any_waiter(dev) &&
              !util_load_relaxed(&p->me->gang_yield)))  /* its gang yields */
             continue;
