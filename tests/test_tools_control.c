@@ -259,26 +259,33 @@ static int read_audit(int fd, char *all, size_t cap, const char *const *want)
     }
 }
 
-static void test_audit_lines(void **state)
+/* The socket at /dev/log, bound here to stand in for syslog; skips the test
+ * where a daemon holds it or it cannot be made.  The caller unlinks it. */
+static int syslog_stand_in(void)
 {
-    (void)state;
-    tt_need_build();
     if (access("/dev/log", F_OK) == 0) {
-        print_message("a syslog daemon has /dev/log: the audit lines go to it, unread here\n");
+        print_message("a syslog daemon has /dev/log: the lines go to it, unread here\n");
         skip();
     }
-    tt_job_t j;
-    tt_job_start(&j, "auditjob", "30");
-    tt_job_wait_running(&j);
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
     struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
         close(fd);
-        tt_job_stop(&j);
         print_message("cannot stand in for syslog at /dev/log (not root?)\n");
         skip();
     }
+    return fd;
+}
+
+static void test_audit_lines(void **state)
+{
+    (void)state;
+    tt_need_build();
+    tt_job_t j;
+    tt_job_start(&j, "auditjob", "30");
+    tt_job_wait_running(&j);
+    int fd = syslog_stand_in();
     /* Nothing fatal until the socket is gone again: a /dev/log left behind
      * would swallow the machine's syslog(3) lines and skip this test. */
     int rcs = 0;
@@ -320,18 +327,7 @@ static void test_libsalus_syslog(void **state)
 {
     (void)state;
     tt_need_build();
-    if (access("/dev/log", F_OK) == 0) {
-        print_message("a syslog daemon has /dev/log: the lines go to it, unread here\n");
-        skip();
-    }
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        print_message("cannot stand in for syslog at /dev/log (not root?)\n");
-        skip();
-    }
+    int fd = syslog_stand_in();
     /* A misspelled variable: one warning at start-up, from each job. */
     static const char *const on[] = { "SALUS_LOG_SYSLOG=on", "SALUS_POLCY=fair", NULL };
     static const char *const off[] = { "SALUS_LOG_SYSLOG=off", "SALUS_POLCY=fair", NULL };
