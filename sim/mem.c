@@ -464,8 +464,9 @@ static CUresult pointer_attr(void *data, CUpointer_attribute a, CUdeviceptr ptr,
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
         *(size_t *)data = r ? r->size : 0;
         return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        *(void **)data = NULL;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:   /* the pool of a stream-ordered allocation */
+        *(void **)data = r && r->kind == SIM_R_POOL && r->pool
+                         ? (void *)(uintptr_t)sim_pool_handle(r->pool) : NULL;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
         *(unsigned *)data = r ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;

@@ -104,9 +104,15 @@ static CUresult block_alloc(sim_pool_t *p, size_t size, CUdeviceptr *out)
             best = r;
     sim_range_t *b;
     if (best) {
+        /* A cached block of the same charge or up to twice it: its backing
+         * holds the charge, and the block is now the size asked (a block
+         * freed at 640 bytes and reused for 864, both 1024 charged, must
+         * take 864: cuMemsetD8Async over it failed, PyTorch's
+         * backend:cudaMallocAsync saw invalid argument). */
         b = *best;
         *best = b->free_next;
         b->free_next = NULL;
+        b->size = size;
     } else {
         CUresult rc = sim_mem_alloc(NULL, p->device, size, SIM_R_POOL, &b);
         if (rc == CUDA_ERROR_OUT_OF_MEMORY && p->cache) {
@@ -125,6 +131,11 @@ static CUresult block_alloc(sim_pool_t *p, size_t size, CUdeviceptr *out)
         p->reserved_high = p->reserved;
     *out = (CUdeviceptr)b->base;
     return CUDA_SUCCESS;
+}
+
+uint64_t sim_pool_handle(const sim_pool_t *p)
+{
+    return p->handle;
 }
 
 void sim_pool_release_block(sim_range_t *r)

@@ -651,6 +651,8 @@ CUresult sim_memset_do(CUdeviceptr dst, size_t pitch, unsigned value, unsigned e
 
 /* ---- pool.c / array.c / vmm.c ------------------------------------------ */
 void sim_pools_trim_sync(void);                     /* after a synchronize */
+/* The pool's handle (its CUmemoryPool). */
+uint64_t sim_pool_handle(const sim_pool_t *p);
 void sim_pool_release_block(sim_range_t *r);        /* from cuMemFree */
 void sim_arrays_destroy_ctx(sim_ctx_t *ctx);
 void *sim_array_data(CUarray a, size_t *row_bytes, size_t *height, size_t *depth);

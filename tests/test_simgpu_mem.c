@@ -170,6 +170,45 @@ static void test_pool_cache_and_capacity(void **state)
     CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
 }
 
+/* A cached block reused for a bigger request of the same charge is that
+ * request's size: every byte of it takes a memset and a copy (PyTorch's
+ * backend:cudaMallocAsync frees 640 bytes and asks 864 again), and the
+ * pointer's attributes say its size and its pool. */
+static void test_pool_reuse_size(void **state)
+{
+    (void)state;
+    CUmemoryPool def;
+    CK(cuDeviceGetDefaultMemPool(&def, 0));
+    cuuint64_t keep = GiB;
+    CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+    CUdeviceptr a, b;
+    CK(cuMemAllocAsync(&a, 640, NULL));
+    CK(cuMemFreeAsync(a, NULL));
+    CK(cuMemAllocAsync(&b, 864, NULL));
+    assert_true(b == a);                            /* the cached block (both 1024 charged) */
+    CK(cuMemsetD8Async(b, 0x5a, 864, NULL));
+    unsigned char out[864];
+    CK(cuMemcpyDtoH(out, b, sizeof out));
+    for (size_t i = 0; i < sizeof out; i++)
+        assert_int_equal(out[i], 0x5a);
+    size_t size = 0;
+    CK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, b));
+    assert_int_equal(size, 864);
+    CUmemoryPool of = NULL;
+    CK(cuPointerGetAttribute(&of, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, b));
+    assert_ptr_equal(of, def);
+    CUdeviceptr plain;
+    CK(cuMemAlloc(&plain, 64));
+    of = def;
+    CK(cuPointerGetAttribute(&of, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, plain));
+    assert_null(of);                                /* not from a pool */
+    CK(cuMemFree(plain));
+    CK(cuMemFreeAsync(b, NULL));
+    CK(cuMemPoolTrimTo(def, 0));
+    cuuint64_t zero = 0;
+    CK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+}
+
 /* ---- arrays ------------------------------------------------------------------------------ */
 
 /* ---- graph memory ------------------------------------------------------------------------ */
@@ -718,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_pool_threshold_and_trim),
         cmocka_unit_test(test_pool_created),
         cmocka_unit_test(test_pool_cache_and_capacity),
+        cmocka_unit_test(test_pool_reuse_size),
         cmocka_unit_test(test_graph_memory),
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_texture_objects),
