@@ -9,10 +9,10 @@ The jobs are bench/torch/train.py, a plain PyTorch program (no Salus in
 it): a residual CNN (cuDNN), a transformer encoder and an MLP (cuBLAS),
 over simgpu with its shape model of kernel durations (sim/README.md,
 "Kernel durations"), run by bench/salusbench/torchjobs.py.  With Salus
-they are started by `salus run --name N --priority P`, under the default
-policy, fair: GPU time in proportion to priority + 1, the GPU handed over
-at the iteration boundaries libsalus finds by itself (each step's
-torch.cuda.synchronize()).  Without Salus simgpu's engine time-slices
+they are started by `salus run --name N --priority P --policy priority`:
+the GPU goes to the highest priority with work, handed over at the
+iteration boundaries libsalus finds by itself (each step's
+torch.cuda.synchronize()); make bench's pytorch step has every policy.  Without Salus simgpu's engine time-slices
 their kernels, with a 100 us context switch between processes, as the
 driver does.  The high-priority MLP arrives once the other two are
 training.  Runs with Debian's python3 (the standard library only).
@@ -48,14 +48,15 @@ def main(argv):
           "  mid    a transformer encoder, batch 64,      priority 50, 400 iterations\n"
           "  short  an MLP 1024-4096-4096-1000, batch 4096, priority 90, 600 iterations,\n"
           "         arriving once the other two train\n"
-          "Under Salus with its default policy, fair (GPU time in proportion to priority + 1,\n"
-          "the GPU handed over at iteration boundaries), started with, for instance:\n"
-          "  salus run --name short --priority 90 -- python train.py --model mlp --iterations 600\n",
+          "Under Salus with the priority policy (the GPU to the highest priority that has work,\n"
+          "handed over at iteration boundaries), started with, for instance:\n"
+          "  salus run --name short --priority 90 --policy priority -- \\\n"
+          "      python train.py --model mlp --iterations 600\n",
           flush=True)
     figs, shares = {}, {}
     with tempfile.TemporaryDirectory(prefix="salus-demo-torch-") as tmp:
-        for mode in ("fair", "none"):
-            print("-- with Salus ..." if mode == "fair" else
+        for mode in ("priority", "none"):
+            print("-- with Salus ..." if mode == "priority" else
                   "-- the same jobs without Salus (the GPU time-slices between them) ...",
                   flush=True)
             run = torchjobs.run(jobs, mode, python, tmp, mode, deadline_s=600)
@@ -75,7 +76,7 @@ def f(x, nd=2):
 
 
 def table(jobs, figs, shares):
-    s, n = figs["fair"], figs["none"]
+    s, n = figs["priority"], figs["none"]
     print()
     print(f"{'':19}{'-------------- with Salus --------------':42}{'--- without Salus ---'}")
     row = "{:<6} {:<11} {:>4}  {:>6} {:>6} {:>9} {:>6} {:>7}   {:>6} {:>6} {:>6}"
@@ -85,7 +86,7 @@ def table(jobs, figs, shares):
         a, b = s["jobs"][j.name], n["jobs"][j.name]
         print(row.format(j.name, j.model, j.priority, f(a["jct_s"]), f(a["loop_s"]),
                          f"{a['found_iterations']}/{a['true_iterations']}",
-                         f"{100 * shares['fair'].get(j.name, 0):.0f}%", a["handed_to"],
+                         f"{100 * shares['priority'].get(j.name, 0):.0f}%", a["handed_to"],
                          f(b["jct_s"]), f(b["loop_s"]),
                          f"{100 * shares['none'].get(j.name, 0):.0f}%"))
     print()
@@ -101,11 +102,18 @@ def table(jobs, figs, shares):
     print()
     sh = s["jobs"]["short"]
     found_ok = all(x["found_iterations"] == x["true_iterations"] for x in s["jobs"].values())
-    lines = [f"With Salus the priority-90 MLP got {100 * shares['fair'].get('short', 0):.0f}% "
+    lines = [f"With Salus the priority-90 MLP got {100 * shares['priority'].get('short', 0):.0f}% "
              f"of the GPU while it ran ({100 * shares['none'].get('short', 0):.0f}% without) "
              f"and its loop took {f(sh['loop_s'])} s instead of "
              f"{f(n['jobs']['short']['loop_s'])} s; the GPU changed processes "
              f"{s['context_switches']} times instead of {n['context_switches']}.",
+             "The others gave way: " + ", ".join(
+                 f"{name}'s loop took {f(s['jobs'][name]['loop_s'])} s instead of "
+                 f"{f(n['jobs'][name]['loop_s'])} s" for name in ("long", "mid")) +
+             (f"; the GPU was busy {100 * s['gpu_busy']:.0f}% of the kernels' span instead of "
+              f"{100 * n['gpu_busy']:.0f}%: a job holds the GPU through its host phases, "
+              f"which on a loaded host are long" if s["gpu_busy"] and n["gpu_busy"] and
+              s["gpu_busy"] < n["gpu_busy"] - 0.05 else "") + ".",
              "libsalus found " + ("every job's iterations exactly" if found_ok else
                                   "iterations as the column shows") +
              ", from the scripts' own synchronize calls, with no change to the scripts: "
