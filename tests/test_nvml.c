@@ -99,13 +99,14 @@ typedef struct client {
     char line[2048];
 } client_t;
 
-/* The paging test's set-up: a 4 GiB device, paging on, priorities, every
- * host sync a boundary (the spinning job's one kernel per sync), and
- * contexts that take nothing (as test_memory_preempt's: with 64 MiB
- * contexts this page-out does not complete on this tree, a memory issue of
- * its own). */
+/* The paging test's set-up: a 1 GiB device (small, so that the page-out
+ * and page-in copy little and the test stays quick on a busy machine),
+ * paging on, priorities, every host sync a boundary (the spinning job's one
+ * kernel per sync), and contexts that take nothing (as
+ * test_memory_preempt's: with 64 MiB contexts this page-out does not
+ * complete on this tree, a memory issue of its own). */
 static const char *const paging_vars[] = {
-    "SIMGPU_MEMORY=4G", "SIMGPU_CTX_MEMORY=0", "SALUS_SWAP=on", "SALUS_MEM_WAIT_MS=0",
+    "SIMGPU_MEMORY=1G", "SIMGPU_CTX_MEMORY=0", "SALUS_SWAP=on", "SALUS_MEM_WAIT_MS=0",
     "SALUS_POLICY=priority", "SALUS_ITER_SYNC=every", NULL,
 };
 
@@ -324,12 +325,12 @@ static void test_view_through_a_page_out(void **state)
     char cubin[512], prog[512];
     tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin);
     client_t low;
-    start_as(&low, "tests/clients/nvmlclient", 1, "3G", "2048", paging_vars, "spin", cubin);
+    start_as(&low, "tests/clients/nvmlclient", 1, "768M", "512", paging_vars, "spin", cubin);
     const char *line = next_line(&low);
     assert_own_view(line);
-    assert_int_equal(num(line, "v1_total"), 3 * GB);
+    assert_int_equal(num(line, "v1_total"), 768 * MB);
     uint64_t used0 = num(line, "v1_used");
-    assert_int_equal(used0, 2048 * MB);
+    assert_int_equal(used0, 512 * MB);
 
     tu_proc_t high;
     tu_env_t env;
@@ -340,13 +341,14 @@ static void test_view_through_a_page_out(void **state)
     tu_env_unset(&env, "SALUS_MEM_LIMIT");
     set_vars(&env, paging_vars);
     tu_env_set(&env, "SALUS_PRIORITY", "90");
+    tu_env_set(&env, "PAGECLIENT_BLOCK_MIB", "256");
     char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", prog, sizeof prog),
-                     cubin, "3072", "50", "2000", NULL };
+                     cubin, "768", "50", "2000", NULL };
     assert_int_equal(tu_spawn(&high, argv, &env), 0);
     track(high.pid);
     tu_env_free(&env);
 
-    await_used(&low, used0 - 1 * GB, 0, "the page-out");
+    await_used(&low, used0 - 256 * MB, 0, "the page-out");
     char want[64];
     pair(low.p.pid, high.pid, want, sizeof want);
     assert_procs(low.line, want);
