@@ -57,9 +57,14 @@ CUresult sim_pack_params(sim_func_t *f, void **kp, void **extra, void *buf, size
                 return CUDA_ERROR_INVALID_VALUE;
             }
         }
-        if (!ptr || !have_size || len < f->param_bytes)
+        /* A buffer shorter than the kernel's parameters is taken: its
+         * bytes, the rest zero.  NCCL's kernels declare a 4 KiB parameter
+         * struct and are launched with the part of it that one launch uses
+         * (CU_LAUNCH_PARAM_BUFFER_SIZE, its arguments' size), which the
+         * driver runs. */
+        if (!ptr || !have_size)
             return CUDA_ERROR_INVALID_VALUE;
-        memcpy(buf, ptr, f->param_bytes);
+        memcpy(buf, ptr, len < f->param_bytes ? len : f->param_bytes);
     } else if (f->nparams > 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }

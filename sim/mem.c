@@ -471,6 +471,23 @@ static CUresult pointer_attr(void *data, CUpointer_attribute a, CUdeviceptr ptr,
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
         *(unsigned *)data = r ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
         return CUDA_SUCCESS;
+    /* cuMemAlloc's memory can be exported with cuIpcGetMemHandle (ipc.c);
+     * a VMM mapping or a pool's allocation cannot (the driver: only memory
+     * from cuMemAlloc is legacy-IPC capable).  NCCL asks this of every
+     * buffer it registers before it looks at the VMM handle behind it. */
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(int *)data = r && r->kind == SIM_R_DEVICE;
+        return CUDA_SUCCESS;
+    /* The handle types a VMM mapping's allocation was made with; none for
+     * memory the driver allocated itself (cuMemAlloc, pools). */
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data =
+            r && r->kind == SIM_R_MAPPED && r->mh ? sim_memhandle_types(r->mh) : 0;
+        return CUDA_SUCCESS;
+    /* No GPUDirect RDMA: simgpu has no NIC to read its memory. */
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+        *(int *)data = 0;
+        return CUDA_SUCCESS;
     default:
         return CUDA_ERROR_NOT_SUPPORTED;
     }

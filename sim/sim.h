@@ -316,6 +316,8 @@ enum {
 };
 
 typedef struct sim_memhandle sim_memhandle_t;
+/* The handle types its allocation was made with (vmm.c). */
+unsigned long long sim_memhandle_types(const sim_memhandle_t *mh);
 
 typedef struct sim_range {
     uintptr_t base;

@@ -38,6 +38,11 @@ struct sim_memhandle {
     CUmemAllocationProp prop;
 };
 
+unsigned long long sim_memhandle_types(const sim_memhandle_t *mh)
+{
+    return (unsigned long long)mh->prop.requestedHandleTypes;
+}
+
 typedef struct reservation {
     uintptr_t base;
     size_t size;

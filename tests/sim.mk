@@ -19,6 +19,9 @@
 #   test_simgpu_xla  the calls XLA's CUDA backend adds: generic graph nodes,
 #                    executable graphs' kernel parameters, graph launches in
 #                    the trace, tensor maps
+#   test_simgpu_nccl the driver's answers NCCL's communicator and collectives
+#                    depend on: registered buffers' attributes, short
+#                    parameter buffers
 #   test_simgpu_mp   several processes on one state (capacity, reclaim after
 #                    SIGKILL, context memory, fork, engine serialization,
 #                    shared trace, a dead process's work cut)
@@ -48,11 +51,13 @@ $(eval $(call salus_test,test_simgpu_state,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_ipc,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_memop,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_xla,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_nccl,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 
 # The tests load the workloads' cubin and PTX.
 $(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_capture \
     $(B)/tests/test_simgpu_kmodel \
     $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_globals $(B)/tests/test_simgpu_memop $(B)/tests/test_simgpu_xla \
+    $(B)/tests/test_simgpu_nccl \
     $(B)/tests/test_simgpu_mp $(B)/tests/test_simgpu_state \
     $(B)/tests/test_simgpu_ipc: | $(WL_CUBIN) $(WL_PTX)
 

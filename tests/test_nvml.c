@@ -715,6 +715,48 @@ static void test_sim_nvml_matches_driver(void **state)
     assert_true(g <= gm && w <= wm);
     assert_int_equal(gen(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
     assert_int_equal(gen((nvmlDevice_t)&t, &g), NVML_ERROR_INVALID_ARGUMENT);
+    /* NCCL's reads at its first communicator (it calls the first two
+     * without checking they exist): the driver's capability and peers */
+    CUresult (*attr)(int *, CUdevice_attribute, CUdevice) = sym(cu, "cuDeviceGetAttribute");
+    CUresult (*peer)(int *, CUdevice, CUdevice) = sym(cu, "cuDeviceCanAccessPeer");
+    nvmlReturn_t (*cc)(nvmlDevice_t, int *, int *) = sym(nv, "nvmlDeviceGetCudaComputeCapability");
+    nvmlReturn_t (*p2p)(nvmlDevice_t, nvmlDevice_t, nvmlGpuP2PCapsIndex_t, nvmlGpuP2PStatus_t *) =
+        sym(nv, "nvmlDeviceGetP2PStatus");
+    nvmlReturn_t (*fields)(nvmlDevice_t, int, nvmlFieldValue_t *) =
+        sym(nv, "nvmlDeviceGetFieldValues");
+    nvmlReturn_t (*ccstate)(nvmlConfComputeSystemState_t *) =
+        sym(nv, "nvmlSystemGetConfComputeState");
+    int cmaj = 0, cmin = 0, dmaj = -1, dmin = -1;
+    CUdevice c0, c1;
+    nvmlDevice_t d1;
+    assert_int_equal(get(&c0, 0), CUDA_SUCCESS);
+    assert_int_equal(get(&c1, 1), CUDA_SUCCESS);
+    assert_int_equal(handle(1, &d1), NVML_SUCCESS);
+    assert_int_equal(attr(&dmaj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c0), CUDA_SUCCESS);
+    assert_int_equal(attr(&dmin, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c0), CUDA_SUCCESS);
+    assert_int_equal(cc(d, &cmaj, &cmin), NVML_SUCCESS);
+    assert_int_equal(cmaj, dmaj);
+    assert_int_equal(cmin, dmin);
+    int can01 = -1, can00 = -1;
+    nvmlGpuP2PStatus_t st01, st00, stnv;
+    assert_int_equal(peer(&can01, c0, c1), CUDA_SUCCESS);
+    assert_int_equal(peer(&can00, c0, c0), CUDA_SUCCESS);
+    assert_int_equal(p2p(d, d1, NVML_P2P_CAPS_INDEX_READ, &st01), NVML_SUCCESS);
+    assert_int_equal(p2p(d, d, NVML_P2P_CAPS_INDEX_WRITE, &st00), NVML_SUCCESS);
+    assert_int_equal(p2p(d, d1, NVML_P2P_CAPS_INDEX_NVLINK, &stnv), NVML_SUCCESS);
+    assert_int_equal(st01 == NVML_P2P_STATUS_OK, can01 == 1);
+    assert_int_equal(st00 == NVML_P2P_STATUS_OK, can00 == 1);
+    assert_int_equal(stnv, NVML_P2P_STATUS_NOT_SUPPORTED);       /* PCIe cards */
+    assert_int_equal(p2p(d, (nvmlDevice_t)&t, NVML_P2P_CAPS_INDEX_READ, &st01),
+                     NVML_ERROR_INVALID_ARGUMENT);
+    nvmlFieldValue_t fv[2] = { { .fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT },
+                               { .fieldId = NVML_FI_DEV_POWER_INSTANT } };
+    assert_int_equal(fields(d, 2, fv), NVML_SUCCESS);             /* each field says */
+    assert_int_equal(fv[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fv[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    nvmlConfComputeSystemState_t ccs;
+    assert_int_equal(ccstate(&ccs), NVML_SUCCESS);
+    assert_int_equal(ccs.ccFeature, NVML_CC_SYSTEM_FEATURE_DISABLED);
     assert_int_equal(util(d, &u), NVML_SUCCESS);
     assert_int_equal(u.gpu, 0);                 /* nothing has run on this state */
 

@@ -24,9 +24,7 @@
  * Locking: init_lock guards the attach, the init count and the samples of
  * utilization (below); everything else reads the mapping.
  */
-#include "sim.h"
-#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
-#include <nvml.h>
+#include "nvml/nvml_int.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -38,15 +36,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
 
 /* ---- the state ----------------------------------------------------------- */
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static const sim_shared_t *state;       /* read-only mapping, kept for life */
+const sim_shared_t *state;              /* read-only mapping, kept for life */
 static int state_fd = -1;
 static char state_name[NAME_MAX];
-static int init_count;                  /* nvmlInit less nvmlShutdown */
+int init_count;                         /* nvmlInit less nvmlShutdown */
 
 static void note(const char *fmt, const char *arg)
 {
@@ -142,24 +139,13 @@ static uint64_t device_used(int d)
 }
 
 /* ---- handles and errors ---------------------------------------------------
- * A device handle points into devs[]: anything else is refused without
- * being dereferenced, as NVML_ERROR_INVALID_ARGUMENT (the real library's
- * answer to an invalid device). */
+ * (nvml_int.h: a handle points into devs[]; dev_index refuses the rest.) */
 
-struct nvmlDevice_st {
-    int index;
-};
-static struct nvmlDevice_st devs[SIM_MAX_DEVICES] = {
+struct nvmlDevice_st devs[SIM_MAX_DEVICES] = {
     { 0 }, { 1 }, { 2 }, { 3 }, { 4 }, { 5 }, { 6 }, { 7 },
 };
 
-static int initialized(void)
-{
-    return __atomic_load_n(&init_count, __ATOMIC_ACQUIRE) > 0;
-}
-
-/* The index of a valid handle, or -1. */
-static int dev_index(nvmlDevice_t h)
+int dev_index(nvmlDevice_t h)
 {
     uintptr_t p = (uintptr_t)h, base = (uintptr_t)devs;
     if (p < base || p >= base + sizeof devs || (p - base) % sizeof devs[0])
@@ -167,17 +153,6 @@ static int dev_index(nvmlDevice_t h)
     int d = (int)((p - base) / sizeof devs[0]);
     return d < (int)state->ndevices ? d : -1;
 }
-
-#define CHECK_INIT()                                                  \
-    do {                                                              \
-        if (!initialized())                                           \
-            return NVML_ERROR_UNINITIALIZED;                          \
-    } while (0)
-#define CHECK_DEV(h, d)                                               \
-    CHECK_INIT();                                                     \
-    int d = dev_index(h);                                             \
-    if (d < 0)                                                        \
-        return NVML_ERROR_INVALID_ARGUMENT
 
 static nvmlReturn_t init(void)
 {
@@ -396,80 +371,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *id, nvmlDevice_t *
 }
 
 /* What simgpu does not model: the answer of a device without the sensor. */
-#define UNSUPPORTED(name, ...)                                                \
-    EXPORT nvmlReturn_t name(nvmlDevice_t device, __VA_ARGS__)                \
-    {                                                                         \
-        CHECK_DEV(device, d);                                                 \
-        (void)d;                                                              \
-        return NVML_ERROR_NOT_SUPPORTED;                                      \
-    }
-#define U_ __attribute__((unused))
 UNSUPPORTED(nvmlDeviceGetTemperature, nvmlTemperatureSensors_t s U_, unsigned int *t U_)
 UNSUPPORTED(nvmlDeviceGetPowerUsage, unsigned int *mw U_)
 UNSUPPORTED(nvmlDeviceGetEnforcedPowerLimit, unsigned int *mw U_)
 UNSUPPORTED(nvmlDeviceGetFanSpeed, unsigned int *pct U_)
 UNSUPPORTED(nvmlDeviceGetClockInfo, nvmlClockType_t type U_, unsigned int *mhz U_)
 UNSUPPORTED(nvmlDeviceGetBAR1MemoryInfo, nvmlBAR1Memory_t *bar1 U_)
-/* No NVLink: simgpu's devices are PCIe cards.  PyTorch's
- * c10_cuda resolves these at its first allocation and stops when one is
- * missing; the real NVML answers NOT_SUPPORTED on a GPU without the links. */
-UNSUPPORTED(nvmlDeviceGetNvLinkState, unsigned int link U_, nvmlEnableState_t *active U_)
-UNSUPPORTED(nvmlDeviceGetNvLinkRemoteDeviceType, unsigned int link U_,
-            nvmlIntNvLinkDeviceType_t *type U_)
-UNSUPPORTED(nvmlDeviceGetNvLinkRemotePciInfo_v2, unsigned int link U_, nvmlPciInfo_t *pci U_)
-
-/* The PCIe link (nvmlDeviceGetCurrPcieLinkGeneration, ...Width, and their
- * Max variants): an H100 PCIe card's, generation 5 and 16 lanes, trained at
- * its maximum (inferred: simgpu models no link training; sim/README.md).
- * XLA reads the current link to estimate host-device bandwidth and, when
- * NVML lacks it, assumes generation 3. */
-static nvmlReturn_t link_answer(nvmlDevice_t device, unsigned int *out, unsigned int value)
-{
-    CHECK_DEV(device, d);
-    (void)d;
-    if (!out)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    *out = value;
-    return NVML_SUCCESS;
-}
-#define SIM_PCIE_GEN 5
-#define SIM_PCIE_WIDTH 16
-EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen)
-{
-    return link_answer(device, gen, SIM_PCIE_GEN);
-}
-EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen)
-{
-    return link_answer(device, gen, SIM_PCIE_GEN);
-}
-EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *width)
-{
-    return link_answer(device, width, SIM_PCIE_WIDTH);
-}
-EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *width)
-{
-    return link_answer(device, width, SIM_PCIE_WIDTH);
-}
-
-/* A Hopper GPU answers the fabric query; one outside an NVSwitch fabric
- * says so in the state (NOT_SUPPORTED), not in the result. */
-EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *info)
-{
-    CHECK_DEV(device, d);
-    (void)d;
-    if (!info)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (info->version != nvmlGpuFabricInfo_v2 && info->version != nvmlGpuFabricInfo_v3)
-        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    unsigned int version = info->version;
-    memset(info, 0, version == nvmlGpuFabricInfo_v2 ? sizeof(nvmlGpuFabricInfo_v2_t)
-                                                          : sizeof(nvmlGpuFabricInfo_v3_t));
-    info->version = version;
-    info->state = NVML_GPU_FABRIC_STATE_NOT_SUPPORTED;
-    info->status = NVML_SUCCESS;
-    return NVML_SUCCESS;
-}
-
 /* ---- memory ------------------------------------------------------------------ */
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)

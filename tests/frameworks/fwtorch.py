@@ -55,12 +55,15 @@ class Trainer:
         torch.cuda.synchronize()         # the iteration's one host sync
 
 
-def train(trainer, iterations, stop=None):
-    """Run iterations (or until stop.asked); the sync-return times."""
+def train(trainer, iterations, stop=None, after_step=None):
+    """Run iterations (or until stop.asked), after_step() after each step's
+    sync when given; the sync-return times."""
     ends = []
     for _ in range(iterations):
         if stop is not None and stop.asked:
             break
         trainer.step()
+        if after_step is not None:
+            after_step()
         ends.append(fwlib.now_ns())
     return ends
