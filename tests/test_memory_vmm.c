@@ -608,10 +608,11 @@ static void test_sigkill_while_out(void **state)
 /* ---- through libsalus: the program's malloc, and its allocations ------------------ */
 
 /* Run vmmclient <mode>, with libsalus preloaded over simgpu or plainly; its
- * line that starts with `mode`. */
-static void client(const char *mode, int preload, char *out, size_t len)
+ * line that starts with `mode`; and libsalus's report's count of the
+ * allocations paging served in *paged when not NULL (-1: no report). */
+static void client(const char *mode, int preload, char *out, size_t len, long *paged)
 {
-    char prog[512], state[96], table[96];
+    char prog[512], state[96], table[96], report[320];
     tu_env_t env;
     tu_proc_t p;
     tu_env_init(&env);
@@ -621,6 +622,8 @@ static void client(const char *mode, int preload, char *out, size_t len)
     else
         tu_env_simgpu(&env, state);
     tu_env_set(&env, "SALUS_SWAP", "on");
+    snprintf(report, sizeof report, "%s/report-%s-%d.json", tu_tmpdir(), mode, preload);
+    tu_env_set(&env, "SALUS_REPORT", "%s", report);
     char *argv[] = { (char *)tu_build_path("tests/clients/vmmclient", prog, sizeof prog),
                      (char *)mode, NULL };
     int rc = tu_run(argv, &env, 60000, &p);
@@ -629,6 +632,12 @@ static void client(const char *mode, int preload, char *out, size_t len)
     if (tu_find_line(text, mode, 0, out, len) != 0)
         snprintf(out, len, "(no line) exit %d: %s", rc, text);
     free(text);
+    if (paged) {
+        char *rep = tu_read_file(report, NULL);
+        double v = -1;
+        *paged = rep && tu_json_num(rep, "paged_allocs", &v) == 0 ? (long)v : -1;
+        free(rep);
+    }
     tu_env_free(&env);
 }
 
@@ -690,8 +699,8 @@ static void test_malloc_unchanged(void **state)
 {
     (void)state;
     char plain[512], preloaded[512];
-    client("malloc", 0, plain, sizeof plain);
-    client("malloc", 1, preloaded, sizeof preloaded);
+    client("malloc", 0, plain, sizeof plain, NULL);
+    client("malloc", 1, preloaded, sizeof preloaded, NULL);
     assert_non_null(strstr(plain, "libc.so"));
     assert_string_equal(plain, preloaded);
 }
@@ -700,10 +709,12 @@ static void test_client_allocations(void **state)
 {
     (void)state;
     char line[512];
-    client("alloc", 0, line, sizeof line);       /* the driver's own answers */
-    assert_string_equal(line, "alloc ok vmm=0");
-    client("alloc", 1, line, sizeof line);       /* the same, virtualized */
-    assert_string_equal(line, "alloc ok vmm=1");
+    long paged = 0;
+    client("alloc", 0, line, sizeof line, NULL);  /* the driver's own answers */
+    assert_string_equal(line, "alloc ok retain=0 types=0");
+    client("alloc", 1, line, sizeof line, &paged); /* the same, virtualized */
+    assert_string_equal(line, "alloc ok retain=0 types=0");
+    assert_int_equal(paged, 10);                  /* every allocation was paging's */
 }
 
 /* ---- a driver without POSIX fd handles (vmm_core.c, vmm_ipc.c) ------------------- */

@@ -7,10 +7,12 @@
  * cuMemUnmap, cuMemMapArrayAsync); a virtualized allocation exported
  * over CUDA IPC stays resident, and an imported one mapped, until the
  * handle is done with (cuIpcGetMemHandle, cuIpcOpenMemHandle,
- * cuIpcCloseMemHandle: memory's vmm_ipc.c).
+ * cuIpcCloseMemHandle: memory's vmm_ipc.c); and paged memory makes no
+ * shareable handle (cuMemRetainAllocationHandle,
+ * cuMemGetHandleForAddressRange, cuMulticastBindAddr).
  *
- * Divided into: pools; graph memory; mappings; IPC handles; the wrappers,
- * expanded from the list.
+ * Divided into: pools; graph memory; mappings; IPC handles; shareable
+ * handles; the wrappers, expanded from the list.
  *
  * Each row's wrapper counts the call and hands its arguments to
  * hook_memop_<export>, written here by hand, which calls the driver and
@@ -363,6 +365,47 @@ static CUresult hook_memop_cuIpcCloseMemHandle(CUdeviceptr p)
     if (vmem_ipc_close(p, &rc))
         return rc;
     return HOOK_REAL(cuIpcCloseMemHandle)(p);
+}
+
+/* ---- shareable handles ---------------------------------------------------------
+ * Paged (virtualized) memory is cuMemAlloc's memory to the program, and
+ * gets its answers: no allocation handle to retain (the driver's
+ * CUDA_ERROR_INVALID_VALUE for an address no cuMemMap mapped), no
+ * multicast binding (which takes mapped VMM memory alone: the same), and
+ * no dma-buf of its range (CUDA_ERROR_NOT_SUPPORTED, a driver's answer on
+ * a system without dma-buf).  Its chunks are replaced at each page-out and
+ * page-in: a handle exported from one would leave a peer writing memory
+ * this process no longer reads.  Anything else goes to the driver. */
+
+static int hook_paged(CUdeviceptr p)
+{
+    return vmem_range(p, NULL, NULL) == 0;
+}
+
+static CUresult hook_memop_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+                                                       void *addr)
+{
+    if (hook_paged((CUdeviceptr)(uintptr_t)addr))
+        return CUDA_ERROR_INVALID_VALUE;
+    return HOOK_REAL(cuMemRetainAllocationHandle)(handle, addr);
+}
+
+static CUresult hook_memop_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p, size_t size,
+                                                         CUmemRangeHandleType type,
+                                                         unsigned long long flags)
+{
+    if (hook_paged(p))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return HOOK_REAL(cuMemGetHandleForAddressRange)(handle, p, size, type, flags);
+}
+
+static CUresult hook_memop_cuMulticastBindAddr(CUmemGenericAllocationHandle mc, size_t offset,
+                                               CUdeviceptr p, size_t size,
+                                               unsigned long long flags)
+{
+    if (hook_paged(p))
+        return CUDA_ERROR_INVALID_VALUE;
+    return HOOK_REAL(cuMulticastBindAddr)(mc, offset, p, size, flags);
 }
 
 /* ---- the wrappers ---------------------------------------------------------- */

@@ -127,6 +127,7 @@ int hook_report_format(char *buf, size_t cap)
     bad = bad || put(buf, cap, &len, "}");
     bad = bad || put_module(buf, cap, &len, sched_report_fields);
     bad = bad || put_module(buf, cap, &len, mem_report_fields);
+    bad = bad || put_module(buf, cap, &len, vmem_report_fields);
     bad = bad || put(buf, cap, &len, "}");
     return bad ? -1 : (int)len;
 }

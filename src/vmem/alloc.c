@@ -14,6 +14,7 @@
 #include "vmem/vmem_int.h"
 #include "util/util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,7 +229,7 @@ static CUresult valloc_locked(int ordinal, uint64_t size, CUdeviceptr *out)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_undo;
     }
-    a->id = ++vmem_p.next_id;
+    a->id = __atomic_add_fetch(&vmem_p.next_id, 1, __ATOMIC_RELAXED);  /* read by the report */
     *out = a->base;
     return CUDA_SUCCESS;
 out_undo:
@@ -403,7 +404,8 @@ int vmem_attr(void *data, CUpointer_attribute attr, CUdeviceptr p)
         return 0;
     if (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE &&
         attr != CU_POINTER_ATTRIBUTE_CONTEXT && attr != CU_POINTER_ATTRIBUTE_BUFFER_ID &&
-        attr != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)
+        attr != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE &&
+        attr != CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES)
         return 0;                     /* the driver answers the mapping as well */
     pthread_mutex_lock(&vmem_p.lock);
     vmem_buf_t *a = vmem_find_locked(p);
@@ -413,6 +415,11 @@ int vmem_attr(void *data, CUpointer_attribute attr, CUdeviceptr p)
         case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = a->size; break;
         case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = a->ctx; break;
         case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = a->id; break;
+        /* none, as for cuMemAlloc's memory: a shareable handle of one of
+         * its chunks would outlive the chunk's next page-out, the peer
+         * that mapped it writing the old chunk while this process writes
+         * the new one (NCCL checks this before it registers a buffer) */
+        case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: *(unsigned long long *)data = 0; break;
         default: *(int *)data = vmem_ipc_able(); break;   /* ipc.c's handles */
         }
     }
@@ -421,6 +428,14 @@ int vmem_attr(void *data, CUpointer_attribute attr, CUdeviceptr p)
 }
 
 /* ---- figures ------------------------------------------------------------------------- */
+
+int vmem_report_fields(char *buf, size_t cap)
+{
+    if (!vmem_on())
+        return 0;
+    return snprintf(buf, cap, "\"paged_allocs\":%llu",
+                    (unsigned long long)__atomic_load_n(&vmem_p.next_id, __ATOMIC_RELAXED));
+}
 
 uint64_t vmem_paged_out_bytes(int ordinal)
 {

@@ -141,7 +141,10 @@ uintptr_t vmem_jem_alloc(vmem_jem_t *j, size_t n)
 {
     if (!j->arena)
         return 0;
-    void *p = salus_je_mallocx(n, flags_of(j));
+    if (n > SIZE_MAX - VMEM_ALIGN)
+        return 0;
+    n = (n + VMEM_ALIGN - 1) & ~(size_t)(VMEM_ALIGN - 1);
+    void *p = salus_je_mallocx(n, flags_of(j) | MALLOCX_ALIGN(VMEM_ALIGN));
     if (!p)
         return 0;
     return (uintptr_t)p - j->shadow + j->dev;

@@ -72,8 +72,12 @@ int vmem_range(CUdeviceptr p, CUdeviceptr *base, size_t *size);
 /* After the driver answered cuPointerGetAttribute: 1 when memory wrote
  * *data over its answer for a virtualized allocation (range start and
  * size, context, buffer id, legacy IPC capability: libsalus's handles
- * below), 0 when the driver's answer stands. */
+ * below; allowed handle types: none, as cuMemAlloc's memory), 0 when the
+ * driver's answer stands. */
 int vmem_attr(void *data, CUpointer_attribute attr, CUdeviceptr p);
+/* The report's fields (intercept's SALUS_REPORT), as snprintf: with paging
+ * on, "paged_allocs", the allocations paging has served; nothing when off. */
+int vmem_report_fields(char *buf, size_t cap);
 
 /* ---- CUDA IPC on paged memory (ipc.c) ------------------------------------------------
  * The driver makes no legacy IPC handle for VMM memory, so libsalus makes

@@ -56,7 +56,11 @@ typedef struct vmem_jem {
 int vmem_jem_available(void);
 /* Make j's arena over [shadow, shadow + size), mapping to dev: 0 or -1. */
 int vmem_jem_create(vmem_jem_t *j, uintptr_t dev, size_t size);
-/* A device address of n bytes in j's region, or 0. */
+/* A device address of n bytes in j's region, or 0: aligned to VMEM_ALIGN,
+ * its block a whole number of VMEM_ALIGN bytes, as cudaMalloc's memory is
+ * (programs rely on it: a texture over linear memory needs the texture
+ * alignment, and an overrun of a few bytes must not reach a neighbour). */
+#define VMEM_ALIGN 512u
 uintptr_t vmem_jem_alloc(vmem_jem_t *j, size_t n);
 void vmem_jem_free(vmem_jem_t *j, uintptr_t devptr);
 /* The shadow (host) address jemalloc knows for a device address of j. */

@@ -6,9 +6,11 @@
  *                      malloc this program calls (dlsym + dladdr)
  *   vmmclient alloc    over simgpu: small, big and pitched allocations, the
  *                      driver's answers about interior pointers, a round of
- *                      bytes through each, frees; prints one line
- *                      "alloc ok vmm=<1 if its memory is mapped through
- *                      VMM, else 0>" or what differed
+ *                      bytes through each, cudaMalloc's alignment (a
+ *                      texture over the smallest), frees; prints one line
+ *                      "alloc ok retain=<1 if an allocation handle could be
+ *                      retained from its memory> types=<its allowed
+ *                      shareable handle types>" or what differed
  */
 #include <cuda.h>
 
@@ -74,11 +76,35 @@ static int alloc(void)
     CK(cuMemAlloc_v2(&big, 3 << 20));
     CK(cuMemAllocPitch_v2(&pitched, &pitch, 1000, 100, 4));
     TRUE(pitch >= 1000);
-    /* Only memory mapped through VMM has an allocation handle. */
+    /* cudaMalloc's memory is aligned to at least 256 bytes (512 in
+     * practice, the texture alignment), and a texture over linear memory
+     * needs it. */
+    TRUE(a % 512 == 0 && b % 512 == 0 && big % 512 == 0 && pitched % 512 == 0);
+    static const size_t tiny[] = { 1, 8, 24, 100, 200, 513 };
+    CUdeviceptr t[sizeof tiny / sizeof tiny[0]];
+    for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
+        CK(cuMemAlloc_v2(&t[i], tiny[i]));
+        TRUE(t[i] % 512 == 0);
+    }
+    for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++)
+        CK(cuMemFree_v2(t[i]));
+    CUDA_RESOURCE_DESC res = { .resType = CU_RESOURCE_TYPE_LINEAR };
+    res.res.linear.devPtr = a;
+    res.res.linear.format = CU_AD_FORMAT_FLOAT;
+    res.res.linear.numChannels = 1;
+    res.res.linear.sizeInBytes = 1000 / 4 * 4;
+    CUDA_TEXTURE_DESC tex = { .filterMode = CU_TR_FILTER_MODE_POINT };
+    CUtexObject to;
+    CK(cuTexObjectCreate(&to, &res, &tex, NULL));
+    CK(cuTexObjectDestroy(to));
+    /* Ordinary memory has no allocation handle and no shareable handle
+     * types: only memory the program mapped itself through VMM has. */
     CUmemGenericAllocationHandle h;
-    int vmm = cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)a) == CUDA_SUCCESS;
-    if (vmm)
+    int retain = cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)a) == CUDA_SUCCESS;
+    if (retain)
         CK(cuMemRelease(h));
+    unsigned long long types = ~0ull;
+    CK(cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, big + 4096));
     if (one(a, 1000, 1) || one(b, 5000, 2) || one(big, 3 << 20, 3) ||
         one(pitched, pitch * 100, 4))
         return 1;
@@ -87,7 +113,7 @@ static int alloc(void)
     CK(cuMemFree_v2(big));
     CK(cuMemFree_v2(pitched));
     TRUE(cuMemFree_v2(a) != CUDA_SUCCESS);   /* freed: the driver's answer */
-    printf("alloc ok vmm=%d\n", vmm);
+    printf("alloc ok retain=%d types=%llu\n", retain, types);
     return 0;
 }
 
