@@ -34,7 +34,12 @@
  *   - a holder SIGSTOPped while a job paged out waits behind it, with room
  *     on the device for that job's memory: the paged-out job pages in and
  *     runs to its end while the holder is stopped (before, it waited for
- *     the whole stop), and the holder, continued, runs on with its bytes
+ *     the whole stop), and the holder, continued, runs on;
+ *   - two jobs of 48 MiB taking turns under fair, paging each other out,
+ *     and the holder SIGSTOPped: the waiter's memory could come back only
+ *     once the stopped one paged out, which only it can do; the waiter says
+ *     so once instead of waiting without a word (or, stopped mid page-in
+ *     with room left, runs), and after SIGCONT both finish, every byte
  *     intact.
  *
  * Every job allocates in 6 or 7 blocks of 8 MiB (PAGECLIENT_BLOCK_MIB), big
@@ -499,6 +504,97 @@ static void test_stopped_holder_paged_waiter(void **state)
         fail_msg("the continued holder did not run on (%.0f iterations, then %.0f)", it0, it1);
 }
 
+/* Two fair jobs of 48 MiB take turns, paging each other out; the holder is
+ * stopped: the waiter says why it waits (or runs, when the stop caught the
+ * holder early in its page-in, with room left), and both finish after the
+ * stop. */
+typedef struct said_goal {
+    tu_proc_t *waiter;
+    double iters;          /* its iterations at the stop */
+    int said;              /* out: its lines saying why */
+} said_goal_t;
+
+static int said_or_ran(void *arg)
+{
+    said_goal_t *g = arg;
+    char *err = tu_read_file(g->waiter->err_path, NULL);
+    g->said = err ? tu_count_lines(err, "is stopped (SIGSTOP") : 0;
+    free(err);
+    return g->said > 0 || top_num(g->waiter->pid, "iterations") > g->iters;
+}
+
+static void spawn_fair(tu_proc_t *p)
+{
+    char client[512], cubin[512], size[16];
+    snprintf(size, sizeof size, "%u", mib(JOB_MIB));
+    char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
+                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                     size, "300", "2000", NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    env_sizes(&env, DEV_MIB);
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
+    tu_env_set(&env, "SALUS_SWAP", "on");
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
+    tu_env_set(&env, "SALUS_POLICY", "fair");
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    tu_env_unset(&env, "SALUS_REPORT");
+    assert_int_equal(tu_spawn(p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static void test_stopped_holder_no_room(void **state)
+{
+    (void)state;
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
+        !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient") ||
+        !tu_built("bin/salus-top"))
+        skip();
+    tu_unique_name("smn", state_name, sizeof state_name);
+    tu_unique_name("stmn", table_name, sizeof table_name);
+    tu_proc_t j[2];
+    spawn_fair(&j[0]);
+    await_said(&j[0], printed_ready, "ready", "the first job never filled its memory");
+    spawn_fair(&j[1]);
+    int h = -1;
+    for (int round = 0; round < 50 && h < 0; round++) {    /* catch a holder stopped */
+        paged_goal_t g = { j[1 - round % 2].pid, j[round % 2].pid };
+        if (!tu_await(low_paged_mid_holds, &g, 2000))
+            continue;
+        int cand = round % 2;
+        kill(j[cand].pid, SIGSTOP);
+        if (top_holds(j[cand].pid) && top_num(j[!cand].pid, "swapped_out_bytes") > 0)
+            h = cand;
+        else
+            kill(j[cand].pid, SIGCONT);
+    }
+    if (h < 0) {
+        kill(j[0].pid, SIGKILL);
+        kill(j[1].pid, SIGKILL);
+        tu_wait(&j[0], CHILD_MS);
+        tu_wait(&j[1], CHILD_MS);
+        fail_msg("no holder was caught holding with its peer paged out");
+    }
+    said_goal_t sg = { &j[!h], top_num(j[!h].pid, "iterations"), 0 };
+    int ok = tu_await(said_or_ran, &sg, 20000);
+    kill(j[h].pid, SIGCONT);
+    if (!ok) {
+        kill(j[0].pid, SIGKILL);
+        kill(j[1].pid, SIGKILL);
+        tu_wait(&j[0], CHILD_MS);
+        tu_wait(&j[1], CHILD_MS);
+        fail_msg("the paged-out waiter neither ran nor said why in the 20 s the holder was "
+                 "stopped");
+    }
+    print_message("      the waiter %s\n", sg.said ? "said why it waits" : "ran");
+    assert_true(sg.said <= 1);                               /* once */
+    finish(&j[0], "first");
+    finish(&j[1], "second");
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -510,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_pack_async_jobs_waiting_for_each_other),
         cmocka_unit_test(test_pack_killed_while_paged_out),
         cmocka_unit_test(test_stopped_holder_paged_waiter),
+        cmocka_unit_test(test_stopped_holder_no_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
