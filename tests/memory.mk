@@ -61,7 +61,7 @@ $(B)/tests/test_memory_ctx: $(B)/libsalus.so
 # Priority preemption on a full device: pageclient jobs over simgpu.
 $(eval $(call salus_test,test_memory_preempt,,))
 $(B)/tests/test_memory_preempt: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
-                                $(B)/tests/clients/pageclient
+                                $(B)/tests/clients/pageclient $(B)/bin/salus-top
 $(B)/tests/clients/pageclient: tests/clients/pageclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl

@@ -30,7 +30,17 @@
  *   - the same, with the last job SIGKILLed while it is paged out and waits
  *     to come back: the first finishes, and a fresh job then gets 56 MiB of
  *     the 64 MiB device at once (SALUS_MEM_WAIT_MS=0): nothing of the killed
- *     job stays counted, on the device or in the table.
+ *     job stays counted, on the device or in the table;
+ *   - a holder SIGSTOPped while a job paged out waits behind it, with room
+ *     on the device for that job's memory: the paged-out job pages in and
+ *     runs to its end while the holder is stopped (before, it waited for
+ *     the whole stop), and the holder, continued, runs on;
+ *   - two jobs of 48 MiB taking turns under fair, paging each other out,
+ *     and the holder SIGSTOPped: the waiter's memory could come back only
+ *     once the stopped one paged out, which only it can do; the waiter says
+ *     so once instead of waiting without a word (or, stopped mid page-in
+ *     with room left, runs), and after SIGCONT both finish, every byte
+ *     intact.
  *
  * Every job allocates in 6 or 7 blocks of 8 MiB (PAGECLIENT_BLOCK_MIB), big
  * allocations all (2 MiB and more): the calls and the decisions of the
@@ -349,6 +359,242 @@ static void test_pack_killed_while_paged_out(void **state)
     pack_clean(go, report);
 }
 
+/* ---- a stopped holder, a paged-out waiter ---------------------------------------
+ * Under priority: a mid job of 8 MiB holds the GPU; a low job of 48 MiB
+ * waits behind it; a high job of 48 MiB comes and goes, and the low job is
+ * paged out for it.  The mid job holds again, the low one waits paged out
+ * with room for its memory on the device.  The mid job is stopped: the low
+ * one pages in and runs to its end while the mid one is stopped. */
+
+/* salus-top's JSON object for pid (malloc'd), NULL when absent. */
+static char *top_obj(pid_t pid)
+{
+    char top[512], pidkey[32];
+    char *argv[] = { (char *)tu_build_path("bin/salus-top", top, sizeof top), "--once",
+                     "--json", "-d", "0", "-t", table_name, NULL };
+    tu_proc_t p;
+    if (tu_run(argv, NULL, 20000, &p) != 0)
+        return NULL;
+    char *out = tu_read_file(p.out_path, NULL);
+    snprintf(pidkey, sizeof pidkey, "\"pid\":%d,", (int)pid);
+    char *at = out ? strstr(out, pidkey) : NULL, *end = at ? strchr(at, '}') : NULL;
+    char *obj = end ? strndup(at, (size_t)(end - at)) : NULL;
+    free(out);
+    return obj;
+}
+
+/* Its number `key`; -1 when absent. */
+static double top_num(pid_t pid, const char *key)
+{
+    char *obj = top_obj(pid);
+    double v = -1;
+    if (!obj || tu_json_num(obj, key, &v) != 0)
+        v = -1;
+    free(obj);
+    return v;
+}
+
+/* Whether it holds the GPU. */
+static int top_holds(pid_t pid)
+{
+    char *obj = top_obj(pid);
+    int yes = obj && strstr(obj, "\"holds_lease\":true") != NULL;
+    free(obj);
+    return yes;
+}
+
+typedef struct paged_goal {
+    pid_t low, mid;
+} paged_goal_t;
+
+/* The low job waits with memory paged out, the mid job holds. */
+static int low_paged_mid_holds(void *arg)
+{
+    paged_goal_t *g = arg;
+    return top_num(g->low, "swapped_out_bytes") > 0 && top_holds(g->mid);
+}
+
+typedef struct iters_goal {
+    pid_t pid;
+    double want;
+    tu_proc_t *p;        /* or it exited (NULL: not asked) */
+} iters_goal_t;
+
+static int iterated(void *arg)
+{
+    iters_goal_t *g = arg;
+    return top_num(g->pid, "iterations") >= g->want || (g->p && tu_exited(g->p));
+}
+
+static int exited(void *arg)
+{
+    return tu_exited(arg);
+}
+
+static void spawn_prio(tu_proc_t *p, int priority, unsigned job_mib, const char *iters)
+{
+    char client[512], cubin[512], size[16];
+    snprintf(size, sizeof size, "%u", mib(job_mib));
+    char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
+                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                     size, (char *)iters, "2000", NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    env_sizes(&env, DEV_MIB);
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
+    tu_env_set(&env, "SALUS_SWAP", "on");
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
+    tu_env_set(&env, "SALUS_POLICY", "priority");
+    tu_env_set(&env, "SALUS_PRIORITY", "%d", priority);
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    tu_env_unset(&env, "SALUS_REPORT");
+    assert_int_equal(tu_spawn(p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static void test_stopped_holder_paged_waiter(void **state)
+{
+    (void)state;
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
+        !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient") ||
+        !tu_built("bin/salus-top"))
+        skip();
+    tu_unique_name("sms", state_name, sizeof state_name);
+    tu_unique_name("stms", table_name, sizeof table_name);
+    tu_proc_t mid, low, high;
+    spawn_prio(&mid, 50, BLOCK_MIB, "1000000");          /* holds the GPU throughout */
+    await_said(&mid, printed_ready, "ready", "the mid job never filled its memory");
+    spawn_prio(&low, 10, JOB_MIB, "20");
+    spawn_prio(&high, 90, JOB_MIB, "20");                /* the low job pages out for it */
+    finish(&high, "high-priority");
+    paged_goal_t g = { low.pid, mid.pid };
+    if (!tu_await(low_paged_mid_holds, &g, CHILD_MS))
+        fail_msg("the low job is not paged out behind the mid job (paged out %.0f, the mid "
+                 "job holds %d)", top_num(low.pid, "swapped_out_bytes"), top_holds(mid.pid));
+    kill(mid.pid, SIGSTOP);
+    uint64_t stopped = tu_now_ns();
+    iters_goal_t gl = { low.pid, 1, &low };
+    int ran = tu_await(iterated, &gl, 20000);          /* its first iteration */
+    uint64_t first = tu_now_ns() - stopped;
+    ran = ran && tu_await(exited, &low, 20000);        /* its 20 */
+    uint64_t took = tu_now_ns() - stopped;
+    kill(mid.pid, SIGCONT);
+    if (!ran) {
+        kill(mid.pid, SIGKILL);
+        kill(low.pid, SIGKILL);
+        tu_wait(&mid, CHILD_MS);
+        tu_wait(&low, CHILD_MS);
+        fail_msg("the paged-out job did not run to its end in the 20 s the holder was "
+                 "stopped");
+    }
+    print_message("      the paged-out job's first iteration seen %.1f ms, its end %.1f ms after "
+                  "the holder was stopped\n", (double)first / 1e6, (double)took / 1e6);
+    finish(&low, "low-priority");
+    /* Continued, the mid job runs on: its iterations grow. */
+    iters_goal_t gi = { mid.pid, top_num(mid.pid, "iterations") + 5, NULL };
+    double it0 = gi.want - 5;
+    tu_await(iterated, &gi, 20000);
+    double it1 = top_num(mid.pid, "iterations");
+    kill(mid.pid, SIGKILL);
+    tu_wait(&mid, CHILD_MS);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+    if (!(it1 >= it0 + 5))
+        fail_msg("the continued holder did not run on (%.0f iterations, then %.0f)", it0, it1);
+}
+
+/* Two fair jobs of 48 MiB take turns, paging each other out; the holder is
+ * stopped: the waiter says why it waits (or runs, when the stop caught the
+ * holder early in its page-in, with room left), and both finish after the
+ * stop. */
+typedef struct said_goal {
+    tu_proc_t *waiter;
+    double iters;          /* its iterations at the stop */
+    int said;              /* out: its lines saying why */
+} said_goal_t;
+
+static int said_or_ran(void *arg)
+{
+    said_goal_t *g = arg;
+    char *err = tu_read_file(g->waiter->err_path, NULL);
+    g->said = err ? tu_count_lines(err, "is stopped (SIGSTOP") : 0;
+    free(err);
+    return g->said > 0 || top_num(g->waiter->pid, "iterations") > g->iters;
+}
+
+static void spawn_fair(tu_proc_t *p)
+{
+    char client[512], cubin[512], size[16];
+    snprintf(size, sizeof size, "%u", mib(JOB_MIB));
+    char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
+                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                     size, "300", "2000", NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    env_sizes(&env, DEV_MIB);
+    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
+    tu_env_set(&env, "SALUS_SWAP", "on");
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
+    tu_env_set(&env, "SALUS_POLICY", "fair");
+    tu_env_unset(&env, "SALUS_MEM_LIMIT");
+    tu_env_unset(&env, "SALUS_REPORT");
+    assert_int_equal(tu_spawn(p, argv, &env), 0);
+    tu_env_free(&env);
+}
+
+static void test_stopped_holder_no_room(void **state)
+{
+    (void)state;
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
+        !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient") ||
+        !tu_built("bin/salus-top"))
+        skip();
+    tu_unique_name("smn", state_name, sizeof state_name);
+    tu_unique_name("stmn", table_name, sizeof table_name);
+    tu_proc_t j[2];
+    spawn_fair(&j[0]);
+    await_said(&j[0], printed_ready, "ready", "the first job never filled its memory");
+    spawn_fair(&j[1]);
+    int h = -1;
+    for (int round = 0; round < 50 && h < 0; round++) {    /* catch a holder stopped */
+        paged_goal_t g = { j[1 - round % 2].pid, j[round % 2].pid };
+        if (!tu_await(low_paged_mid_holds, &g, 2000))
+            continue;
+        int cand = round % 2;
+        kill(j[cand].pid, SIGSTOP);
+        if (top_holds(j[cand].pid) && top_num(j[!cand].pid, "swapped_out_bytes") > 0)
+            h = cand;
+        else
+            kill(j[cand].pid, SIGCONT);
+    }
+    if (h < 0) {
+        kill(j[0].pid, SIGKILL);
+        kill(j[1].pid, SIGKILL);
+        tu_wait(&j[0], CHILD_MS);
+        tu_wait(&j[1], CHILD_MS);
+        fail_msg("no holder was caught holding with its peer paged out");
+    }
+    said_goal_t sg = { &j[!h], top_num(j[!h].pid, "iterations"), 0 };
+    int ok = tu_await(said_or_ran, &sg, 20000);
+    kill(j[h].pid, SIGCONT);
+    if (!ok) {
+        kill(j[0].pid, SIGKILL);
+        kill(j[1].pid, SIGKILL);
+        tu_wait(&j[0], CHILD_MS);
+        tu_wait(&j[1], CHILD_MS);
+        fail_msg("the paged-out waiter neither ran nor said why in the 20 s the holder was "
+                 "stopped");
+    }
+    print_message("      the waiter %s\n", sg.said ? "said why it waits" : "ran");
+    assert_true(sg.said <= 1);                               /* once */
+    finish(&j[0], "first");
+    finish(&j[1], "second");
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +605,8 @@ int main(void)
         cmocka_unit_test(test_pack_jobs_waiting_for_each_other),
         cmocka_unit_test(test_pack_async_jobs_waiting_for_each_other),
         cmocka_unit_test(test_pack_killed_while_paged_out),
+        cmocka_unit_test(test_stopped_holder_paged_waiter),
+        cmocka_unit_test(test_stopped_holder_no_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

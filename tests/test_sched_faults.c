@@ -2,7 +2,9 @@
  * test_sched_faults.c - the lease between processes when the table goes
  * wrong (test_sched_lease_lib.h's jobs): a stall inside the table's lock,
  * with jobs that sync and jobs that never do, after which they are
- * scheduled again; a waiter whose own slot is spoiled goes on.
+ * scheduled again; a waiter whose own slot is spoiled goes on; a holder
+ * stopped under fifo (SIGSTOP) leaves the GPU to its waiter, and continued
+ * waits its turn.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -227,6 +229,86 @@ static void test_corrupted_holder_gate(void **state)
     corrupted_holder(1);
 }
 
+/* ---- a stopped holder under fifo ----------------------------------------------------
+ * fifo never shares, but a stopped process is idle whatever the policy: a
+ * waiter behind a holder stopped by SIGSTOP gets the GPU while it is
+ * stopped (before, it waited for the whole stop).  Continued, the holder
+ * waits its turn like any waiter: under fifo, until the job that got the
+ * GPU has ended; then it runs on. */
+
+typedef struct stop_goal {
+    int job;               /* whose kernels count */
+    uint64_t from;         /* those starting after this */
+    int want;              /* this many */
+    uint64_t first;        /* out: the first one's start */
+} stop_goal_t;
+
+static int kernels_since(void *arg)
+{
+    stop_goal_t *g = arg;
+    uint32_t n = __atomic_load_n(&sh->n, __ATOMIC_ACQUIRE);
+    int seen = 0;
+    g->first = 0;
+    for (uint32_t i = 0; i < n && i < MAX_EV; i++)
+        if (sh->ev[i].job == g->job && sh->ev[i].start > g->from) {
+            seen++;
+            if (!g->first || sh->ev[i].start < g->first)
+                g->first = sh->ev[i].start;
+        }
+    return seen >= g->want;
+}
+
+static void test_stopped_holder_fifo(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .policy = "fifo", .iterations = 1000000, .kernels = 2,
+                .kernel_us = 2000, .sync = 1 };
+    job_t b = { .id = 1, .policy = "fifo", .iterations = 100, .kernels = 2, .kernel_us = 2000,
+                .sync = 1, .after = 1 };
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    shm_table_t *t = open_table();
+    assert_int_equal(ts_await_holder(t, 1, 10000), pa);     /* a holds, b waits */
+    kill(pa, SIGSTOP);
+    stop_goal_t gb = { .job = 1, .from = tu_now_ns(), .want = 5 };
+    int ran = tu_await(kernels_since, &gb, 20000);
+    uint64_t stopped = gb.from;
+    kill(pa, SIGCONT);
+    if (!ran) {
+        kill(pa, SIGKILL);
+        kill(pb, SIGKILL);
+        wait_job(pa);
+        wait_job(pb);
+        shm_close_table(t);
+        fail_msg("under fifo, the waiter ran no kernel in the 20 s after the holder was "
+                 "stopped");
+    }
+    print_message("      the waiter ran %.1f ms after the holder was stopped\n",
+                  (double)(gb.first - stopped) / 1e6);
+    assert_int_equal(wait_job(pb), 0);
+    uint64_t b_end = sh->exit_ns[1];
+    stop_goal_t ga = { .job = 0, .from = b_end, .want = 5 };   /* a goes on after b */
+    int again = tu_await(kernels_since, &ga, 20000);
+    kill(pa, SIGKILL);
+    wait_job(pa);
+    shm_close_table(t);
+    if (!again)
+        fail_msg("the continued holder ran no kernel in the 20 s after its peer ended");
+    /* Its turn came after b's end: none of a's kernels that started after
+     * the stop ran beside b's, but the one its stop may have caught between
+     * its launch's gate and the kernel (launched while it held). */
+    ev_t *e;
+    int n = sorted_log(&e), exempt = 1;
+    uint64_t b_last = last_end(e, n, 1);
+    for (int i = 0; i < n; i++) {
+        if (e[i].job != 0 || e[i].start <= stopped)
+            continue;
+        if (e[i].start < b_last && !exempt--)
+            fail_msg("the continued holder ran at %.1f ms, before its peer's end at %.1f ms",
+                     (double)(e[i].start - stopped) / 1e6, (double)(b_last - stopped) / 1e6);
+    }
+    free(e);
+}
+
 /* No syncs and no period: yields after the max slice, at a launch. */
 int main(void)
 {
@@ -239,6 +321,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupted_own_slot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupted_holder_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupted_holder_gate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopped_holder_fifo, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -223,6 +223,7 @@ static void hook_modules_start(void)
                                          .waiting = page_serve,
                                          .tenure = page_in_before_run,
                                          .paged_out = page_is_out,
+                                         .fits = page_in_fits,
                                          .keep = page_keep_locked,
                                          .blocked = page_blocked_locked,
                                          .tick = vmem_keep_tick };

@@ -555,3 +555,22 @@ int page_is_out(void)
 {
     return mem_page_out_now() != 0;
 }
+
+int page_in_fits(int device)
+{
+    const page_pager_t *pg = page_pager();
+    if (!pg || !mem_registered() || device < 0 || device >= SHM_MAX_DEVICES || !mem_active())
+        return 1;
+    int ord = mem_ordinal_at(device);
+    uint64_t out = ord >= 0 ? pg->paged_out_bytes(ord) : 0;
+    mem_page_peer_t me;
+    if (!out)
+        return 1;
+    if (self_peer(device, &me) != 0 || over_own_limit(&me, out))
+        return 0;
+    if (mem_page_lock(device) != 0)
+        return 0;
+    uint64_t room = mem_room_of_locked(device);
+    mem_page_unlock();
+    return out <= room;
+}

@@ -106,6 +106,11 @@ void page_serve(void);
 void page_in_before_run(int device);
 /* This process has memory paged out now (any device): 1 or 0.  One load. */
 int page_is_out(void);
+/* What this process paged out on table device `device` would come back
+ * there now, in the room the device has, with no peer paging out, and its
+ * own limit lets it in: 1 (also when nothing is out there), else 0.  Takes
+ * the table lock: never under it. */
+int page_in_fits(int device);
 /* This process holds table device `device` and the policy would hand it to
  * the process in `slot` at a boundary: 1 when it keeps it instead, since
  * it is within its minimum residency and that process has more paged out

@@ -125,6 +125,7 @@ static void (*hook_boundary)(void);
 static void (*hook_waiting)(void);
 static void (*hook_tenure)(int d);
 static int (*hook_paged_out)(void);
+static int (*hook_fits)(int d);
 static int (*hook_keep)(shm_table_t *t, int d, int slot);
 static int (*hook_blocked)(shm_table_t *t, int d, int slot);
 static uint64_t (*hook_tick)(void);
@@ -135,6 +136,7 @@ void sched_set_hooks(const sched_hooks_t *h)
     util_store_release(&hook_waiting, h ? h->waiting : NULL);
     util_store_release(&hook_tenure, h ? h->tenure : NULL);
     util_store_release(&hook_paged_out, h ? h->paged_out : NULL);
+    util_store_release(&hook_fits, h ? h->fits : NULL);
     util_store_release(&hook_keep, h ? h->keep : NULL);
     util_store_release(&hook_blocked, h ? h->blocked : NULL);
     util_store_release(&hook_tick, h ? h->tick : NULL);
@@ -171,6 +173,12 @@ int sched_hook_paged_out(void)
 {
     int (*fn)(void) = util_load_acquire(&hook_paged_out);
     return fn ? fn() : 0;
+}
+
+int sched_hook_fits(int d)
+{
+    int (*fn)(int) = util_load_acquire(&hook_fits);
+    return fn ? fn(d) : 1;
 }
 
 int sched_hook_keep_locked(shm_table_t *t, int d, int slot)

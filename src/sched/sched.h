@@ -178,11 +178,19 @@ void sched_set_clock(sched_clock_fn fn);
  *             locks (memory pages its memory back in; it may wait);
  *   paged_out the process, waiting for the GPU, has memory paged out (1):
  *             it does not take the GPU from a live holder (idle, at rest,
- *             past its max slice, stopped), which may hold the memory that
+ *             past its max slice), which may hold the memory that
  *             paging it out freed: its page-in would wait for that memory
  *             while holding the GPU, and the holder, waiting for the GPU
  *             in turn, could not run to free it.  It waits for a grant at
- *             the holder's boundary, exit or death;
+ *             the holder's boundary, exit or death.  A stopped holder
+ *             is the exception where `fits` says so;
+ *   fits      the process, waiting for the GPU with memory paged out,
+ *             would page all it has out on table device `device` back in
+ *             now, in the room the device has, no peer paging out (1):
+ *             it may take the GPU from a stopped holder (SIGSTOP, a
+ *             debugger), whose memory stays put while it is stopped, since
+ *             its page-in then waits for nobody.  Outside the locks (it
+ *             takes the table lock);
  *   keep      the process holds table device `device` and, at a boundary,
  *             the policy would hand it to the waiter in `slot`: 1 to keep
  *             it, because that waiter has memory paged out that can only
@@ -206,6 +214,7 @@ typedef struct sched_hooks {
     void (*waiting)(void);
     void (*tenure)(int device);
     int (*paged_out)(void);
+    int (*fits)(int device);
     int (*keep)(shm_table_t *t, int device, int slot);
     int (*blocked)(shm_table_t *t, int device, int slot);
     uint64_t (*tick)(void);

@@ -412,6 +412,7 @@ void sched_hook_waiting(void);
 uint64_t sched_hook_tick(void);
 void sched_hook_tenure(int d);
 int sched_hook_paged_out(void);
+int sched_hook_fits(int d);
 int sched_hook_keep_locked(shm_table_t *t, int d, int slot);
 int sched_hook_blocked_locked(shm_table_t *t, int d, int slot);
 
@@ -656,6 +657,12 @@ void sched_own_slot_look(sched_proc_t *p);
  * live, or that holder's gate fast while it waits: wake that slot's drain
  * thread, which looks at its own slot (no grant, no request). */
 void sched_nudge_owner(shm_table_t *t, uint64_t lease);
+/* (blocked.c) A waiter on d says what keeps holder h: blocked in one sync
+ * past the max slice (once per sync, its `blocked` mark set), or stopped
+ * while the waiter's paged-out memory has no room but the stopped one's
+ * (the caller says it once per stop). */
+void sched_note_blocked(sched_proc_t *p, int d, int h);
+void sched_note_stopped_paged(sched_proc_t *p, int d, int h);
 /* (lease.c) Under the lock, at a grant of d away from `from`: ask it to
  * drain, unless an earlier holder's drain is still pending on d. */
 void sched_drain_mark_locked(shm_table_t *t, int d, int from);

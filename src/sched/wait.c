@@ -3,7 +3,8 @@
  * watching the holder while waiting, and handing the GPU over at boundaries.
  *
  * Divided into: decisions; acquiring and waiting; watching the holder (dead,
- * idle, gone, blocked); yielding at syncs, hints and kernel boundaries;
+ * stopped, idle, gone, past its slice; what a waiter says of a blocked or
+ * stopped one is blocked.c's); yielding at syncs, hints and kernel boundaries;
  * exit.
  *
  * Waiting.  A process without the lease enqueues itself under the table
@@ -26,7 +27,11 @@
  *   - holder stopped (state T or t in /proc: SIGSTOP, Ctrl-Z, a debugger)
  *     for SCHED_STOP_NS: it is marked stopped (left out of every pick until
  *     it runs again and clears the mark), the stop is left out of its
- *     tenure (not charged as GPU time), and the lease is granted by policy;
+ *     tenure (not charged as GPU time), and the lease is granted by policy.
+ *     Under every policy, fifo's too, and before a paged-out waiter's rule
+ *     (sched.h's paged_out): one whose memory has room beside the stopped
+ *     one's takes it; one whose memory could come back only once the
+ *     stopped one paged out waits, and says why once (blocked.c);
  *   - holder past its max slice without a boundary by SCHED_SLICE_GRACE_NS
  *     more (the holder enforces the slice itself at its next launch or sync;
  *     one that makes none, stuck on the host, is enforced here); one blocked
@@ -178,6 +183,7 @@ typedef struct idle_track {
     int asleep;                  /* asleep at the previous poll */
     uint64_t stopped_lease;      /* the lease under which... */
     uint64_t stopped_since;      /* ...the holder was first seen stopped, 0: not */
+    int stopped_said;            /* this stop's wait is said (poll_stopped) */
 } idle_track_t;
 
 /* The CPU time of a process (all its threads), whether its main thread
@@ -318,63 +324,6 @@ static int take_over(sched_proc_t *p, int d, uint64_t lease, uint64_t stopped_ns
     return got(p, dev);
 }
 
-/* ---- blocked holders ------------------------------------------------------------
- * A holder inside one host-blocking sync for longer than the max slice
- * while this process waits is blocked on something outside this GPU's
- * lease: another process's work (a collective's peer rank, an IPC event, a
- * value another process writes) that may itself wait for a GPU.  The first
- * waiter to see it marks it (salus-top shows it blocked until its sync
- * ends) and says once per sync what it waits on; the first time, a
- * process's holder without a gang also hears what to do.  The rule that
- * follows is the max slice's: SCHED_SLICE_GRACE_NS later the GPU goes to the
- * policy's pick (poll_stuck).  That never makes a deadlock worse: the
- * holder's queued work stays queued (its drain cannot end, so the new
- * holder waits SCHED_DRAIN_MAX_NS for it, drain.c, then the GPU time-slices
- * the two), nothing it waits for is held back by Salus, and it waits for
- * the lease again only at its next launch, after its sync has returned. */
-
-static const char *const sync_names[] = {
-    [SCHED_SYNC_STREAM] = "cuStreamSynchronize", [SCHED_SYNC_CTX] = "cuCtxSynchronize",
-    [SCHED_SYNC_EVENT] = "cuEventSynchronize", [SCHED_SYNC_COPY] = "a device-to-host copy",
-};
-
-static void note_blocked(sched_proc_t *p, int d, int h)
-{
-    static int said_gang;
-    sched_slot_t *hs = sched_slot(p->t, h);
-    uint64_t since = util_load_relaxed(&hs->sync_since_ns), now = sched_now();
-    if (!since || since > now || now - since < sched_dev_max_slice_ns(sched_dev(p->t, d)) ||
-        util_load_relaxed(&hs->in_sync) == 0)
-        return;
-    uint32_t none = 0;
-    if (!__atomic_compare_exchange_n(&hs->blocked, &none, (uint32_t)d + 1, 0,
-                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        return;                                  /* said already, for this sync */
-    uint32_t kind = util_load_relaxed(&hs->sync_kind);
-    unsigned long long obj = util_load_relaxed(&hs->sync_obj);
-    char gang[SCHED_GANG_NAME];
-    memcpy(gang, hs->gang_name, sizeof gang);
-    gang[sizeof gang - 1] = '\0';
-    for (char *c = gang; *c; c++)                /* the table's bytes: printable only */
-        if (*c < 0x20 || *c > 0x7e)
-            *c = '?';
-    shm_ident_t id;
-    int pid = shm_slot_ident(p->t, h, &id) == 0 ? (int)id.pid : 0;
-    util_warn("device %d: the process that holds it (pid %d, slot %d, gang %s) has been blocked "
-              "in %s(%#llx) for %llu ms while this process waits: it waits for work outside "
-              "this GPU (another process's kernel, a collective, an IPC event); the GPU goes "
-              "to the waiters at its max slice (SALUS_MAX_SLICE_MS)", d, pid, h,
-              gang[0] ? gang : "none", kind < 4 ? sync_names[kind] : "a sync", obj,
-              (unsigned long long)((now - since) / 1000000));
-    if (!gang[0])
-        util_log_once(&said_gang, UTIL_LOG_WARN,
-                      "if the processes that wait for each other are the ranks of one "
-                      "distributed job, give each of them SALUS_GANG=<job> (Salus names the "
-                      "gang itself from torchrun's, Slurm's or JAX's variables unless "
-                      "SALUS_GANG=off): a gang's processes hold their GPUs together, so that "
-                      "one job cannot hold a GPU while its rank waits for another job's");
-}
-
 /* A holder whose gang holds part of its devices while another process
  * holds the rest cannot run through (its ranks wait for the one without a
  * GPU), and waiting for it could close a cycle: its device goes to the
@@ -406,24 +355,43 @@ static int poll_partial(sched_proc_t *p, int d, int h, uint64_t lease)
     return partial ? got(p, dev) : -1;
 }
 
-/* A stopped holder, seen so for SCHED_STOP_NS, or one past its max slice by
- * the grace: take the lease (W_GOT or W_WAIT after), else -1. */
-static int poll_stuck(sched_proc_t *p, int d, int h, uint64_t lease, idle_track_t *track)
+/* A stopped holder, seen so for SCHED_STOP_NS: take the lease (W_GOT or
+ * W_WAIT after), whatever the policy (a stopped process is idle, fifo's
+ * too), and before the rule that keeps a paged-out waiter from taking the
+ * GPU from a live holder: the stopped one's memory stays where it is, so a
+ * waiter whose memory fits beside it pages in waiting for nobody.  One
+ * whose memory does not fit would wait in its page-in for the stopped one
+ * to page out, which it cannot do while stopped: it waits, and says why
+ * once per stop.  -1 when the holder is not stopped (long enough). */
+static int poll_stopped(sched_proc_t *p, int d, int h, uint64_t lease, idle_track_t *track)
 {
-    sched_dev_t *dev = sched_dev(p->t, d);
     uint64_t now = sched_now();
-    if (holder_stopped(p->t, h)) {
-        if (track->stopped_lease != lease || !track->stopped_since) {
-            track->stopped_lease = lease;
-            track->stopped_since = now;
-        }
-        if (now - track->stopped_since >= SCHED_STOP_NS)
-            return take_over(p, d, lease, track->stopped_since);
+    if (!holder_stopped(p->t, h)) {
+        track->stopped_since = 0;
         return -1;
     }
-    track->stopped_since = 0;
-    if (sched_since_boundary(p->t, d, h, now) >= sched_dev_max_slice_ns(dev) +
-                                                   SCHED_SLICE_GRACE_NS)
+    if (track->stopped_lease != lease || !track->stopped_since) {
+        track->stopped_lease = lease;
+        track->stopped_since = now;
+        track->stopped_said = 0;
+    }
+    if (now - track->stopped_since < SCHED_STOP_NS)
+        return -1;
+    if (sched_hook_paged_out() && !sched_hook_fits(d)) {
+        if (!track->stopped_said++)
+            sched_note_stopped_paged(p, d, h);
+        return W_WAIT;
+    }
+    return take_over(p, d, lease, track->stopped_since);
+}
+
+/* A holder past its max slice without a boundary by the grace: take the
+ * lease (W_GOT or W_WAIT after), else -1. */
+static int poll_slice(sched_proc_t *p, int d, int h, uint64_t lease)
+{
+    sched_dev_t *dev = sched_dev(p->t, d);
+    if (sched_since_boundary(p->t, d, h, sched_now()) >= sched_dev_max_slice_ns(dev) +
+                                                             SCHED_SLICE_GRACE_NS)
         return take_over(p, d, lease, 0);
     return -1;
 }
@@ -444,12 +412,15 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
         shm_reap_dead(p->t, 0);            /* the reap hook hands the lease on */
         return got(p, dev);
     }
+    int stuck = poll_stopped(p, d, h, lease, track);
+    if (stuck >= 0)
+        return stuck;
     if (!shares(dev) || sched_hook_paged_out())
         return W_WAIT;                       /* paged out: waits for a grant (sched.h) */
-    note_blocked(p, d, h);
-    int stuck = poll_partial(p, d, h, lease);
+    sched_note_blocked(p, d, h);
+    stuck = poll_partial(p, d, h, lease);
     if (stuck < 0)
-        stuck = poll_stuck(p, d, h, lease, track);
+        stuck = poll_slice(p, d, h, lease);
     if (stuck >= 0)
         return stuck;
     sched_slot_t *hs = sched_slot(p->t, h);
@@ -463,7 +434,8 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
         util_load_relaxed(&hs->in_sync) != 0) {
         *track = (idle_track_t){ .lease = lease, .activity = act, .since = now,
                                  .stopped_lease = track->stopped_lease,
-                                 .stopped_since = track->stopped_since };
+                                 .stopped_since = track->stopped_since,
+                                 .stopped_said = track->stopped_said };
         return W_WAIT;
     }
     if (idle_progress(p->t, h, track, now) < idle_ns(hs))
