@@ -4,7 +4,8 @@
  * with jobs that sync and jobs that never do, after which they are
  * scheduled again; a waiter whose own slot is spoiled goes on; a holder
  * stopped under fifo (SIGSTOP) leaves the GPU to its waiter, and continued
- * waits its turn.
+ * waits its turn; a job that found the table full joins the lease once a
+ * slot comes free.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,6 +311,107 @@ static void test_stopped_holder_fifo(void **state)
     free(e);
 }
 
+/* ---- a full table ------------------------------------------------------------------
+ * Every slot is taken (a helper holds the liveness lock of each free one, as
+ * 127 live processes would) when a second job starts: it runs unscheduled,
+ * beside the holder, and says so once.  When the helper dies its slots are
+ * reaped at the job's next try, and the job joins the lease at a sync: its
+ * kernels stop overlapping the holder's.  Before, it ran unscheduled for
+ * good. */
+
+static int fill_free_slots(int out)
+{
+    shm_open_opts_t o = { .name = tname };
+    shm_table_t *t;
+    int n = 0;
+    alarm(60);                        /* never outlives the test */
+    if (shm_open_table(&o, &t) != 0)
+        _exit(70);
+    for (int i = 0; i < SHM_MAX_SLOTS; i++) {
+        shm_slot_t *sl = &t->map->slots[i];
+        if (__atomic_load_n(&sl->id.state, __ATOMIC_ACQUIRE) != SHM_FREE)
+            continue;
+        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+                            .l_start = SHM_LIVE_BASE + i, .l_len = 1 };
+        if (fcntl(t->fd, F_SETLK, &fl) != 0)
+            continue;
+        sl->id.pid = getpid();
+        sl->id.gen = sl->id.gen + 1 ? sl->id.gen + 1 : 1;
+        __atomic_store_n(&sl->id.state, SHM_IDLE, __ATOMIC_RELEASE);
+        n++;
+    }
+    if (write(out, &n, sizeof n) != (ssize_t)sizeof n)
+        _exit(71);
+    for (;;)
+        pause();
+}
+
+static int overlapped(void *arg)
+{
+    (void)arg;
+    ev_t *e;
+    int n = sorted_log(&e), seen = 0;
+    uint64_t end0 = 0;
+    for (int i = 0; i < n && !seen; i++) {
+        if (e[i].job == 0)
+            end0 = e[i].end > end0 ? e[i].end : end0;
+        else if (e[i].start < end0)
+            seen = 1;
+    }
+    free(e);
+    return seen;
+}
+
+static void test_full_table_joins_later(void **state)
+{
+    (void)state;
+    char err[256];
+    snprintf(err, sizeof err, "%s/full-table.err", tu_tmpdir());
+    job_t a = { .id = 0, .iterations = 100000, .kernels = 2, .kernel_us = 2000, .sync = 1,
+                .quantum_ms = 20 };
+    job_t b = { .id = 1, .iterations = 100000, .kernels = 2, .kernel_us = 2000, .sync = 1,
+                .quantum_ms = 20, .after = 1, .err = err };
+    pid_t pa = spawn(&a);
+    shm_table_t *t = open_table();
+    assert_true(ts_await_holder(t, 0, 10000) == pa);
+    int fds[2], filled = 0;
+    assert_int_equal(pipe(fds), 0);
+    pid_t filler = fork();
+    assert_true(filler >= 0);
+    if (filler == 0)
+        _exit(fill_free_slots(fds[1]));
+    close(fds[1]);
+    assert_int_equal(read(fds[0], &filled, sizeof filled), (ssize_t)sizeof filled);
+    close(fds[0]);
+    assert_int_equal(filled, SHM_MAX_SLOTS - 1);
+    pid_t pb = spawn(&b);
+    int open_ran = tu_await(overlapped, NULL, 15000);
+    kill(filler, SIGKILL);
+    waitpid(filler, NULL, 0);
+    overlap_goal_t g = { .freed = tu_now_ns() };
+    int joined = open_ran && tu_await(scheduled_again, &g, 20000);
+    kill(pa, SIGKILL);
+    kill(pb, SIGKILL);
+    wait_job(pa);
+    wait_job(pb);
+    shm_close_table(t);
+    char *text = tu_read_file(err, NULL);
+    int full = text ? tu_count_lines(text, "is full") : 0;
+    int starts = text ? tu_count_lines(text, "GPU time slicing starts") : 0;
+    if (!open_ran)
+        fail_msg("the job that found the table full never ran beside the holder: %s",
+                 text ? text : "");
+    if (!joined)
+        fail_msg("the job still runs unscheduled %.0f ms after slots came free: %s",
+                 (double)(tu_now_ns() - g.freed) / 1e6, text ? text : "");
+    if (full != 1 || starts != 1)
+        fail_msg("the job said %d times that the table is full and %d times that time "
+                 "slicing starts (once each): %s", full, starts, text ? text : "");
+    print_message("      joined the lease %.1f ms after slots came free\n",
+                  g.last > g.freed ? (double)(g.last - g.freed) / 1e6 : 0.0);
+    free(text);
+}
+
 /* No syncs and no period: yields after the max slice, at a launch. */
 int main(void)
 {
@@ -322,6 +425,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupted_holder_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupted_holder_gate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stopped_holder_fifo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_table_joins_later, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

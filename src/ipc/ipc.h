@@ -164,6 +164,9 @@ void shm_set_check(shm_table_t *t, shm_area_t area, shm_check_fn check);
 int  shm_self(shm_table_t *t);
 /* The calling process's slot if it has one, else -1; never claims. */
 int  shm_self_peek(const shm_table_t *t);
+/* 1 when the last shm_self of this process found every slot taken (a later
+ * one may find one free), 0 otherwise. */
+int  shm_table_full(const shm_table_t *t);
 /* Give the slot back: what it held goes to the others at once (the modules'
  * reap functions).  Done at a normal exit of the process whose table
  * shm_process_table opened; the slot is claimable once the process has ended

@@ -109,6 +109,7 @@ struct shm_table {
     char name[SHM_TABLE_NAME_BYTES];
     int self;                    /* our slot, -1 if none */
     pid_t self_pid;              /* the process that claimed `self` (fork check) */
+    int full;                    /* the last claim found every slot taken */
     /* The guest locker id lent to this process (lock.c), -1 if none; its
      * generation; the threads using it; a spin word holding the pid of the
      * thread's process that changes these (a parent's, after fork, is stale). */

@@ -238,15 +238,22 @@ int shm_self(shm_table_t *t)
         t->self = self;
         t->self_pid = getpid();
     }
+    t->full = self < 0;
     shm_unlock(t);
     if (self < 0) {
         util_log_once(&said_full, UTIL_LOG_ERROR,
-                      "table %s is full (%d processes); this process runs without "
-                      "Salus", t->name, SHM_MAX_SLOTS);
+                      "table %s is full (%d processes): this process runs without "
+                      "Salus until a slot comes free (GPU time slicing then starts at a "
+                      "sync or launch; its memory stays uncounted)", t->name, SHM_MAX_SLOTS);
         return -1;
     }
     util_debug("table %s: registered in slot %d", t->name, self);
     return self;
+}
+
+int shm_table_full(const shm_table_t *t)
+{
+    return t && t->full;
 }
 
 /* The liveness byte stays locked until the process ends or closes the table:

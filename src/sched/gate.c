@@ -151,27 +151,13 @@ static void fork_register(void);
 static void resume_try(sched_proc_t *p);
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-/* Under p->mu: claim the slot and set up its area. */
-static void register_locked(sched_proc_t *p)
+/* Under p->mu: the slot's area set up for this process (its claim,
+ * shm_self, succeeded), the process active from then on. */
+static int setup_slot_locked(sched_proc_t *p, shm_table_t *t, int slot)
 {
-    sched_config_read(&p->cfg);
-    if (p->det.mode == SCHED_DET_AUTO && p->cfg.iter_sync_every)
-        p->det.mode = SCHED_DET_EVERY;
-    shm_table_t *t = shm_process_table();
-    if (!t) {
-        sched_fail_open(p, "the arbitration table cannot be used (see above)");
-        return;
-    }
-    shm_set_hooks(t, SHM_AREA_SCHED, sched_reap_hook, sched_repair_hook, NULL);
-    shm_set_check(t, SHM_AREA_SCHED, sched_check_hook);
-    int slot = shm_self(t);
-    if (slot < 0) {
-        sched_fail_open(p, "it has no slot in the arbitration table");
-        return;
-    }
     if (shm_lock(t) != 0) {
         sched_fail_open(p, "the table's lock cannot be taken");
-        return;
+        return -1;
     }
     sched_slot_t *me = sched_slot(t, slot);
     me->priority = p->cfg.priority;
@@ -211,6 +197,58 @@ static void register_locked(sched_proc_t *p)
     util_info("scheduler: table %s, slot %d, priority %d, policy %s (the first process "
               "on a device fixes it), gang %s", shm_table_name(t), slot, p->cfg.priority,
               sched_policy_names[p->cfg.policy], p->cfg.gang[0] ? p->cfg.gang : "none");
+    return 0;
+}
+
+/* Under p->mu: claim the slot and set up its area; a full table leaves the
+ * process unscheduled until a slot comes free (NOSLOT: join_try). */
+static void register_locked(sched_proc_t *p)
+{
+    sched_config_read(&p->cfg);
+    if (p->det.mode == SCHED_DET_AUTO && p->cfg.iter_sync_every)
+        p->det.mode = SCHED_DET_EVERY;
+    shm_table_t *t = shm_process_table();
+    if (!t) {
+        sched_fail_open(p, "the arbitration table cannot be used (see above)");
+        return;
+    }
+    shm_set_hooks(t, SHM_AREA_SCHED, sched_reap_hook, sched_repair_hook, NULL);
+    shm_set_check(t, SHM_AREA_SCHED, sched_check_hook);
+    int slot = shm_self(t);
+    if (slot < 0) {
+        if (shm_table_full(t))
+            sched_no_slot(p, t);         /* retried at syncs and launches */
+        else
+            sched_fail_open(p, "it has no slot in the arbitration table");
+        return;
+    }
+    setup_slot_locked(p, t, slot);
+}
+
+/* A process the full table left unscheduled (NOSLOT) claims a slot once
+ * one is free: tried at its syncs and launches, at most once per backoff
+ * (100 ms doubling to 5 s), so that what the claim costs (the table's
+ * lock, a scan of its slots, the reap of dead ones) stays rare. */
+static void join_try(sched_proc_t *p)
+{
+    uint64_t now = sched_now();
+    if (now < util_load_relaxed(&p->retry_ns) || pthread_mutex_trylock(&p->mu) != 0)
+        return;
+    if (util_load_acquire(&p->state) != SCHED_P_NOSLOT || now < p->retry_ns)
+        goto out_unlock;
+    int slot = shm_self(p->t);
+    if (slot < 0) {
+        uint64_t b = p->backoff_ns * 2;
+        p->backoff_ns = b > SCHED_RETRY_MAX_NS ? SCHED_RETRY_MAX_NS : b;
+        util_store_relaxed(&p->retry_ns, sched_now() + p->backoff_ns);
+        goto out_unlock;
+    }
+    if (setup_slot_locked(p, p->t, slot) == 0)
+        util_warn("GPU time slicing starts for this process: a slot of table %s came free "
+                  "(it ran unscheduled for %llu ms)", shm_table_name(p->t),
+                  (unsigned long long)((sched_now() - p->suspended_ns) / 1000000));
+out_unlock:
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* The process's state once registration was tried (UNREG: still dormant). */
@@ -352,8 +390,11 @@ const uint32_t *sched_launch_slow(const void *work, CUstream stream)
 {
     sched_proc_t *p = &sched_p;
     sched_pstate_t st = ensure_registered(p);
-    if (UTIL_UNLIKELY(st == SCHED_P_SUSPENDED)) {
-        resume_try(p);               /* at most once per backoff; cheap otherwise */
+    if (UTIL_UNLIKELY(st == SCHED_P_SUSPENDED || st == SCHED_P_NOSLOT)) {
+        if (st == SCHED_P_SUSPENDED)
+            resume_try(p);           /* at most once per backoff; cheap otherwise */
+        else
+            join_try(p);
         st = util_load_acquire(&p->state);
     }
     const uint32_t *gate = sched_proc_gate();
@@ -624,8 +665,11 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
             util_store_relaxed(&p->me->blocked, 0);
         }
     }
-    if (UTIL_UNLIKELY(util_load_acquire(&p->state) == SCHED_P_SUSPENDED))
+    sched_pstate_t st = util_load_acquire(&p->state);
+    if (UTIL_UNLIKELY(st == SCHED_P_SUSPENDED))
         resume_try(p);
+    else if (UTIL_UNLIKELY(st == SCHED_P_NOSLOT))
+        join_try(p);                 /* a boundary: a slot may have come free */
     if (th->gate != sched_proc_gate())   /* a suspension began or ended: catch up */
         th->gate = &sched_gate_unreg;
     if (!ok || util_load_acquire(&p->state) != SCHED_P_ACTIVE)

@@ -14,7 +14,9 @@
  *                               CONTENDED or CLOSED under the table lock,
  *     word_open (OPEN)          when scheduling failed open,
  *     word_suspended (not fast) while suspended (launches retry the lock),
- *                               (the table's lock timed out), or at exit.
+ *                               (the table's lock timed out), while the
+ *                               full table left it no slot (they retry the
+ *                               claim), or at exit.
  * proc_gate is stored with release after the slot is set up and read with
  * acquire in the slow path.  A thread whose pointer lags (still the slot's
  * gate after a fail-open, say) reaches the slow path the next time that gate
@@ -95,6 +97,18 @@ void sched_fail_open(sched_proc_t *p, const char *why)
                   "its launches go straight to the driver", why);
     util_store_release(&p->state, SCHED_P_OPEN);
     sched_set_proc_gate(&word_open);
+}
+
+void sched_no_slot(sched_proc_t *p, shm_table_t *t)
+{
+    uint64_t now = sched_now();
+    p->t = t;
+    p->slot = -1;
+    util_store_relaxed(&p->suspended_ns, now);
+    util_store_relaxed(&p->backoff_ns, SCHED_RETRY_MIN_NS);
+    util_store_relaxed(&p->retry_ns, now + SCHED_RETRY_MIN_NS);
+    util_store_release(&p->state, SCHED_P_NOSLOT);
+    sched_set_proc_gate(&word_suspended);        /* launches come to the slow path */
 }
 
 void sched_lock_failed(sched_proc_t *p, int err)

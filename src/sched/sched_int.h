@@ -342,10 +342,13 @@ int  sched_switch_paid(const sched_view_t *v);
 
 /* ---- the process (gate.c) ------------------------------------------------- */
 /* SUSPENDED: the table's lock timed out (a hung peer inside it); launches
- * pass and the process retries (gate.c, sched_resume_try).  OPEN is for
- * good. */
+ * pass and the process retries (gate.c, sched_resume_try).  NOSLOT: every
+ * slot of the table was taken when it registered; launches pass and it
+ * claims one once one is free (gate.c's join_try; p->t is its table,
+ * p->slot -1).  OPEN is for good. */
 typedef enum {
-    SCHED_P_UNREG = 0, SCHED_P_ACTIVE, SCHED_P_OPEN, SCHED_P_EXITING, SCHED_P_SUSPENDED
+    SCHED_P_UNREG = 0, SCHED_P_ACTIVE, SCHED_P_OPEN, SCHED_P_EXITING, SCHED_P_SUSPENDED,
+    SCHED_P_NOSLOT
 } sched_pstate_t;
 
 typedef struct sched_proc {
@@ -402,6 +405,9 @@ void sched_fail_open(sched_proc_t *p, const char *why);
  * once; launches pass until sched_resume_try gets the lock again), any
  * other error fails open for good. */
 void sched_lock_failed(sched_proc_t *p, int err);
+/* Registration found every slot of t taken: unscheduled (NOSLOT) until
+ * gate.c's join_try claims one, retried with a backoff (proc.c). */
+void sched_no_slot(sched_proc_t *p, shm_table_t *t);
 #define SCHED_RETRY_MIN_NS  (100ull * 1000000)
 #define SCHED_RETRY_MAX_NS  (5000ull * 1000000)
 /* A fork child has no capture in progress. */

@@ -208,5 +208,5 @@ int sched_report_fields(char *buf, size_t cap)
                     "\"handoff_us_p99\":%.1f,\"policy\":\"%s\"",
                     (unsigned long long)v.iterations, v.iter_ms, v.gpu_held_ms, v.waited_ms,
                     (unsigned long long)v.switches, v.handoff_us_p50, v.handoff_us_p99,
-                    st == SCHED_P_OPEN ? "off" : sched_policy_names[policy]);
+                    st == SCHED_P_OPEN || st == SCHED_P_NOSLOT ? "off" : sched_policy_names[policy]);
 }
