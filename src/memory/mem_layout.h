@@ -36,7 +36,10 @@
  * live slots under the lock, so a slot freed by any process (with or without
  * this module's reap hook) drops out of them at once, exactly.
  * mem_check_locked (check.c) checks all but the second, which only the
- * process itself can count.
+ * process itself can count: it does (mem_local_dev_t.charged), and checks
+ * its own slot's grant, spare word and limit against its record each time
+ * it takes the lock (owncheck.c), so that a word written by something else
+ * is repaired there.
  */
 #ifndef SALUS_MEM_LAYOUT_H
 #define SALUS_MEM_LAYOUT_H

@@ -253,9 +253,8 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     uint64_t budget = dev->budget;
     util_store_relaxed(&sd->limit, limit_of((int)ord, budget));
     ld->lim_set = ld->lim_seen = util_load_relaxed(&sd->limit);
-    /* its own record of its words (owncheck.c): a claimed slot's are zero */
     util_store_relaxed(&ld->granted_own, util_load_relaxed(&sd->granted));
-    ld->tag_seen = MEM_TAG(util_load_relaxed(&sd->avail));
+    ld->tag_seen = MEM_TAG(util_load_relaxed(&sd->avail));   /* owncheck.c's record */
     util_store_relaxed(&ld->lim_hold, 0);
     if (mem_p.slot >= 0 && mem_p.slot < SHM_MAX_SLOTS)   /* a former slot's charge */
         util_store_relaxed(&dev->ctx_kib[mem_p.slot], 0);
@@ -464,11 +463,8 @@ static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
         mem_give(ld, op->bytes - size);
     } else if (size > op->bytes) {
         uint64_t more = size - op->bytes;
-        mem_take_t r = MEM_TAKEN;
-        if (mem_take_fast(ld->sd, more, &spare))
-            mem_took(ld, more);
-        else
-            r = mem_take_slow(ld, more, 1, 0);
+        int fast = mem_take_fast(ld->sd, more, &spare);
+        mem_take_t r = fast ? (mem_took(ld, more), MEM_TAKEN) : mem_take_slow(ld, more, 1, 0);
         if (r == MEM_TAKE_REFUSED)
             return -1;
         if (r == MEM_TAKE_UNCOUNTED)
