@@ -90,3 +90,8 @@ $(B)/tests/test_memory_thrash: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
 $(eval $(call salus_test,test_memory_pagelimit,,))
 $(B)/tests/test_memory_pagelimit: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                                   $(B)/tests/clients/pageclient $(B)/bin/salus
+# One word written into a paging job's own memory fields hangs nobody: the
+# same pageclient jobs, the table written through the module's layout.
+$(eval $(call salus_test,test_memory_pagewords,$(MEM_TEST_OBJS),))
+$(B)/tests/test_memory_pagewords: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
+                                  $(B)/tests/clients/pageclient

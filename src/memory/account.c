@@ -55,7 +55,8 @@
 
 /* The process's side of the module (mem_layout.h); here, at the bottom of
  * the module's files, so that every other file depends on this one and
- * this one on none of them but sums.c, which reads the table alone. */
+ * this one on none of them but sums.c and livelim.c, which read the table
+ * alone, and owncheck.c, which mem_lock calls. */
 mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
                      .graph_lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -104,7 +105,7 @@ static void charge_debts_locked(void)
             pay = mem_umin(MEM_SPARE(w), debt);
         } while (pay && !__atomic_compare_exchange_n(&sd->avail, &w, w - pay, 1,
                                                      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
-        util_store_relaxed(&sd->granted, util_load_relaxed(&sd->granted) + (debt - pay));
+        mem_set_granted(ld, util_load_relaxed(&sd->granted) + (debt - pay));
         mem_publish_locked(mem_p.t, d);
         util_info("memory: %s: %s allocated while the table's lock was out of reach "
                   "is charged", ld->name, util_size(debt).s);
@@ -142,6 +143,7 @@ static int retry(void)
         util_warn("memory: the table's lock is usable again; allocations are shared and "
                   "limited as before");
     charge_debts_locked();
+    mem_own_check_locked();
     return 0;
 }
 
@@ -151,8 +153,10 @@ int mem_lock(void)
     if (util_load_acquire(&mem_p.suspended))
         return retry();
     int rc = shm_lock(mem_p.t);
-    if (rc == 0)
+    if (rc == 0) {
+        mem_own_check_locked();       /* its own words, before anything reads them */
         return 0;
+    }
     if (rc == -ETIMEDOUT)
         return suspend();
     util_store_release(&mem_p.mode, MEM_OPEN);
@@ -174,15 +178,18 @@ static mem_take_t take_as_debt(mem_local_dev_t *ld, uint64_t bytes)
     mem_sdev_t *sd = ld->sd;
     uint64_t d = util_load_relaxed(&ld->debt);
     for (;;) {
-        uint64_t g = util_load_relaxed(&sd->granted);
-        uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
-        uint64_t used = g + d > spare ? g + d - spare : 0;
-        if (used + mem_own_ctx(ld->d) + bytes >
-            mem_umax(util_load_relaxed(&sd->limit), util_load_relaxed(&ld->lim_hold)))
+        /* its own count: the table's words are not checked without the lock */
+        uint64_t used = util_load_relaxed(&ld->charged);
+        uint64_t limit = util_load_relaxed(&sd->limit);
+        if (limit == 0 || limit > util_load_relaxed(&ld->dev->budget))
+            limit = ld->lim_seen;                 /* a word no tool writes (owncheck.c) */
+        if (used + mem_own_ctx(ld->d) + bytes > mem_umax(limit, util_load_relaxed(&ld->lim_hold)))
             return MEM_TAKE_REFUSED;
         if (__atomic_compare_exchange_n(&ld->debt, &d, d + bytes, 1, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED))
+                                        __ATOMIC_RELAXED)) {
+            mem_took(ld, bytes);
             return MEM_TAKEN;
+        }
     }
 }
 
@@ -282,7 +289,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
         /* Within its reservation: admission set it aside, and every peer's
          * grant counts it as committed, so it is this process's whatever
          * the budget reads now (contexts measured since, foreign use). */
-        util_store_relaxed(&sd->granted, g0 + need);
+        mem_set_granted(ld, g0 + need);
         *grant = need;
         return MEM_FIT;
     }
@@ -301,7 +308,7 @@ static mem_fit_t grant_locked(mem_local_dev_t *ld, uint64_t need, uint64_t *gran
         uint64_t room = budget > o.committed_run ? budget - o.committed_run : 0;
         if (mem_umax(g0 + need, r) <= room) {
             uint64_t x = need + mem_umin(extra, room - mem_umax(g0 + need, r));
-            util_store_relaxed(&sd->granted, g0 + x);
+            mem_set_granted(ld, g0 + x);
             *grant = x;
             return MEM_FIT;
         }
@@ -322,13 +329,13 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
     mem_sdev_t *sd = ld->sd;
     uint64_t spare, grant;
     if (mem_take_fast(sd, bytes, &spare)) {
-        mem_note_peak(ld, spare);
+        mem_took(ld, bytes);
         return MEM_FIT;
     }
     uint64_t a = take_all(sd);
     if (a >= bytes) {                       /* freed meanwhile */
         add_spare(sd, a - bytes);
-        mem_note_peak(ld, MEM_SPARE(util_load_relaxed(&sd->avail)));
+        mem_took(ld, bytes);
         return MEM_FIT;
     }
     mem_fit_t fit = grant_locked(ld, bytes - a, &grant, fresh);
@@ -337,7 +344,7 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
         return fit;
     }
     add_spare(sd, grant - (bytes - a));
-    mem_note_peak(ld, MEM_SPARE(util_load_relaxed(&sd->avail)));
+    mem_took(ld, bytes);
     return MEM_FIT;
 }
 
@@ -377,7 +384,7 @@ void mem_shrink(mem_local_dev_t *ld)
     } while (x && !__atomic_compare_exchange_n(&sd->avail, &w, w - x, 1, __ATOMIC_SEQ_CST,
                                                __ATOMIC_SEQ_CST));
     if (x) {
-        util_store_relaxed(&sd->granted, g - x);
+        mem_set_granted(ld, g - x);
         mem_publish_locked(t, ld->d);
     }
     shm_unlock(t);
@@ -725,7 +732,7 @@ mem_take_t mem_take_held(mem_local_dev_t *ld, uint64_t bytes)
 {
     uint64_t spare;
     if (mem_take_fast(ld->sd, bytes, &spare)) {
-        mem_note_peak(ld, spare);
+        mem_took(ld, bytes);
         return MEM_TAKEN;
     }
     if (mem_lock() != 0)

@@ -36,7 +36,10 @@
  * live slots under the lock, so a slot freed by any process (with or without
  * this module's reap hook) drops out of them at once, exactly.
  * mem_check_locked (check.c) checks all but the second, which only the
- * process itself can count.
+ * process itself can count: it does (mem_local_dev_t.charged), and checks
+ * its own slot's grant, spare word and limit against its record each time
+ * it takes the lock (owncheck.c), so that a word written by something else
+ * is repaired there.
  */
 #ifndef SALUS_MEM_LAYOUT_H
 #define SALUS_MEM_LAYOUT_H
@@ -185,6 +188,14 @@ typedef struct mem_local_dev {
     uint64_t ctx_precharge;   /* charged to its contexts at admission, before the
                                  first is made (admit.c), until it is measured
                                  (ctxmem.c); under the table lock */
+    /* The owner's own record, against which owncheck.c checks the table's
+     * words of its slot (something other than libsalus may write them). */
+    uint64_t charged;      /* what it has charged here and not given back: its
+                              used, counted by itself (relaxed atomic: +bytes
+                              after every take's CAS, -bytes before every give) */
+    uint64_t granted_own;  /* sd->granted as it last wrote or accepted it (under
+                              the table lock; read relaxed at iteration ends) */
+    uint32_t tag_seen;     /* the tag of sd->avail then (under the table lock) */
 } mem_local_dev_t;
 
 /* A memory pool of this process (pool.c): what of the grant on its device
@@ -365,14 +376,29 @@ static inline void mem_raise(uint64_t *w, uint64_t v)
         ;
 }
 
-/* Record a new high of ld's use, for ever and in this iteration, from the
- * spare left after a take. */
-static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t spare_after)
+/* Record a new high of ld's use, for ever and in this iteration: `used`
+ * is the process's own count after a take (ld->charged), never the
+ * table's words, which a scribbler could raise for ever. */
+static inline void mem_note_peak(mem_local_dev_t *ld, uint64_t used)
 {
-    uint64_t g = util_load_relaxed(&ld->sd->granted);
-    uint64_t used = g > spare_after ? g - spare_after : 0;
     mem_raise(&ld->sd->peak, used);
     mem_raise(&ld->iter_peak, used);
+}
+
+/* `bytes` were taken (the spare's CAS, or a grant, is done): counted in
+ * the process's own record, and its peaks raised.  One relaxed atomic
+ * addition on the fast path (owncheck.c says why its order matters). */
+static inline void mem_took(mem_local_dev_t *ld, uint64_t bytes)
+{
+    mem_note_peak(ld, util_add_relaxed(&ld->charged, bytes));
+}
+
+/* The owner writes its grant: the table's word and its own record of it
+ * (owncheck.c), under the table lock. */
+static inline void mem_set_granted(mem_local_dev_t *ld, uint64_t g)
+{
+    util_store_relaxed(&ld->sd->granted, g);
+    util_store_relaxed(&ld->granted_own, g);
 }
 
 /* The slow path of an allocation: grant more under the lock (waiting up to
@@ -399,6 +425,7 @@ void mem_wake(mem_dev_t *dev);
  * Ordering with waiters: see account.c. */
 static inline void mem_give(mem_local_dev_t *ld, uint64_t bytes)
 {
+    util_sub_relaxed(&ld->charged, bytes);      /* before the spare: owncheck.c */
     if (__builtin_expect(util_load_relaxed(&ld->debt) != 0, 0) &&
         (bytes = mem_pay_debt(ld, bytes)) == 0)
         return;
@@ -571,6 +598,17 @@ int mem_ctx_current(int ordinal);
 void mem_ctx_uncharge(mem_local_dev_t *ld);
 /* A context admitted (its estimate charged, admit.c) was not made. */
 void mem_ctx_precharge_drop(mem_local_dev_t *ld);
+
+/* ---- owncheck.c: the owner's check of its own slot's words ---------------- */
+/* Under the lock (mem_lock calls it once the lock is taken): on each
+ * device this process registered, the table's grant, spare word and limit
+ * checked against its own record; what something else wrote is repaired
+ * and said once. */
+void mem_own_check_locked(void);
+/* Outside the lock, at an iteration's end: a few relaxed loads per device;
+ * the lock is taken (and the words checked) only when they disagree with
+ * the process's record. */
+void mem_own_check_soon(void);
 
 /* ---- check.c: the invariants above, under the table lock ---------------- */
 /* NULL when they hold on every registered device; else a description of the

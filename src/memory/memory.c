@@ -253,6 +253,8 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     uint64_t budget = dev->budget;
     util_store_relaxed(&sd->limit, limit_of((int)ord, budget));
     ld->lim_set = ld->lim_seen = util_load_relaxed(&sd->limit);
+    util_store_relaxed(&ld->granted_own, util_load_relaxed(&sd->granted));
+    ld->tag_seen = MEM_TAG(util_load_relaxed(&sd->avail));   /* owncheck.c's record */
     util_store_relaxed(&ld->lim_hold, 0);
     if (mem_p.slot >= 0 && mem_p.slot < SHM_MAX_SLOTS)   /* a former slot's charge */
         util_store_relaxed(&dev->ctx_kib[mem_p.slot], 0);
@@ -380,7 +382,7 @@ static inline __attribute__((always_inline)) mem_take_t charge(mem_local_dev_t *
         mem_admit((CUdevice)(ld - mem_p.dev)) != CUDA_SUCCESS)   /* the first allocation here */
         return MEM_TAKE_REFUSED;
     if (__builtin_expect(mem_take_fast(ld->sd, bytes, &spare), 1)) {
-        mem_note_peak(ld, spare);
+        mem_took(ld, bytes);
         return MEM_TAKEN;
     }
     mem_take_t r = mem_take_slow(ld, bytes, 0, flags);
@@ -461,8 +463,8 @@ static int pitch_true_size(mem_local_dev_t *ld, mem_op_t *op, uint64_t ptr)
         mem_give(ld, op->bytes - size);
     } else if (size > op->bytes) {
         uint64_t more = size - op->bytes;
-        mem_take_t r = mem_take_fast(ld->sd, more, &spare) ? MEM_TAKEN
-                                                           : mem_take_slow(ld, more, 1, 0);
+        int fast = mem_take_fast(ld->sd, more, &spare);
+        mem_take_t r = fast ? (mem_took(ld, more), MEM_TAKEN) : mem_take_slow(ld, more, 1, 0);
         if (r == MEM_TAKE_REFUSED)
             return -1;
         if (r == MEM_TAKE_UNCOUNTED)
@@ -589,16 +591,14 @@ void mem_iteration_end(void)
         if (!ld || !ld->sd)
             continue;
         mem_sdev_t *sd = ld->sd;
-        uint64_t g = util_load_relaxed(&sd->granted) +
-                     util_load_relaxed(&ld->debt);
-        uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
-        uint64_t used = g > spare ? g - spare : 0;
+        uint64_t used = util_load_relaxed(&ld->charged);   /* its own count (owncheck.c) */
         uint64_t peak = util_xchg_relaxed(&ld->iter_peak, used);
         util_store_relaxed(&sd->run_peak, peak > used ? peak : used);
         if (__builtin_expect(util_load_relaxed(&ld->lim_hold) != 0, 0) &&
             mem_live_limit_iteration(ld, peak > used ? peak : used, mem_own_ctx(ld->d)))
             mem_shrink(ld);           /* its spare above what it may hold goes back */
     }
+    mem_own_check_soon();             /* its words as it left them? (owncheck.c) */
 }
 
 void mem_context_gone(CUdevice device)

@@ -177,6 +177,8 @@ int mem_page_peer(shm_table_t *t, int d, int j, mem_page_peer_t *p)
     const mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
     if (!a || util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC || !shm_slot_alive(t, j))
         return -1;
+    if (t == mem_p.t && j == mem_p.slot)
+        mem_own_check_locked();       /* its own words, as its waits judge them */
     const mem_sdev_t *sd = &a->dev[d];
     uint64_t used = mem_sdev_used(sd), pin = util_load_relaxed(&a->pinned);
     p->flags = util_load_relaxed(&a->page_flags);

@@ -17,7 +17,19 @@
 #include <string.h>
 
 /* ---- sums over slots ----------------------------------------------------
- * Each value clamped so that a scribbling peer cannot overflow a sum. */
+ * Each value clamped to what one slot can hold: the device's budget, which
+ * is set by the first process on the device and kept while others are on
+ * it, and which every slot's grant and reservation fit within (mem_layout.h).
+ * A word scribbled past it (a grant of all ones) then weighs as one slot
+ * holding the whole device, as a real one could, until its owner repairs
+ * it (owncheck.c), never more: it cannot overflow a sum, nor raise a
+ * running peer's kept peak past the device. */
+static uint64_t slot_cap(shm_table_t *t, int d)
+{
+    const mem_dev_t *dev = shm_device_area(t, d, SHM_AREA_MEM);
+    uint64_t budget = dev ? mem_clampb(util_load_relaxed(&dev->budget)) : 0;
+    return budget ? budget : MEM_MAX_BYTES;
+}
 
 /* What slot j keeps for its next iteration: its last iteration's peak while
  * it runs.  A peer with memory paged out keeps nothing more: it runs again
@@ -30,10 +42,10 @@
  * two processes whose peaks together pass the budget never wait for each
  * other: one of them goes on. */
 static uint64_t run_peak(shm_table_t *t, int j, const mem_slot_t *a, const mem_sdev_t *sd,
-                         uint64_t floor)
+                         uint64_t floor, uint64_t cap)
 {
     shm_ident_t id;
-    uint64_t p = mem_clampb(util_load_relaxed(&sd->run_peak));
+    uint64_t p = mem_umin(util_load_relaxed(&sd->run_peak), cap);
     if (p <= floor || shm_slot_ident(t, j, &id) != 0 || id.state == SHM_WAIT_GPU ||
         id.state == SHM_WAIT_MEM || util_load_relaxed(&a->swapped_out) != 0)
         return floor;
@@ -42,14 +54,15 @@ static uint64_t run_peak(shm_table_t *t, int j, const mem_slot_t *a, const mem_s
 
 static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
 {
+    uint64_t cap = slot_cap(t, d);
     memset(s, 0, sizeof *s);
     for (int j = 0; j < SHM_MAX_SLOTS; j++) {
         if (j == skip || shm_slot_gen(t, j) == 0 || (live_only && !shm_slot_alive(t, j)))
             continue;
         mem_slot_t *a = mem_area_of(t, j);
         mem_sdev_t *sd = &a->dev[d];
-        uint64_t g = mem_clampb(util_load_relaxed(&sd->granted));
-        uint64_t r = mem_clampb(util_load_relaxed(&sd->reserved));
+        uint64_t g = mem_umin(util_load_relaxed(&sd->granted), cap);
+        uint64_t r = mem_umin(util_load_relaxed(&sd->reserved), cap);
         uint64_t spare = MEM_SPARE(util_load_relaxed(&sd->avail));
         uint64_t u = g > spare ? g - spare : 0;
         s->granted += g;
@@ -57,9 +70,9 @@ static void sums(shm_table_t *t, int d, int skip, int live_only, mem_sums_t *s)
         s->reserved += r;
         s->committed += mem_umax(g, r);
         s->held += mem_umax(u, r);
-        s->committed_run += run_peak(t, j, a, sd, mem_umax(g, r));
-        s->held_run += run_peak(t, j, a, sd, mem_umax(u, r));
-        s->peak = mem_umax(s->peak, mem_clampb(util_load_relaxed(&sd->peak)));
+        s->committed_run += run_peak(t, j, a, sd, mem_umax(g, r), cap);
+        s->held_run += run_peak(t, j, a, sd, mem_umax(u, r), cap);
+        s->peak = mem_umax(s->peak, mem_umin(util_load_relaxed(&sd->peak), cap));
         if (util_load_relaxed(&sd->flags) & MEM_SDEV_REGISTERED)
             s->ctx += mem_ctx_of(shm_device_area(t, d, SHM_AREA_MEM), j);
         if (util_load_relaxed(&a->wait_dev) == (uint32_t)d + 1) {
