@@ -56,7 +56,7 @@
 #define PEER_MIB   "192"               /* one block: it asks for 76 MiB at once */
 #define DEV_MIB    "320M"              /* one job's memory at a time */
 /* What the job says once when its cgroup refuses the page-out (src/vmem). */
-#define SAID_CG    "memory cgroup"
+#define SAID_CG    "would pass this job's memory cgroup's limit"
 
 static char state_name[64], table_name[64];
 static char cg_dir[600];               /* the cgroup made, removed by the teardown */
