@@ -159,7 +159,7 @@ for t in "$@"; do
         sed -n '1,400p' "$log" | grep -v '^\[       OK \]\|^\[ RUN      \]' | sed 's/^/    | /' | tail -n 60
     fi
     if [ "$skip" -gt 0 ]; then
-        grep '^\[  SKIPPED \]' "$log" | sed -n '1,20p' | sed 's/^/    skipped: /'
+        grep '^\[  SKIPPED \]\|^\[  REASON  \]' "$log" | sed -n '1,40p' | sed 's/^/    skipped: /'
     fi
 done
 wait

@@ -95,3 +95,8 @@ $(B)/tests/test_memory_pagelimit: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
 $(eval $(call salus_test,test_memory_pagewords,$(MEM_TEST_OBJS),))
 $(B)/tests/test_memory_pagewords: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                                   $(B)/tests/clients/pageclient
+# A paging job in a memory cgroup is not OOM-killed by its page-out's
+# staging: a pageclient job in a cgroup the test makes (root), a peer outside.
+$(eval $(call salus_test,test_memory_pagecgroup,,))
+$(B)/tests/test_memory_pagecgroup: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
+                                   $(B)/tests/clients/pageclient

@@ -1,7 +1,8 @@
 /*
  * test_util.c - the shared helpers of libsalus: size parsing, the one list
  * of SALUS_* variables and its readers (accepted forms, rejected forms and
- * their message, said once), the log.
+ * their message, said once), the log, the memory cgroup's room (over fake
+ * cgroup trees in a temporary directory: util_cgroup_root).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -313,6 +315,122 @@ static void test_log_levels(void **state)
     assert_non_null(strstr(captured, "SALUS_LOG=\"chatty\""));
 }
 
+/* ---- the memory cgroup ---------------------------------------------------------- */
+
+static char cg_root[256];
+
+/* root/rel with `text` in it, its directories made. */
+static void put(const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", cg_root, rel);
+    for (char *p = path + strlen(cg_root) + 1; (p = strchr(p, '/')); p++) {
+        *p = 0;
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int cg(util_cgroup_mem_t *c)
+{
+    memset(c, 0x5a, sizeof *c);
+    return util_cgroup_mem(c);
+}
+
+static void test_cgroup_room(void **state)
+{
+    (void)state;
+    util_cgroup_mem_t c;
+    snprintf(cg_root, sizeof cg_root, "/tmp/salus-test-cg-%d", (int)getpid());
+    assert_int_equal(mkdir(cg_root, 0755), 0);
+    util_cgroup_root = cg_root;
+
+    /* Nothing there: no bound. */
+    assert_int_equal(cg(&c), 1);
+
+    /* v2, no mountinfo: /sys/fs/cgroup; the job's level and its parent's. */
+    put("proc/self/cgroup", "0::/jobs/a\n");
+    put("sys/fs/cgroup/jobs/a/memory.max", "1048576000\n");
+    put("sys/fs/cgroup/jobs/a/memory.current", "848297984\n");
+    put("sys/fs/cgroup/jobs/a/memory.stat", "anon 800000000\ninactive_file 1048576\n");
+    put("sys/fs/cgroup/jobs/memory.max", "max\n");
+    put("sys/fs/cgroup/jobs/memory.current", "900000000\n");
+    assert_int_equal(cg(&c), 0);
+    assert_int_equal(c.limit, 1048576000);
+    assert_int_equal(c.used, 848297984 - 1048576);
+    assert_int_equal(c.room, 1048576000 - (848297984 - 1048576));
+    assert_false(c.v1);
+    assert_non_null(strstr(c.path, "/sys/fs/cgroup/jobs/a"));
+
+    /* A tighter parent is the bound. */
+    put("sys/fs/cgroup/jobs/memory.max", "950000000\n");
+    assert_int_equal(cg(&c), 0);
+    assert_int_equal(c.room, 50000000);
+    assert_int_equal(c.limit, 950000000);
+
+    /* Over its limit: no room, not a wrap. */
+    put("sys/fs/cgroup/jobs/memory.current", "990000000\n");
+    assert_int_equal(cg(&c), 0);
+    assert_int_equal(c.room, 0);
+
+    /* "max" everywhere: no bound. */
+    put("sys/fs/cgroup/jobs/memory.max", "max\n");
+    put("sys/fs/cgroup/jobs/a/memory.max", "max\n");
+    assert_int_equal(cg(&c), 1);
+
+    /* Garbage is no bound at its level, and nothing crashes. */
+    const char *junk[] = { "", "\n", "-5\n", " 5\n", "5 \n", "12abc", "maxi\n", "0x10\n",
+                           "99999999999999999999999\n", "\377\376" };
+    for (size_t i = 0; i < sizeof junk / sizeof *junk; i++) {
+        put("sys/fs/cgroup/jobs/a/memory.max", junk[i]);
+        assert_int_equal(cg(&c), 1);
+        put("sys/fs/cgroup/jobs/a/memory.max", "1000\n");
+        put("sys/fs/cgroup/jobs/a/memory.current", junk[i]);
+        assert_int_equal(cg(&c), 1);
+        put("sys/fs/cgroup/jobs/a/memory.current", "10\n");
+        put("sys/fs/cgroup/jobs/a/memory.stat", junk[i]);
+        assert_int_equal(cg(&c), 0);
+        assert_int_equal(c.room, 990);                /* no cache subtracted */
+    }
+    const char *bad_self[] = { "", "garbage", "0::", "0::relative\n", "0::/../../etc\n",
+                               "::::\n" };
+    for (size_t i = 0; i < sizeof bad_self / sizeof *bad_self; i++) {
+        put("proc/self/cgroup", bad_self[i]);
+        assert_int_equal(cg(&c), 1);
+    }
+
+    /* v1 (a hybrid host: the memory line wins over 0::), found through
+     * mountinfo, a container's mount root stripped; v1's "no limit". */
+    put("proc/self/cgroup", "9:pids:/\n4:cpu,memory:/ct/job\n0::/\n");
+    put("proc/self/mountinfo",
+        "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
+        "35 31 0:32 /ct /m/memcg rw,relatime - cgroup cgroup rw,cpu,memory\n"
+        "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n");
+    put("m/memcg/job/memory.limit_in_bytes", "268435456\n");
+    put("m/memcg/job/memory.usage_in_bytes", "230686720\n");
+    put("m/memcg/job/memory.stat", "cache 1\ntotal_inactive_file 4194304\n");
+    put("m/memcg/memory.limit_in_bytes", "9223372036854771712\n");
+    put("m/memcg/memory.usage_in_bytes", "999999999999\n");
+    assert_int_equal(cg(&c), 0);
+    assert_true(c.v1);
+    assert_int_equal(c.limit, 268435456);
+    assert_int_equal(c.room, 268435456 - (230686720 - 4194304));
+    assert_non_null(strstr(c.path, "/m/memcg/job"));
+
+    /* A cgroup outside the mount's root is not read. */
+    put("proc/self/cgroup", "4:memory:/other/job\n");
+    assert_int_equal(cg(&c), 1);
+
+    util_cgroup_root = NULL;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cg_root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_var_list),
         cmocka_unit_test(test_var_readers),
         cmocka_unit_test(test_log_levels),
+        cmocka_unit_test(test_cgroup_room),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }

@@ -383,7 +383,7 @@ void page_serve(void)
             static int said;
             mem_page_flags_set(MEM_PAGE_FULL);
             util_log_once(&said, UTIL_LOG_WARN, "memory: asked to page out %s on device %d, "
-                          "paged out %s: the host staging bound (SALUS_SWAP_LIMIT) or the "
+                          "paged out %s: the host staging bound (SALUS_SWAP_LIMIT, or the job's memory cgroup) or the "
                           "host is full; peers are not asked again until this job pages "
                           "in", util_size(want).s, d, util_size(freed).s);
         }

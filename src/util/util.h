@@ -55,6 +55,24 @@ void util_log_write(util_log_level_t level, const char *fmt, ...)
             UTIL_LOG(level, __VA_ARGS__);                                \
     } while (0)
 
+/* ---- the memory cgroup (cgroup.c) -------------------------------------------
+ * The room left in this process's memory cgroup, v2 or v1, over it and its
+ * ancestors: the least of limit - use (use less the inactive file cache).
+ * 0 and *out written when some level has a limit; 1 when none has, or
+ * nothing can be read (no cgroup, garbage): no bound.  Reads a few small
+ * files: not for a launch path. */
+typedef struct util_cgroup_mem {
+    uint64_t room;                 /* what is left at the tightest level */
+    uint64_t limit, used;          /* that level's limit and use */
+    char path[256];                /* that level's directory */
+    int v1;                        /* cgroup v1's memory controller */
+} util_cgroup_mem_t;
+int util_cgroup_mem(util_cgroup_mem_t *out);
+/* Test seam: a directory the files are read under instead of "/" (a fake
+ * tree of proc/self/cgroup, proc/self/mountinfo, sys/fs/cgroup/...); NULL
+ * for the real ones.  Set before any call. */
+extern const char *util_cgroup_root;
+
 /* ---- SALUS_* variables --------------------------------------------------
  * Modules read their variables through vars.h's list (util_var_*), which
  * applies each variable's rules with these primitives. */

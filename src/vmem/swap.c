@@ -4,8 +4,8 @@
  * primitives the scheduler calls in the process that owns the memory, while
  * its program is stopped at the gate or at rest with its work drained.
  *
- * Divided into: the host bound; the staging bound; big allocations; small regions; the
- * primitives.
+ * Divided into: the host bound; the cgroup bound; the staging bound; big
+ * allocations; small regions; the cgroup's all-or-nothing; the primitives.
  *
  * Out: the program's work is waited for (a context synchronize), the live
  * bytes are copied to pinned staging in large transfers on libsalus's own
@@ -84,18 +84,74 @@ static uint64_t vmem_swap_limit(void)
     return v;
 }
 
+/* ---- the cgroup bound -------------------------------------------------------------
+ * Pinned staging is charged to the job's memory cgroup: past its limit the
+ * kernel's OOM killer SIGKILLs the job mid page-out, its work lost, whatever
+ * the host has.  Read once per page-out, as it is about to stage
+ * (util_cgroup_mem: the room left over the cgroup and its ancestors): the
+ * staging may grow by that room less a margin (what the program and the
+ * copies themselves still take meanwhile), and a page-out that would pass it
+ * is refused whole (stage_need), not served in part: a job left partly out
+ * needs room to come back that its peer, waiting for memory itself, never
+ * gives.  Refused, the memory stays on the GPU and the asker waits, as past
+ * SALUS_SWAP_LIMIT.  Guarded by vmem_p.lock. */
+#define CG_MARGIN_MIN (16ull << 20)
+#define CG_MARGIN_MAX (256ull << 20)
+
+static uint64_t cg_cap = UINT64_MAX;   /* the staging this page-out may reach */
+static util_cgroup_mem_t cg_at;        /* what cg_cap was read from */
+static int cg_said;
+
+/* 1/32 of the limit, 16 to 256 MiB. */
+static uint64_t cg_margin(uint64_t limit)
+{
+    uint64_t m = limit / 32;
+    return m < CG_MARGIN_MIN ? CG_MARGIN_MIN : m > CG_MARGIN_MAX ? CG_MARGIN_MAX : m;
+}
+
+static void cg_read(void)
+{
+    util_cgroup_mem_t c;
+    cg_cap = UINT64_MAX;
+    if (util_cgroup_mem(&c) != 0)
+        return;                       /* no cgroup limit, or none readable */
+    uint64_t m = cg_margin(c.limit);
+    cg_cap = vmem_p.staged + (c.room > m ? c.room - m : 0);
+    cg_at = c;
+}
+
+/* Say once that the cgroup refused a page-out of `bytes` of staging. */
+static void cg_refused(uint64_t bytes)
+{
+    util_log_once(&cg_said, UTIL_LOG_WARN, "memory: a page-out of %s to the host would pass "
+                  "this job's memory cgroup's limit (%s: limit %s, %s in use; staging is bounded "
+                  "by what is left less a margin of %s, and by SALUS_SWAP_LIMIT, now %s): the "
+                  "kernel would kill the job mid page-out.  Its memory stays on the GPU and "
+                  "the job that asked for it waits; give the cgroup more memory (%s) for it to "
+                  "page", util_size(bytes).s, cg_at.path, util_size(cg_at.limit).s,
+                  util_size(cg_at.used).s, util_size(cg_margin(cg_at.limit)).s,
+                  util_size(vmem_swap_limit()).s,
+                  cg_at.v1 ? "memory.limit_in_bytes" : "memory.max");
+}
+
 /* ---- the staging bound ----------------------------------------------------------
- * SALUS_SWAP_LIMIT (vmem_swap_limit): what the host can spare. */
+ * SALUS_SWAP_LIMIT (vmem_swap_limit): what the host can spare; the cgroup's
+ * room (cg_cap): what the job may pin before it is killed. */
 
 static int stage_fits(uint64_t more)
 {
-    return vmem_p.staged + more <= vmem_swap_limit();
+    return vmem_p.staged + more <= vmem_swap_limit() && vmem_p.staged + more <= cg_cap;
 }
 
 static void *stage_alloc(uint64_t bytes)
 {
     void *p = NULL;
-    if (!stage_fits(bytes) || vmem_drv()->mem_host_alloc(&p, bytes, 0) != CUDA_SUCCESS)
+    if (!stage_fits(bytes)) {
+        if (vmem_p.staged + bytes <= vmem_swap_limit())
+            cg_refused(bytes);        /* the cgroup's room, not the host's */
+        return NULL;
+    }
+    if (vmem_drv()->mem_host_alloc(&p, bytes, 0) != CUDA_SUCCESS)
         return NULL;
     vmem_p.staged += bytes;
     return p;
@@ -432,6 +488,56 @@ out_unback:                           /* all or nothing: it stays out */
     return rc;
 }
 
+/* ---- the cgroup's all-or-nothing --------------------------------------------------- */
+
+/* Whether v's small region would be paged out (an exported small
+ * allocation pins it). */
+static int small_goes(const vmem_dev_t *v)
+{
+    return v->size && !v->small_out && !v->small_pins;
+}
+
+/* The staging a page-out of `want` device bytes (0: all) takes, as
+ * bigs_out and small_out choose (largest first; one never written takes
+ * none); UINT64_MAX when it cannot be told. */
+static uint64_t stage_need(vmem_dev_t *v, uint64_t want)
+{
+    vmem_buf_t **list;
+    vmem_staged_t *r;
+    long n = bigs(v->ordinal, 0, &list), k;
+    uint64_t got = 0, need = 0, work = vmem_work_now();
+    if (n < 0)
+        return UINT64_MAX;
+    for (k = 0; k < n && (want == 0 || got < want); k++) {
+        need += never_written(list[k], work) ? 0 : list[k]->size;
+        got += list[k]->bytes;
+    }
+    free(list);
+    if ((want == 0 || got < want) && small_goes(v)) {
+        if ((n = live_ranges(v, &r)) < 0)
+            return UINT64_MAX;
+        for (k = 0; k < n; k++)
+            need += r[k].len;
+        free(r);
+    }
+    return need;
+}
+
+/* Whether the cgroup's room (cg_cap) holds what a page-out of `want`
+ * stages; said once when not. */
+static int cg_allows(vmem_dev_t *v, uint64_t want)
+{
+    if (cg_cap == UINT64_MAX)
+        return 1;
+    uint64_t need = stage_need(v, want);
+    if (need != UINT64_MAX && vmem_p.staged + need <= cg_cap)
+        return 1;
+    if (need != UINT64_MAX && vmem_p.staged + need > vmem_swap_limit())
+        return 1;                     /* past the host bound too: served in part, as before */
+    cg_refused(need);
+    return 0;
+}
+
 /* ---- the primitives --------------------------------------------------------------- */
 
 static vmem_dev_t *ready_dev(int ordinal)
@@ -458,12 +564,16 @@ CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed)
     if ((rc = vmem_drv()->ctx_synchronize()) == CUDA_SUCCESS) {
         vmem_async_settle_locked();   /* stream-ordered frees: done now, not copied */
         got = vmem_cache_drop_locked(v);   /* kept chunks: freed, nothing to copy */
+        cg_read();
+        if ((want == 0 || got < want) && !cg_allows(v, want ? want - got : 0))
+            goto out_leave;           /* refused whole: said */
         if (want == 0 || got < want)
             rc = bigs_out(v, want ? want - got : 0, &got);
     }
-    if (rc == CUDA_SUCCESS && (want == 0 || got < want) && v->size && !v->small_out &&
-        !v->small_pins)               /* an exported small allocation pins it */
+    if (rc == CUDA_SUCCESS && (want == 0 || got < want) && small_goes(v))
         rc = small_out(v, &got);
+out_leave:
+    cg_cap = UINT64_MAX;
     vmem_leave();
 out_unlock:
     pthread_mutex_unlock(&vmem_p.lock);

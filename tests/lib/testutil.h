@@ -121,6 +121,16 @@ void tu_sleep_ms(int ms);
  * so a slow poll never loses a state reached just in time). */
 int tu_await(int (*pred)(void *arg), void *arg, int ms);
 
+/* Skip the running cmocka test with its reason: a "[  REASON  ]" line that
+ * mk/run-tests.sh shows beside the skip in the summary (a skip without a
+ * reason passes silently there).  For tests that include cmocka.h. */
+#define tu_skip(...)                                                    \
+    do {                                                                \
+        print_message("[  REASON  ] " __VA_ARGS__);                     \
+        print_message("\n");                                            \
+        skip();                                                         \
+    } while (0)
+
 /* make test-soak sets SALUS_TEST_SOAK=1: the tests that have a long variant
  * (gigabytes where make test moves megabytes, more rounds) run it.  1 then,
  * else 0.  The checks are the same either way; only the sizes and counts
