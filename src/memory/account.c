@@ -53,12 +53,6 @@
 #include <limits.h>
 #include <string.h>
 
-/* The process's side of the module (mem_layout.h); here, at the bottom of
- * the module's files, so that every other file depends on this one and
- * this one on none of them but sums.c and livelim.c, which read the table
- * alone, and owncheck.c, which mem_lock calls. */
-mem_proc_t mem_p = { .slot = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
-                     .graph_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* What this process's contexts take on table device d (ctxmem.c): part of
  * what its limit bounds, outside its grant. */
@@ -163,6 +157,12 @@ int mem_lock(void)
     util_log_once(&said, UTIL_LOG_ERROR, "memory: the table's lock cannot be taken; "
                   "allocations pass through without limits from now on");
     return -1;
+}
+
+void mem_own_check_soon(void)
+{
+    if (mem_own_words_suspect() && mem_lock() == 0)   /* mem_lock checks and repairs */
+        shm_unlock(mem_p.t);
 }
 
 void mem_resume_try(void)
@@ -349,12 +349,6 @@ static mem_fit_t take_locked(mem_local_dev_t *ld, uint64_t bytes, int fresh)
 }
 
 /* ---- giving back --------------------------------------------------------- */
-
-void mem_wake(mem_dev_t *dev)
-{
-    util_add_seq(&dev->wake_seq, 1);
-    shm_futex_wake(&dev->wake_seq, INT_MAX);
-}
 
 void mem_wake_admit(mem_dev_t *dev)
 {

@@ -15,7 +15,7 @@
  * is paged out and comes back in only within the limit (src/page).
  *
  * Divided into: what it may hold; an iteration's end.  It reads the
- * table's slot alone: account.c, at the bottom of the module, calls it, so
+ * table's slot alone: account.c, near the bottom of the module, calls it, so
  * what it needs of the process (its contexts, whether it pages) comes in
  * its arguments.
  *

@@ -44,6 +44,7 @@
 #ifndef SALUS_MEM_LAYOUT_H
 #define SALUS_MEM_LAYOUT_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -417,7 +418,11 @@ mem_take_t mem_take_slow(mem_local_dev_t *ld, uint64_t bytes, int fresh, unsigne
 mem_take_t mem_take_held(mem_local_dev_t *ld, uint64_t bytes);
 void mem_give_slow(mem_local_dev_t *ld, uint64_t spare);
 /* Wake those waiting for memory on dev (wake_seq). */
-void mem_wake(mem_dev_t *dev);
+static inline void mem_wake(mem_dev_t *dev)
+{
+    util_add_seq(&dev->wake_seq, 1);
+    shm_futex_wake(&dev->wake_seq, INT_MAX);
+}
 
 /* Return bytes to the spare (one atomic addition: spare + bytes <= granted,
  * no carry into the tag); past shrink_at the spare beyond a chunk goes back
@@ -605,9 +610,12 @@ void mem_ctx_precharge_drop(mem_local_dev_t *ld);
  * checked against its own record; what something else wrote is repaired
  * and said once. */
 void mem_own_check_locked(void);
-/* Outside the lock, at an iteration's end: a few relaxed loads per device;
- * the lock is taken (and the words checked) only when they disagree with
- * the process's record. */
+/* Outside the lock: whether the table's words of some device disagree with
+ * the process's record (a few relaxed loads per device), so that its
+ * caller takes the lock, which checks them. */
+int mem_own_words_suspect(void);
+/* (account.c) At an iteration's end: the lock is taken, and the words
+ * checked, only when mem_own_words_suspect says so. */
 void mem_own_check_soon(void);
 
 /* ---- check.c: the invariants above, under the table lock ---------------- */

@@ -59,8 +59,8 @@
  * (salus limit clamps to it): such a word goes back to lim_seen.
  *
  * Locking: mem_own_check_locked runs with the table's lock held (mem_lock
- * calls it each time the lock is taken); mem_own_check_soon runs outside
- * it and only reads, taking the lock when its reads disagree.
+ * calls it each time the lock is taken); mem_own_words_suspect runs outside
+ * it and only reads (its caller takes the lock when they disagree).
  */
 #include "memory/mem_layout.h"
 #include "util/util.h"
@@ -185,7 +185,7 @@ void mem_own_check_locked(void)
     }
 }
 
-void mem_own_check_soon(void)
+int mem_own_words_suspect(void)
 {
     int look = 0;
     for (int d = 0; d < SHM_MAX_DEVICES && !look; d++) {
@@ -199,6 +199,5 @@ void mem_own_check_soon(void)
                util_load_relaxed(&sd->limit) == 0 ||
                util_load_relaxed(&sd->limit) > util_load_relaxed(&ld->dev->budget);
     }
-    if (look && mem_lock() == 0)              /* mem_lock checks and repairs */
-        shm_unlock(mem_p.t);
+    return look;
 }

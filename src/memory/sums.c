@@ -9,7 +9,7 @@
  * Locking.  Every function here runs under the table's lock; the sums read
  * peers' words with relaxed loads, each clamped, and write only the
  * device's cached sums and the log.  Nothing here calls another file of the
- * module (account.c, at the bottom of the module, calls these).
+ * module (account.c, near the bottom of the module, calls these).
  */
 #include "memory/mem_layout.h"
 #include "util/util.h"

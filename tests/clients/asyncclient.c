@@ -17,7 +17,7 @@
  * default streams gets them).  Each allocation's bytes go through and
  * back, and the driver's queries answer its own base and size; the first
  * is freed by cuMemFreeAsync inside the capture and stays usable after
- * it.  Prints "async ok default=<1 if mapped through VMM> frompool=..."
+ * it.  Prints "async ok default=<1 if paging mapped it> frompool=..."
  * or what failed.
  */
 #include <cuda.h>
@@ -34,14 +34,16 @@
 
 #define MiB (1ull << 20)
 
-/* Only memory mapped through VMM has an allocation handle. */
+/* A stream-ordered allocation that names no pool is not the driver's
+ * pools': libsalus's paging mapped it (it answers for its memory as for
+ * cuMemAlloc's, with no allocation handle to retain, so the pool is what
+ * tells the two apart). */
 static int vmm(CUdeviceptr p)
 {
-    CUmemGenericAllocationHandle h;
-    if (cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p) != CUDA_SUCCESS)
+    CUmemoryPool pool = NULL;
+    if (cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p) != CUDA_SUCCESS)
         return 0;
-    cuMemRelease(h);
-    return 1;
+    return pool == NULL;
 }
 
 /* p holds n bytes of its own: the driver's range, and a round of bytes. */
