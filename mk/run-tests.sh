@@ -171,8 +171,8 @@ fi
 # Each failing binary's failures again, just above the summary: a CI log is
 # often read from its tail, where the rows above are out of sight.
 for name in $failing; do
-    grep -h '^\[  ERROR   \]\|^\[   LINE   \]\|^\[  FAILED  \]' "$logdir/$name.log" |
-        grep -v '^\[  FAILED  \] [0-9]* test' | sed -n '1,12p' | cut -c1-400 |
+    grep -h '^ERROR: \|^\[  ERROR   \]\|^\[   LINE   \]\|^\[  FAILED  \]' "$logdir/$name.log" |
+        grep -v '^\[  FAILED  \] [0-9]* test' | awk '!seen[$0]++' | sed -n '1,12p' | cut -c1-400 |
         sed "s/^/    $name: /"
 done
 [ -n "$failing" ] && echo "failing:$failing (logs in $logdir)"
