@@ -90,13 +90,16 @@ $(B)/tests/test_memory_thrash: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
 $(eval $(call salus_test,test_memory_pagelimit,,))
 $(B)/tests/test_memory_pagelimit: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                                   $(B)/tests/clients/pageclient $(B)/bin/salus
+# The paging tests' pageclient helpers (test_memory_jobs.h).
+MEM_JOBS_OBJ := $(B)/obj/tests/test_memory_jobs.o
+$(MEM_JOBS_OBJ): | $(B)/.deps-test
 # One word written into a paging job's own memory fields hangs nobody: the
 # same pageclient jobs, the table written through the module's layout.
-$(eval $(call salus_test,test_memory_pagewords,$(MEM_TEST_OBJS),))
+$(eval $(call salus_test,test_memory_pagewords,$(MEM_TEST_OBJS) $(MEM_JOBS_OBJ),))
 $(B)/tests/test_memory_pagewords: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                                   $(B)/tests/clients/pageclient
 # A paging job in a memory cgroup is not OOM-killed by its page-out's
 # staging: a pageclient job in a cgroup the test makes (root), a peer outside.
-$(eval $(call salus_test,test_memory_pagecgroup,,))
+$(eval $(call salus_test,test_memory_pagecgroup,$(MEM_JOBS_OBJ),))
 $(B)/tests/test_memory_pagecgroup: $(SIM_LIB) $(B)/libsalus.so $(WL_CUBIN) \
                                    $(B)/tests/clients/pageclient

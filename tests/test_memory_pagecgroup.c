@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "lib/testutil.h"
+#include "test_memory_jobs.h"
 
 #define CHILD_MS   30000               /* a job alone runs about 2 s */
 #define CG_MIB     256                 /* the job's cgroup */
@@ -76,14 +77,6 @@ static int write_text(const char *dir, const char *file, const char *text)
     return ok ? 0 : -1;
 }
 
-static int file_has(const char *path, const char *word)
-{
-    char *text = tu_read_file(path, NULL);
-    int yes = text && strstr(text, word) != NULL;
-    free(text);
-    return yes;
-}
-
 /* Where a memory cgroup can be made: the cgroup v2 mount whose controllers
  * include memory, else cgroup v1's memory hierarchy.  0 with its mount
  * point and whether it is v2; -1 with the reason. */
@@ -103,7 +96,7 @@ static int memory_mount(char *mnt, size_t len, int *v2, char *why, size_t wlen)
             sscanf(dash + 3, "%63s %*s %511s", type, opts) != 2)
             continue;
         snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", point);
-        if (strcmp(type, "cgroup2") == 0 && file_has(ctl, "memory")) {
+        if (strcmp(type, "cgroup2") == 0 && pj_file_has(ctl, "memory")) {
             snprintf(mnt, len, "%s", point);
             *v2 = 1;
             break;
@@ -135,7 +128,7 @@ static int make_cgroup(char *why, size_t wlen)
     if (memory_mount(mnt, sizeof mnt, &v2, why, wlen) != 0)
         return -1;
     snprintf(sub, sizeof sub, "%s/cgroup.subtree_control", mnt);
-    if (v2 && !file_has(sub, "memory") &&
+    if (v2 && !pj_file_has(sub, "memory") &&
         write_text(mnt, "cgroup.subtree_control", "+memory") != 0) {
         snprintf(why, wlen, "cannot enable +memory in %s/cgroup.subtree_control: %s", mnt,
                  strerror(errno));
@@ -204,31 +197,6 @@ static void spawn(tu_proc_t *p, int priority, const char *iters, const char *wai
     tu_env_free(&env);
 }
 
-static int ready_or_exited(void *arg)
-{
-    tu_proc_t *p = arg;
-    return file_has(p->out_path, "ready") || tu_exited(p);
-}
-
-static void fail_with(tu_proc_t *p, const char *what)
-{
-    char *out = tu_read_file(p->out_path, NULL), *err = tu_read_file(p->err_path, NULL);
-    fail_msg("%s: %s / %s", what, out ? out : "", err ? err : "");
-}
-
-/* It ended within its deadline, every call a success and every byte intact. */
-static void finish(tu_proc_t *p, const char *who)
-{
-    int rc = tu_wait(p, CHILD_MS);
-    if (rc != 0 || !file_has(p->out_path, "done 0 bad 0")) {
-        char what[160];
-        snprintf(what, sizeof what, "the %s job %s (rc %d%s)", who,
-                 p->timed_out ? "hung: killed at its deadline" : "failed", rc,
-                 rc == 128 + SIGKILL ? ": SIGKILLed, the cgroup's OOM killer" : "");
-        fail_with(p, what);
-    }
-}
-
 static void test_page_out_in_cgroup_is_not_oom_killed(void **state)
 {
     (void)state;
@@ -243,17 +211,16 @@ static void test_page_out_in_cgroup_is_not_oom_killed(void **state)
     tu_unique_name("spcg", state_name, sizeof state_name);
     tu_unique_name("stpcg", table_name, sizeof table_name);
     spawn(&job, 10, "300", "0", 1);
-    if (!tu_await(ready_or_exited, &job, CHILD_MS) || job.exited)
-        fail_with(&job, "the job in the cgroup never filled its memory");
+    pj_await_ready(&job, CHILD_MS, "the job in the cgroup never filled its memory");
     spawn(&peer, 90, "50", "120000", 0);    /* waits for the job's memory if need be */
-    finish(&job, "cgroup's");
+    pj_finish(&job, CHILD_MS, "cgroup's");
     char *err = tu_read_file(job.err_path, NULL);
     int said = err ? tu_count_lines(err, SAID_CG) : 0;
     free(err);
     if (said != 1)
-        fail_with(&job, said ? "the job said more than once why it could not page out"
+        pj_fail_with(&job, said ? "the job said more than once why it could not page out"
                              : "the job never said its cgroup refused the page-out");
-    finish(&peer, "high-priority");
+    pj_finish(&peer, CHILD_MS, "high-priority");
 }
 
 static int teardown(void **state)

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "lib/testutil.h"
+#include "test_memory_jobs.h"
 #include "memory/mem_layout.h"
 
 #define CHILD_MS   30000               /* a job alone runs about 1.5 s */
@@ -76,44 +77,6 @@ static void spawn(tu_proc_t *p)
     tu_env_unset(&env, "SALUS_LOG");
     assert_int_equal(tu_spawn(p, argv, &env), 0);
     tu_env_free(&env);
-}
-
-static int file_has(const char *path, const char *word)
-{
-    char *text = tu_read_file(path, NULL);
-    int yes = text && strstr(text, word) != NULL;
-    free(text);
-    return yes;
-}
-
-static int ready_or_exited(void *arg)
-{
-    tu_proc_t *p = arg;
-    return file_has(p->out_path, "ready") || tu_exited(p);
-}
-
-static void fail_with(tu_proc_t *p, const char *what)
-{
-    char *out = tu_read_file(p->out_path, NULL), *err = tu_read_file(p->err_path, NULL);
-    fail_msg("%s: %s / %s", what, out ? out : "", err ? err : "");
-}
-
-static void await_ready(tu_proc_t *p, const char *who)
-{
-    if (!tu_await(ready_or_exited, p, CHILD_MS) || p->exited)
-        fail_with(p, who);
-}
-
-/* It ended within its deadline, every call a success and every byte intact. */
-static void finish(tu_proc_t *p, const char *who)
-{
-    int rc = tu_wait(p, CHILD_MS);
-    if (rc != 0 || !file_has(p->out_path, "done 0 bad 0")) {
-        char what[128];
-        snprintf(what, sizeof what, "the %s job %s (rc %d)", who,
-                 p->timed_out ? "hung: killed at its deadline" : "failed", rc);
-        fail_with(p, what);
-    }
 }
 
 /* ---- the table, from outside ---------------------------------------------------- */
@@ -190,7 +153,7 @@ static int repaired_or_exited(void *arg)
     tu_proc_t *p = job[0].pid == r->pid ? &job[0] : &job[1];
     if (tu_exited(p))
         return 1;
-    if (!file_has(p->err_path, r->said))
+    if (!pj_file_has(p->err_path, r->said))
         return 0;
     shm_table_t *t = open_table();
     int slot = slot_of(t, r->pid), ok = 0;
@@ -216,7 +179,7 @@ static void await_repaired(int victim, before_t b, const char *said)
         char what[400];
         snprintf(what, sizeof what, "the corrupted job never repaired its slot while it ran "
                  "(%s)", r.bad[0] ? r.bad : "it said nothing, or it ended");
-        fail_with(&job[victim], what);
+        pj_fail_with(&job[victim], what);
     }
 }
 
@@ -228,21 +191,21 @@ static void start_both(void)
     tu_unique_name("spw", state_name, sizeof state_name);
     tu_unique_name("stpw", table_name, sizeof table_name);
     spawn(&job[0]);
-    await_ready(&job[0], "the first job never filled its memory");
+    pj_await_ready(&job[0], CHILD_MS, "the first job never filled its memory");
     spawn(&job[1]);
-    await_ready(&job[1], "the second job never filled its memory");
+    pj_await_ready(&job[1], CHILD_MS, "the second job never filled its memory");
 }
 
 /* Both end intact; the victim said `said` (and SAID_WROTE) once. */
 static void end_both(int victim, const char *said)
 {
-    finish(&job[!victim], "uncorrupted");
-    finish(&job[victim], "corrupted");
+    pj_finish(&job[!victim], CHILD_MS, "uncorrupted");
+    pj_finish(&job[victim], CHILD_MS, "corrupted");
     char *err = tu_read_file(job[victim].err_path, NULL);
     int n = err ? tu_count_lines(err, said) : 0, wrote = err ? tu_count_lines(err, SAID_WROTE) : 0;
     free(err);
     if (n != 1 || wrote != 1)
-        fail_with(&job[victim], "the corrupted job did not say once what it corrected");
+        pj_fail_with(&job[victim], "the corrupted job did not say once what it corrected");
 }
 
 /* One write into the victim's words, then its repair, then both ends. */
