@@ -431,7 +431,10 @@ static int exited(void *arg)
     return tu_exited(arg);
 }
 
-static void spawn_prio(tu_proc_t *p, int priority, unsigned job_mib, const char *iters)
+/* A pageclient job of job_mib (scaled) and iters iterations of 2 ms
+ * kernels, paging on, under policy (with SALUS_PRIORITY when priority > 0). */
+static void spawn_job(tu_proc_t *p, const char *policy, int priority, unsigned job_mib,
+                      const char *iters)
 {
     char client[512], cubin[512], size[16];
     snprintf(size, sizeof size, "%u", mib(job_mib));
@@ -445,12 +448,20 @@ static void spawn_prio(tu_proc_t *p, int priority, unsigned job_mib, const char 
     tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
     tu_env_set(&env, "SALUS_SWAP", "on");
     tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
-    tu_env_set(&env, "SALUS_POLICY", "priority");
-    tu_env_set(&env, "SALUS_PRIORITY", "%d", priority);
+    tu_env_set(&env, "SALUS_POLICY", "%s", policy);
+    if (priority > 0)
+        tu_env_set(&env, "SALUS_PRIORITY", "%d", priority);
+    else
+        tu_env_unset(&env, "SALUS_PRIORITY");
     tu_env_unset(&env, "SALUS_MEM_LIMIT");
     tu_env_unset(&env, "SALUS_REPORT");
     assert_int_equal(tu_spawn(p, argv, &env), 0);
     tu_env_free(&env);
+}
+
+static void spawn_prio(tu_proc_t *p, int priority, unsigned job_mib, const char *iters)
+{
+    spawn_job(p, "priority", priority, job_mib, iters);
 }
 
 static void test_stopped_holder_paged_waiter(void **state)
@@ -525,23 +536,7 @@ static int said_or_ran(void *arg)
 
 static void spawn_fair(tu_proc_t *p)
 {
-    char client[512], cubin[512], size[16];
-    snprintf(size, sizeof size, "%u", mib(JOB_MIB));
-    char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
-                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
-                     size, "300", "2000", NULL };
-    tu_env_t env;
-    tu_env_init(&env);
-    tu_env_salus(&env, state_name, table_name);
-    env_sizes(&env, DEV_MIB);
-    tu_env_set(&env, "SIMGPU_CTX_MEMORY", "0");
-    tu_env_set(&env, "SALUS_SWAP", "on");
-    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
-    tu_env_set(&env, "SALUS_POLICY", "fair");
-    tu_env_unset(&env, "SALUS_MEM_LIMIT");
-    tu_env_unset(&env, "SALUS_REPORT");
-    assert_int_equal(tu_spawn(p, argv, &env), 0);
-    tu_env_free(&env);
+    spawn_job(p, "fair", 0, JOB_MIB, "300");
 }
 
 static void test_stopped_holder_no_room(void **state)
