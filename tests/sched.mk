@@ -21,7 +21,9 @@
 #   test_sched_gang   gangs: two 2-GPU jobs whose ranks (the client
 #                     tests/clients/rankclient) wait for each other through
 #                     simgpu's cross-process wait; blocked holders; a dead
-#                     member; gang names from the launchers' variables
+#                     member
+#   test_sched_gangname gang names from the launchers' variables (one
+#                     process, fake environments) and libsalus(7)'s list
 SCHED_TEST_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/sched/*.c)) \
                    $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/ipc/*.c src/util/*.c src/drv/*.c))
 $(eval $(call salus_test,test_sched,$(SCHED_TEST_OBJS),))
@@ -67,6 +69,7 @@ $(SCHED_DRAINCLIENT): tests/clients/drainclient.c | $(B)/.deps-test
 $(B)/tests/test_sched_drain: $(LIBSALUS) $(SIM_LIB) $(WL_CUBIN) $(SCHED_DRAINCLIENT)
 
 $(eval $(call salus_test,test_sched_gang,$(SCHED_TEST_OBJS),))
+$(eval $(call salus_test,test_sched_gangname,$(SCHED_TEST_OBJS),))
 SCHED_RANKCLIENT := $(B)/tests/clients/rankclient
 $(SCHED_RANKCLIENT): tests/clients/rankclient.c | $(B)/.deps-test
 	@mkdir -p $(@D)

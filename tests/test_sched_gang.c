@@ -13,8 +13,8 @@
  * gangs (SALUS_GANG=off) the same set-up is found blocked within a short
  * max slice, and the message names SALUS_GANG.  A gang member killed while
  * its gang holds both GPUs releases its peer's GPU: the other job finishes
- * while the dead rank's peer stays blocked.  And the gang's name comes from
- * each launcher's variables (sched_gang_name, without processes).
+ * while the dead rank's peer stays blocked.  (The gang's name from each
+ * launcher's variables: test_sched_gangname.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,59 +36,6 @@
 #define CHILD_MS   30000
 #define ITERS      "100"
 #define KERNEL_NS  "2000000"
-
-/* ---- the gang's name from the environment ----------------------------------------- */
-
-static const char *const *fake_env;
-
-static const char *fake_get(const char *name)
-{
-    for (int i = 0; fake_env[i]; i += 2)
-        if (!strcmp(fake_env[i], name))
-            return fake_env[i + 1];
-    return NULL;
-}
-
-static const char *gang_of(const char *const *env)
-{
-    static char buf[128];
-    fake_env = env;
-    return sched_gang_name(fake_get, buf, sizeof buf) == 0 ? buf : NULL;
-}
-
-static void test_gang_names(void **state)
-{
-    (void)state;
-    const char *none[] = { NULL };
-    assert_null(gang_of(none));
-    const char *salus[] = { "SALUS_GANG", "train-a", "MASTER_ADDR", "h", "MASTER_PORT", "1",
-                            NULL };
-    assert_string_equal(gang_of(salus), "train-a");           /* explicit first */
-    const char *off[] = { "SALUS_GANG", "off", "TORCHELASTIC_RUN_ID", "x", NULL };
-    assert_null(gang_of(off));
-    const char *nonegang[] = { "SALUS_GANG", "none", "SLURM_JOB_ID", "7", NULL };
-    assert_null(gang_of(nonegang));
-    const char *elastic[] = { "TORCHELASTIC_RUN_ID", "3f2a", "MASTER_ADDR", "h",
-                              "MASTER_PORT", "29500", NULL };
-    assert_string_equal(gang_of(elastic), "torchelastic:3f2a");
-    /* torchrun's default rendezvous id names no job: its store's address does */
-    const char *static_run[] = { "TORCHELASTIC_RUN_ID", "none", "MASTER_ADDR", "10.0.0.2",
-                                 "MASTER_PORT", "29501", NULL };
-    assert_string_equal(gang_of(static_run), "torch:10.0.0.2:29501");
-    const char *addr_only[] = { "MASTER_ADDR", "10.0.0.2", NULL };
-    assert_null(gang_of(addr_only));
-    const char *jax[] = { "JAX_COORDINATOR_ADDRESS", "10.0.0.3:1234", "SLURM_JOB_ID", "9",
-                          NULL };
-    assert_string_equal(gang_of(jax), "jax:10.0.0.3:1234");
-    const char *slurm[] = { "SLURM_JOB_ID", "812", "SLURM_STEP_ID", "3", NULL };
-    assert_string_equal(gang_of(slurm), "slurm:812.3");
-    const char *batch[] = { "SLURM_JOB_ID", "812", NULL };
-    assert_string_equal(gang_of(batch), "slurm:812.batch");
-    const char *empty[] = { "SALUS_GANG", "", "SLURM_JOB_ID", "5", "SLURM_STEP_ID", "0", NULL };
-    assert_string_equal(gang_of(empty), "slurm:5.0");
-    assert_int_not_equal(sched_gang_id("slurm:812.3"), sched_gang_id("slurm:812.4"));
-    assert_int_not_equal(sched_gang_id(""), 0);
-}
 
 /* ---- two 2-GPU jobs ----------------------------------------------------------------- */
 
@@ -355,7 +302,6 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gang_names),
         cmocka_unit_test_teardown(test_gangs_finish_fair, teardown),
         cmocka_unit_test_teardown(test_gangs_finish_priority, teardown),
         cmocka_unit_test_teardown(test_without_gangs_blocked_is_said, teardown),

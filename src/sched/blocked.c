@@ -66,7 +66,7 @@ void sched_note_blocked(sched_proc_t *p, int d, int h)
         util_log_once(&said_gang, UTIL_LOG_WARN,
                       "if the processes that wait for each other are the ranks of one "
                       "distributed job, give each of them SALUS_GANG=<job> (Salus names the "
-                      "gang itself from torchrun's, Slurm's or JAX's variables unless "
+                      "gang itself from torchrun's, MPI's, Slurm's or JAX's variables unless "
                       "SALUS_GANG=off): a gang's processes hold their GPUs together, so that "
                       "one job cannot hold a GPU while its rank waits for another job's");
 }

@@ -1,11 +1,12 @@
 /*
  * gang.c - gangs: the processes of one distributed job (DDP or FSDP ranks, a
- * JAX job's processes, a Slurm step's tasks) hold the leases of their
- * devices together.  Two 2-GPU jobs whose ranks wait for each other in
+ * JAX job's processes, an MPI job's ranks, a Slurm step's tasks) hold the
+ * leases of their devices together.  Two 2-GPU jobs whose ranks wait for each other in
  * collectives would otherwise deadlock under per-device leases: each job
  * holding one GPU, blocked in a sync on its rank that waits for the other.
  *
- * Divided into: naming (the environment; pure); members; taking devices
+ * Divided into: naming (the environment, through the launchers' one list
+ * of rules; pure); members; taking devices
  * (all of a gang's at once, or none); yielding (at one boundary of the
  * gang's iterations); standing.  docs/design.md, "Gangs", argues why no
  * cycle of waits can form.
@@ -22,45 +23,119 @@
  */
 #include "sched/sched_int.h"
 
-#include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- naming ------------------------------------------------------------------ */
 
-static int name_put(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    return n > 0 ? 0 : -1;
-}
+/* The launchers, in order of precedence.  A launcher's rank variables are
+ * not enough: a shell may export MASTER_ADDR for every job it starts, and
+ * a single-process job has them too (srun -n 1, torchrun with one
+ * process); a gang forms only from a job's identity *and* a size of more
+ * than one, and the size is in the name, so that two jobs with the same
+ * address but different sizes never merge.  torchrun's restart count is in
+ * the name too: a restarted generation is a new gang and never waits for
+ * the old one's members still tearing down.  vLLM and SGLang start
+ * torch.distributed from a tcp:// URL given as an argument, which nothing
+ * in the environment shows: SALUS_GANG names their gangs. */
+const sched_gang_rule_t sched_gang_rules[] = {
+    /* torchrun's elastic rendezvous (its default id "none" names no job) */
+    { "torchelastic", { "TORCHELASTIC_RUN_ID" }, "none", NULL, 0, { "WORLD_SIZE" },
+      "TORCHELASTIC_RESTART_COUNT" },
+    /* torch.distributed's env:// (torchrun's static rendezvous, Lightning,
+     * Accelerate, DeepSpeed's launcher, a script that exports them) */
+    { "torch", { "MASTER_ADDR" }, NULL, "MASTER_PORT", ':', { "WORLD_SIZE" },
+      "TORCHELASTIC_RESTART_COUNT" },
+    /* jax.distributed: no size is visible */
+    { "jax", { "JAX_COORDINATOR_ADDRESS" }, NULL, NULL, 0, { NULL }, NULL },
+    /* Open MPI's mpirun: ORTE's job (4.x) or PRRTE's namespace (5.x) */
+    { "ompi", { "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE" }, NULL,
+      NULL, 0, { "OMPI_COMM_WORLD_SIZE" }, NULL },
+    /* PMI-1/2 and PMIx launchers that give a job id (Slurm's --mpi=pmi2, Cray PALS) */
+    { "pmi", { "PMI_JOBID", "PMIX_NAMESPACE" }, NULL, NULL, 0, { "PMI_SIZE" }, NULL },
+    /* srun: one gang per job step (a batch script is no step) */
+    { "slurm", { "SLURM_JOB_ID" }, NULL, "SLURM_STEP_ID", '.',
+      { "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS" }, NULL },
+};
+const int sched_gang_rule_count = (int)(sizeof sched_gang_rules / sizeof sched_gang_rules[0]);
 
 static int set(const char *v)
 {
     return v && *v;
 }
 
+/* The first of names[] that is set (up to n of them), or NULL. */
+static const char *first_set(const char *(*get)(const char *), const char *const *names, int n)
+{
+    for (int i = 0; i < n && names[i]; i++) {
+        const char *v = get(names[i]);
+        if (set(v))
+            return v;
+    }
+    return NULL;
+}
+
+/* A count of processes: a whole decimal number, 0 when it is none. */
+static long count_of(const char *v)
+{
+    char *end;
+    errno = 0;
+    long n = v ? strtol(v, &end, 10) : 0;
+    return v && end != v && !*end && !errno && n > 0 && n <= (1L << 24) ? n : 0;
+}
+
+/* The whole name into buf, or its start, "~" and 8 hex digits of a hash of
+ * the whole when it does not fit (an Open MPI URI, a long namespace). */
+static int name_fit(char *buf, size_t len, const char *whole)
+{
+    size_t n = strlen(whole);
+    if (n == 0 || len < 16)
+        return -1;
+    if (n < len) {
+        memcpy(buf, whole, n + 1);
+        return 0;
+    }
+    uint64_t h = sched_gang_id(whole);
+    int keep = (int)(len - 10);
+    snprintf(buf, len, "%.*s~%08x", keep, whole, (unsigned)(h ^ (h >> 32)));
+    return 0;
+}
+
+/* The rule's name into whole (size wlen), or -1 when it does not hold. */
+static int rule_name(const sched_gang_rule_t *r, const char *(*get)(const char *), char *whole,
+                     size_t wlen)
+{
+    const char *id = first_set(get, r->id, 3);
+    if (!id || (r->not_id && !strcmp(id, r->not_id)))
+        return -1;
+    const char *with = r->with ? get(r->with) : NULL;
+    if (r->with && !set(with))
+        return -1;
+    long size = 0;
+    if (r->size[0] && (size = count_of(first_set(get, r->size, 2))) < 2)
+        return -1;                        /* none, or one process: no gang */
+    const char *gen = r->gen ? get(r->gen) : NULL;
+    int n = snprintf(whole, wlen, "%s:%s", r->prefix, id);
+    if (with && n > 0 && (size_t)n < wlen)
+        n += snprintf(whole + n, wlen - (size_t)n, "%c%s", r->sep, with);
+    if (size && n > 0 && (size_t)n < wlen)
+        n += snprintf(whole + n, wlen - (size_t)n, ":w%ld", size);
+    if (set(gen) && n > 0 && (size_t)n < wlen)
+        n += snprintf(whole + n, wlen - (size_t)n, ":r%s", gen);
+    return n > 0 ? 0 : -1;               /* longer than whole: its start, hashed by name_fit */
+}
+
 int sched_gang_name(const char *(*get)(const char *), char *buf, size_t len)
 {
     const char *v = get("SALUS_GANG");
     if (set(v))
-        return strcmp(v, "off") && strcmp(v, "none") ? name_put(buf, len, "%s", v) : -1;
-    v = get("TORCHELASTIC_RUN_ID");         /* torchrun's default rendezvous id is "none" */
-    if (set(v) && strcmp(v, "none"))
-        return name_put(buf, len, "torchelastic:%s", v);
-    const char *addr = get("MASTER_ADDR"), *port = get("MASTER_PORT");
-    if (set(addr) && set(port))              /* one job's store: an address and a port */
-        return name_put(buf, len, "torch:%s:%s", addr, port);
-    v = get("JAX_COORDINATOR_ADDRESS");
-    if (set(v))
-        return name_put(buf, len, "jax:%s", v);
-    v = get("SLURM_JOB_ID");
-    if (set(v)) {
-        const char *step = get("SLURM_STEP_ID");
-        return name_put(buf, len, "slurm:%s.%s", v, set(step) ? step : "batch");
-    }
+        return strcmp(v, "off") && strcmp(v, "none") ? name_fit(buf, len, v) : -1;
+    char whole[512];
+    for (int i = 0; i < sched_gang_rule_count; i++)
+        if (rule_name(&sched_gang_rules[i], get, whole, sizeof whole) == 0)
+            return name_fit(buf, len, whole);
     return -1;
 }
 

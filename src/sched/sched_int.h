@@ -485,11 +485,30 @@ static inline uint64_t sched_tenure_ns(shm_table_t *t, sched_dev_t *dev, int slo
  * once; a gang that yields hands every device over at one boundary of its
  * iterations.  docs/design.md argues why no cycle of waits can form. */
 
+/* The launchers whose variables name a gang, in order of precedence (after
+ * an explicit SALUS_GANG): the first rule whose variables are set, and
+ * whose size is more than one process, names it
+ * "<prefix>:<id>[<sep><with>][:w<size>][:r<gen>]".  The one list: the
+ * naming walks it, and its test checks that libsalus(7) names each
+ * variable. */
+typedef struct sched_gang_rule {
+    const char *prefix;       /* the name's first word */
+    const char *id[3];        /* the job: the first of these set (NULL ends) */
+    const char *not_id;       /* a value of id that names no job, or NULL */
+    const char *with;         /* also needed, part of the name, or NULL */
+    char sep;                 /* between id and with */
+    const char *size[2];      /* its processes: the first set, a number > 1;
+                                 size[0] NULL: no size is visible (any count) */
+    const char *gen;          /* its generation when set (a restart's), or NULL */
+} sched_gang_rule_t;
+extern const sched_gang_rule_t sched_gang_rules[];
+extern const int sched_gang_rule_count;
+
 /* The gang named by the environment (`get` is getenv, or a test's): 0 and
- * buf set, or -1 (none: SALUS_GANG=off or none, no launcher's variable).
- * Explicit SALUS_GANG first, then TORCHELASTIC_RUN_ID (unless torchrun's
- * "none"), MASTER_ADDR with MASTER_PORT, JAX_COORDINATOR_ADDRESS, and
- * SLURM_JOB_ID with SLURM_STEP_ID. */
+ * buf set, or -1 (none: SALUS_GANG=off or none, no launcher's rule holds).
+ * Explicit SALUS_GANG first, then sched_gang_rules in order.  A name longer
+ * than len - 1 keeps its start and ends in "~" and a hash of the whole, so
+ * that two long names never merge. */
 int  sched_gang_name(const char *(*get)(const char *), char *buf, size_t len);
 /* A gang's id in the table: a hash of its name, never 0. */
 uint64_t sched_gang_id(const char *name);

@@ -77,7 +77,7 @@
       "the name salus-top shows (default: the program, or python's script)")            \
     X(GANG, "SALUS_GANG", NAME, 0, 0, 0, NULL, "gang", "NAME",                          \
       "the distributed job the process belongs to: a gang's processes hold their GPUs " \
-      "together (default: from torchrun's, Slurm's or JAX's variables; off: none)")    \
+      "together (default: torchrun's, MPI's, Slurm's or JAX's variables; off: none)")  \
     X(TABLE, "SALUS_TABLE", TABLE, 0, 0, 0, NULL, "table", "NAME",                      \
       "the arbitration table to join (default /salus-<uid>)")                           \
     X(GROUP, "SALUS_GROUP", NAME, 0, 0, 0, NULL, NULL, "GROUP",                         \
