@@ -23,7 +23,19 @@
  * to its end with every byte intact; the limited job stays alive, says on
  * stderr once why it waits (its limit, and what to raise it to); raised
  * again (`salus limit ... 100%`), it pages in and ends with every byte
- * intact.  Every child has a deadline.
+ * intact.
+ *
+ * And a host staging bound (SALUS_SWAP_LIMIT=16M) below what a job holds
+ * (40 MiB in 8 MiB blocks), a higher-priority peer of 40 MiB arriving in
+ * 8 MiB allocations: before the fix the job paged out the 16 MiB its bound
+ * held, the peer took that room and waited for more, which the job (full)
+ * could not give; the job, granted the GPU, held it waiting for room to
+ * page back in that only the waiting peer could give: both hung until
+ * killed.  Now a page-out the bound cannot hold whole is refused: the job
+ * says once why (naming SALUS_SWAP_LIMIT), keeps its memory on the GPU and
+ * ends; the peer waits for it, then ends.  Both end with every byte intact.
+ *
+ * Every child has a deadline.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,11 +61,15 @@
  * for a paging job (tools/control.c). */
 #define SAID_LIMIT "keeps its paged-out memory off the device"
 #define SAID_TOOL  "comes back in only within the limit"
+/* What a job says once when its host bound cannot hold all it could be
+ * asked to page out (src/vmem). */
+#define SAID_BOUND "cannot hold all of this job's memory"
+#define BOUND_MS   20000               /* the partial page-out's jobs: ~1 s each */
 
 static char state_name[64], table_name[64];
 static tu_proc_t job[2];                /* killed by the teardown if still running */
 
-static void spawn(tu_proc_t *p)
+static void spawn_as(tu_proc_t *p, const char *swap_limit, int priority, const char *wait_ms)
 {
     char client[512], cubin[512];
     char *argv[] = { (char *)tu_build_path("tests/clients/pageclient", client, sizeof client),
@@ -67,14 +83,28 @@ static void spawn(tu_proc_t *p)
     tu_env_set(&env, "PAGECLIENT_BLOCK_MIB", "8");
     tu_env_set(&env, "SALUS_MEM_HEADROOM", "4M");
     tu_env_set(&env, "SALUS_SWAP", "on");
-    tu_env_set(&env, "SALUS_POLICY", "fair");
-    tu_env_set(&env, "SALUS_QUANTUM_MS", "50");
-    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "0");
+    if (priority) {
+        tu_env_set(&env, "SALUS_POLICY", "priority");
+        tu_env_set(&env, "SALUS_PRIORITY", "%d", priority);
+    } else {
+        tu_env_set(&env, "SALUS_POLICY", "fair");
+        tu_env_set(&env, "SALUS_QUANTUM_MS", "50");
+    }
+    tu_env_set(&env, "SALUS_MEM_WAIT_MS", "%s", wait_ms);
+    if (swap_limit)
+        tu_env_set(&env, "SALUS_SWAP_LIMIT", "%s", swap_limit);
+    else
+        tu_env_unset(&env, "SALUS_SWAP_LIMIT");
     tu_env_unset(&env, "SALUS_MEM_LIMIT");
     tu_env_unset(&env, "SALUS_REPORT");
     tu_env_unset(&env, "SALUS_LOG");
     assert_int_equal(tu_spawn(p, argv, &env), 0);
     tu_env_free(&env);
+}
+
+static void spawn(tu_proc_t *p)
+{
+    spawn_as(p, NULL, 0, "0");
 }
 
 static int file_has(const char *path, const char *word)
@@ -110,15 +140,20 @@ static void await_ready(tu_proc_t *p, const char *who)
 }
 
 /* It ended within its deadline, every call a success and every byte intact. */
-static void finish(tu_proc_t *p, const char *who)
+static void finish_within(tu_proc_t *p, const char *who, int ms)
 {
-    int rc = tu_wait(p, CHILD_MS);
+    int rc = tu_wait(p, ms);
     if (rc != 0 || !file_has(p->out_path, "done 0 bad 0")) {
         char what[128];
         snprintf(what, sizeof what, "the %s job %s (rc %d)", who,
                  p->timed_out ? "hung: killed at its deadline" : "failed", rc);
         fail_with(p, what);
     }
+}
+
+static void finish(tu_proc_t *p, const char *who)
+{
+    finish_within(p, who, CHILD_MS);
 }
 
 /* salus limit <pid> <size> -t <table> --force (1K is below its contexts on
@@ -204,11 +239,36 @@ static void test_limit_on_paged_out_waiter_hangs_nobody(void **state)
     limit_one(0);
 }
 
+/* The job (low priority, its bound 16M) holds 40 MiB; the peer (high
+ * priority, waiting for memory as long as need be) asks for 40 MiB in
+ * 8 MiB pieces on a device that holds 60 MiB.  Both must end, intact. */
+static void test_partial_page_out_hangs_nobody(void **state)
+{
+    (void)state;
+    if (!tu_built("sim/libcuda.so.1") || !tu_built("libsalus.so") ||
+        !tu_built("workloads/kernels.cubin") || !tu_built("tests/clients/pageclient"))
+        skip();
+    tu_unique_name("sppo", state_name, sizeof state_name);
+    tu_unique_name("stppo", table_name, sizeof table_name);
+    spawn_as(&job[0], "16M", 10, "0");
+    await_ready(&job[0], "the job never filled its memory");
+    spawn_as(&job[1], "16M", 90, "120000");
+    finish_within(&job[0], "bounded", BOUND_MS);
+    finish_within(&job[1], "high-priority", BOUND_MS);
+    char *err = tu_read_file(job[0].err_path, NULL);
+    int said = err ? tu_count_lines(err, SAID_BOUND) : 0;
+    free(err);
+    if (said != 1)
+        fail_with(&job[0], said ? "the job said more than once why it does not page out"
+                                : "the job never said its SALUS_SWAP_LIMIT refused the page-out");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_limit_on_holder_hangs_nobody, teardown),
         cmocka_unit_test_teardown(test_limit_on_paged_out_waiter_hangs_nobody, teardown),
+        cmocka_unit_test_teardown(test_partial_page_out_hangs_nobody, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

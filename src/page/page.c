@@ -54,7 +54,12 @@
  *     from the value it served: a larger request made meanwhile stays) and
  *     wakes the device's waiters; a request it cannot serve (its host bound
  *     is reached) marks it MEM_PAGE_FULL, left out of every choice until it
- *     pages in again.
+ *     pages in again.  The pager refuses a page-out whole unless its bounds
+ *     hold everything the job could still be asked for (vmem's
+ *     bounds_allow, with the argument): a job left partly out by its bound
+ *     would hold the GPU waiting to page in while the peer that took the
+ *     room waits for more (both hung so); refused, the job keeps all its
+ *     memory, is never asked again, and its askers wait for it to end.
  * Every word read from a peer's slot is checked (bounds, the slot's
  * generation) before use; the owner's counters are written by the owner
  * only, with relaxed atomics, and read by monitors without the lock.
@@ -383,9 +388,10 @@ void page_serve(void)
             static int said;
             mem_page_flags_set(MEM_PAGE_FULL);
             util_log_once(&said, UTIL_LOG_WARN, "memory: asked to page out %s on device %d, "
-                          "paged out %s: the host staging bound (SALUS_SWAP_LIMIT, or the job's memory cgroup) or the "
-                          "host is full; peers are not asked again until this job pages "
-                          "in", util_size(want).s, d, util_size(freed).s);
+                          "paged out %s: the host staging bound (SALUS_SWAP_LIMIT, or the job's "
+                          "memory cgroup) cannot hold all of it, or the host is full; peers "
+                          "do not ask this job again until it pages in (not at all if it "
+                          "paged nothing out)", util_size(want).s, d, util_size(freed).s);
         }
         page_publish(pg);
         mem_wake_of(d);

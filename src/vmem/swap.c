@@ -5,7 +5,7 @@
  * its program is stopped at the gate or at rest with its work drained.
  *
  * Divided into: the host bound; the cgroup bound; the staging bound; big
- * allocations; small regions; the cgroup's all-or-nothing; the primitives.
+ * allocations; small regions; the bounds' all-or-nothing; the primitives.
  *
  * Out: the program's work is waited for (a context synchronize), the live
  * bytes are copied to pinned staging in large transfers on libsalus's own
@@ -91,9 +91,9 @@ static uint64_t vmem_swap_limit(void)
  * (util_cgroup_mem: the room left over the cgroup and its ancestors): the
  * staging may grow by that room less a margin (what the program and the
  * copies themselves still take meanwhile), and a page-out that would pass it
- * is refused whole (stage_need), not served in part: a job left partly out
- * needs room to come back that its peer, waiting for memory itself, never
- * gives.  Refused, the memory stays on the GPU and the asker waits, as past
+ * is refused whole (bounds_allow), not served in part: a job left partly
+ * out needs room to come back that its peer, waiting for memory itself,
+ * never gives.  Refused, the memory stays on the GPU and the asker waits, as past
  * SALUS_SWAP_LIMIT.  Guarded by vmem_p.lock. */
 #define CG_MARGIN_MIN (16ull << 20)
 #define CG_MARGIN_MAX (256ull << 20)
@@ -488,7 +488,7 @@ out_unback:                           /* all or nothing: it stays out */
     return rc;
 }
 
-/* ---- the cgroup's all-or-nothing --------------------------------------------------- */
+/* ---- the bounds' all-or-nothing ----------------------------------------------------- */
 
 /* Whether v's small region would be paged out (an exported small
  * allocation pins it). */
@@ -523,18 +523,74 @@ static uint64_t stage_need(vmem_dev_t *v, uint64_t want)
     return need;
 }
 
-/* Whether the cgroup's room (cg_cap) holds what a page-out of `want`
- * stages; said once when not. */
-static int cg_allows(vmem_dev_t *v, uint64_t want)
+/* The staging that paging out everything still resident takes, over every
+ * device this process pages (stage_need's rules); UINT64_MAX when it cannot
+ * be told. */
+static uint64_t stage_all(void)
 {
-    if (cg_cap == UINT64_MAX)
+    uint64_t all = 0;
+    for (int i = 0; i < VMEM_MAX_DEVICES; i++) {
+        vmem_dev_t *v = &vmem_p.dev[i];
+        uint64_t need = v->ready ? stage_need(v, 0) : 0;
+        if (need == UINT64_MAX || need > UINT64_MAX - all)
+            return UINT64_MAX;
+        all += need;
+    }
+    return all;
+}
+
+static int bound_said;
+
+/* Say once that SALUS_SWAP_LIMIT refused a page-out: it cannot hold `all`
+ * more bytes of staging beside what is staged now. */
+static void bound_refused(uint64_t all)
+{
+    util_log_once(&bound_said, UTIL_LOG_WARN, "memory: a page-out to the host was refused "
+                  "whole: the host staging bound (SALUS_SWAP_LIMIT, now %s, %s of it in use) "
+                  "cannot hold all of this job's memory (%s to stage), and a job paged out "
+                  "only in part needs room to come back that the job which took it, waiting "
+                  "for more, would never give (both would hang).  Its memory stays on the GPU "
+                  "and is not paged; the job that asked for it waits for it to end; raise "
+                  "SALUS_SWAP_LIMIT to at least %s for it to page",
+                  util_size(vmem_swap_limit()).s, util_size(vmem_p.staged).s,
+                  all == UINT64_MAX ? "unknown" : util_size(all).s,
+                  all == UINT64_MAX ? "its memory" : util_size(vmem_p.staged + all).s);
+}
+
+/* Whether a page-out may start: the staging bounds (SALUS_SWAP_LIMIT and
+ * the cgroup's room, cg_cap) must hold everything this process could still
+ * be asked to page out, not only what this request takes; refused whole,
+ * said once, when they do not.
+ *
+ * Why everything, not the request: a page-out served in part, or a request
+ * served whole whose successor the bound then refuses, leaves the job
+ * partly out.  The peer that asked has taken the room and, allocating in
+ * pieces, waits for more: the job, full, can serve no more, and the peer,
+ * waiting for memory, is no one's victim; the job needs that room to page
+ * back in, and the peer waits for the job to end (memory's outwaits rule),
+ * which it cannot without paging in: both hang (issue 32).  With this rule
+ * a job is in one of two states only, each hang-free as the design is
+ * without a bound: (a) the bounds hold all it has, so every request it is
+ * asked is served in full, up to all of it (an asker that fits alone gets
+ * its room once every pageable peer is out, as with no bound); (b) they do
+ * not, and it pages nothing: it holds all its memory resident, never waits
+ * to page in, and the asker waits for it to end as with paging off (the
+ * job runs: the waiting peer leaves it the GPU).  While a job is partly
+ * out it does not run, so what it has resident does not grow, nor is
+ * more of it written: (a) stays true between its page-outs.  Not covered:
+ * a host that fails a pinned allocation the bound allowed, or a cgroup
+ * whose room shrinks between two page-outs (the program's own memory): the
+ * job may then still be left partly out (page.c says so once). */
+static int bounds_allow(void)
+{
+    uint64_t all = stage_all();
+    if (all != UINT64_MAX && vmem_p.staged + all <= vmem_swap_limit() &&
+        vmem_p.staged + all <= cg_cap)
         return 1;
-    uint64_t need = stage_need(v, want);
-    if (need != UINT64_MAX && vmem_p.staged + need <= cg_cap)
-        return 1;
-    if (need != UINT64_MAX && vmem_p.staged + need > vmem_swap_limit())
-        return 1;                     /* past the host bound too: served in part, as before */
-    cg_refused(need);
+    if (all != UINT64_MAX && vmem_p.staged + all <= vmem_swap_limit())
+        cg_refused(all);              /* the cgroup's room, not the host's */
+    else
+        bound_refused(all);
     return 0;
 }
 
@@ -565,7 +621,7 @@ CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed)
         vmem_async_settle_locked();   /* stream-ordered frees: done now, not copied */
         got = vmem_cache_drop_locked(v);   /* kept chunks: freed, nothing to copy */
         cg_read();
-        if ((want == 0 || got < want) && !cg_allows(v, want ? want - got : 0))
+        if ((want == 0 || got < want) && !bounds_allow())
             goto out_leave;           /* refused whole: said */
         if (want == 0 || got < want)
             rc = bigs_out(v, want ? want - got : 0, &got);
