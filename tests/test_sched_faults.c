@@ -5,7 +5,8 @@
  * scheduled again; a waiter whose own slot is spoiled goes on; a holder
  * stopped under fifo (SIGSTOP) leaves the GPU to its waiter, and continued
  * waits its turn; a job that found the table full joins the lease once a
- * slot comes free.
+ * slot comes free; a lease word written outside a grant goes back to the
+ * holder it was granted to.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -412,7 +413,81 @@ static void test_full_table_joins_later(void **state)
     free(text);
 }
 
-/* No syncs and no period: yields after the max slice, at a launch. */
+/* ---- a forged lease word ---------------------------------------------------------
+ * A process sharing the table (the test, with a slot of its own, making no
+ * calls) writes the device's lease word to name itself while a holds the
+ * GPU under fifo and b waits.  Before, b waited on that live "holder" for as
+ * long as it lived (fifo takes the GPU from no live holder) and a's end gave
+ * nothing back, since the word no longer named it: b hung.  The waiter's
+ * next look must put the lease back to a (the grant's record) and one of
+ * them say so once; b then runs after a, in fifo's order. */
+
+typedef struct lease_goal {
+    sched_dev_t *dev;
+    uint64_t want;
+} lease_goal_t;
+
+static int lease_is(void *arg)
+{
+    lease_goal_t *g = arg;
+    return __atomic_load_n(&g->dev->lease, __ATOMIC_ACQUIRE) == g->want;
+}
+
+static int said_in(char err[][512], int n, const char *needle)
+{
+    int said = 0;
+    for (int i = 0; i < n; i++) {
+        char *text = tu_read_file(err[i], NULL);
+        said += text ? tu_count_lines(text, needle) : 0;
+        free(text);
+    }
+    return said;
+}
+
+static void test_forged_lease(void **state)
+{
+    (void)state;
+    char err[2][512];
+    for (int i = 0; i < 2; i++)
+        snprintf(err[i], sizeof err[i], "%s/faults-forged-%d.err", tu_tmpdir(), i);
+    job_t a = { .id = 0, .policy = "fifo", .iterations = 300, .kernels = 2, .kernel_us = 1000,
+                .sync = 1, .err = err[0] };
+    job_t b = { .id = 1, .policy = "fifo", .iterations = 20, .kernels = 2, .kernel_us = 1000,
+                .sync = 1, .after = 1, .err = err[1] };
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    shm_table_t *t = open_table();
+    assert_int_equal(ts_await_holder(t, 1, 10000), pa);     /* a holds, b waits */
+    shm_open_opts_t o = { .name = tname };
+    shm_table_t *w;
+    assert_int_equal(shm_open_table(&o, &w), 0);
+    int me = shm_self(w);
+    assert_true(me >= 0);
+    sched_dev_t *dev = sched_dev(w, 0);
+    lease_goal_t g = { .dev = dev, .want = __atomic_load_n(&dev->lease, __ATOMIC_ACQUIRE) };
+    assert_int_equal(sched_lease_holder(w, g.want), slot_of(w, pa));
+    uint64_t forged = tu_now_ns();
+    __atomic_store_n(&dev->lease, sched_lease_of(me, shm_slot_gen(w, me)), __ATOMIC_RELEASE);
+    int back = tu_await(lease_is, &g, 5000);
+    uint64_t took = tu_now_ns() - forged;
+    int ra = wait_job(pa), rb = wait_job(pb);
+    shm_close_table(w);
+    shm_close_table(t);
+    if (!back)
+        fail_msg("the lease word still named the forger %.0f ms after it was written",
+                 (double)took / 1e6);
+    print_message("      the lease was back with its holder %.1f ms after the forged write\n",
+                  (double)took / 1e6);
+    assert_int_equal(ra, 0);
+    assert_int_equal(rb, 0);                                  /* not a wait forever */
+    assert_int_equal(said_in(err, 2, "no grant wrote it"), 1);
+    ev_t *e;
+    int n = sorted_log(&e);
+    for (int i = 0; i < n; i++)                              /* fifo: b only after a */
+        if (e[i].job == 1)
+            assert_true(e[i].start >= sh->exit_ns[0]);
+    free(e);
+}
+
 int main(void)
 {
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -426,6 +501,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupted_holder_gate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stopped_holder_fifo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_table_joins_later, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forged_lease, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

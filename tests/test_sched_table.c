@@ -558,6 +558,24 @@ static void test_check_finds_violations(void **state)
     assert_violation("both holds");
     sched_dequeue_locked(T, 0, jobs[0].slot);
     assert_null(checked());
+
+    /* The waiter's slot written into the lease word outside a grant: found,
+     * and the holder's decision (under the lock) puts the grant back. */
+    uint64_t granted = dev->lease;
+    dev->lease = sched_lease_of(jobs[1].slot, shm_slot_gen(T, jobs[1].slot));
+    assert_violation("outside a grant");
+    assert_int_equal(shm_lock(T), 0);
+    assert_int_equal(sched_decide_locked(T, 0, jobs[0].slot, 0, fake_now), SCHED_NO_SLOT);
+    assert_int_equal(sched_lease_own_check_locked(T, 0), 0);     /* nothing left to mend */
+    shm_unlock(T);
+    assert_int_equal(dev->lease, granted);
+    assert_int_equal(waiter->gate, SCHED_GATE_CLOSED);
+    assert_null(checked());
+    dev->lease = sched_lease_of(77, 12345);          /* naming nobody, record intact */
+    assert_int_equal(shm_lock(T), 0);
+    assert_int_equal(sched_lease_own_check_locked(T, 0), 1);
+    shm_unlock(T);
+    assert_int_equal(dev->lease, granted);
 }
 
 /* While a peer waits the holder's gate is CONTENDED, which launches pass on

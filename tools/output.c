@@ -21,7 +21,7 @@
 
 /* ---- plain text ---------------------------------------------------------------- */
 
-/* "versions: this salus 0.3.0 (table ABI 6); /salus-1000 made by 0.3.0; ...":
+/* "versions: this salus 0.3.0 (table ABI 7); /salus-1000 made by 0.3.0; ...":
  * which versions of Salus the tables in sight belong to. */
 static void print_versions(FILE *f, const top_snap_t *s)
 {

@@ -27,7 +27,7 @@
 #include "util/atomic.h"
 
 /* Sizes fixed by the ABI version: a table of another version is refused. */
-#define SHM_ABI_VERSION        6u
+#define SHM_ABI_VERSION        7u
 #define SHM_MAX_SLOTS          128   /* processes sharing one table */
 #define SHM_MAX_DEVICES        16
 #define SHM_SLOT_AREA_BYTES    1024  /* per module, per slot */

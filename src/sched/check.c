@@ -40,6 +40,10 @@ static const char *check_dev(shm_table_t *t, int d, const sched_dev_t *dev)
                              "waiters %#llx %#llx", d, sched_policy_names[policy],
                              (unsigned long long)lease, (unsigned long long)dev->waiters[0],
                              (unsigned long long)dev->waiters[1]);
+    if (lease != dev->granted)
+        return util_describe("device %d: lease %#llx, but the last grant wrote %#llx (written "
+                             "outside a grant)", d, (unsigned long long)lease,
+                             (unsigned long long)dev->granted);
     int holder = sched_lease_holder(t, lease);
     for (int s = 0; s < SHM_MAX_SLOTS; s++) {
         if (!((dev->waiters[s >> 6] >> (s & 63)) & 1))

@@ -3,7 +3,7 @@
  * table's lock, and the hooks that give a dead process's lease away.
  *
  * Divided into: access and validation; device set-up; gates; waiters and
- * views; grants; reap and repair; changing a running table's policy.
+ * views; grants (with the lease word's owner check); reap and repair.
  *
  * Locking.  Every function named *_locked runs under shm_lock.  The lock
  * guards: a device's lease, since_ns, release_ns, waiters, wait[], vclock,
@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- access and validation ---------------------------------------------- */
@@ -193,7 +194,7 @@ void sched_probe_boundary(sched_slot_t *s)
         ;
 }
 
-static void gate_update_users_locked(shm_table_t *t, int d)
+void sched_gate_update_users_locked(shm_table_t *t, int d)
 {
     for (int s = 0; s < SHM_MAX_SLOTS; s++)
         if (slot_ready(t, s) && (sched_slot(t, s)->devset & (1u << d)))
@@ -302,6 +303,14 @@ static void ending_first(shm_table_t *t, sched_view_t *v)
             v->waiters[n++] = v->waiters[i];
     if (n > 0)
         v->n = n;
+}
+
+static void drop_stale_waiters_locked(shm_table_t *t, sched_dev_t *dev)
+{
+    int holder = sched_lease_holder(t, dev->lease);
+    for (int s = 0; s < SHM_MAX_SLOTS; s++)
+        if (bit_test(dev->waiters, s) && !waiter_valid(t, dev, s, holder))
+            bit_clear(dev->waiters, s);
 }
 
 /* The view of d; a waiter whose gang cannot take all its devices now is
@@ -482,6 +491,48 @@ static void drain_ask(shm_table_t *t, int d, int from)
         shm_futex_wake(&f->drain_req, INT_MAX);
 }
 
+/* The lease word's owner check.  Only a grant writes the lease word, under
+ * the lock, with `granted` beside it: lease == granted at every unlock.  A
+ * word that differs was written outside a grant (a stray write, or a group
+ * member naming itself holder: libsalus(7), ISOLATION).  Every grant and
+ * holder's decision looks first (two loads under the lock it holds), and a
+ * waiter at each look at the holder (wait.c), so a raw write holds the GPU
+ * for at most one poll.  The record wins: its holder gets the lease back
+ * (its grant bumped for a wait of its own), the slot the word named has its
+ * gate closed; a record naming no current slot frees the device. */
+static void lease_set_locked(sched_dev_t *dev, uint64_t lease)
+{
+    dev->granted = lease;
+    util_store_release(&dev->lease, lease);
+}
+
+int sched_lease_own_check_locked(shm_table_t *t, int d)
+{
+    static int said;
+    sched_dev_t *dev = sched_dev(t, d);
+    uint64_t lease = dev ? util_load_relaxed(&dev->lease) : 0;
+    if (!dev || lease == dev->granted)
+        return 0;
+    int named = sched_lease_holder(t, lease), owner = sched_lease_holder(t, dev->granted);
+    char who[48] = "no current slot";
+    shm_ident_t id;
+    if (named >= 0 && shm_slot_ident(t, named, &id) == 0)
+        snprintf(who, sizeof who, "slot %d (pid %d)", named, (int)id.pid);
+    util_log_once(&said, UTIL_LOG_WARN,
+                  "table %s: device %d's lease word names %s, but no grant wrote it: a stray "
+                  "write, or a process sharing the table (SALUS_GROUP) taking the GPU for "
+                  "itself; the lease goes back to %s", shm_table_name(t), d, who,
+                  owner >= 0 ? "the process it was granted to" : "the policy's pick");
+    lease_set_locked(dev, owner >= 0 ? dev->granted : 0);
+    sched_gate_update_locked(t, named);        /* (a bad index is left alone) */
+    if (owner >= 0) {
+        sched_gate_update_locked(t, owner);
+        util_add_release(&sched_slot(t, owner)->grant, 1);
+        sched_wake(t, owner);
+    }
+    return 1;
+}
+
 static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
 {
     sched_dev_t *dev = sched_dev(t, d);
@@ -495,7 +546,7 @@ static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wa
         f->vtime[d] += sched_vtime_charge(f->priority, held);
     }
     if (to < 0 || !slot_ready(t, to)) {
-        util_store_release(&dev->lease, 0);
+        lease_set_locked(dev, 0);
         if (from >= 0) {
             sched_gate_update_locked(t, from);
             drain_ask(t, d, from);
@@ -506,7 +557,7 @@ static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wa
     bit_clear(dev->waiters, to);
     dev->since_ns = now;
     dev->release_ns = now;
-    util_store_release(&dev->lease, sched_lease_of(to, shm_slot_gen(t, to)));
+    lease_set_locked(dev, sched_lease_of(to, shm_slot_gen(t, to)));
     if (from >= 0 && from != to) {
         dev->switches++;
         util_add_relaxed(&s->switches, 1);
@@ -537,6 +588,7 @@ static void gates_of_gang_locked(shm_table_t *t, int slot)
 void sched_grant_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
 {
     sched_dev_t *dev = sched_dev(t, d);
+    sched_lease_own_check_locked(t, d);
     int from = sched_lease_holder(t, dev->lease);
     grant_one_locked(t, d, to, now, wake);
     if (from >= 0 && from != to && sched_gang_settle_locked(t, from))
@@ -606,6 +658,7 @@ int sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t 
 {
     static sched_view_t v;       /* under the table lock */
     sched_dev_t *dev = sched_dev(t, d);
+    sched_lease_own_check_locked(t, d);
     if (!dev || sched_lease_holder(t, util_load_relaxed(&dev->lease)) != slot)
         return SCHED_NO_SLOT;
     const sched_policy_ops_t *ops = sched_policy_ops(sched_dev_policy(dev));
@@ -697,57 +750,16 @@ void sched_repair_hook(shm_table_t *t, void *ctx)
         if (dev->policy >= SCHED_POLICY_COUNT)
             dev->policy = SCHED_POLICY_FAIR;
         const sched_policy_ops_t *ops = sched_policy_ops(dev->policy);
+        sched_lease_own_check_locked(t, d);
         if (!(ops->flags & SCHED_POL_GATED)) {
-            util_store_release(&dev->lease, 0);
+            lease_set_locked(dev, 0);
             memset(dev->waiters, 0, sizeof dev->waiters);
         } else if (sched_lease_holder(t, dev->lease) < 0) {
             sched_grant_pick_locked(t, d, now, 1);
+        } else {
+            drop_stale_waiters_locked(t, dev);       /* a pick would have */
         }
     }
     for (int s = 0; s < SHM_MAX_SLOTS; s++)
         sched_gate_update_locked(t, s);
-}
-
-/* ---- changing a running table's policy ------------------------------------- */
-
-int sched_set_policy_table(shm_table_t *t, int device, sched_policy_t policy, int quantum_ms)
-{
-    if (!t || !sched_dev(t, device) || (unsigned)policy >= SCHED_POLICY_COUNT ||
-        quantum_ms > 3600000)
-        return -EINVAL;
-    int rc = shm_lock(t);
-    if (rc != 0)
-        return rc;
-    sched_dev_t *dev = sched_dev_ready(t, device);
-    if (!dev) {
-        shm_unlock(t);
-        return -ENODEV;
-    }
-    uint64_t woken[SCHED_WAIT_WORDS];
-    memcpy(woken, dev->waiters, sizeof woken);
-    util_store_relaxed(&dev->policy, (uint32_t)policy);
-    if (quantum_ms >= 0)
-        dev->quantum_ms = (uint32_t)quantum_ms;
-    if (!(sched_policy_ops(policy)->flags & SCHED_POL_GATED)) {
-        sched_grant_locked(t, device, SCHED_NO_SLOT, sched_now(), 0);
-        memset(dev->waiters, 0, sizeof dev->waiters);   /* all run: wake them all */
-    } else {
-        memset(woken, 0, sizeof woken);
-    }
-    gate_update_users_locked(t, device);
-    for (int s = 0; s < SHM_MAX_SLOTS; s++)
-        if (bit_test(woken, s) && slot_ready(t, s))
-            util_add_release(&sched_slot(t, s)->grant, 1);
-    shm_unlock(t);
-    for (int s = 0; s < SHM_MAX_SLOTS; s++)
-        if (bit_test(woken, s))
-            sched_wake(t, s);
-    util_info("device %d: policy set to %s", device, sched_policy_names[policy]);
-    return 0;
-}
-
-int sched_set_policy(int device, sched_policy_t policy, int quantum_ms)
-{
-    shm_table_t *t = shm_process_table();
-    return t ? sched_set_policy_table(t, device, policy, quantum_ms) : -ENOENT;
 }

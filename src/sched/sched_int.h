@@ -132,6 +132,8 @@ _Static_assert(offsetof(sched_slot_t, drain_req) % 64 == 0, "the drain words own
  *   lease names (s,g)  => g == gen(s) or the holder is stale (treated as none)
  *   s in waiters       => wait[s].gen == gen(s) or the bit is stale (dropped)
  *   s in waiters       => s is not the holder
+ *   lease == granted   (only a grant writes either; a lease word that
+ *                       differs was written outside one: lease.c)
  *   vclock never decreases
  * (policy == PACK stands for any policy without SCHED_POL_GATED.)
  */
@@ -169,6 +171,9 @@ typedef struct sched_dev {
     uint32_t drain_from;
     uint32_t drain_gen;
     uint32_t drain_seq;
+    /* The lease word as the last grant wrote it, beside it, under the lock
+     * (lease.c, the owner check): lease == granted at every unlock. */
+    uint64_t granted;
 } sched_dev_t;
 
 _Static_assert(offsetof(sched_dev_t, wait) % 64 == 0,
@@ -568,6 +573,8 @@ uint64_t sched_since_boundary(shm_table_t *t, int d, int slot, uint64_t now);
  * say once that its policy differs from SALUS_POLICY). */
 void sched_dev_setup_locked(shm_table_t *t, int d, const sched_config_t *cfg);
 void sched_gate_update_locked(shm_table_t *t, int slot);
+/* Every user of device d's gate (a policy change). */
+void sched_gate_update_users_locked(shm_table_t *t, int d);
 /* Add `slot` to the device's waiters (idempotent), its vtime lifted to the
  * active set's least; the holder's gate becomes CONTENDED. */
 void sched_enqueue_locked(shm_table_t *t, int d, int slot, uint64_t now);
@@ -688,6 +695,10 @@ void sched_nudge_owner(shm_table_t *t, uint64_t lease);
  * (the caller says it once per stop). */
 void sched_note_blocked(sched_proc_t *p, int d, int h);
 void sched_note_stopped_paged(sched_proc_t *p, int d, int h);
+/* (lease.c) Under the lock: a lease word of d that is not what the last
+ * grant wrote (granted) was written outside a grant; the grant's holder
+ * gets it back (none when that one is gone), said once.  1: it was. */
+int  sched_lease_own_check_locked(shm_table_t *t, int d);
 /* (lease.c) Under the lock, at a grant of d away from `from`: ask it to
  * drain, unless an earlier holder's drain is still pending on d. */
 void sched_drain_mark_locked(shm_table_t *t, int d, int from);

@@ -396,9 +396,27 @@ static int poll_slice(sched_proc_t *p, int d, int h, uint64_t lease)
     return -1;
 }
 
+/* A lease word that differs from the last grant's record may have been
+ * written outside a grant (one in flight differs too, for a moment): judged
+ * under the lock (lease.c, the owner check).  1: it was, and was put back;
+ * -1: the lock failed (the process fails open). */
+static int lease_forged(sched_proc_t *p, sched_dev_t *dev, int d)
+{
+    if (util_load_acquire(&dev->lease) == util_load_relaxed(&dev->granted))
+        return 0;
+    if (lock_or_fail(p))
+        return -1;
+    int forged = sched_lease_own_check_locked(p->t, d);
+    shm_unlock(p->t);
+    return forged;
+}
+
 static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
+    int forged = lease_forged(p, dev, d);
+    if (forged)
+        return forged < 0 ? W_PASS : got(p, dev);
     uint64_t lease = util_load_acquire(&dev->lease);
     if (lease == my_lease(p))
         return W_GOT;
