@@ -7,9 +7,10 @@
  * (CU_STREAM_CAPTURE_MODE_*) and each thread an interaction mode
  * (cuThreadExchangeStreamCaptureMode, GLOBAL by default).  A thread in
  * GLOBAL mode may not make a potentially unsafe call (sim_capture_unsafe's
- * callers: cuCtxSynchronize, cuMemAlloc, cuMemFree, synchronous copies and
- * memsets, the legacy stream) while it has a capture of its own that did not
- * begin RELAXED, or another thread has one that began GLOBAL; in
+ * callers: cuCtxSynchronize, cuMemAlloc, cuMemFree, cuMemUnmap (which
+ * waits for the range's work), synchronous copies and memsets, the legacy
+ * stream) while it has a capture of its own that did not begin RELAXED, or
+ * another thread has one that began GLOBAL; in
  * THREAD_LOCAL mode only its own count; in RELAXED mode none.  Waiting for
  * or querying a capturing stream is refused in every mode.  A refused call
  * answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures

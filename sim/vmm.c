@@ -395,6 +395,8 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
         return CUDA_ERROR_INVALID_VALUE;
     SIM_LOCK();
     CUresult rc = covered((uintptr_t)ptr, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS)         /* it waits for the work that may touch the range, */
+        rc = sim_capture_unsafe();  /* as cuMemFree does: not in a capture */
     for (uintptr_t p = ptr; rc == CUDA_SUCCESS && p < ptr + size;) {
         sim_range_t *r = sim_range_find(p);
         p += r->size;

@@ -1,7 +1,7 @@
 /*
  * test_simgpu_capture.c - simgpu's stream capture rules, as the driver has
  * them: a potentially unsafe call (cuCtxSynchronize, cuMemAlloc, cuMemFree,
- * a synchronous copy) during a capture fails with
+ * cuMemUnmap, a synchronous copy) during a capture fails with
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, which
  * then takes no more work and ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
  * as the capture's mode and each thread's interaction mode
@@ -162,6 +162,34 @@ static void test_unsafe_calls(void **state)
     CKE(cuStreamSynchronize(stream), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     end_invalidated();
     CK(cuMemFree(dev));                              /* none of those freed it */
+}
+
+/* VMM in a capture, as PyTorch's expandable segments use it: mapping and
+ * granting access are not prohibited (a capture's allocation grows its
+ * segment), but cuMemUnmap waits for the range's work, as cuMemFree does,
+ * and is refused and invalidates; the mapping survives it. */
+static void test_vmm_in_capture(void **state)
+{
+    (void)state;
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+    CUmemAccessDesc acc = { .location = prop.location,
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    const size_t sz = 2u << 20;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    CK(cuMemCreate(&h, sz, &prop, 0));
+    CK(cuMemAddressReserve(&va, sz, 0, 0, 0));
+    CK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(cuMemMap(va, sz, 0, h, 0));
+    CK(cuMemSetAccess(va, sz, &acc, 1));
+    CKE(cuMemUnmap(va, sz), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    end_invalidated();
+    float one = 1.0f;
+    CK(cuMemcpyHtoD(va, &one, sizeof one));          /* still mapped, still usable */
+    CK(cuMemUnmap(va, sz));
+    CK(cuMemRelease(h));
+    CK(cuMemAddressFree(va, sz));
 }
 
 /* ---- other threads ------------------------------------------------------------------ */
@@ -332,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_ctx_sync_global_invalidates),
         cmocka_unit_test(test_relaxed_not_prohibited),
         cmocka_unit_test(test_unsafe_calls),
+        cmocka_unit_test(test_vmm_in_capture),
         cmocka_unit_test(test_other_threads),
         cmocka_unit_test(test_end_on_other_thread),
         cmocka_unit_test(test_async_memory_and_graphs),
