@@ -25,7 +25,9 @@
  *     the one that asked goes on;
  *   - a page-in before a tenure that waits for room ends, its memory still
  *     out, once its process no longer holds the GPU (page_sched_t's held,
- *     seam): before, it waited for good, asking nobody (torch_swap hung so).
+ *     seam): before, it waited for good, asking nobody (torch_swap hung so);
+ *   - while a stream capture of the process is open (page_sched_t's
+ *     unsafe_begin, seam) it neither pages out nor in: both wait for its end.
  * The policy's order is a table the test writes (page_sched_t's rank).
  */
 #include <setjmp.h>
@@ -54,6 +56,8 @@ typedef struct shared {
     int stall_out;                 /* a page-out stops half-way until killed */
     int give_ups;                  /* calls of the GPU give-up hook (page_sched_t's give_up) */
     int lease_lost;                /* the GPU-held hook answers 0 (page_sched_t's held) */
+    int capturing;                 /* a stream capture is open (page_sched_t's unsafe_begin) */
+    int unsafe_in;                 /* page-outs and page-ins entered while not capturing */
 } shared_t;
 static shared_t *sh;
 
@@ -165,6 +169,19 @@ static int fake_held(int d)
     return !__atomic_load_n(&sh->lease_lost, __ATOMIC_RELAXED);
 }
 
+static int fake_unsafe_begin(void)
+{
+    if (__atomic_load_n(&sh->capturing, __ATOMIC_ACQUIRE))
+        return -1;
+    __atomic_add_fetch(&sh->unsafe_in, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+static void fake_unsafe_end(void)
+{
+    __atomic_sub_fetch(&sh->unsafe_in, 1, __ATOMIC_RELAXED);
+}
+
 /* A job that holds `arg` MB in two blocks and waits for the GPU, serving
  * page-out requests as the scheduler's wait loop does, until told:
  *   'r' run: page in (as before a tenure), say 'i', wait for the GPU again;
@@ -173,7 +190,9 @@ static int waiting_job(actor_t *a)
 {
     shm_table_t *t = start_100m(1);
     static const page_sched_t fake = { .rank = fake_rank, .held = fake_held,
-                                       .give_up = count_give_up };
+                                       .give_up = count_give_up,
+                                       .unsafe_begin = fake_unsafe_begin,
+                                       .unsafe_end = fake_unsafe_end };
     page_set_sched(&fake);
     uint64_t half = a->arg * MB / 2;
     for (int i = 0; i < 2; i++) {
@@ -587,6 +606,49 @@ static void test_page_in_ends_with_the_lease(void **state)
     shm_close_table(m);
 }
 
+/* ---- stream captures ------------------------------------------------------
+ * A page-out's synchronize and unmaps, and a page-in's copies, would break a
+ * stream capture of the process (another of its threads capturing while
+ * one waits for the GPU): asked while a capture is open, the waiting job
+ * pages nothing out and the asker waits; once the capture ends, the next
+ * poll serves it.  A page-in before a tenure waits for the capture's end. */
+static void test_paging_waits_for_captures(void **state)
+{
+    (void)state;
+    shm_table_t *m;
+    actor_t first, last, ask;
+    two_waiting(&m, &first, &last);
+    __atomic_store_n(&sh->capturing, 1, __ATOMIC_RELEASE);
+    actor_start(&ask, asker, 50);                   /* 20M free: 30M to page */
+    actor_say(&ask, 'a');
+    assert_false(actor_has_said(&ask, 300));         /* waits: nobody pages during a capture */
+    assert_int_equal(view(m, last.pid).swap_outs, 0);
+    assert_int_equal(view(m, last.pid).used, 40 * MB);
+    __atomic_store_n(&sh->capturing, 0, __ATOMIC_RELEASE);
+    actor_expect(&ask, 'o');                         /* served at a poll after the capture */
+    assert_int_equal(view_after(m, last.pid, 1, 0).swapped_out, 40 * MB);
+
+    actor_say(&ask, 'f');                            /* room for last to come back */
+    actor_expect(&ask, 'f');
+    __atomic_store_n(&sh->capturing, 1, __ATOMIC_RELEASE);
+    actor_say(&last, 'r');
+    assert_false(actor_has_said(&last, 300));        /* its page-in waits for the capture */
+    assert_int_equal(view(m, last.pid).swapped_out, 40 * MB);
+    __atomic_store_n(&sh->capturing, 0, __ATOMIC_RELEASE);
+    actor_expect(&last, 'i');
+    mem_slot_view_t vl = view(m, last.pid);
+    assert_int_equal(vl.swap_ins, 1);
+    assert_int_equal(vl.used, 40 * MB);
+    assert_int_equal(__atomic_load_n(&sh->unsafe_in, __ATOMIC_RELAXED), 0);   /* all ended */
+    actor_say(&first, 'x');
+    actor_say(&last, 'x');
+    actor_say(&ask, 'x');
+    actor_finish(&first);
+    actor_finish(&last);
+    actor_finish(&ask);
+    shm_close_table(m);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -597,6 +659,7 @@ int main(void)
         T(test_own_limit_keeps_it_out),
         T(test_killed_while_paging_out),
         T(test_page_in_ends_with_the_lease),
+        T(test_paging_waits_for_captures),
     };
     return cmocka_run_group_tests_name("memory-page", tests, NULL, NULL);
 }

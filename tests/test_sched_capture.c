@@ -12,7 +12,8 @@
  * launches nor synchronized the context to hand the GPU over: the handoff
  * waited for the capture's end), the graph launches, both processes finish,
  * and in the trace no kernel of the peer runs among the graph's: they ran
- * inside one tenure of the holder.
+ * inside one tenure of the holder.  And with SALUS_SWAP=on, a chunk the
+ * allocator keeps is not let go (unmapped) during a capture.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -173,10 +174,52 @@ static void test_capture_while_peer_waits(void **state)
     shm_unlink(table_name);
 }
 
+/* Paging's allocator keeps a freed chunk for reuse and lets it go past its
+ * time on the drain thread, by unmapping it, which a global capture
+ * forbids (simgpu's cuMemUnmap refuses and invalidates, as cuMemFree
+ * does).  A chunk freed just before a capture of 400 launches (about
+ * 400 ms, past the keep's 250) must outlive the capture: the capture
+ * ends with its graph (it was invalidated at about its 70th launch). */
+static void test_keep_tick_during_capture(void **state)
+{
+    (void)state;
+    if (!have("sim/libcuda.so.1") || !have("libsalus.so") ||
+        !have("workloads/kernels.cubin") || !have("tests/clients/capclient"))
+        skip();
+    tu_unique_name("skeep", state_name, sizeof state_name);
+    tu_unique_name("stkeep", table_name, sizeof table_name);
+    char client[512], cubin[512];
+    char *argv[] = { (char *)tu_build_path("tests/clients/capclient", client, sizeof client),
+                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                     "400", NULL };
+    tu_env_t env;
+    tu_env_init(&env);
+    tu_env_salus(&env, state_name, table_name);
+    tu_env_set(&env, "SALUS_SWAP", "on");
+    tu_env_set(&env, "CAP_FREED", "%llu", 64ull << 20);
+    tu_env_unset(&env, "SALUS_LOG");
+    tu_proc_t cap;
+    assert_int_equal(tu_spawn(&cap, argv, &env), 0);
+    tu_env_free(&env);
+    int rc = tu_wait(&cap, CHILD_MS);
+    char *out = tu_read_file(cap.out_path, NULL), *err = tu_read_file(cap.err_path, NULL);
+    if (rc != 0)
+        fail_msg("the capturing process exited %d: %s / %s", rc, out ? out : "",
+                 err ? err : "");
+    assert_int_equal(step(out, "recorded"), 400);
+    assert_int_equal(step(out, "end"), 0);
+    assert_int_equal(step(out, "sync"), 0);
+    free(out);
+    free(err);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture_while_peer_waits),
+        cmocka_unit_test(test_keep_tick_during_capture),
     };
     return cmocka_run_group_tests_name("stream capture under the scheduler", tests, NULL, NULL);
 }

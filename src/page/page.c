@@ -79,6 +79,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the seams ---------------------------------------------------------------- */
@@ -89,7 +90,8 @@ static page_pager_t pager_copy;
 static const page_sched_t the_sched = { sched_rank_locked, sched_holds_gpu,
                                         sched_give_up_for_mem, sched_nudge,
                                         sched_hold_for_mem, sched_wait_mem,
-                                        sched_admit_order_locked, sched_enroll };
+                                        sched_admit_order_locked, sched_enroll,
+                                        sched_unsafe_begin, sched_unsafe_end };
 static const page_sched_t *sched_p = &the_sched;
 static page_sched_t sched_copy;
 
@@ -173,6 +175,19 @@ void page_enroll(int ordinal)
     void (*f)(int) = sched_now()->enroll;
     if (f)
         f(ordinal);
+}
+
+int page_unsafe_begin(void)
+{
+    int (*f)(void) = sched_now()->unsafe_begin;
+    return f ? f() : 0;
+}
+
+void page_unsafe_end(void)
+{
+    void (*f)(void) = sched_now()->unsafe_end;
+    if (f)
+        f();
 }
 
 int page_can_hold(void)
@@ -369,11 +384,11 @@ void page_serve(void)
     if (!util_xchg_acq_rel(&told_waiting, 1))
         tell_askers();
     limit_check_waiting(pg);
+    if (page_unsafe_begin() != 0)
+        return;        /* a capture is open: the request waits for a poll after it */
     int d;
     uint64_t want = mem_page_request(&d);
-    if (!want)
-        return;
-    int ord = d >= 0 ? mem_ordinal_at(d) : -1;
+    int ord = want && d >= 0 ? mem_ordinal_at(d) : -1;
     if (ord >= 0) {
         uint64_t freed = 0, t0 = util_now_ns();
         mem_page_flags_set(MEM_PAGE_OUT_BUSY);
@@ -396,15 +411,44 @@ void page_serve(void)
         page_publish(pg);
         mem_wake_of(d);
     }
-    mem_page_request_served(want);
+    page_unsafe_end();
+    if (want)
+        mem_page_request_served(want);
 }
 
 /* ---- paging back in, before the process runs on a device ----------------- */
 
+/* A page-in maps and copies synchronously, which a stream capture of the
+ * process forbids (sched.h): it waits for the captures' end, 1 ms at a
+ * time, for up to PAGE_CAPTURE_WAIT_NS, charged to this tenure; then it
+ * goes on, said once (a capture whose thread waits for this one's launch
+ * would never end).  1 when entered (page_unsafe_end after), else 0. */
+static int unsafe_enter_waiting(void)
+{
+    static int said;
+    uint64_t until = util_now_ns() + PAGE_CAPTURE_WAIT_NS;
+    while (page_unsafe_begin() != 0) {
+        if (util_now_ns() >= until) {
+            util_log_once(&said, UTIL_LOG_WARN, "memory: this job's memory must page in "
+                          "before it runs, and a stream capture of its has been open for "
+                          "%llu ms: it pages in now, which may invalidate the capture",
+                          (unsigned long long)(PAGE_CAPTURE_WAIT_NS / 1000000));
+            return 0;
+        }
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+    return 1;
+}
+
 int page_in_once(const page_pager_t *pg, int ord)
 {
     uint64_t restored = 0, t0 = util_now_ns();
-    if (pg->page_in(ord, &restored) != CUDA_SUCCESS)
+    int entered = unsafe_enter_waiting();
+    CUresult rc = pg->page_in(ord, &restored);
+    if (entered)
+        page_unsafe_end();
+    if (rc != CUDA_SUCCESS)
         return -1;
     uint64_t now = util_now_ns();
     mem_page_counted(1, restored, now - t0);

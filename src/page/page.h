@@ -76,11 +76,16 @@ void page_set_pager(const page_pager_t *pager);
  *             lasts (sched_wait_mem);
  *   admit_order, enroll  the policy's order of two admission waiters on
  *             table device d (sched_admit_order_locked, under the lock) and
- *             the process's enrolment before it waits (sched_enroll).
+ *             the process's enrolment before it waits (sched_enroll);
+ *   unsafe_begin, unsafe_end  around a page-out or page-in, whose copies
+ *             and unmaps a stream capture of the process forbids
+ *             (sched_unsafe_begin/_end): begin -1 while one is open, and
+ *             the page-out waits for a later poll, the page-in for the
+ *             capture's end (at most PAGE_CAPTURE_WAIT_NS, then said).
  * The last three and give_up are what memory's waits ask (memory.h's
  * mem_paging_t, which page sets at its start).  page_set_sched replaces
- * them all (tests); a NULL member: rank -1, held 1, admit_order 0, the
- * others do nothing (hold: no stuck rule). */
+ * them all (tests); a NULL member: rank -1, held 1, admit_order 0,
+ * unsafe_begin 0 (no capture), the others do nothing (hold: no stuck rule). */
 typedef struct page_sched {
     int (*rank)(shm_table_t *t, int d, int slot);
     int (*held)(int d);
@@ -90,6 +95,8 @@ typedef struct page_sched {
     void (*wait_mem)(int ordinal);
     int (*admit_order)(shm_table_t *t, int d, int a, int b);
     void (*enroll)(int ordinal);
+    int (*unsafe_begin)(void);
+    void (*unsafe_end)(void);
 } page_sched_t;
 void page_set_sched(const page_sched_t *sched);
 

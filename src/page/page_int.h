@@ -14,6 +14,8 @@
  * took (page.c's protocol). */
 #define PAGE_RESIDENCY_FACTOR 8
 #define PAGE_SLICE_NS         (20ull * 1000 * 1000)
+/* A page-in's longest wait for a stream capture of the process to end. */
+#define PAGE_CAPTURE_WAIT_NS  (5000ull * 1000 * 1000)
 
 static inline uint64_t page_umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
@@ -28,6 +30,8 @@ void page_nudge(shm_table_t *t, int slot);
 int page_hold(int ordinal, int on);
 void page_wait_mem(int ordinal);
 int page_admit_order(shm_table_t *t, int d, int a, int b);
+int page_unsafe_begin(void);
+void page_unsafe_end(void);
 void page_enroll(int ordinal);
 int page_can_hold(void);
 

@@ -132,10 +132,15 @@ static int self_out(int d, int ord, uint64_t bytes)
     const page_pager_t *pg = page_pager();
     if (!pg || !page_can_hold() || !page_hold(ord, 1))
         return 0;
+    if (page_unsafe_begin() != 0) {    /* a capture began since the hold looked */
+        page_hold(ord, 0);
+        return 0;
+    }
     uint64_t freed = 0, t0 = util_now_ns();
     mem_page_flags_set(MEM_PAGE_OUT_BUSY);
     CUresult rc = pg->page_out(ord, UINT64_MAX, &freed);
     mem_page_flags_clear(MEM_PAGE_OUT_BUSY);
+    page_unsafe_end();
     if (freed)
         mem_page_counted(0, freed, util_now_ns() - t0);
     page_publish(pg);

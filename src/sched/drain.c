@@ -153,9 +153,10 @@ void sched_capture_begin(void)
         if (!until) {
             until = now + SCHED_DRAIN_MAX_NS;
         } else if (now >= until) {       /* never hang the host: a wedged synchronize */
-            util_log_once(&said, UTIL_LOG_WARN, "a stream capture begins while libsalus's "
-                          "drain has waited %llu ms in a context synchronize (work that "
-                          "does not finish); the capture may be invalidated",
+            util_log_once(&said, UTIL_LOG_WARN, "a stream capture begins while libsalus "
+                          "has waited %llu ms in a call a capture forbids (a context "
+                          "synchronize of work that does not finish, or a long page-out); "
+                          "the capture may be invalidated",
                           (unsigned long long)(SCHED_DRAIN_MAX_NS / 1000000));
             return;
         }
@@ -183,18 +184,35 @@ void sched_captures_reset(void)
     util_store_relaxed(&syncing, 0);
 }
 
+/* `syncing` counts every call a capture forbids, not the drain's alone:
+ * paging's copies and unmaps (src/page) and the keep-tick's unmaps (the
+ * drain thread, below) enter the same way. */
+int sched_unsafe_begin(void)
+{
+    __atomic_add_fetch(&syncing, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&captures, __ATOMIC_SEQ_CST) == 0)
+        return 0;
+    sched_unsafe_end();
+    return -1;
+}
+
+void sched_unsafe_end(void)
+{
+    __atomic_sub_fetch(&syncing, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&captures, __ATOMIC_SEQ_CST) != 0)
+        shm_futex_wake(&syncing, INT_MAX);      /* a begin may wait for this one */
+}
+
 /* The current context synchronized, unless a capture is open (or
  * beginning): -1 then, and nothing was called. */
 static int sync_unless_capture(const drv_t *drv)
 {
-    __atomic_add_fetch(&syncing, 1, __ATOMIC_SEQ_CST);
-    int open = __atomic_load_n(&captures, __ATOMIC_SEQ_CST) != 0;
-    if (!open && drv->ctx_synchronize)
+    if (sched_unsafe_begin() != 0)
+        return -1;
+    if (drv->ctx_synchronize)
         drv->ctx_synchronize();
-    __atomic_sub_fetch(&syncing, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&captures, __ATOMIC_SEQ_CST) != 0)
-        shm_futex_wake(&syncing, INT_MAX);      /* a begin may wait for this one */
-    return open ? -1 : 0;
+    sched_unsafe_end();
+    return 0;
 }
 
 /* ---- draining oneself ---------------------------------------------------------- */
@@ -388,7 +406,11 @@ static void *drain_main(void *arg)
             continue;
         }
         sched_own_slot_look(&sched_p);              /* a waiter may have nudged us */
-        uint64_t tick = sched_hook_tick();          /* memory's keep-alive: sooner */
+        uint64_t tick = SCHED_DRAIN_CAPTURE_NS;     /* a capture: its unmaps after it */
+        if (sched_unsafe_begin() == 0) {
+            tick = sched_hook_tick();               /* memory's keep-alive: sooner */
+            sched_unsafe_end();
+        }
         shm_futex_wait(&me->drain_req, req,
                        tick && tick < SCHED_DRAIN_IDLE_NS ? tick : SCHED_DRAIN_IDLE_NS);
     }

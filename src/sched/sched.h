@@ -208,7 +208,9 @@ void sched_set_clock(sched_clock_fn fn);
  *   tick      the process's drain thread looks (at most a second apart):
  *             memory lets go of what it keeps past its time; returns the
  *             ns until it wants to look again (0: no hurry).  On the drain
- *             thread: it must not block. */
+ *             thread: it must not block.  Never while a stream capture of
+ *             the process is open (its unmaps would break it): the drain
+ *             thread looks again soon. */
 typedef struct sched_hooks {
     void (*boundary)(void);
     void (*waiting)(void);
@@ -320,6 +322,13 @@ void sched_capture_begin(void);
 void sched_capture_end(void);
 /* Captures in progress (a relaxed load). */
 int sched_captures(void);
+/* Around any other call a capture forbids (paging's copies and unmaps, the
+ * keep-tick's unmaps): begin answers 0 when no capture of the process is
+ * open, and a capture's begin then waits for the matching end (as for a
+ * drain's synchronize, at most a second); -1 when one is open, with
+ * nothing to end: the caller defers the call. */
+int  sched_unsafe_begin(void);
+void sched_unsafe_end(void);
 
 /* ---- policies ---------------------------------------------------------------- */
 /* The list of policies is policies.h; SCHED_POLICY_FAIR is the default. */

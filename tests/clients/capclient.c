@@ -12,6 +12,10 @@
  * capture, instantiates the graph, launches it and synchronizes.  Its line
  * on stdout is one JSON object with each step's CUresult; it exits 0 only
  * when all succeeded.
+ *
+ * CAP_FREED=<bytes>: before the capture it also allocates that much and
+ * frees it, so that paging's allocator (SALUS_SWAP=on) keeps the chunk for
+ * reuse, and the keep's expiry falls inside a capture of enough launches.
  */
 #include <cuda.h>
 
@@ -75,6 +79,12 @@ int main(int argc, char **argv)
     TRY(setup, cuMemAlloc(&buf, n * sizeof(float)));
 
     TRY(warm, cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, spin_args, NULL));
+    const char *freed = getenv("CAP_FREED");
+    if (freed) {
+        CUdeviceptr kept;
+        TRY(warm, cuMemAlloc(&kept, strtoull(freed, NULL, 0)));
+        TRY(warm, cuMemFree(kept));
+    }
 
     TRY(begin, cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     for (; recorded < launches; recorded++) {
