@@ -14,6 +14,7 @@ kernels, each rank's on its own device.  simgpu's kernels compute nothing,
 so an NCCL all-reduce moves no bytes: the case checks that every rank ran
 NCCL's kernels, trained and formed a gang, not the sum.
 """
+import gc
 import os
 import socket
 
@@ -46,6 +47,14 @@ def job(args):
     ends = fwtorch.train(tr, ITERS, after_step=None if backend == "gloo" else
                          (lambda: dist.all_reduce(t)))
     dist.barrier()
+    # DDP holds the process group: dropped first, the group's destruction
+    # joins gloo's worker threads while the interpreter lives.  Left to the
+    # interpreter's end, a worker that drops the last reference to a tensor
+    # takes the GIL after finalization began and is ended by pthread_exit
+    # inside a noexcept frame: std::terminate, SIGABRT (a teardown race of
+    # PyTorch's own, no libsalus frame in its stack; about one run in 40).
+    del tr
+    gc.collect()
     dist.destroy_process_group()
     fwlib.did(rank=rank, device=torch.cuda.current_device(), summed=summed, iterations=len(ends))
 

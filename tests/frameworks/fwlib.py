@@ -103,6 +103,7 @@ class Run:
         env["SIMGPU_CTX_MEMORY"] = "0"
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONFAULTHANDLER"] = "1"     # a job killed by a signal says where it was
         env["SALUS_TABLE"] = self.table
         env["SALUS_REPORT"] = os.path.join(self.dir, job_name + ".report")
         if self.salus:
@@ -241,8 +242,10 @@ class Job:
             what = "exit %s" % self.rc
         lines = [l.strip() for l in self.err().splitlines() if l.strip(" ^~\t")]
         said = [l for l in lines if l.startswith(("simgpu", "salus["))][:4]
-        tail = [l for l in lines[-2:] if l not in said]
-        return "%s %s: %s" % (self.name, what, " | ".join(said + tail) or "(no stderr)")
+        at, where = _fault_frame(lines)
+        tail = [l for l in lines[:at][-2:] if l not in said]
+        return "%s %s: %s" % (self.name, what, " | ".join(said + tail + where)
+                              or "(no stderr)")
 
     def expect_ok(self, seconds, together=()):
         """Wait; a job that failed under libsalus is run again bare, with
@@ -269,6 +272,19 @@ class Job:
         finally:
             bare.close()
         raise Fail("fails under libsalus, runs without it: " + why)
+
+
+def _fault_frame(lines):
+    """Where faulthandler's dump (PYTHONFAULTHANDLER) starts in a job's
+    stderr lines, and what it says: its first line and the innermost frame
+    of the thread that was killed ("Fatal Python error: ...", "in File ...");
+    (len(lines), []) when there is none."""
+    for i, l in enumerate(lines):
+        if l.startswith("Fatal Python error"):
+            cur = [k for k in range(i, len(lines)) if lines[k].startswith("Current thread")]
+            frame = lines[cur[0] + 1] if cur and cur[0] + 1 < len(lines) else ""
+            return i, [l] + (["in " + frame] if frame.startswith("File") else [])
+    return len(lines), []
 
 
 def _read(path):
