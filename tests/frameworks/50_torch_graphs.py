@@ -6,6 +6,13 @@
   its replays ran as kernels of its own in the trace), the replays are
   gated: a replay's kernels never interleave with the peer's (the lease is
   not given up inside one), and libsalus counted each replay as a launch.
+  startup: vLLM's start-up loop (for each batch size, largest first: an
+  eager warm-up, a sync, a capture into one shared pool, a sync), 100
+  captures in a row, with SALUS_SWAP=on (so the allocator keeps chunks that
+  its drain thread lets go of), beside the same training peer under fair
+  with a 1 ms quantum: handoffs fall due all through the loop.  No capture
+  is broken (torch raises on an invalidated one), every graph replays, and
+  the GPU changed hands during the loop (the peer did wait and run).
   compile: torch.compile (Inductor's Triton kernels, which Triton's own
   launcher sends to the driver through libcuda directly) trains ten steps;
   its Triton kernels ran, and every kernel went through libsalus.
@@ -14,6 +21,7 @@ import fwlib
 from fwlib import check
 
 REPLAYS = 30
+CAPTURES = 100
 
 
 def job(args):
@@ -56,11 +64,47 @@ def job(args):
             torch.cuda.synchronize()
             ends.append(fwlib.now_ns())
         fwlib.did(replays=len(ends), starts=starts, ends=ends)
+    elif role == "startup":
+        broken, graphs, ms = startup_loop()
+        fwlib.did(captures=len(graphs), broken=broken[:3], nbroken=len(broken), loop_ms=ms)
     else:                                        # compile
         t = fwtorch.Trainer(conv=False)
         t.net = torch.compile(t.net)
         ends = fwtorch.train(t, 10)
         fwlib.did(iterations=len(ends))
+
+
+def startup_loop():
+    """vLLM's capture loop: the broken captures' first lines, the graphs,
+    the loop's ms."""
+    import torch
+    import fwtorch
+    net = fwtorch.model(conv=False).eval()
+    pool = torch.cuda.graph_pool_handle()
+    fwlib.ready()
+    # vLLM empties the cache before it captures: the freed chunks are kept
+    # mapped by libsalus for a while, and let go of by its drain thread.
+    torch.empty(64 << 20, dtype=torch.uint8, device="cuda")     # freed at once
+    torch.cuda.empty_cache()
+    broken, graphs = [], []
+    t0 = fwlib.now_ns()
+    with torch.no_grad():
+        for i in range(CAPTURES):
+            x = torch.randn(CAPTURES - i, 3, 16, 16).cuda()
+            net(x)                               # the warm-up of this size
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(g, pool=pool):
+                    net(x)
+                graphs.append(g)
+            except RuntimeError as e:
+                broken.append("capture %d: %s" % (i, str(e).splitlines()[0][:160]))
+            torch.cuda.synchronize()
+        for g in graphs:
+            g.replay()
+        torch.cuda.synchronize()
+    return broken, graphs, (fwlib.now_ns() - t0) // 1000000
 
 
 def case_graphs():
@@ -97,6 +141,36 @@ def case_graphs():
         run.close()
 
 
+def case_startup_loop():
+    run = fwlib.Run("startup")
+    try:
+        fair = {"SALUS_POLICY": "fair", "SALUS_QUANTUM_MS": "1"}
+        peer = run.start("peer", ["peer"], fair)
+        sj = run.start("startup", ["startup"], dict(fair, SALUS_SWAP="on"))
+        peer.await_ready(240)
+        sj.await_ready(240)
+        peer.go()
+        fwlib.await_(lambda: peer.ran_kernels(20), 60, "the peer training")
+        go = fwlib.now_ns()
+        sj.go()
+        sj.expect_ok(300)
+        done = fwlib.now_ns()
+        peer.stop()
+        peer.expect_ok(120)
+        d = sj.did()
+        check(d.get("nbroken") == 0, "%s of %d captures broken: %s",
+              d.get("nbroken"), CAPTURES, d.get("broken"))
+        check(d.get("captures") == CAPTURES, "%s graphs of %d captures",
+              d.get("captures"), CAPTURES)
+        ks = sorted((k for k in run.kernels() if go <= k["start_ns"] <= done),
+                    key=lambda k: k["start_ns"])
+        turns = len(fwlib.switches(ks))
+        check(turns >= 4, "the GPU changed hands %d times during the loop", turns)
+        check(any(k["pid"] == peer.pid for k in ks), "the peer ran nothing during the loop")
+    finally:
+        run.close()
+
+
 def case_compile():
     run = fwlib.Run("compile")
     try:
@@ -114,4 +188,5 @@ def case_compile():
 
 if __name__ == "__main__":
     fwlib.main(job, [("torch_cuda_graphs_beside_a_peer", case_graphs),
+                     ("torch_graph_startup_loop", case_startup_loop),
                      ("torch_compile", case_compile)])
