@@ -13,7 +13,8 @@
  *   hold     SIGKILLed with work queued (simgpu cuts a dead process's work,
  *            as the driver tears its contexts down).
  * A peer whose iterations begin with a memset and a copy (gated as launches
- * are) against the queued job, under fair and fifo.
+ * are) against the queued job, under fair and fifo; and a job with 1.6 s
+ * of work queued ahead, longer than any fixed bound on the wait.
  * Under pack, overlap is allowed: a job's submissions cross a queued peer's.
  * The job starts first and takes the GPU; the peer joins once the job is
  * registered, so that the GPU changes hands while the job has work left.
@@ -100,7 +101,7 @@ static int printed_queued(void *arg)
  * cross submissions in the trace, after checking that both ran.  The peer
  * has the higher priority (priority preempts at the job's boundaries). */
 static long run_pair_with(const char *policy, const char *pattern, const char *iters,
-                          const char *peer_pattern)
+                          const char *peer_pattern, const char *job_us)
 {
     tu_unique_name("sdr", state_name, sizeof state_name);
     tu_unique_name("stdr", table_name, sizeof table_name);
@@ -108,7 +109,7 @@ static long run_pair_with(const char *policy, const char *pattern, const char *i
     unlink(trace);
     tu_proc_t job, peer;
     int hold = !strcmp(pattern, "hold");
-    spawn_client(&job, policy, 50, pattern, iters, "1000");
+    spawn_client(&job, policy, 50, pattern, iters, job_us);
     shm_table_t *t = ts_open_table(table_name, CHILD_MS);
     assert_non_null(t);
     watch_t w = { t, job.pid, -2 };
@@ -156,7 +157,7 @@ static long run_pair_with(const char *policy, const char *pattern, const char *i
 
 static long run_pair(const char *policy, const char *pattern, const char *iters)
 {
-    return run_pair_with(policy, pattern, iters, "plain");
+    return run_pair_with(policy, pattern, iters, "plain", "1000");
 }
 
 static int built(void)
@@ -188,7 +189,7 @@ static void test_fair_copies(void **state)
     (void)state;
     if (!built())
         skip();
-    assert_int_equal(run_pair_with("fair", "queue", "60", "copies"), 0);
+    assert_int_equal(run_pair_with("fair", "queue", "60", "copies", "1000"), 0);
 }
 
 static void test_fifo_copies(void **state)
@@ -196,7 +197,19 @@ static void test_fifo_copies(void **state)
     (void)state;
     if (!built())
         skip();
-    assert_int_equal(run_pair_with("fifo", "queue", "60", "copies"), 0);
+    assert_int_equal(run_pair_with("fifo", "queue", "60", "copies", "1000"), 0);
+}
+
+/* More queued than any fixed bound: 32 iterations of two 25 ms kernels,
+ * 1.6 s of work ahead at each of the job's boundaries (JAX's dispatch of a
+ * long step).  The new holder waits for all of it (charged to the job)
+ * rather than going on beside it after a second. */
+static void test_fair_deep_queue(void **state)
+{
+    (void)state;
+    if (!built())
+        skip();
+    assert_int_equal(run_pair_with("fair", "queue", "40", "plain", "25000"), 0);
 }
 
 /* Under pack nothing is gated: the peer submits into the held job's queue. */
@@ -217,6 +230,7 @@ int main(void)
         POLICIES(TEST_ROWS)
         cmocka_unit_test(test_fair_copies),
         cmocka_unit_test(test_fifo_copies),
+        cmocka_unit_test(test_fair_deep_queue),
         cmocka_unit_test(test_pack_overlaps),
     };
     return cmocka_run_group_tests_name("exclusive handoffs", tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * transitions and the policies together), in one process with a fake clock:
  * slots held by idle child processes and time advanced by the test: fair,
  * weighted fair, priority, srtf (declared lengths and end times), fifo,
- * pack, a dead holder, repair of a corrupted device, probes of the gate,
+ * pack, a dead holder, the bounds of a new holder's wait for a drain,
+ * repair of a corrupted device, probes of the gate,
  * and the invariant checker finding each invariant broken by hand.
  * The pure parts (detector, policies on hand-built views, SALUS_* parsing)
  * are test_sched.c.
@@ -508,6 +509,55 @@ static void test_sim_dead_holder(void **state)
     assert_int_equal(sched_slot(T, jobs[1].slot)->gate, SCHED_GATE_OPEN);
 }
 
+/* The new holder's wait for a drain (drain.c), on a clock that moves 50 ms
+ * at each look: as long as the old holder's begun drain takes, up to 10 s;
+ * 1 s where the drain had not begun, or the old holder is in a gang (its
+ * work may wait for a peer rank that waits for this lease); no wait once
+ * answered.  Returns the clock's ms spent, after checking the mark is gone. */
+static uint64_t stepping_clock(void)
+{
+    return fake_now += 50 * MS;
+}
+
+static uint64_t drain_wait_ms(int from, int to, uint32_t busy, uint64_t gang, uint32_t done)
+{
+    sched_slot_t *f = sched_slot(T, from);
+    sched_dev_t *dev = dev0();
+    f->drain_req = 5;
+    f->drain_done = done;
+    f->drain_busy = busy;
+    f->gang = gang;
+    dev->drain_gen = shm_slot_gen(T, from);
+    dev->drain_seq = 5;
+    dev->drain_from = (uint32_t)from + 1;
+    sched_proc_t p = { .t = T, .slot = to, .gen = shm_slot_gen(T, to), .me = sched_slot(T, to) };
+    sched_set_clock(stepping_clock);
+    uint64_t t0 = fake_now;
+    sched_drain_await(&p, 0);
+    uint64_t ms = (fake_now - t0) / MS;
+    sched_set_clock(fake_clock);
+    assert_int_equal(dev->drain_from, 0);
+    return ms;
+}
+
+static void test_drain_bounds(void **state)
+{
+    (void)state;
+    sim_device(SCHED_POLICY_FAIR, 100);
+    int from = dummy_slot(), to = dummy_slot();
+    uint64_t begun = drain_wait_ms(from, to, 5, 0, 4);
+    uint64_t before = drain_wait_ms(from, to, 4, 0, 4);
+    uint64_t ganged = drain_wait_ms(from, to, 5, 77, 4);
+    uint64_t answered = drain_wait_ms(from, to, 5, 0, 5);
+    print_message("drain waits: begun %llu ms, not begun %llu, a gang's %llu, answered %llu\n",
+                  (unsigned long long)begun, (unsigned long long)before,
+                  (unsigned long long)ganged, (unsigned long long)answered);
+    assert_true(begun >= 10000 && begun <= 10200);
+    assert_true(before >= 1000 && before <= 1200);
+    assert_true(ganged >= 1000 && ganged <= 1200);
+    assert_true(answered <= 100);
+}
+
 /* sched_check_locked's verdict with the table locked; NULL when it holds. */
 static const char *checked(void)
 {
@@ -661,6 +711,7 @@ int main(void)
         S(test_sim_fifo),
         S(test_sim_pack),
         S(test_sim_dead_holder),
+        S(test_drain_bounds),
         S(test_sim_repair),
         S(test_sim_probe),
         S(test_check_finds_violations),

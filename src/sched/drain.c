@@ -23,9 +23,11 @@
  * new holder, before its first submission (the end of sched_acquire), waits
  * for drain_done >= n, or S's death (its contexts, and their work, are gone
  * with it), or S's stop (its drain thread is stopped too: the work it
- * queued runs out beside the new holder's first kernels), or
- * SCHED_DRAIN_MAX_NS (a wedged holder, or one inside a long capture); the
- * new holder then goes on and says so once.  Its tenure (since_ns, what fair and srtf charge) starts
+ * queued runs out beside the new holder's first kernels), or a bound: as
+ * long as the work queued takes once S's drain began (up to
+ * SCHED_DRAIN_WORK_NS: a wedged kernel, a long capture), SCHED_DRAIN_MAX_NS
+ * before it began, or for a gang's member or a holder blocked on another
+ * process's work (drain_deadline); the new holder then goes on, said once.  Its tenure (since_ns, what fair and srtf charge) starts
  * when the wait ends; the previous holder is charged up to then.
  *
  * Ordering argument.  The mark is written under the table lock together
@@ -61,7 +63,9 @@
 #include <string.h>
 
 #define SCHED_DRAIN_CTXS     16                     /* contexts remembered */
-#define SCHED_DRAIN_MAX_NS   (1000ull * 1000000)    /* a new holder's longest wait */
+#define SCHED_DRAIN_MAX_NS   (1000ull * 1000000)    /* a new holder's wait for a drain
+                                                       to begin, or for a blocked one */
+#define SCHED_DRAIN_WORK_NS  (10000ull * 1000000)   /* ... for the work of one begun */
 #define SCHED_DRAIN_LOOK_NS  (2ull * 1000000)       /* its look at the old holder's life */
 #define SCHED_DRAIN_IDLE_NS  (1000ull * 1000000)    /* the drain thread's re-look */
 #define SCHED_DRAIN_CAPTURE_NS (2ull * 1000000)     /* its look at a capture's end */
@@ -383,6 +387,7 @@ static int serve(sched_slot_t *me)
     uint32_t req = util_load_acquire(&me->drain_req);
     if (req == util_load_relaxed(&me->drain_done))
         return 0;
+    util_store_release(&me->drain_busy, req);      /* the waiter's longer bound */
     if (sched_drain_self() != 0)
         return -1;
     util_store_release(&me->drain_done, req);
@@ -490,11 +495,43 @@ static int drain_over(shm_table_t *t, int from, uint32_t gen, uint32_t seq, uint
            !shm_slot_alive(t, from);
 }
 
+/* How long a new holder waits for a drain, from `start`.  Once the old
+ * holder's drain began serving this request (drain_busy), the work it
+ * waits for is work the old holder queued, which the driver runs out
+ * however long it is (JAX queues 32 executions): SCHED_DRAIN_WORK_NS, so
+ * that the handoff stays exclusive, charged to the old holder.
+ * SCHED_DRAIN_MAX_NS instead where the queued work may wait for another
+ * process's, which may wait for this lease (a deadlock only going on
+ * ends): a member of a gang (its ranks' kernels wait for each other's, and
+ * a gang's devices change hands one at a time), and a holder a waiter
+ * found blocked in a sync on another process's work (blocked.c); and
+ * before the drain began (its drain thread stuck in an earlier one, a
+ * wedged process).  Either way bounded, whatever the words say. */
+static uint64_t drain_deadline(shm_table_t *t, int from, uint32_t seq, uint64_t start)
+{
+    sched_slot_t *f = sched_slot(t, from);
+    int begun = (int32_t)(util_load_acquire(&f->drain_busy) - seq) >= 0;
+    int alone = util_load_relaxed(&f->gang) == 0 && util_load_relaxed(&f->blocked) == 0;
+    return start + (begun && alone ? SCHED_DRAIN_WORK_NS : SCHED_DRAIN_MAX_NS);
+}
+
+static void say_late(shm_table_t *t, int d, int from, uint64_t waited)
+{
+    static int said;
+    int ganged = util_load_relaxed(&sched_slot(t, from)->gang) != 0;
+    util_log_once(&said, UTIL_LOG_WARN,
+                  "device %d: the previous holder (slot %d) did not finish its GPU work "
+                  "within %llu ms (wedged, waiting for another process's work, or inside "
+                  "a long capture); this process goes on, and its first kernels may share "
+                  "the GPU with that work%s", d, from, (unsigned long long)(waited / 1000000),
+                  ganged ? "" : " (processes of one job whose kernels wait for each other's "
+                  "should form a gang: SALUS_GANG)");
+}
+
 int sched_drain_await(sched_proc_t *p, int d)
 {
-    static int said_late;
     sched_dev_t *dev = sched_dev(p->t, d);
-    uint64_t deadline = sched_now() + SCHED_DRAIN_MAX_NS;
+    uint64_t start = sched_now();
     int slept = 0;
     for (;;) {
         uint32_t from1 = util_load_acquire(&dev->drain_from);
@@ -506,13 +543,8 @@ int sched_drain_await(sched_proc_t *p, int d)
         int over = from >= SHM_MAX_SLOTS || from == p->slot ||
                    drain_over(p->t, from, gen, seq, &done);
         uint64_t now = sched_now();
-        if (!over && now >= deadline) {
-            util_log_once(&said_late, UTIL_LOG_WARN,
-                          "device %d: the previous holder (slot %d) did not finish its GPU "
-                          "work within %llu ms (stopped, wedged, or inside a capture); this "
-                          "process goes on, and its first kernels may share the GPU with "
-                          "that work", d, from,
-                          (unsigned long long)(SCHED_DRAIN_MAX_NS / 1000000));
+        if (!over && now >= drain_deadline(p->t, from, seq, start)) {
+            say_late(p->t, d, from, now - start);
             over = 1;
         }
         if (over) {

@@ -106,9 +106,12 @@ typedef struct sched_slot {
     /* the tools are ending its process (salus-top's kill sent SIGTERM): it
      * goes first and the holder hands over at its next boundary under every
      * policy, since a job that needs the GPU to exit must get it; under the
-     * lock (set by the tool; the slot's next claim clears it).  Last, so
-     * that tables of versions without it read as they did. */
+     * lock (set by the tool; the slot's next claim clears it). */
     uint32_t ending;
+    /* the request the owner's drain began serving (release store before
+     * its synchronizes): a new holder whose request it names waits for
+     * the work queued, however long, up to SCHED_DRAIN_WORK_NS (drain.c) */
+    uint32_t drain_busy;
 } sched_slot_t;
 
 /* The lines the comments above name, where they say: the gate on line 0
@@ -664,9 +667,10 @@ void sched_drain_start(sched_proc_t *p);
 /* A fork child has no drain thread and no contexts yet. */
 void sched_drain_reset(void);
 /* The new holder of d, before its first submission: wait until the drain
- * pending on d is done, its process dead, or SCHED_DRAIN_MAX_NS passed
- * (said once); the tenure then starts, and the previous holder is charged
- * up to it.  1 if it had to wait for that (a drain already answered, or
+ * pending on d is done, its process dead or stopped, or the bound passed
+ * (drain.c: SCHED_DRAIN_WORK_NS once the drain began, SCHED_DRAIN_MAX_NS
+ * before that or for a blocked holder; said once); the tenure then starts,
+ * and the previous holder is charged up to it.  1 if it had to wait for that (a drain already answered, or
  * the process's own, costs no waiting), else 0. */
 int  sched_drain_await(sched_proc_t *p, int d);
 /* Serve the drain requests made of the process (its slot `me`) so far:
