@@ -112,6 +112,7 @@ void sim_kernel_model_init(void)
     sim_p.wave_ns = sim_env_u64("SIMGPU_KERNEL_WAVE_NS", 0, SIM_MAX_DURATION, NULL);
     sim_p.launch_ns = sim_env_u64("SIMGPU_KERNEL_LAUNCH_NS", SIM_DEFAULT_LAUNCH_NS,
                                   SIM_MAX_DURATION, NULL);
+    sim_p.queue_depth = sim_env_u64("SIMGPU_QUEUE_DEPTH", SIM_QUEUE_MAX, SIM_QUEUE_MAX, NULL);
     const char *table = getenv("SIMGPU_KERNEL_TABLE");
     if (table && *table && !sim_p.rules) {
         if (sim_p.wave_ns)

@@ -215,8 +215,23 @@ CUresult sim_launch_packed(sim_func_t *f, sim_stream_t *s, const unsigned grid[3
     uint64_t submit = sim_now(), ready = sim_max(submit, sim_stream_ready(s)), start, end;
     sim_engine_run(s->ctx->device, s->ctx->id, submit, ready, dur, &start, &end);
     sim_stream_done(s, end);
+    s->qend[s->qn++ % SIM_QUEUE_MAX] = end;
     sim_trace(s, SIM_W_KERNEL, f->name, submit, start, end);
     return CUDA_SUCCESS;
+}
+
+/* When the host may go on after a launch into s, 0 at once: the driver's
+ * push buffer is full while SIMGPU_QUEUE_DEPTH launches of the stream are
+ * unfinished, and cuLaunchKernel blocks until the oldest of them ends (a
+ * loop that never syncs runs that far ahead of the GPU, no further).
+ * Under lock; the caller sleeps after unlocking. */
+static uint64_t queue_full_until(const sim_stream_t *s)
+{
+    uint64_t depth = sim_p.queue_depth;
+    if (!depth || s->capture || s->qn < depth)
+        return 0;
+    uint64_t t = s->qend[(s->qn - depth) % SIM_QUEUE_MAX];
+    return t > sim_now() ? t : 0;
 }
 
 static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned block[3],
@@ -247,8 +262,13 @@ static CUresult launch(CUfunction hf, const unsigned grid[3], const unsigned blo
                          : sizeof small, &size);
     if (rc == CUDA_SUCCESS)
         rc = sim_launch_packed(f, s, grid, block, shmem, buf, size);
+    uint64_t until = rc == CUDA_SUCCESS ? queue_full_until(s) : 0;
     if (buf != small)
         free(buf);
+    SIM_UNLOCK();
+    if (until)
+        sim_sleep_until(until);
+    return rc;
 out_unlock:
     SIM_UNLOCK();
     return rc;

@@ -46,6 +46,9 @@
  * hundred MiB (its local memory, printf FIFO, malloc heap, code). */
 #define SIM_DEFAULT_CTX_MEMORY (512ull << 20)
 #define SIM_DEFAULT_KERNEL_NS 10000ull
+/* Launches a stream holds unfinished before cuLaunchKernel blocks the host
+ * (SIMGPU_QUEUE_DEPTH): the driver's push buffer holds about 1024. */
+#define SIM_QUEUE_MAX 1024u
 /* The shape model's fixed part of a kernel (SIMGPU_KERNEL_LAUNCH_NS): an
  * empty kernel on a GPU of this class takes a few microseconds. */
 #define SIM_DEFAULT_LAUNCH_NS 2000ull
@@ -246,6 +249,10 @@ struct sim_stream {
     unsigned mw_flags;
     uint64_t mw_at, mw_value;
     CUdeviceptr mw_addr;
+    /* The ends of its last SIM_QUEUE_MAX kernels (a ring; qn launched in
+     * all): a launch blocks while the one SIMGPU_QUEUE_DEPTH back runs. */
+    uint64_t qend[SIM_QUEUE_MAX];
+    uint64_t qn;
 };
 
 typedef struct sim_event {
@@ -358,6 +365,7 @@ typedef struct sim_process {
     uint64_t kernel_ns;                 /* SIMGPU_KERNEL_NS */
     uint64_t wave_ns;                   /* SIMGPU_KERNEL_WAVE_NS: 0, the fixed model */
     uint64_t launch_ns;                 /* SIMGPU_KERNEL_LAUNCH_NS */
+    uint64_t queue_depth;               /* SIMGPU_QUEUE_DEPTH, 0: unbounded */
     struct sim_kernel_rule *rules;      /* SIMGPU_KERNEL_TABLE, read at cuInit */
     int nrules;
     uint64_t pcie_bw;                   /* SIMGPU_PCIE_GBPS: host <-> device, bytes/ns */

@@ -4,7 +4,8 @@
 #   test_simgpu_exec the time model (durations, sync, switch penalty, events,
 #                    streams, host callbacks), graphs, capture, trace format
 #   test_simgpu_kmodel the shape model of kernel durations (waves of
-#                    resident blocks, the name table), turned on before cuInit
+#                    resident blocks, the name table), turned on before cuInit,
+#                    and the launch queue's depth
 #   test_simgpu_capture the driver's capture rules: modes, unsafe calls and
 #                    the invalidation they cause, what a capture may record
 #   test_simgpu_mem  pools, arrays, texture and surface objects and the VMM

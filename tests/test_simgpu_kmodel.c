@@ -8,7 +8,9 @@
  * time by its name (a malformed line beside it is ignored); salus_spin,
  * the workloads' kernel, keeps its own duration; a graph's kernel is timed
  * as the same launch made directly.  The fixed model (the default) is
- * test_simgpu_exec's test_default_duration.
+ * test_simgpu_exec's test_default_duration.  And the launch queue's depth
+ * (SIMGPU_QUEUE_DEPTH), set in the same process: a launch into a full
+ * stream blocks the host until the oldest of its launches ends.
  *
  * Durations are read from the trace: start and end come from the model,
  * exact whatever the speed of the machine.
@@ -161,6 +163,33 @@ static void test_graph_kernel(void **state)
     CK(cuStreamDestroy(s));
 }
 
+/* The launch queue (SIMGPU_QUEUE_DEPTH=8 here): a program that never syncs
+ * runs at most 8 launches ahead of a stream's work, as the driver's push
+ * buffer holds it: when the 20th of 5 ms kernels returns, the 12th has
+ * ended; an event after the 11th is complete, one after the 19th is not. */
+static void test_launch_queue_depth(void **state)
+{
+    (void)state;
+    CUstream s;
+    CUevent early, late;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&early, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&late, CU_EVENT_DISABLE_TIMING));
+    for (int i = 0; i < 20; i++) {
+        CK(simt_spin_on(s, 5000000));
+        if (i == 11)
+            CK(cuEventRecord(early, s));
+        if (i == 18)
+            CK(cuEventRecord(late, s));
+    }
+    assert_int_equal(cuEventQuery(early), CUDA_SUCCESS);
+    assert_int_equal(cuEventQuery(late), CUDA_ERROR_NOT_READY);
+    CK(cuStreamSynchronize(s));
+    CK(cuEventDestroy(early));
+    CK(cuEventDestroy(late));
+    CK(cuStreamDestroy(s));
+}
+
 int main(void)
 {
     static char table[600], table_env[640];
@@ -172,7 +201,8 @@ int main(void)
     fclose(f);
     snprintf(table_env, sizeof table_env, "SIMGPU_KERNEL_TABLE=%s", table);
     static const char wave[] = "SIMGPU_KERNEL_WAVE_NS=3000", launch[] = "SIMGPU_KERNEL_LAUNCH_NS=2000";
-    const char *env[] = { wave, launch, table_env, NULL };
+    static const char depth[] = "SIMGPU_QUEUE_DEPTH=8";
+    const char *env[] = { wave, launch, depth, table_env, NULL };
     int rc = simt_init_env("simgpu-kmodel", env);
     unlink(table);                      /* read at cuInit */
     if (rc || cuMemAlloc(&buf, 64) != CUDA_SUCCESS)
@@ -183,6 +213,7 @@ int main(void)
         cmocka_unit_test(test_table_by_name),
         cmocka_unit_test(test_spin_unchanged),
         cmocka_unit_test(test_graph_kernel),
+        cmocka_unit_test(test_launch_queue_depth),
     };
-    return cmocka_run_group_tests_name("simgpu shape model", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("simgpu shape model and launch queue", tests, NULL, NULL);
 }
