@@ -244,6 +244,95 @@ static void test_detect_kernel_sequence(void **state)
     assert_int_equal(sched_kseq_at_anchor(&k), 0);
 }
 
+/* A transformer's iteration, with no sync: the embedding, `layers` layers
+ * of `per` kernels forward, the head and the loss, the same layers'
+ * backward kernels, the embedding's gradient, the optimizer.  Kernel
+ * handles 0x100.. are the forward layer's, 0x200.. the backward's. */
+static int transformer_iteration(uint64_t *out, int layers, int per)
+{
+    int n = 0;
+    out[n++] = 0x10;                                  /* embedding */
+    for (int l = 0; l < layers; l++)
+        for (int j = 0; j < per; j++)
+            out[n++] = 0x100 + (uint64_t)j;
+    out[n++] = 0x20;                                  /* head */
+    out[n++] = 0x30;                                  /* loss */
+    for (int l = 0; l < layers; l++)
+        for (int j = 0; j < per; j++)
+            out[n++] = 0x200 + (uint64_t)j;
+    out[n++] = 0x40;                                  /* embedding's gradient */
+    out[n++] = 0x50;                                  /* optimizer */
+    return n;
+}
+
+/* Boundaries at one kernel per iteration, the same each time, from the
+ * third iteration on, and never among a layer's kernels (the last launches
+ * repeat with a layer's period all through each pass): small and long
+ * loops, the longest past the 512 launches a suffix search could see. */
+static void kseq_transformer(int layers, int per, int iterations)
+{
+    static sched_kseq_t k;
+    static uint64_t it[8192];
+    int p = transformer_iteration(it, layers, per);
+    sched_kseq_reset(&k);
+    int boundaries = 0, phase = -1;
+    for (int r = 0; r < iterations; r++)
+        for (int i = 0; i < p; i++) {
+            sched_kseq_push(&k, it[i]);
+            if (!sched_kseq_at_anchor(&k))
+                continue;
+            if (it[i] >= 0x100)
+                fail_msg("iteration %d: a boundary at kernel %d, inside a layer", r, i);
+            if (r < 2)
+                fail_msg("a boundary in iteration %d, before the loop showed twice", r);
+            if (phase < 0)
+                phase = i;
+            if (i != phase)
+                fail_msg("iteration %d: a boundary at kernel %d, not %d", r, i, phase);
+            boundaries++;
+        }
+    assert_int_equal(boundaries, iterations - 2);
+    assert_int_equal(sched_kseq_find(&k), 1);
+    assert_int_equal(k.period, (uint64_t)p);
+}
+
+static void test_detect_transformer_without_syncs(void **state)
+{
+    (void)state;
+    kseq_transformer(8, 3, 12);                       /* 53 kernels an iteration */
+    kseq_transformer(24, 12, 6);                      /* 581 */
+    kseq_transformer(160, 20, 5);                     /* 6,405 */
+}
+
+/* A phase change: evaluation's kernels drop the training loop's anchor,
+ * which comes back once training resumes and its loop showed twice. */
+static void test_detect_kernel_phase_change(void **state)
+{
+    (void)state;
+    static sched_kseq_t k;
+    static uint64_t it[256];
+    int p = transformer_iteration(it, 4, 3);
+    sched_kseq_reset(&k);
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < p; i++)
+            sched_kseq_push(&k, it[i]);
+    assert_int_equal(sched_kseq_find(&k), 1);
+    int during = 0;
+    for (int i = 0; i < 3 * p; i++) {                 /* evaluation: other kernels */
+        sched_kseq_push(&k, 0x900 + (uint64_t)(i % 7));
+        during += sched_kseq_at_anchor(&k) && k.period == (uint64_t)p;
+    }
+    assert_int_equal(during, 0);
+    int after = 0;
+    for (int r = 0; r < 5; r++)
+        for (int i = 0; i < p; i++) {
+            sched_kseq_push(&k, it[i]);
+            after += sched_kseq_at_anchor(&k);
+        }
+    assert_true(after >= 2 && after <= 3);
+    assert_int_equal(k.period, (uint64_t)p);
+}
+
 /* ---- policies on hand-built views --------------------------------------------- */
 
 static sched_view_t view;
@@ -512,6 +601,8 @@ int main(void)
         cmocka_unit_test(test_detect_no_period),
         cmocka_unit_test(test_detect_modes),
         cmocka_unit_test(test_detect_kernel_sequence),
+        cmocka_unit_test(test_detect_transformer_without_syncs),
+        cmocka_unit_test(test_detect_kernel_phase_change),
         cmocka_unit_test(test_policy_list),
         cmocka_unit_test(test_policy_fifo_and_pack),
         cmocka_unit_test(test_policy_fair),

@@ -30,10 +30,10 @@
  * ends no iteration and is not a token.
  *
  * Kernel sequences.  A program that never syncs (torch.compile graphs, a
- * pure launch loop) is tracked launch by launch, only while contended: the
- * handles go to a ring, and when a handover is due the smallest period of
- * the ring's tail is searched; the boundary is before the period's rarest
- * kernel.
+ * loop without .item(), one that polls with cuEventQuery) is tracked
+ * launch by launch, only while contended: each kernel's gap between its
+ * launches, in O(1); the boundary is before a kernel launched once per
+ * iteration, found as its section below says.
  */
 #include "sched/sched_int.h"
 
@@ -217,67 +217,156 @@ void sched_detect_hint(sched_detect_t *d)
     d->iterations++;
 }
 
-/* ---- kernel sequences ------------------------------------------------------- */
+/* ---- kernel sequences -------------------------------------------------------
+ * Why gaps, not the smallest period of the last launches: a transformer
+ * launches the same kernels in each of its layers, so its last launches
+ * repeat with a layer's period all through the forward pass, and a boundary
+ * there would leave the activations resident.  Each kernel's gap (the
+ * launches between its last two) is kept instead, with the list of kernels
+ * by last launch.  Kernel K is the anchor, and its gap G the period, when
+ *   K's last two gaps agree (within an eighth), and
+ *   every kernel still remembered was launched within the last G (and an
+ *   eighth) launches (the oldest end of the list),
+ * which in a loop holds for a kernel launched once per iteration and for no
+ * kernel of a layer: the loop's other kernels (the embedding's, the loss's,
+ * the optimizer's) were launched longer ago than a layer.  A longer such
+ * gap takes the anchor over (a loop around a sub-loop); the anchor's gap
+ * changing, or the anchor forgotten, drops it (a phase change).  A kernel
+ * is forgotten once absent for twice its longest gap (a warm-up's loop that
+ * ended, a layer's kernels during the backward pass) and, launched only
+ * once, after SCHED_KSEQ_HORIZON launches; so any period up to that is found
+ * once the loop ran three times (two gaps of its anchor).  Invariant: the
+ * list holds exactly the entries whose handle != 0, ordered by `last`. */
 
 void sched_kseq_reset(sched_kseq_t *k)
 {
-    k->n = 0;
-    k->period = 0;
-    k->anchor = 0;
+    memset(k, 0, sizeof *k);
 }
 
-static uint64_t kat(const sched_kseq_t *k, uint64_t i)
+static sched_kseq_ent_t *kent(sched_kseq_t *k, uint32_t ref)
 {
-    return k->ring[i % SCHED_KSEQ_RING];
+    return ref ? &k->ent[ref - 1] : NULL;
 }
 
-void sched_kseq_push(sched_kseq_t *k, uint64_t handle)
+static void kseq_unlink(sched_kseq_t *k, sched_kseq_ent_t *e)
 {
-    uint64_t i = k->n++;
-    k->ring[i % SCHED_KSEQ_RING] = handle;
-    if (k->period && kat(k, i - (uint64_t)k->period) != handle)
+    uint32_t me = (uint32_t)(e - k->ent) + 1;
+    sched_kseq_ent_t *o = kent(k, e->older), *n = kent(k, e->newer);
+    if (o)
+        o->newer = e->newer;
+    if (n)
+        n->older = e->older;
+    if (k->oldest == me)
+        k->oldest = e->newer;
+    if (k->newest == me)
+        k->newest = e->older;
+    e->older = e->newer = 0;
+}
+
+static void kseq_forget(sched_kseq_t *k, sched_kseq_ent_t *e)
+{
+    kseq_unlink(k, e);
+    if (k->anchor == e->handle) {
+        k->anchor = 0;
         k->period = 0;
-}
-
-/* The rarest handle of the last p, then the smallest; its first position. */
-static uint64_t kseq_anchor(const sched_kseq_t *k, int p)
-{
-    uint64_t first = k->n - (uint64_t)p, best_i = first;
-    int best_count = p + 1;
-    for (int j = 0; j < p; j++) {
-        uint64_t h = kat(k, first + (uint64_t)j);
-        int count = 0;
-        for (int m = 0; m < p; m++)
-            count += kat(k, first + (uint64_t)m) == h;
-        if (count < best_count || (count == best_count && h < kat(k, best_i))) {
-            best_count = count;
-            best_i = first + (uint64_t)j;
-        }
     }
-    return best_i;
+    memset(e, 0, sizeof *e);
 }
 
-int sched_kseq_find(sched_kseq_t *k)
+static void kseq_link_newest(sched_kseq_t *k, sched_kseq_ent_t *e)
 {
-    if (k->period)
-        return 1;
-    uint64_t last = k->n - 1;
-    for (int p = 1; p <= SCHED_KSEQ_MAXP && k->n >= 2 * (uint64_t)p; p++) {
-        if (kat(k, last) != kat(k, last - (uint64_t)p))
-            continue;
-        int ok = 1;
-        for (uint64_t i = k->n - (uint64_t)p; i < k->n && ok; i++)
-            ok = kat(k, i) == kat(k, i - (uint64_t)p);
-        if (ok) {
-            k->period = p;
-            k->anchor = kseq_anchor(k, p);
-            return 1;
+    uint32_t me = (uint32_t)(e - k->ent) + 1;
+    e->older = k->newest;
+    e->newer = 0;
+    if (k->newest)
+        k->ent[k->newest - 1].newer = me;
+    k->newest = me;
+    if (!k->oldest)
+        k->oldest = me;
+}
+
+/* The entry of `handle`, made (the least recent of its set evicted) if new. */
+static sched_kseq_ent_t *kseq_slot(sched_kseq_t *k, uint64_t handle, int *fresh)
+{
+    size_t set = (size_t)(sched_mix(handle) % (SCHED_KSEQ_SLOTS / SCHED_KSEQ_WAYS));
+    sched_kseq_ent_t *ways = &k->ent[set * SCHED_KSEQ_WAYS], *victim = &ways[0];
+    for (int w = 0; w < SCHED_KSEQ_WAYS; w++) {
+        if (ways[w].handle == handle) {
+            *fresh = 0;
+            return &ways[w];
         }
+        if (!ways[w].handle || (victim->handle && ways[w].last < victim->last))
+            victim = &ways[w];
+    }
+    if (victim->handle)
+        kseq_forget(k, victim);
+    victim->handle = handle;
+    *fresh = 1;
+    return victim;
+}
+
+static int near(uint64_t a, uint64_t b)
+{
+    uint64_t hi = a > b ? a : b, lo = a > b ? b : a;
+    return hi - lo <= hi / 8;
+}
+
+/* Forget the oldest kernels past their time; the oldest one's absence. */
+static uint64_t kseq_oldest_absence(sched_kseq_t *k, uint64_t now)
+{
+    for (sched_kseq_ent_t *o; (o = kent(k, k->oldest)) != NULL;) {
+        uint64_t away = now - o->last;
+        uint64_t limit = o->maxgap && 2 * o->maxgap < SCHED_KSEQ_HORIZON
+                             ? 2 * o->maxgap : SCHED_KSEQ_HORIZON;
+        if (away <= limit)
+            return away;
+        kseq_forget(k, o);
     }
     return 0;
 }
 
+void sched_kseq_push(sched_kseq_t *k, uint64_t handle)
+{
+    if (!handle)
+        handle = ~0ull;                      /* 0 marks an empty entry */
+    uint64_t i = k->n++;
+    int fresh;
+    sched_kseq_ent_t *e = kseq_slot(k, handle, &fresh);
+    k->at = 0;
+    if (!fresh) {
+        uint64_t g = i - e->last;
+        e->stable = e->gap && near(g, e->gap) ? e->stable + 1 : 0;
+        e->gap = g;
+        if (g > e->maxgap)
+            e->maxgap = g;
+        kseq_unlink(k, e);
+    }
+    e->last = i;
+    kseq_link_newest(k, e);
+    uint64_t away = kseq_oldest_absence(k, i);
+    int steady = e->stable >= 1;
+    int covers = steady && away <= e->gap + e->gap / 8;
+    if (k->anchor == handle) {
+        if (!steady) {
+            k->anchor = 0;                   /* its gap changed: a phase change */
+            k->period = 0;
+        } else {
+            k->period = e->gap;
+            k->at = covers;                  /* not while a newcomer is in the loop */
+        }
+    } else if (covers && (!k->anchor || e->gap > k->period + k->period / 8)) {
+        k->anchor = handle;
+        k->period = e->gap;
+        k->at = 1;
+    }
+}
+
+int sched_kseq_find(sched_kseq_t *k)
+{
+    return k->anchor != 0;
+}
+
 int sched_kseq_at_anchor(const sched_kseq_t *k)
 {
-    return k->period && k->n && ((k->n - 1) - k->anchor) % (uint64_t)k->period == 0;
+    return k->at;
 }

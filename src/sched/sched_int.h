@@ -251,21 +251,40 @@ int  sched_detect_feed(sched_detect_t *d, sched_token_t tok);
 void sched_detect_hint(sched_detect_t *d);
 
 /* Kernel sequences, for programs that never sync: handles launched while
- * contended; a period found on demand; boundaries before the anchor kernel. */
-#define SCHED_KSEQ_RING  1024
-#define SCHED_KSEQ_MAXP  (SCHED_KSEQ_RING / 2)
+ * contended, each with the launches between its last two (its gap); the
+ * loop's period is the gap of a kernel launched once per iteration, and
+ * boundaries fall before that kernel (detect.c says why a layer's kernels,
+ * repeated within the iteration, are never taken for it).  O(1) a launch. */
+#define SCHED_KSEQ_SLOTS   2048       /* handles remembered: 4-way, by hash */
+#define SCHED_KSEQ_WAYS    4
+#define SCHED_KSEQ_ONCE    1024       /* a kernel never launched again is forgotten
+                                         after this many launches */
+#define SCHED_KSEQ_HORIZON 8192       /* every kernel after this many: the longest
+                                         period found */
+
+typedef struct sched_kseq_ent {
+    uint64_t handle;          /* 0: empty */
+    uint64_t last;            /* index of its last launch */
+    uint64_t gap;             /* launches between its last two, 0: launched once */
+    uint64_t maxgap;          /* the longest gap it had */
+    uint32_t stable;          /* consecutive gaps within an eighth of each other */
+    uint32_t older, newer;    /* the list by last launch: entry index + 1, 0: none */
+} sched_kseq_ent_t;
 
 typedef struct sched_kseq {
-    uint64_t ring[SCHED_KSEQ_RING];
+    sched_kseq_ent_t ent[SCHED_KSEQ_SLOTS];
+    uint32_t newest, oldest;  /* ends of the list by last launch (index + 1) */
     uint64_t n;               /* handles pushed */
-    int period;               /* 0: none known */
-    uint64_t anchor;          /* index of an anchor kernel */
+    uint64_t anchor;          /* the handle launched once per iteration, 0: none */
+    uint64_t period;          /* its gap: launches per iteration, 0: none known */
+    int at;                   /* the kernel last pushed is the anchor, at a boundary */
 } sched_kseq_t;
 
 void sched_kseq_reset(sched_kseq_t *k);
-/* Record the kernel about to be launched; drops a period it breaks. */
+/* Record the kernel about to be launched (O(1)); finds, keeps or drops the
+ * anchor. */
 void sched_kseq_push(sched_kseq_t *k, uint64_t handle);
-/* Search the period of what was pushed (costly: on demand).  1 if found. */
+/* 1 if a period is known. */
 int  sched_kseq_find(sched_kseq_t *k);
 /* 1 if the kernel last pushed starts an iteration (the anchor phase). */
 int  sched_kseq_at_anchor(const sched_kseq_t *k);
