@@ -372,6 +372,16 @@ static int launch_place(CUstream stream, CUcontext *ctx, int *ordinal)
  * Reached when the gate is not OPEN: register, find the launch's device,
  * join it, then either hold (bookkeeping while contended) or acquire. */
 
+/* A launch that waited for the lease is one of the kernel sequence a
+ * no-sync holder records (wait.c): the record must miss none. */
+static void note_waited_launch(sched_proc_t *p, const void *work)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->kseq_on)
+        sched_kseq_push(&p->kseq, (uint64_t)(uintptr_t)work);
+    pthread_mutex_unlock(&p->mu);
+}
+
 /* Memory pages the process out (sched_hold_for_mem): its other threads'
  * launches and copies wait here until it is back in.  They wait on the
  * process's own word, never on the table's: a slot's hold that the process
@@ -421,6 +431,7 @@ const uint32_t *sched_launch_slow(const void *work, CUstream stream)
         return gate;
     }
     sched_acquire(p, d);
+    note_waited_launch(p, work);
     return sched_proc_gate();
 }
 

@@ -156,6 +156,8 @@ static uint32_t gate_compute(shm_table_t *t, int slot)
     }
     if (gate == SCHED_GATE_OPEN && util_load_relaxed(&s->gang_yield))
         gate = SCHED_GATE_CONTENDED;     /* its gang yields: its syncs must look */
+    if (util_load_relaxed(&s->kwatch))
+        gate = SCHED_GATE_PROBE;         /* it records every launch: all slow */
     return gate;
 }
 

@@ -112,6 +112,10 @@ typedef struct sched_slot {
      * its synchronizes): a new holder whose request it names waits for
      * the work queued, however long, up to SCHED_DRAIN_WORK_NS (drain.c) */
     uint32_t drain_busy;
+    /* the owner records every launch of a program that does not sync
+     * (wait.c, sched_holder_launch): its gate probes (slow) whenever it
+     * would be fast, so that no launch escapes the record; the owner's */
+    uint32_t kwatch;
 } sched_slot_t;
 
 /* The lines the comments above name, where they say: the gate on line 0
@@ -394,6 +398,7 @@ typedef struct sched_proc {
     sched_detect_t det;
     sched_kseq_t kseq;
     int kseq_on;                  /* recording every launch (a program that does not sync) */
+    uint64_t waiter_seen_ns;      /* a holder's launch last saw a waiter (under mu) */
     uint64_t last_boundary_ns;    /* 0: none yet */
     uint64_t waited_mark_ns;      /* waited_ns at the last boundary */
     uint64_t iter_sum_ns, iter_count;

@@ -619,10 +619,6 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
  * back; it returns once it is in, and the process waits for the GPU again. */
 static int tenure_begins(sched_proc_t *p, int d)
 {
-    pthread_mutex_lock(&p->mu);
-    sched_kseq_reset(&p->kseq);
-    p->kseq_on = 0;
-    pthread_mutex_unlock(&p->mu);
     shm_set_state(p->t, p->slot, SHM_RUNNING);
     uint64_t t0 = sched_now();
     sched_hook_tenure(d);
@@ -733,7 +729,8 @@ void sched_yield_point(sched_proc_t *p, int boundary)
  * program that does not (its gate stays PROBE), whose kernels are recorded
  * from then on.  For one that does not (no host sync for
  * SCHED_NOSYNC_NS, since it registered if it never synced), the boundary is
- * the start of its kernel sequence's period, once the quantum is used.  Not
+ * before the kernel its sequence launches once per iteration (detect.c),
+ * once the quantum is used.  Not
  * "no sync in this tenure": a holder that was granted the GPU while it was
  * not scheduled has used its quantum before its first sync, and would be
  * cut mid-iteration.  Past the max slice without a boundary, any launch.
@@ -741,32 +738,45 @@ void sched_yield_point(sched_proc_t *p, int boundary)
 int sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
-    if (!sched_any_waiter(dev) || !shares(dev))
+    if (!shares(dev))
         return 0;
+    int waiter = sched_any_waiter(dev);
     uint64_t now = sched_now();
+    pthread_mutex_lock(&p->mu);
+    uint64_t quiet = p->last_sync_ns ? p->last_sync_ns : p->registered_ns;
+    int no_sync = now > quiet && now - quiet >= SCHED_NOSYNC_NS;
+    if (waiter)
+        p->waiter_seen_ns = now;
+    /* The kernel sequence must see every launch, or the gaps it measures
+     * are wrong: a no-sync holder keeps its gate probing (slow) for a while
+     * after the last waiter went, so that a peer's host phase leaves no
+     * hole in it; with nobody waiting for that long, its launches go fast. */
+    int watch = no_sync && now - p->waiter_seen_ns < SCHED_NOSYNC_NS;
+    if (watch && !p->kseq_on)                /* every launch from now on: a clean record */
+        sched_kseq_reset(&p->kseq);
+    if (p->kseq_on != watch)                 /* the gate probes while it watches */
+        util_store_relaxed(&p->me->kwatch, (uint32_t)watch);
+    p->kseq_on = watch;
+    if (watch)
+        sched_kseq_push(&p->kseq, handle);
+    if (!waiter) {
+        pthread_mutex_unlock(&p->mu);
+        return watch;
+    }
     uint64_t since = util_load_relaxed(&dev->since_ns);
     uint64_t held = now > since ? now - since : 0;
     uint32_t q = util_load_relaxed(&dev->quantum_ms);
     uint64_t slice = sched_dev_max_slice_ns(dev);
-    int over = sched_since_boundary(p->t, d, p->slot, now) >= slice;
-
-    pthread_mutex_lock(&p->mu);
-    uint64_t quiet = p->last_sync_ns ? p->last_sync_ns : p->registered_ns;
-    int no_sync = now > quiet && now - quiet >= SCHED_NOSYNC_NS;
-    if (no_sync && !p->kseq_on)              /* every launch from now on: a clean ring */
-        sched_kseq_reset(&p->kseq);
-    p->kseq_on = no_sync;
-    if (no_sync)
-        sched_kseq_push(&p->kseq, handle);
-    int at = no_sync && held >= (uint64_t)q * 1000000ull &&
+    int at = watch && held >= (uint64_t)q * 1000000ull &&
              sched_kseq_find(&p->kseq) && sched_kseq_at_anchor(&p->kseq);
     pthread_mutex_unlock(&p->mu);
+    int over = sched_since_boundary(p->t, d, p->slot, now) >= slice;
     if (at)                                  /* a boundary, whatever the policy says */
         util_store_relaxed(&p->me->boundary_ns, now);
 
     if ((at || over) && yield_device(p, d, at))
         sched_acquire(p, d);                 /* this launch waits its turn */
-    return no_sync;
+    return watch;
 }
 
 /* ---- exit --------------------------------------------------------------------- */
