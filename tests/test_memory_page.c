@@ -318,6 +318,17 @@ static mem_slot_view_t view_after(shm_table_t *t, pid_t pid, uint64_t outs, uint
     return view(t, pid);
 }
 
+/* The three actors told to exit and reaped, the table closed. */
+static void end_three(shm_table_t *m, actor_t *first, actor_t *last, actor_t *ask)
+{
+    actor_t *all[] = { first, last, ask };
+    for (int i = 0; i < 3; i++)
+        actor_say(all[i], 'x');
+    for (int i = 0; i < 3; i++)
+        actor_finish(all[i]);
+    shm_close_table(m);
+}
+
 /* Two jobs of 40M wait for the GPU; the policy runs `last` after `first`. */
 static void two_waiting(shm_table_t **m, actor_t *first, actor_t *last)
 {
@@ -363,13 +374,7 @@ static void test_last_pages_first(void **state)
     fk_devsum_t s;
     fk_devsum(m, 0, &s);
     assert_int_equal(s.used, 90 * MB);              /* 50 + 40 + 0 */
-    actor_say(&first, 'x');
-    actor_say(&last, 'x');
-    actor_say(&ask, 'x');
-    actor_finish(&first);
-    actor_finish(&last);
-    actor_finish(&ask);
-    shm_close_table(m);
+    end_three(m, &first, &last, &ask);
 }
 
 /* ---- residency --------------------------------------------------------- */
@@ -401,13 +406,7 @@ static void test_residency(void **state)
     actor_expect(&ask, 'o');
     mem_slot_view_t v = view_after(m, last.pid, 2, 1);
     assert_int_equal(v.swap_outs, 2);
-    actor_say(&first, 'x');
-    actor_say(&last, 'x');
-    actor_say(&ask, 'x');
-    actor_finish(&first);
-    actor_finish(&last);
-    actor_finish(&ask);
-    shm_close_table(m);
+    end_three(m, &first, &last, &ask);
 }
 
 /* ---- no candidate while its memory cannot come back ----------------------
@@ -597,13 +596,7 @@ static void test_page_in_ends_with_the_lease(void **state)
     assert_int_equal(vl.swap_ins, 0);
     assert_int_equal(vf.swap_outs, 0);              /* nobody was asked for it */
     assert_int_equal(vf.used, 40 * MB);
-    actor_say(&first, 'x');
-    actor_say(&last, 'x');
-    actor_say(&ask, 'x');
-    actor_finish(&first);
-    actor_finish(&last);
-    actor_finish(&ask);
-    shm_close_table(m);
+    end_three(m, &first, &last, &ask);
 }
 
 /* ---- stream captures ------------------------------------------------------
@@ -640,13 +633,7 @@ static void test_paging_waits_for_captures(void **state)
     assert_int_equal(vl.swap_ins, 1);
     assert_int_equal(vl.used, 40 * MB);
     assert_int_equal(__atomic_load_n(&sh->unsafe_in, __ATOMIC_RELAXED), 0);   /* all ended */
-    actor_say(&first, 'x');
-    actor_say(&last, 'x');
-    actor_say(&ask, 'x');
-    actor_finish(&first);
-    actor_finish(&last);
-    actor_finish(&ask);
-    shm_close_table(m);
+    end_three(m, &first, &last, &ask);
 }
 
 int main(void)

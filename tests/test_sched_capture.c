@@ -55,18 +55,6 @@ static void env_for(tu_env_t *env)
     tu_env_unset(env, "SALUS_LOG");
 }
 
-typedef struct watch {
-    shm_table_t *t;
-    pid_t pid;
-} watch_t;
-
-/* The peer is registered (it launched: it runs on the GPU). */
-static int registered(void *arg)
-{
-    const watch_t *w = arg;
-    return ts_state(w->t, w->pid) >= 0;
-}
-
 /* The report line of pid: a number. */
 static double reported(int pid, const char *key)
 {
@@ -117,8 +105,8 @@ static void test_capture_while_peer_waits(void **state)
     assert_int_equal(tu_spawn(&peer, peer_argv, &env), 0);
     shm_table_t *t = ts_open_table(table_name, CHILD_MS);
     assert_non_null(t);
-    watch_t w = { t, peer.pid };
-    if (!tu_await(registered, &w, CHILD_MS))
+    ts_watch_t w = { t, peer.pid, TS_REGISTERED };
+    if (!tu_await(ts_in_state, &w, CHILD_MS))
         fail_msg("the peer never registered");
     shm_close_table(t);
     assert_int_equal(tu_spawn(&cap, cap_argv, &env), 0);

@@ -91,26 +91,6 @@ static void spawn_train(tu_proc_t *p, int devices, int device, const char *iters
     tu_env_free(&env);
 }
 
-static void finish(tu_proc_t *p, const char *who)
-{
-    int rc = tu_wait(p, CHILD_MS);
-    if (rc != 0) {
-        char *out = tu_read_file(p->out_path, NULL), *err = tu_read_file(p->err_path, NULL);
-        fail_msg("the %s exited %d: %s / %s", who, rc, out ? out : "", err ? err : "");
-    }
-}
-
-typedef struct watch {
-    shm_table_t *t;
-    pid_t pid;
-} watch_t;
-
-static int registered(void *arg)
-{
-    const watch_t *w = arg;
-    return ts_state(w->t, w->pid) >= 0;
-}
-
 /* The uuid the client printed for `ordinal` ("uuid <n> <hex>"): 0, or -1. */
 static int client_uuid(const tu_proc_t *p, int ordinal, unsigned char uuid[16])
 {
@@ -146,13 +126,13 @@ static void test_stream_device(void **state)
     spawn_train(&peer, 2, 1, "400", NULL, NULL);
     shm_table_t *t = ts_open_table(table_name, CHILD_MS);
     assert_non_null(t);
-    watch_t w = { t, peer.pid };
-    if (!tu_await(registered, &w, CHILD_MS))
+    ts_watch_t w = { t, peer.pid, TS_REGISTERED };
+    if (!tu_await(ts_in_state, &w, CHILD_MS))
         fail_msg("the peer never registered");
     char *args[] = { "stream", "60", "500", NULL };
     spawn_client(&client, 2, args);
-    finish(&client, "client");
-    finish(&peer, "peer");
+    ts_finish(&client, "client", CHILD_MS);
+    ts_finish(&peer, "peer", CHILD_MS);
 
     unsigned char gpu1[16];
     assert_int_equal(client_uuid(&client, 1, gpu1), 0);

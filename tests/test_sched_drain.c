@@ -41,19 +41,6 @@
 
 static char state_name[64], table_name[64], trace[600];
 
-typedef struct watch {
-    shm_table_t *t;
-    pid_t pid;
-    int state;                   /* -2: registered at all */
-} watch_t;
-
-static int in_state(void *arg)
-{
-    const watch_t *w = arg;
-    int s = ts_state(w->t, w->pid);
-    return w->state == -2 ? s >= 0 : s == w->state;
-}
-
 static void env_for(tu_env_t *env, const char *policy, int priority)
 {
     tu_env_init(env);
@@ -80,15 +67,6 @@ static void spawn_client(tu_proc_t *p, const char *policy, int priority, const c
     tu_env_free(&env);
 }
 
-static void finish(tu_proc_t *p, const char *who)
-{
-    int rc = tu_wait(p, CHILD_MS);
-    if (rc != 0) {
-        char *out = tu_read_file(p->out_path, NULL), *err = tu_read_file(p->err_path, NULL);
-        fail_msg("the %s exited %d: %s / %s", who, rc, out ? out : "", err ? err : "");
-    }
-}
-
 static int printed_queued(void *arg)
 {
     char *out = tu_read_file(((tu_proc_t *)arg)->out_path, NULL);
@@ -112,26 +90,26 @@ static long run_pair_with(const char *policy, const char *pattern, const char *i
     spawn_client(&job, policy, 50, pattern, iters, job_us);
     shm_table_t *t = ts_open_table(table_name, CHILD_MS);
     assert_non_null(t);
-    watch_t w = { t, job.pid, -2 };
-    if (!tu_await(in_state, &w, CHILD_MS))
+    ts_watch_t w = { t, job.pid, TS_REGISTERED };
+    if (!tu_await(ts_in_state, &w, CHILD_MS))
         fail_msg("the job never registered");
     if (hold && !tu_await(printed_queued, &job, CHILD_MS))
         fail_msg("the job never queued its work");
     spawn_client(&peer, policy, 80, peer_pattern, "40", "500");
     if (hold && !strcmp(policy, "pack")) {      /* nothing waits: killed after */
-        finish(&peer, "peer");
+        ts_finish(&peer, "peer", CHILD_MS);
         kill(job.pid, SIGKILL);
         tu_wait(&job, CHILD_MS);
     } else if (hold) {                          /* killed while the peer waits */
-        watch_t pw = { t, peer.pid, SHM_WAIT_GPU };
-        if (!tu_await(in_state, &pw, CHILD_MS))
+        ts_watch_t pw = { t, peer.pid, SHM_WAIT_GPU };
+        if (!tu_await(ts_in_state, &pw, CHILD_MS))
             fail_msg("the peer never waited for the held GPU");
         kill(job.pid, SIGKILL);
         tu_wait(&job, CHILD_MS);
-        finish(&peer, "peer");
+        ts_finish(&peer, "peer", CHILD_MS);
     } else {
-        finish(&job, "job");
-        finish(&peer, "peer");
+        ts_finish(&job, "job", CHILD_MS);
+        ts_finish(&peer, "peer", CHILD_MS);
     }
     shm_close_table(t);
     tu_kernel_t *k;

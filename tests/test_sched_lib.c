@@ -126,3 +126,19 @@ void ts_make_foreign(const char *name, int foreign)
         close(fd);
     }
 }
+
+int ts_in_state(void *arg)
+{
+    const ts_watch_t *w = arg;
+    int s = ts_state(w->t, w->pid);
+    return w->state == TS_REGISTERED ? s >= 0 : s == w->state;
+}
+
+void ts_finish(tu_proc_t *p, const char *who, int ms)
+{
+    int rc = tu_wait(p, ms);
+    if (rc != 0) {
+        char *out = tu_read_file(p->out_path, NULL), *err = tu_read_file(p->err_path, NULL);
+        fail_msg("the %s exited %d: %s / %s", who, rc, out ? out : "", err ? err : "");
+    }
+}
