@@ -68,6 +68,20 @@ static double reported(int pid, const char *key)
     return v;
 }
 
+/* The capturing process's output once it exited 0 (else the test fails
+ * with its output and errors). */
+static char *capture_output(tu_proc_t *cap)
+{
+    int rc = tu_wait(cap, CHILD_MS);
+    char *out = tu_read_file(cap->out_path, NULL);
+    if (rc != 0) {
+        char *err = tu_read_file(cap->err_path, NULL);
+        fail_msg("the capturing process exited %d: %s / %s", rc, out ? out : "",
+                 err ? err : "");
+    }
+    return out;
+}
+
 /* The last JSON line of the capturing process: a number. */
 static double step(const char *out, const char *key)
 {
@@ -112,20 +126,13 @@ static void test_capture_while_peer_waits(void **state)
     assert_int_equal(tu_spawn(&cap, cap_argv, &env), 0);
     tu_env_free(&env);
 
-    int rc = tu_wait(&cap, CHILD_MS);
-    char *out = tu_read_file(cap.out_path, NULL), *err = tu_read_file(cap.err_path, NULL);
-    if (rc != 0)
-        fail_msg("the capturing process exited %d: %s / %s", rc, out ? out : "",
-                 err ? err : "");
+    char *out = capture_output(&cap);
     assert_int_equal(step(out, "recorded"), LAUNCHES);
     assert_int_equal(step(out, "end"), 0);          /* CUDA_SUCCESS: not invalidated */
     assert_int_equal(step(out, "launch"), 0);
     assert_int_equal(step(out, "sync"), 0);
     free(out);
-    free(err);
-    rc = tu_wait(&peer, CHILD_MS);
-    if (rc != 0)
-        fail_msg("the peer exited %d", rc);
+    ts_finish(&peer, "peer", CHILD_MS);
     assert_true(reported(peer.pid, "waited_ms") > 0);
 
     /* The graph's kernels (the capturing process's only salus_fill) ran
@@ -189,16 +196,11 @@ static void test_keep_tick_during_capture(void **state)
     tu_proc_t cap;
     assert_int_equal(tu_spawn(&cap, argv, &env), 0);
     tu_env_free(&env);
-    int rc = tu_wait(&cap, CHILD_MS);
-    char *out = tu_read_file(cap.out_path, NULL), *err = tu_read_file(cap.err_path, NULL);
-    if (rc != 0)
-        fail_msg("the capturing process exited %d: %s / %s", rc, out ? out : "",
-                 err ? err : "");
+    char *out = capture_output(&cap);
     assert_int_equal(step(out, "recorded"), 400);
     assert_int_equal(step(out, "end"), 0);
     assert_int_equal(step(out, "sync"), 0);
     free(out);
-    free(err);
     shm_unlink(state_name);
     shm_unlink(table_name);
 }
