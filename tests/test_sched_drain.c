@@ -11,7 +11,9 @@
  *   queue    32 iterations queued ahead (JAX's dispatch);
  *   threads  two threads launching on two streams;
  *   hold     SIGKILLed with work queued (simgpu cuts a dead process's work,
- *            as the driver tears its contexts down).
+ *            as the driver tears its contexts down);
+ *   hostfn   it learns of each step's end from a host callback, never
+ *            syncing in the driver (JAX); its iterations are found there.
  * A peer whose iterations begin with a memset and a copy (gated as launches
  * are) against the queued job, under fair and fifo; and a job with 1.6 s
  * of work queued ahead, longer than any fixed bound on the wait.
@@ -147,7 +149,7 @@ static int built(void)
 #define POLICIES(X) X(fifo) X(fair) X(priority) X(srtf)
 #define PATTERNS(X, pol) \
     X(pol, side, "30") X(pol, poll, "30") X(pol, queue, "60") X(pol, threads, "30") \
-    X(pol, hold, "300")
+    X(pol, hold, "300") X(pol, hostfn, "30")
 
 #define TEST_FN(pol, pat, iters)                                        \
     static void test_##pol##_##pat(void **state)                        \
@@ -190,6 +192,42 @@ static void test_fair_deep_queue(void **state)
     assert_int_equal(run_pair_with("fair", "queue", "40", "plain", "25000"), 0);
 }
 
+/* A program that learns of its steps' ends from host callbacks (JAX's
+ * PJRT) never syncs in the driver: its iterations are found at the
+ * callbacks it enqueues, one per step (the report's count: 40 steps, the
+ * period learned within the first few). */
+static void test_hostfn_iterations(void **state)
+{
+    (void)state;
+    if (!built())
+        skip();
+    tu_unique_name("sdr", state_name, sizeof state_name);
+    tu_unique_name("stdr", table_name, sizeof table_name);
+    char report[600], client[512], cubin[512];
+    snprintf(report, sizeof report, "%s/report-%s.json", tu_tmpdir(), state_name + 1);
+    unlink(report);
+    char *argv[] = { (char *)tu_build_path("tests/clients/drainclient", client, sizeof client),
+                     (char *)tu_build_path("workloads/kernels.cubin", cubin, sizeof cubin),
+                     "hostfn", "40", "200", NULL };
+    tu_env_t env;
+    env_for(&env, "fair", 50);
+    tu_env_set(&env, "SALUS_REPORT", "%s", report);
+    tu_proc_t job;
+    assert_int_equal(tu_spawn(&job, argv, &env), 0);
+    tu_env_free(&env);
+    ts_finish(&job, "job", CHILD_MS);
+    char *text = tu_read_file(report, NULL);
+    assert_non_null(text);
+    double its = tu_json_need(text, "iterations"), syncs = tu_json_need(text, "syncs");
+    free(text);
+    print_message("hostfn: %.0f iterations found for 40 steps, %.0f syncs\n", its, syncs);
+    assert_true(its >= 36 && its <= 41);
+    assert_true(syncs <= 1);                         /* the final context synchronize */
+    unlink(report);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
 /* Under pack nothing is gated: the peer submits into the held job's queue. */
 static void test_pack_overlaps(void **state)
 {
@@ -209,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_fair_copies),
         cmocka_unit_test(test_fifo_copies),
         cmocka_unit_test(test_fair_deep_queue),
+        cmocka_unit_test(test_hostfn_iterations),
         cmocka_unit_test(test_pack_overlaps),
     };
     return cmocka_run_group_tests_name("exclusive handoffs", tests, NULL, NULL);

@@ -95,16 +95,18 @@ void hook_on_launch(hook_block_t *b, hook_id_t id, const void *work, CUstream st
     sched_count(&b->s, work);
 }
 
-/* After the host waited for the GPU: an iteration boundary candidate.
- * `syncs` counts the waits that succeeded (a failed one may not have waited). */
+/* After the host waited for the GPU, or enqueued a host callback (HOSTFN:
+ * no wait, so neither a sync counted nor one that pools release at): an
+ * iteration boundary candidate.  `syncs` counts the waits that succeeded
+ * (a failed one may not have waited). */
 static inline void hook_on_sync(hook_block_t *b, sched_sync_kind_t kind, const void *object,
                                 CUresult rc)
 {
     (void)object;
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && kind != SCHED_SYNC_HOSTFN)
         hook_add(&b->c.syncs, 1);
     sched_sync_end(&b->s, kind, rc == CUDA_SUCCESS, hook_threads_fold);
-    if (rc == CUDA_SUCCESS && kind != SCHED_SYNC_COPY) {
+    if (rc == CUDA_SUCCESS && kind != SCHED_SYNC_COPY && kind != SCHED_SYNC_HOSTFN) {
         vmem_async_settle();          /* paging's stream-ordered frees the sync passed */
         mem_pools_sync();             /* pools release memory at these */
     }
@@ -404,7 +406,7 @@ HOOK_LIST(GATED_)
         int waits = (when) != 0;                                                \
         if ((kind) == SCHED_SYNC_COPY)                                          \
             hook_copy_gate(b);                                                  \
-        if (waits)                                                              \
+        if (waits && (kind) != SCHED_SYNC_HOSTFN)  /* the host waits not */     \
             sched_sync_begin(&b->s, kind, (const void *)(object));              \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         if (waits)                                                              \

@@ -32,6 +32,7 @@
 static const char *const sync_names[] = {
     [SCHED_SYNC_STREAM] = "cuStreamSynchronize", [SCHED_SYNC_CTX] = "cuCtxSynchronize",
     [SCHED_SYNC_EVENT] = "cuEventSynchronize", [SCHED_SYNC_COPY] = "a device-to-host copy",
+    [SCHED_SYNC_HOSTFN] = "cuLaunchHostFunc",
 };
 
 void sched_note_blocked(sched_proc_t *p, int d, int h)

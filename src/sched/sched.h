@@ -283,8 +283,12 @@ int sched_rank_locked(shm_table_t *t, int device, int slot);
 int sched_admit_order_locked(shm_table_t *t, int device, int a, int b);
 
 /* ---- boundaries ------------------------------------------------------------ */
+/* HOSTFN: a host callback enqueued (cuLaunchHostFunc), which a program
+ * that learns of its work's end from the callback (JAX's PJRT, one per
+ * execution) makes where another would sync: a boundary candidate, though
+ * the host does not wait in it. */
 typedef enum sched_sync_kind {
-    SCHED_SYNC_STREAM, SCHED_SYNC_CTX, SCHED_SYNC_EVENT, SCHED_SYNC_COPY
+    SCHED_SYNC_STREAM, SCHED_SYNC_CTX, SCHED_SYNC_EVENT, SCHED_SYNC_COPY, SCHED_SYNC_HOSTFN
 } sched_sync_kind_t;
 
 /* Around a host-blocking sync by the thread `th`: begin before the real call

@@ -19,7 +19,10 @@
  *   hold     the iterations' kernels queued without a sync; prints "queued"
  *            and waits to be killed;
  *   copies   a memset, a copy to the device (asynchronous both) and a
- *            kernel, then a copy back that blocks the host (its only sync).
+ *            kernel, then a copy back that blocks the host (its only sync);
+ *   hostfn   two kernels and a host callback (cuLaunchHostFunc) that sets a
+ *            flag, which the host waits for on a condition variable, never
+ *            in the driver (JAX's PJRT learns of an execution's end so).
  * It ends with a context synchronize and prints "done <CUresult>"; it exits
  * 0 only when every call succeeded.
  */
@@ -142,6 +145,33 @@ static CUresult copies(void)
     return cuMemFree(d);
 }
 
+static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+static int done_n;
+
+static void CUDA_CB step_done(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&done_mu);
+    done_n++;
+    pthread_cond_signal(&done_cv);
+    pthread_mutex_unlock(&done_mu);
+}
+
+static CUresult hostfn(void)
+{
+    for (int i = 0; i < iters; i++) {
+        TRY(launch(NULL, kernel_ns));
+        TRY(launch(NULL, kernel_ns));
+        TRY(cuLaunchHostFunc(NULL, step_done, NULL));
+        pthread_mutex_lock(&done_mu);
+        while (done_n <= i)
+            pthread_cond_wait(&done_cv, &done_mu);
+        pthread_mutex_unlock(&done_mu);
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult hold(void)
 {
     for (int i = 0; i < iters; i++)
@@ -172,7 +202,7 @@ int main(int argc, char **argv)
         rc = !strcmp(p, "plain") ? plain() : !strcmp(p, "side") ? side() :
              !strcmp(p, "poll") ? poll_loop() : !strcmp(p, "queue") ? queue() :
              !strcmp(p, "threads") ? threads() : !strcmp(p, "hold") ? hold() :
-             !strcmp(p, "copies") ? copies() :
+             !strcmp(p, "copies") ? copies() : !strcmp(p, "hostfn") ? hostfn() :
              CUDA_ERROR_INVALID_VALUE;
     }
     if (!rc)
