@@ -325,6 +325,35 @@ static uint64_t kseq_oldest_absence(sched_kseq_t *k, uint64_t now)
     return 0;
 }
 
+#ifdef SALUS_DEBUG
+/* The list invariant above, at every push of a debug build; a violation is
+ * said once at error level (libsalus never aborts its host). */
+static void kseq_check(const sched_kseq_t *k)
+{
+    static int said;
+    uint32_t listed = 0, held = 0;
+    uint64_t prev = 0;
+    int ordered = 1;
+    for (uint32_t r = k->oldest; r && listed <= SCHED_KSEQ_SLOTS; r = k->ent[r - 1].newer) {
+        const sched_kseq_ent_t *e = &k->ent[r - 1];
+        ordered = ordered && e->handle && e->last >= prev;
+        prev = e->last;
+        listed++;
+    }
+    for (int i = 0; i < (int)SCHED_KSEQ_SLOTS; i++)
+        held += k->ent[i].handle != 0;
+    if (!ordered || listed != held)
+        util_log_once(&said, UTIL_LOG_ERROR, "kernel sequence: %u entries listed, %u held, "
+                      "%s by last launch (a bug in detect.c)", listed, held,
+                      ordered ? "ordered" : "not ordered");
+}
+#else
+static void kseq_check(const sched_kseq_t *k)
+{
+    (void)k;
+}
+#endif
+
 void sched_kseq_push(sched_kseq_t *k, uint64_t handle)
 {
     if (!handle)
@@ -359,6 +388,7 @@ void sched_kseq_push(sched_kseq_t *k, uint64_t handle)
         k->period = e->gap;
         k->at = 1;
     }
+    kseq_check(k);
 }
 
 int sched_kseq_find(sched_kseq_t *k)
