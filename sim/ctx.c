@@ -26,6 +26,7 @@
  * again the second time.
  */
 #include "sim.h"
+#include "loader/loader.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,12 +2,13 @@
 #
 #   make build/sim/libcuda.so.1
 #
-# Every sim/*.c, linked with -Bsymbolic (so that cuGetProcAddress answers
+# Every sim/*.c and sim/loader/*.c (the loader: images, modules, the JIT
+# linker; sim/loader/loader.h), linked with -Bsymbolic (so that cuGetProcAddress answers
 # simgpu's own functions even when libsalus.so, which exports the same names,
 # is preloaded), with libelf for cubins and libzstd for compressed fatbin
 # entries, and exporting only cu* symbols.
 
-SIM_SRCS     := $(wildcard sim/*.c)
+SIM_SRCS     := $(wildcard sim/*.c sim/loader/*.c)
 SIM_OBJS     := $(SIM_SRCS:%.c=$(B)/obj/%.o)
 SIM_LIB      := $(B)/sim/libcuda.so.1
 SIM_ERRORS_H := $(GEN)/sim_errors.h

@@ -27,6 +27,7 @@
  * recomputes used[] from the slots (reclaim), which restores the equation.
  */
 #include "sim.h"
+#include "loader/loader.h"
 
 #include <ctype.h>
 #include <errno.h>

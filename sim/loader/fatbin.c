@@ -21,7 +21,7 @@
  *
  * No lock: works on the image and a module not yet published.
  */
-#include "sim.h"
+#include "loader.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -26,7 +26,7 @@
  * Lock: sim_p.lock guards the state's handle and contents; inputs are read
  * into a module of their own before the lock is taken.
  */
-#include "sim.h"
+#include "loader.h"
 
 #include <errno.h>
 #include <gelf.h>

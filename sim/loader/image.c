@@ -20,7 +20,7 @@
  *
  * No lock: works on the image and on a module not yet published.
  */
-#include "sim.h"
+#include "loader.h"
 
 #include <ctype.h>
 #include <gelf.h>

@@ -28,7 +28,7 @@
  * Lock: sim_p.lock guards modules and functions; images are parsed before
  * taking it, into a module that nobody else sees yet.
  */
-#include "sim.h"
+#include "loader.h"
 
 #include <errno.h>
 #include <stdio.h>
