@@ -41,7 +41,7 @@ void mem_stripe_lock_slow(mem_stripe_t *s)
                 sched_yield();
                 spins = 0;
             } else {
-                mem_cpu_relax();
+                util_cpu_relax();
             }
         }
         if (!util_xchg_acquire(&s->lock, 1))

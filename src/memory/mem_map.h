@@ -35,14 +35,6 @@ typedef struct mem_entry {
 
 /* ---- internals (map.c) -------------------------------------------------- */
 
-#if defined(__x86_64__) || defined(__i386__)
-#define mem_cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define mem_cpu_relax() __asm__ __volatile__("yield")
-#else
-#define mem_cpu_relax() do { } while (0)
-#endif
-
 #define MEM_STRIPES 64
 
 /* An entry as stored: 16 bytes, value = bytes | dev << 48 | cls << 52 |

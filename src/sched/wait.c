@@ -510,15 +510,6 @@ static int poll_rest(sched_proc_t *p, int d, uint64_t *next_ns)
 
 /* ---- acquiring and waiting --------------------------------------------------- */
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Spin on the lease word for SCHED_SPIN_NS before sleeping (machines with
  * more than one CPU): a handoff that comes within it costs a cache-line
  * transfer instead of a futex wake-up across CPUs, and a wait for a long
@@ -536,7 +527,7 @@ static int spin_for_grant(const sched_proc_t *p, const sched_dev_t *dev)
             return 1;
         if (i % 64 == 0 && util_now_ns() >= end)
             return 0;
-        cpu_relax();
+        util_cpu_relax();
     }
 }
 

@@ -50,4 +50,14 @@
 
 #define util_fence_acquire()       __atomic_thread_fence(__ATOMIC_ACQUIRE)
 
+/* One step of a spin-wait: tells the core (and a hyperthread sibling) that
+ * this thread only waits. */
+#if defined(__x86_64__) || defined(__i386__)
+#define util_cpu_relax()           __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define util_cpu_relax()           __asm__ __volatile__("yield")
+#else
+#define util_cpu_relax()           do { } while (0)
+#endif
+
 #endif /* SALUS_UTIL_ATOMIC_H */
