@@ -95,18 +95,26 @@ void hook_on_launch(hook_block_t *b, hook_id_t id, const void *work, CUstream st
     sched_count(&b->s, work);
 }
 
-/* After the host waited for the GPU, or enqueued a host callback (HOSTFN:
- * no wait, so neither a sync counted nor one that pools release at): an
+/* Whether a SYNC row's kind makes the host wait: all but HOSTFN, a host
+ * callback enqueued, which is a boundary candidate with no wait (no sync
+ * counted, no in-sync mark for a blocked holder, no pool release). */
+static inline int hook_sync_blocks(sched_sync_kind_t kind)
+{
+    return kind != SCHED_SYNC_HOSTFN;
+}
+
+/* After the host waited for the GPU, or enqueued a host callback: an
  * iteration boundary candidate.  `syncs` counts the waits that succeeded
  * (a failed one may not have waited). */
 static inline void hook_on_sync(hook_block_t *b, sched_sync_kind_t kind, const void *object,
                                 CUresult rc)
 {
     (void)object;
-    if (rc == CUDA_SUCCESS && kind != SCHED_SYNC_HOSTFN)
+    int waited = rc == CUDA_SUCCESS && hook_sync_blocks(kind);
+    if (waited)
         hook_add(&b->c.syncs, 1);
     sched_sync_end(&b->s, kind, rc == CUDA_SUCCESS, hook_threads_fold);
-    if (rc == CUDA_SUCCESS && kind != SCHED_SYNC_COPY && kind != SCHED_SYNC_HOSTFN) {
+    if (waited && kind != SCHED_SYNC_COPY) {
         vmem_async_settle();          /* paging's stream-ordered frees the sync passed */
         mem_pools_sync();             /* pools release memory at these */
     }
@@ -406,7 +414,7 @@ HOOK_LIST(GATED_)
         int waits = (when) != 0;                                                \
         if ((kind) == SCHED_SYNC_COPY)                                          \
             hook_copy_gate(b);                                                  \
-        if (waits && (kind) != SCHED_SYNC_HOSTFN)  /* the host waits not */     \
+        if (waits && hook_sync_blocks(kind))                                    \
             sched_sync_begin(&b->s, kind, (const void *)(object));              \
         CUresult rc = HOOK_REAL(export) CU_ARGS_##export;                       \
         if (waits)                                                              \
