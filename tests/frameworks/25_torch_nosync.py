@@ -80,16 +80,7 @@ def case_nosync():
     run = fwlib.Run("nosync", env=SIM)
     try:
         fair = {"SALUS_POLICY": "fair"}
-        peer = run.start("peer", ["peer"], fair)
-        loop = run.start("loop", ["loop"], fair)
-        peer.await_ready(240)
-        loop.await_ready(240)
-        peer.go()
-        fwlib.await_(lambda: peer.ran_kernels(20), 60, "the peer training")
-        loop.go()
-        loop.expect_ok(300)
-        peer.stop()
-        peer.expect_ok(120)
+        peer, loop, _, _ = fwlib.beside_peer(run, "loop", ["loop"], fair, fair)
         d = loop.did()
         ks = sorted((k for k in run.kernels() if k["start_ns"] >= d["t0"]),
                     key=lambda k: k["start_ns"])

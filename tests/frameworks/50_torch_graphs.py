@@ -110,17 +110,8 @@ def startup_loop():
 def case_graphs():
     run = fwlib.Run("graphs")
     try:
-        peer = run.start("peer", ["peer"], {"SALUS_POLICY": "fair"})
-        gj = run.start("graph", ["graph"], {"SALUS_POLICY": "fair"})
-        peer.await_ready(240)
-        gj.await_ready(240)
-        peer.go()
-        fwlib.await_(lambda: peer.ran_kernels(20), 60, "the peer training")
-        go = fwlib.now_ns()
-        gj.go()
-        gj.expect_ok(300)
-        peer.stop()
-        peer.expect_ok(120)
+        fair = {"SALUS_POLICY": "fair"}
+        peer, gj, go, _ = fwlib.beside_peer(run, "graph", ["graph"], fair, fair)
         d, r = gj.did(), gj.report()
         check(d.get("replays") == REPLAYS, "the graph's job did %s replays", d.get("replays"))
         ks = [k for k in run.kernels() if k["submit_ns"] >= go]
@@ -145,18 +136,8 @@ def case_startup_loop():
     run = fwlib.Run("startup")
     try:
         fair = {"SALUS_POLICY": "fair", "SALUS_QUANTUM_MS": "1"}
-        peer = run.start("peer", ["peer"], fair)
-        sj = run.start("startup", ["startup"], dict(fair, SALUS_SWAP="on"))
-        peer.await_ready(240)
-        sj.await_ready(240)
-        peer.go()
-        fwlib.await_(lambda: peer.ran_kernels(20), 60, "the peer training")
-        go = fwlib.now_ns()
-        sj.go()
-        sj.expect_ok(300)
-        done = fwlib.now_ns()
-        peer.stop()
-        peer.expect_ok(120)
+        peer, sj, go, done = fwlib.beside_peer(run, "startup", ["startup"],
+                                               dict(fair, SALUS_SWAP="on"), fair)
         d = sj.did()
         check(d.get("nbroken") == 0, "%s of %d captures broken: %s",
               d.get("nbroken"), CAPTURES, d.get("broken"))

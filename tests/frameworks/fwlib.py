@@ -308,6 +308,26 @@ def await_(pred, seconds, what):
         pause = min(pause * 2, 0.1)
 
 
+def beside_peer(run, name, args, env, peer_env, seconds=300):
+    """The job `name` run to its end beside a training peer (the scenario's
+    "peer" role): both ready, the peer let go first, the job once the peer
+    ran kernels, the peer stopped after the job ended well.  The peer, the
+    job, and the job's go and end times (now_ns)."""
+    peer = run.start("peer", ["peer"], peer_env)
+    job = run.start(name, args, env)
+    peer.await_ready(240)
+    job.await_ready(240)
+    peer.go()
+    await_(lambda: peer.ran_kernels(20), 60, "the peer training")
+    go = now_ns()
+    job.go()
+    job.expect_ok(seconds)
+    done = now_ns()
+    peer.stop()
+    peer.expect_ok(120)
+    return peer, job, go, done
+
+
 # ---- libsalus's report and simgpu's trace -------------------------------------------
 
 
