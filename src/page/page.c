@@ -473,21 +473,21 @@ static int ask_for_page_in(int d, uint64_t bytes, uint32_t *seq, int *blocked)
     return 0;
 }
 
-uint64_t page_in_before_run(int device)
+void page_in_before_run(int device)
 {
     const page_pager_t *pg = page_pager();
     if (!pg || !mem_registered() || device < 0 || device >= SHM_MAX_DEVICES || !mem_active())
-        return 0;
+        return;
     /* It runs: a request left from its wait is moot (whoever asked waits on
      * and asks again whom it finds waiting then). */
     mem_page_request_drop();
     util_store_release(&told_waiting, 0);
     int ord = mem_ordinal_at(device), said = 0, left = 0;
     if (ord < 0)
-        return 0;
+        return;
     uint64_t out = pg->paged_out_bytes(ord), start = util_now_ns();
     if (!out)
-        return 0;
+        return;
     mem_page_flags_set(MEM_PAGE_IN_BUSY);
     for (;;) {
         if (page_in_once(pg, ord) == 0)
@@ -531,11 +531,9 @@ uint64_t page_in_before_run(int device)
     if (!pg->paged_out_bytes(ord))
         util_store_relaxed(&limit_said, 0);        /* a later limit's wait is said again */
     page_publish(pg);
-    uint64_t took = util_now_ns() - start;
     if (said)
         util_info("memory: device %d: paged in after %llu ms", device,
-                  (unsigned long long)(took / 1000000));
-    return took;
+                  (unsigned long long)((util_now_ns() - start) / 1000000));
 }
 
 /* ---- the scheduler's candidates -------------------------------------------- */

@@ -109,9 +109,8 @@ void page_serve(void);
  * launch): page back in what is paged out there, asking peers to page out
  * if the device lacks the room; waits until it is in, or until the GPU is
  * no longer this process's (the scheduler then waits for the GPU again,
- * and pages in at the next tenure).  The ns the page-in took, 0 when
- * nothing was paged out: what the switch cost (fair's quantum grows). */
-uint64_t page_in_before_run(int device);
+ * and pages in at the next tenure). */
+void page_in_before_run(int device);
 /* This process has memory paged out now (any device): 1 or 0.  One load. */
 int page_is_out(void);
 /* What this process paged out on table device `device` would come back

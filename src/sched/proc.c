@@ -137,7 +137,7 @@ void sched_lock_failed(sched_proc_t *p, int err)
  * a hook is a plain function of intercept's, with no state of ours. */
 static void (*hook_boundary)(void);
 static void (*hook_waiting)(void);
-static uint64_t (*hook_tenure)(int d);
+static void (*hook_tenure)(int d);
 static int (*hook_paged_out)(void);
 static int (*hook_fits)(int d);
 static int (*hook_keep)(shm_table_t *t, int d, int slot);
@@ -176,10 +176,11 @@ void sched_hook_waiting(void)
         fn();
 }
 
-uint64_t sched_hook_tenure(int d)
+void sched_hook_tenure(int d)
 {
-    uint64_t (*fn)(int) = util_load_acquire(&hook_tenure);
-    return fn ? fn(d) : 0;
+    void (*fn)(int) = util_load_acquire(&hook_tenure);
+    if (fn)
+        fn(d);
 }
 
 int sched_hook_paged_out(void)

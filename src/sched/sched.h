@@ -175,10 +175,7 @@ void sched_set_clock(sched_clock_fn fn);
  *             out what peers asked of it);
  *   tenure    the process got the lease of table device `device` and is
  *             about to run: before its tenure's first launch, outside the
- *             locks (memory pages its memory back in; it may wait); returns
- *             the ns that took, 0 when nothing was out (the switch's cost:
- *             fair's quantum grows with it, so wall time around a call
- *             that may be preempted would not do);
+ *             locks (memory pages its memory back in; it may wait);
  *   paged_out the process, waiting for the GPU, has memory paged out (1):
  *             it does not take the GPU from a live holder (idle, at rest,
  *             past its max slice), which may hold the memory that
@@ -217,7 +214,7 @@ void sched_set_clock(sched_clock_fn fn);
 typedef struct sched_hooks {
     void (*boundary)(void);
     void (*waiting)(void);
-    uint64_t (*tenure)(int device);
+    void (*tenure)(int device);
     int (*paged_out)(void);
     int (*fits)(int device);
     int (*keep)(shm_table_t *t, int device, int slot);

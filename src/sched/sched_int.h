@@ -448,7 +448,7 @@ void sched_captures_reset(void);
 void sched_hook_boundary(void);
 void sched_hook_waiting(void);
 uint64_t sched_hook_tick(void);
-uint64_t sched_hook_tenure(int d);
+void sched_hook_tenure(int d);
 int sched_hook_paged_out(void);
 int sched_hook_fits(int d);
 int sched_hook_keep_locked(shm_table_t *t, int d, int slot);

@@ -611,7 +611,9 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
 static int tenure_begins(sched_proc_t *p, int d)
 {
     shm_set_state(p->t, p->slot, SHM_RUNNING);
-    p->switch_acc_ns += sched_hook_tenure(d);    /* what paging in took, not a preemption */
+    uint64_t t0 = sched_now();
+    sched_hook_tenure(d);
+    p->switch_acc_ns += sched_now() - t0;
     sched_dev_t *dev = sched_dev(p->t, d);
     int kept = ungated(dev) || util_load_acquire(&dev->lease) == my_lease(p) ||
                util_load_acquire(&p->state) != SCHED_P_ACTIVE;
