@@ -120,6 +120,69 @@ static void test_fair_fills_from_the_first_boundary(void **state)
     free(e);
 }
 
+/* Under fair, a waiter takes a holder's host phase only as the holder's
+ * own boundary would hand the GPU over: when it has had no more GPU time.
+ * Job a's host phase (500 us) is worth filling and b's is not (none): b
+ * took every phase of a's, whatever their GPU times, and a ran an
+ * iteration for each quantum of b's (7% of the GPU; PyTorch pairs whose
+ * measured phases fell either side of SALUS_FILL_US did the same).  Now a
+ * keeps the GPU until it has had its share of tenure, of which its host
+ * phases are a fifth: about 45% of the GPU's busy time. */
+static void test_fair_fill_keeps_shares(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 40, .kernels = 2, .kernel_us = 1000, .sync = 1,
+                .quantum_ms = 20, .host_us = 500, .fill_us = 250 };
+    job_t b = a;
+    b.id = 1;
+    b.after = 1;
+    b.host_us = 0;
+    ev_t *e;
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
+    assert_int_equal(n, 160);
+    assert_no_overlap(e, n);
+    double share[2];
+    shares_while_all(e, n, 2, share);
+    if (share[0] < 0.30 || share[0] > 0.70)          /* was about 0.10 */
+        fail_msg("a (filled host phases) had %.0f%% of the GPU while both ran, b %.0f%%",
+                 share[0] * 100, share[1] * 100);
+    free(e);
+}
+
+/* Under fair, a holder that sat idle (here: before its loop's period was
+ * known, so the idle rule's 500 ms applied) is charged its tenure only up
+ * to when the waiter saw it idle.  Charged to the take, job a came back
+ * with most of that idle time as a lead in virtual time and waited for b
+ * to run it off (about 400 ms; a PyTorch job idle at its start after its
+ * warm-up step ran its peer so to the end); now a runs within a quantum
+ * of b's and an iteration. */
+static void test_fair_idle_holding_not_charged(void **state)
+{
+    (void)state;
+    job_t a = { .id = 0, .iterations = 20, .kernels = 2, .kernel_us = 1000, .sync = 1,
+                .quantum_ms = 20, .pause_at = 1, .pause_ms = 600 };
+    job_t b = a;
+    b.id = 1;
+    b.after = 1;
+    b.iterations = 400;
+    b.pause_ms = 0;
+    ev_t *e;
+    int n = run_jobs((job_t[]){ a, b }, 2, &e);
+    assert_int_equal(n, 840);
+    uint64_t paused = 0, back = UINT64_MAX;
+    for (int i = 0; i < n; i++) {
+        if (e[i].job == 0 && e[i].iter == 0 && e[i].end > paused)
+            paused = e[i].end;
+        if (e[i].job == 0 && e[i].iter == 1 && e[i].start < back)
+            back = e[i].start;
+    }
+    uint64_t returned = paused + a.pause_ms * MS;
+    if (back > returned && back - returned > 150 * MS)   /* was about 400 ms */
+        fail_msg("a waited %llu ms for the GPU after its idle spell",
+                 (unsigned long long)((back - returned) / MS));
+    free(e);
+}
+
 static void test_fair_three_jobs(void **state)
 {
     (void)state;
@@ -460,6 +523,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fair_alternates_whole_iterations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_fills_host_phases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_fills_from_the_first_boundary, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_fill_keeps_shares, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fair_idle_holding_not_charged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fair_three_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_preempts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_one_after_another, setup, teardown),

@@ -612,28 +612,6 @@ int sched_grant_pick_locked(shm_table_t *t, int d, uint64_t now, int wake)
     return to;
 }
 
-int sched_take_from_stopped_locked(shm_table_t *t, int d, uint64_t stopped_ns, uint64_t now)
-{
-    sched_dev_t *dev = sched_dev(t, d);
-    int h = sched_lease_holder(t, dev->lease);
-    if (h < 0 || stopped_ns > now)
-        return SCHED_NO_SLOT;
-    __atomic_store_n(&sched_slot(t, h)->stopped_ns, stopped_ns ? stopped_ns : 1,
-                     __ATOMIC_RELAXED);
-    if (stopped_ns > dev->since_ns)              /* the tenure ends where the stop began */
-        dev->since_ns += now - stopped_ns;
-    else
-        dev->since_ns = now;
-    return sched_grant_pick_locked(t, d, now, 0);
-}
-
-void sched_unmark_stopped_locked(shm_table_t *t, int slot)
-{
-    sched_slot_t *s = sched_slot(t, slot);
-    if (s)
-        util_store_relaxed(&s->stopped_ns, 0);
-}
-
 /* The waiter d goes to now, or, for a gang member, SCHED_RELEASE: free it
  * (its gang hands over every device; the next gang takes them all once the
  * last is free). */

@@ -623,6 +623,9 @@ void sched_wake(shm_table_t *t, int slot);
  * yielding).  boundary: the policy decides; any point: a holder that
  * reached no boundary for the max slice (in this tenure) hands over. */
 int  sched_decide_locked(shm_table_t *t, int d, int slot, int boundary, uint64_t now);
+/* Whether the holder of d, at rest after its boundary, hands d over now by
+ * its policy's rule (never for a gang member). */
+int  sched_rest_yield_locked(shm_table_t *t, int d, uint64_t now);
 /* (wait.c) The holder hands device d to `to` (a slot, SCHED_RELEASE, or
  * SCHED_PICK: the policy's pick), its own work drained on this thread
  * before the new holder is woken.  Called with the table lock held; returns
@@ -632,6 +635,9 @@ int  sched_hand_over(sched_proc_t *p, int d, int to);
  * it stopped, leave the stop out of its tenure (a stop is not GPU time), and
  * grant d by policy.  Returns the grantee. */
 int  sched_take_from_stopped_locked(shm_table_t *t, int d, uint64_t stopped_ns, uint64_t now);
+/* The holder of d did no GPU work from idle_ns on (a waiter saw it): grant
+ * d by policy, the tenure charged up to idle_ns.  Returns the grantee. */
+int  sched_take_from_idle_locked(shm_table_t *t, int d, uint64_t idle_ns, uint64_t now);
 /* The calling process runs again: clear its stopped mark (under the lock). */
 void sched_unmark_stopped_locked(shm_table_t *t, int slot);
 /* Grant a free or stale lease to the policy's pick. Returns the grantee. */

@@ -278,8 +278,12 @@ static int got(const sched_proc_t *p, const sched_dev_t *dev)
 }
 
 /* Grant device d by policy if `lease` still names its holder (or none) and,
- * for an idle holder, it did nothing meanwhile. */
-static int regrant(sched_proc_t *p, int d, uint64_t lease, uint64_t activity, int idle)
+ * for an idle holder (idle: R_IDLE, R_FILL), it did nothing meanwhile
+ * (since idle_ns, where its tenure's charge ends); for R_FILL, only as the
+ * holder's boundary would (sched_rest_yield_locked). */
+enum { R_FREE, R_IDLE, R_FILL };
+static int regrant(sched_proc_t *p, int d, uint64_t lease, uint64_t activity, int idle,
+                   uint64_t idle_ns)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
     if (lock_or_fail(p))
@@ -291,8 +295,9 @@ static int regrant(sched_proc_t *p, int d, uint64_t lease, uint64_t activity, in
     } else if (idle && dev->lease == lease) {
         sched_slot_t *hs = sched_slot(p->t, h);
         if (util_load_relaxed(&hs->activity) == activity &&
-            util_load_relaxed(&hs->in_sync) == 0) {
-            to = sched_grant_pick_locked(p->t, d, sched_now(), 0);
+            util_load_relaxed(&hs->in_sync) == 0 &&
+            (idle != R_FILL || sched_rest_yield_locked(p->t, d, sched_now()))) {
+            to = sched_take_from_idle_locked(p->t, d, idle_ns, sched_now());
             util_debug("device %d: slot %d is idle; the GPU goes to slot %d", d, h, to);
         }
     }
@@ -424,7 +429,7 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     if (h < 0) {
         if (lease)                           /* its process may live on, unaware */
             sched_nudge_owner(p->t, lease);
-        return regrant(p, d, lease, 0, 0);
+        return regrant(p, d, lease, 0, R_FREE, 0);
     }
     if (!shm_slot_alive(p->t, h)) {
         shm_reap_dead(p->t, 0);            /* the reap hook hands the lease on */
@@ -458,7 +463,7 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     }
     if (idle_progress(p->t, h, track, now) < idle_ns(hs))
         return W_WAIT;
-    return regrant(p, d, lease, act, 1);
+    return regrant(p, d, lease, act, R_IDLE, track->since);
 }
 
 /* A holder at rest since its last boundary (host time between iterations,
@@ -474,9 +479,10 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
  * moves activity, whether or not anyone waited then.
  *
  * Under fair, a holder whose host phase after a boundary is worth filling
- * (its measured host_gap_ns, at least SALUS_FILL_US) gives way at once: the
- * waiter's work overlaps the holder's host time, as the hardware's own time
- * slicing would, and GPU time is charged as always.  Other policies keep
+ * (its measured host_gap_ns, at least SALUS_FILL_US) gives way at once if
+ * its boundary would (the waiter has had no more GPU time: fair's rule): the
+ * waiter's work overlaps the holder's host time, and GPU time is charged as
+ * always.  Other policies keep
  * the SCHED_REST_NS wait: a waiter of lower priority or longer remaining
  * time let in during a short host phase would delay the holder's return. */
 static int poll_rest(sched_proc_t *p, int d, uint64_t *next_ns)
@@ -498,14 +504,17 @@ static int poll_rest(sched_proc_t *p, int d, uint64_t *next_ns)
         return W_WAIT;
     uint64_t since = now - b, rest = SCHED_REST_NS;
     uint64_t fill = sched_dev_fill_ns(dev);
-    if (sched_dev_policy(dev) == SCHED_POLICY_FAIR && fill &&
-        util_load_relaxed(&hs->host_gap_ns) >= fill)
-        rest = 0;
+    if (since < rest && sched_dev_policy(dev) == SCHED_POLICY_FAIR && fill &&
+        util_load_relaxed(&hs->host_gap_ns) >= fill) {
+        int r = regrant(p, d, lease, act, R_FILL, b);
+        if (r != W_WAIT)
+            return r;                /* got it, or the lock failed */
+    }
     if (since < rest) {
         *next_ns = rest - since + 100000;
         return W_WAIT;
     }
-    return regrant(p, d, lease, act, 1);
+    return regrant(p, d, lease, act, R_IDLE, b);
 }
 
 /* ---- acquiring and waiting --------------------------------------------------- */
