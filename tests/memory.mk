@@ -45,6 +45,9 @@ $(B)/tests/test_memory_pagekill: $(SIM_LIB) | $(MEM_JEMALLOC)
 $(B)/tests/clients/vmmclient: tests/clients/vmmclient.c
 	@mkdir -p $(@D)
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(CUDA_STUBS) -ldl
+# A page-out beside work that does not end (a stream wait nobody writes).
+$(eval $(call salus_test,test_memory_pagehang,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
+$(B)/tests/test_memory_pagehang: $(SIM_LIB) | $(MEM_JEMALLOC)
 # Stream-ordered allocations with paging on (vmm_async.c) over simgpu, and
 # through libsalus: tests/clients/asyncclient.
 $(eval $(call salus_test,test_memory_async,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))

@@ -75,6 +75,7 @@
 #include "page/page_int.h"
 #include "sched/sched.h"
 #include "util/util.h"
+#include "vmem/vmem.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -376,6 +377,18 @@ static void tell_askers(void)
             mem_wake_of(d);
 }
 
+/* A page-out asked of this job found its GPU work still running past the
+ * bound (vmem's quiesce): it is skipped, not waited for. */
+static void say_undrained(int d, uint64_t want)
+{
+    static int said;
+    util_log_once(&said, UTIL_LOG_WARN, "memory: asked to page out %s on device %d, but this "
+                  "job's GPU work had not ended after %llu ms (a kernel waiting for another "
+                  "process: an NCCL collective whose peer waits for the GPU, a stream wait "
+                  "that nobody writes): it is not paged out now, and may be asked again",
+                  util_size(want).s, d, (unsigned long long)(vmem_quiesce_ns / 1000000));
+}
+
 void page_serve(void)
 {
     const page_pager_t *pg = page_pager();
@@ -397,8 +410,11 @@ void page_serve(void)
         if (rc == CUDA_SUCCESS && freed)
             mem_page_counted(0, freed, util_now_ns() - t0);
         /* Less than asked because less was resident (it freed memory
-         * since it was asked) is not a full host. */
-        if (rc != CUDA_SUCCESS ||
+         * since it was asked) is not a full host; nor is work that has not
+         * ended (the asker asks again, or another). */
+        if (rc == CUDA_ERROR_NOT_READY)
+            say_undrained(d, want);
+        else if (rc != CUDA_SUCCESS ||
             (freed < want && (!pg->resident_bytes || pg->resident_bytes(ord) > 0))) {
             static int said;
             mem_page_flags_set(MEM_PAGE_FULL);
@@ -506,8 +522,12 @@ void page_in_before_run(int device)
             if (!said++)
                 util_info("memory: device %d: %s to page in before this job runs; waiting for "
                           "peers to page out", device, util_size(out).s);
+            /* The lock out of reach (said): nobody can be asked, but the
+             * page-in, uncounted then, is tried again after the slice.  It
+             * never runs with its memory out: its kernels would fault on
+             * the unmapped chunks, fatal to its context. */
             if (ask_for_page_in(device, out, &seq, &blocked) != 0)
-                break;                 /* the lock is out of reach: said; try at the next tenure */
+                blocked = 0;
             /* Memory only the jobs behind it can give back, by running: the
              * GPU goes to them (once per wait), and the scheduler takes
              * this process back once it is in (sched_acquire). */

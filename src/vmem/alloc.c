@@ -326,23 +326,33 @@ static void free_locked(vmem_buf_t *a)
     vmem_drv()->mem_address_free(a->base, a->bytes);
 }
 
+/* The program's work ends before its memory goes, as cuMemFree's own
+ * synchronize makes it: outside the lock (a wait for a kernel that waits
+ * on another process must not hold every allocation of this one), and its
+ * error is the free's, as the driver's (a sticky error: the context's work
+ * has ended all the same, and the memory goes). */
 int vmem_free(CUdeviceptr p, CUresult *rc)
 {
     if (!vmem_on() || !p)
         return 0;
     pthread_mutex_lock(&vmem_p.lock);
+    int ours = vmem_map_get(&vmem_p.allocs, p) != NULL;
+    pthread_mutex_unlock(&vmem_p.lock);
+    if (!ours)
+        return 0;
+    CUresult sync = vmem_drv()->ctx_synchronize();
+    pthread_mutex_lock(&vmem_p.lock);
     vmem_buf_t *a = vmem_map_get(&vmem_p.allocs, p);
     if (a) {
-        vmem_drv()->ctx_synchronize();
         vmem_map_del(&vmem_p.allocs, p);
         free_locked(a);
     }
     pthread_mutex_unlock(&vmem_p.lock);
-    if (a) {
-        free(a);
-        *rc = CUDA_SUCCESS;
-    }
-    return a != NULL;
+    free(a);
+    /* Gone meanwhile: another thread freed it first (the driver's answer
+     * to the second free of a pointer). */
+    *rc = !a ? CUDA_ERROR_INVALID_VALUE : sync;
+    return 1;
 }
 
 /* For async.c's stream-ordered allocations and deferred frees. */

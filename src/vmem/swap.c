@@ -7,7 +7,8 @@
  * Divided into: the host bound; the cgroup bound; the staging bound; big
  * allocations; small regions; the bounds' all-or-nothing; the primitives.
  *
- * Out: the program's work is waited for (a context synchronize), the live
+ * Out: the program's work is waited for (a context synchronize on a thread
+ * of its own, bounded: quiesce.c), the live
  * bytes are copied to pinned staging in large transfers on libsalus's own
  * stream (one per big allocation; a small region's live allocations
  * coalesced), then the physical chunks are unmapped and released and their
@@ -23,7 +24,8 @@
  * A test seam (vmem_phase_hook) parks the process half-way through each
  * direction, where tests SIGKILL it.
  *
- * Lock: vmem_p.lock, held throughout (vmem_int.h).
+ * Lock: vmem_p.lock, held throughout but for the page-out's wait for the
+ * program's work (vmem_int.h).
  */
 #include "vmem/vmem_int.h"
 #include "util/util.h"
@@ -604,10 +606,25 @@ static vmem_dev_t *ready_dev(int ordinal)
     return v->ready ? v : NULL;
 }
 
+/* The context of ordinal's virtualized memory, NULL when there is none. */
+static CUcontext ctx_of(int ordinal)
+{
+    pthread_mutex_lock(&vmem_p.lock);
+    vmem_dev_t *v = ready_dev(ordinal);
+    CUcontext ctx = v ? v->ctx : NULL;
+    pthread_mutex_unlock(&vmem_p.lock);
+    return ctx;
+}
+
 CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed)
 {
     uint64_t got = 0;
     CUresult rc = CUDA_SUCCESS;
+    /* The program's work on its memory ends before the copies start: waited
+     * for without the lock, and only so long (quiesce.c). */
+    CUcontext ctx = ctx_of(ordinal);
+    if (ctx && (rc = vmem_quiesce(ctx)) != CUDA_SUCCESS)
+        return rc;
     pthread_mutex_lock(&vmem_p.lock);
     vmem_dev_t *v = ready_dev(ordinal);
     if (!v)
@@ -616,16 +633,13 @@ CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed)
         rc = CUDA_ERROR_INVALID_CONTEXT;
         goto out_unlock;
     }
-    /* The program's work on its memory ends before the copies start. */
-    if ((rc = vmem_drv()->ctx_synchronize()) == CUDA_SUCCESS) {
-        vmem_async_settle_locked();   /* stream-ordered frees: done now, not copied */
-        got = vmem_cache_drop_locked(v);   /* kept chunks: freed, nothing to copy */
-        cg_read();
-        if ((want == 0 || got < want) && !bounds_allow())
-            goto out_leave;           /* refused whole: said */
-        if (want == 0 || got < want)
-            rc = bigs_out(v, want ? want - got : 0, &got);
-    }
+    vmem_async_settle_locked();       /* stream-ordered frees: done now, not copied */
+    got = vmem_cache_drop_locked(v);  /* kept chunks: freed, nothing to copy */
+    cg_read();
+    if ((want == 0 || got < want) && !bounds_allow())
+        goto out_leave;               /* refused whole: said */
+    if (want == 0 || got < want)
+        rc = bigs_out(v, want ? want - got : 0, &got);
     if (rc == CUDA_SUCCESS && (want == 0 || got < want) && small_goes(v))
         rc = small_out(v, &got);
 out_leave:

@@ -159,6 +159,14 @@ void vmem_async_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_
  * virtualized memory on the device.  Once this process has virtualized
  * memory (vmem_pageable), src/page pages through these. */
 CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed);
+/* How long vmem_page_out waits for the program's work on the device to end
+ * (its context synchronize, on a thread of its own, holding no lock):
+ * past it, the page-out is skipped with CUDA_ERROR_NOT_READY, and so is
+ * every page-out asked while that synchronize has not returned.  Work that
+ * waits on another process (an NCCL collective, cuStreamWaitValue32) may
+ * never end while this one waits.  VMEM_QUIESCE_NS; tests shorten it. */
+#define VMEM_QUIESCE_NS (2000ull * 1000000)
+extern uint64_t vmem_quiesce_ns;
 CUresult vmem_page_in(int ordinal, uint64_t *restored);
 uint64_t vmem_paged_out_bytes(int ordinal);
 uint64_t vmem_resident_bytes(int ordinal);

@@ -2,7 +2,8 @@
  * vmem_int.h - the virtualized allocator's insides, private to src/vmem:
  * what core.c (the maps, start-up, chunks, the chunk cache), alloc.c
  * (allocations, frees, queries), async.c (stream-ordered frees), swap.c
- * (paging out and in), ipc.c (CUDA IPC on paged memory) and jem.c (the
+ * (paging out and in), quiesce.c (a page-out's bounded wait for the
+ * program's work), ipc.c (CUDA IPC on paged memory) and jem.c (the
  * private jemalloc arena) share.  vmem.h has the interface.
  *
  * With paging on (SALUS_SWAP), cuMemAlloc_v2 and cuMemAllocPitch_v2 are
@@ -277,6 +278,14 @@ static inline void vmem_async_settle_locked(void)
     if (o)
         o->settle_locked();
 }
+
+/* The program's work on ctx waited for (quiesce.c), up to vmem_quiesce_ns
+ * (vmem.h), holding none of the allocator's locks: CUDA_SUCCESS, the
+ * synchronize's error, or CUDA_ERROR_NOT_READY when it has not ended in
+ * time (or an earlier wait has not yet).  Not under vmem_p.lock. */
+CUresult vmem_quiesce(CUcontext ctx);
+/* 1 while a synchronize of quiesce's has not returned (tests, tools). */
+int vmem_quiesce_waiting(void);
 
 /* A test seam: called, when set, half-way through a page-out (the first
  * big allocation's chunk released and its budget returned, the others'
