@@ -302,6 +302,22 @@ void shares_while_all(const ev_t *e, int n, int njobs, double *share)
         share[i] = (double)b[i] / (double)total;
 }
 
+int run_pair(job_t a, job_t b, ev_t **e)
+{
+    b.id = 1;
+    b.after = 1;
+    int n = run_jobs((job_t[]){ a, b }, 2, e);
+    assert_no_overlap(*e, n);
+    return n;
+}
+
+double pair_share(const ev_t *e, int n)
+{
+    double share[2];
+    shares_while_all(e, n, 2, share);
+    return share[0];
+}
+
 /* Job 1 runs in job 0's pause: a kernel of it starts after job 0's last
  * kernel before the pause (at iteration pause_at), within `bound`; `what`
  * job 0 did, for the message.  Job 1 may have run before the pause too: on

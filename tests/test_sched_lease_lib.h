@@ -68,6 +68,11 @@ uint64_t busy(const ev_t *e, int n, int job, uint64_t from, uint64_t to);
 uint64_t first_start(const ev_t *e, int n, int job);
 uint64_t last_end(const ev_t *e, int n, int job);
 void shares_while_all(const ev_t *e, int n, int njobs, double *share);
+/* Job a, and b as job 1 started once a ran, run to their ends, never both
+ * on the GPU at once (checked); the events in *e, their count returned. */
+int run_pair(job_t a, job_t b, ev_t **e);
+/* Job 0's share of the GPU while both of a pair ran. */
+double pair_share(const ev_t *e, int n);
 void assert_taken_in_pause(const ev_t *e, int n, int pause_at, uint64_t bound, const char *what);
 /* The test's table, opened read-write (fails the test if it cannot). */
 struct shm_table *open_table(void);
