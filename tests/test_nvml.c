@@ -187,10 +187,7 @@ static void stop(client_t *c)
     assert_int_equal(tu_wait(&c->p, 20000), 0);
 }
 
-static uint64_t num(const char *line, const char *key)
-{
-    return (uint64_t)tu_json_need(line, key);
-}
+static uint64_t num(const char *line, const char *key) { return (uint64_t)tu_json_need(line, key); }
 
 /* "a,b" of two pids, sorted. */
 static void pair(pid_t a, pid_t b, char *out, size_t len)
@@ -287,7 +284,8 @@ static void test_view_beside_peer_and_limit(void **state)
 }
 
 /* Until the job's NVML used is below w->below (or, with below 0, at least
- * w->above): one line asked at a time, each checked as the job's view. */
+ * w->above): one line asked at a time, each checked as the job's view
+ * (those read while peers moved memory under each try are passed over). */
 typedef struct watch {
     client_t *c;
     uint64_t below, above;
@@ -305,6 +303,8 @@ static int used_reaches(void *arg)
         return 0;
     w->c->step++;
     w->asked = 0;
+    if (!num(w->c->line, "stable"))
+        return 0;
     assert_own_view(w->c->line);
     uint64_t used = num(w->c->line, "v1_used");
     return w->below ? used < w->below : used >= w->above;

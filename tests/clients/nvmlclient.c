@@ -136,13 +136,28 @@ static void procs(nvmlDevice_t d, int v, char *out, size_t len)
     pids_text(pids, n, rc, out, len);
 }
 
+/* The driver's view and NVML's, read as of one moment: a peer that takes or
+ * gives back memory between the two (a page-out beside a job that
+ * allocates) would make them disagree for nothing, so the reads are made
+ * again until cuMemGetInfo says the same after NVML as before it (stable:
+ * 0 when it never did in 20 tries). */
 static void report(int step, nvmlDevice_t d)
 {
-    size_t cu_free = 0, cu_total = 0;
-    CUresult crc = cuMemGetInfo(&cu_free, &cu_total);
-    nvmlMemory_t m1 = { 0 };
-    nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
-    nvmlReturn_t r1 = nv.mem(d, &m1), r2 = nv.mem2(d, &m2);
+    size_t cu_free = 0, cu_total = 0, again_free = 0, again_total = 0;
+    CUresult crc;
+    nvmlMemory_t m1;
+    nvmlMemory_v2_t m2;
+    nvmlReturn_t r1, r2;
+    int stable = 0;
+    for (int i = 0; i < 20 && !stable; i++) {
+        crc = cuMemGetInfo(&cu_free, &cu_total);
+        m1 = (nvmlMemory_t){ 0 };
+        m2 = (nvmlMemory_v2_t){ .version = nvmlMemory_v2 };
+        r1 = nv.mem(d, &m1);
+        r2 = nv.mem2(d, &m2);
+        stable = cuMemGetInfo(&again_free, &again_total) == crc && again_free == cu_free &&
+                 again_total == cu_total;
+    }
     char p1[512], p2[512], p3[512];
     procs(d, 1, p1, sizeof p1);
     procs(d, 2, p2, sizeof p2);
@@ -151,9 +166,10 @@ static void report(int step, nvmlDevice_t d)
            "\"cu_total\":%zu,\"v1_rc\":%d,\"v1_total\":%llu,\"v1_free\":%llu,\"v1_used\":%llu,"
            "\"v2_rc\":%d,\"v2_total\":%llu,\"v2_free\":%llu,\"v2_used\":%llu,"
            "\"v2_reserved\":%llu,\"procs_v1\":\"%s\",\"procs_v2\":\"%s\",\"procs_v3\":\"%s\","
-           "\"wrapped\":%d,\"hooked\":%d}\n",
+           "\"wrapped\":%d,\"hooked\":%d,\"stable\":%d}\n",
            step, (int)getpid(), (int)crc, cu_free, cu_total, (int)r1, m1.total, m1.free, m1.used,
-           (int)r2, m2.total, m2.free, m2.used, m2.reserved, p1, p2, p3, wrapped, NVH_COUNT);
+           (int)r2, m2.total, m2.free, m2.used, m2.reserved, p1, p2, p3, wrapped, NVH_COUNT,
+           stable);
     fflush(stdout);
 }
 
