@@ -474,19 +474,20 @@ int page_in_once(const page_pager_t *pg, int ord)
 
 /* Ask peers for what the page-in lacks on table device d; the wake word's
  * value before asking, for the wait, and whether paging peers could make
- * the room at all (page_blocked_locked).  -1 when the lock is out of
- * reach. */
-static int ask_for_page_in(int d, uint64_t bytes, uint32_t *seq, int *blocked)
+ * the room at all (page_blocked_locked).  Nothing is asked or written
+ * when the lock is out of reach (said): the page-in, uncounted then, is
+ * tried again after the slice.  A job never runs with its memory out: its
+ * kernels would fault on the unmapped chunks, fatal to its context. */
+static void ask_for_page_in(int d, uint64_t bytes, uint32_t *seq, int *blocked)
 {
     if (mem_page_lock(-1) != 0)
-        return -1;
+        return;
     *seq = mem_wake_seq_of(d);
     uint64_t room = mem_room_of_locked(d);
     if (bytes > room)
         page_ask_locked(d, bytes - room);
     *blocked = bytes > room && page_blocked_locked(mem_table(), d, mem_self_slot());
     mem_page_unlock();
-    return 0;
 }
 
 void page_in_before_run(int device)
@@ -522,12 +523,7 @@ void page_in_before_run(int device)
             if (!said++)
                 util_info("memory: device %d: %s to page in before this job runs; waiting for "
                           "peers to page out", device, util_size(out).s);
-            /* The lock out of reach (said): nobody can be asked, but the
-             * page-in, uncounted then, is tried again after the slice.  It
-             * never runs with its memory out: its kernels would fault on
-             * the unmapped chunks, fatal to its context. */
-            if (ask_for_page_in(device, out, &seq, &blocked) != 0)
-                blocked = 0;
+            ask_for_page_in(device, out, &seq, &blocked);
             /* Memory only the jobs behind it can give back, by running: the
              * GPU goes to them (once per wait), and the scheduler takes
              * this process back once it is in (sched_acquire). */
