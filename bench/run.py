@@ -8,7 +8,9 @@ then write <step>.json under DIR; pytorch needs the frameworks' environment,
 FW_ENV or build/frameworks, and is skipped with its reason without it), micro (gather the scheduler's and memory module's
 microbenchmark JSON), report (report.md, summary.json and the plots from
 what DIR holds), all (every one, in that order), check FILE (exit 0 when a
-summary.json has every key, for tests).  Needs `make` first: it runs
+summary.json has every key, for tests), judge FILE (the paging rows run after
+run of a training.json: medians, spreads and goals on stdout; exit 1 when
+a job failed under Salus in any of its runs, each named on stderr).  Needs `make` first: it runs
 build/bin/salus-train, salus-infer, build/libsalus.so and build/sim.
 """
 import argparse
@@ -28,7 +30,7 @@ STEPS = ["training", "hyperparam", "inference", "mixed", "slicing", "pytorch", "
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    ap.add_argument("steps", nargs="+", help="|".join(STEPS + ["all", "check FILE"]))
+    ap.add_argument("steps", nargs="+", help="|".join(STEPS + ["all", "check FILE", "judge FILE"]))
     ap.add_argument("--scale", default="full", choices=sorted(config.SCALES))
     ap.add_argument("--out", default=os.path.join(config.ROOT, "bench", "results"))
     a = ap.parse_args(argv)
@@ -40,6 +42,10 @@ def main(argv):
         for p in problems:
             print(f"bench: {a.steps[1]}: {p}", file=sys.stderr)
         return 1 if problems else 0
+    if a.steps[0] == "judge":
+        if len(a.steps) != 2:
+            ap.error("judge takes one FILE")
+        return judge(a.steps[1])
     steps = STEPS if "all" in a.steps else a.steps
     for s in steps:
         if s not in STEPS:
@@ -54,14 +60,34 @@ def main(argv):
            for s in steps):
         config.use_snapshot(a.out)
     sc = config.scale(a.scale)
+    failed = []
     for s in steps:
         t = time.monotonic()
         mod = __import__(f"salusbench.{s}", fromlist=["run"])
-        mod.run(sc, a.out)
+        got = mod.run(sc, a.out)
+        if s == "report":
+            failed += got
         took = time.monotonic() - t
         record_time(a.out, a.scale, s, took)
         print(f"bench: {s} ({a.scale}) done in {took:.0f} s", flush=True)
-    return 0
+    for what in failed:
+        print(f"bench: failed jobs under Salus: {what}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def judge(path):
+    from salusbench import repeats, report_repeats
+    try:
+        with open(path) as f:
+            tr = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"bench: {path}: {e}", file=sys.stderr)
+        return 2
+    print(report_repeats.section(tr) or "bench: fewer than two runs of the paging rows")
+    failed = repeats.failed_runs(tr)
+    for what in failed:
+        print(f"bench: failed jobs under Salus: {what}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def record_time(out, scale, step, seconds):

@@ -8,6 +8,9 @@
  * exists, summary.json parses and has every key (bench/run.py check, which
  * also refuses a summary that lacks one), and the plots exist when
  * matplotlib is installed.  A test, not a timing: no figure is judged.
+ * The verdict on the paging rows run after run (bench/run.py judge) is
+ * tested on a training.json written here: its medians, ranges and goals,
+ * and a failed job in any run failing it.
  *
  * Divided into: helpers (python, paths, running run.py); the tests.
  */
@@ -194,11 +197,81 @@ static void test_check_refuses(void **state)
     assert_int_not_equal(run_py(&p, "check", path, NULL, NULL, NULL, NULL, NULL), 0);
 }
 
+/* Three arrival orders of fifo, srtf and fair, with and without paging;
+ * fair's second run with paging failed `failed` jobs (killed). */
+static void write_runs(const char *path, int failed)
+{
+    static const char *const runs[3][3][2] = {          /* [run][policy][paging, plain] */
+        { { "14.0", "13.0" }, { "9.0", "13.0" }, { "12.0", "11.0" } },
+        { { "15.0", "14.0" }, { "9.5", "13.5" }, { "20.0", "11.5" } },
+        { { "13.0", "12.0" }, { "8.0", "12.0" }, { "11.0", "11.2" } },
+    };
+    static const char *const pol[3] = { "fifo", "srtf", "fair" };
+    static const char *const ideal[3] = { "8.0", "8.5", "7.5" };
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"policies\": {\"fifo\": {\"failed_jobs\": 0}, \"none\": {\"failed_jobs\": 43}},"
+          " \"swap_runs\": [", f);
+    for (int r = 0; r < 3; r++) {
+        fprintf(f, "%s{\"arrival_seed\": %d, \"ideal_srtf_jct_s\": %s, \"policies\": {",
+                r ? ", " : "", 2 + 100 * r, ideal[r]);
+        for (int k = 0; k < 3; k++) {
+            int n = r == 1 && k == 2 ? failed : 0;
+            fprintf(f, "%s\"%s\": {\"paging\": {\"avg_jct_s\": %s, \"failed_jobs\": %d, "
+                    "\"failures\": {%s}}, \"plain\": {\"avg_jct_s\": %s, \"failed_jobs\": 0}}",
+                    k ? ", " : "", pol[k], runs[r][k][0], n, n ? "\"killed\": 2" : "",
+                    runs[r][k][1]);
+        }
+        fputs("}}", f);
+    }
+    fputs("]}\n", f);
+    fclose(f);
+}
+
+/* judge: each row's median and range, the goals judged run by run, the
+ * runs that disagree beyond what the arrival order explains; and a job
+ * failed in any run (not under `none`, which fails by design) exits 1
+ * and is named. */
+static void test_judge(void **state)
+{
+    (void)state;
+    if (!python[0])
+        skip();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/training-runs.json", tu_tmpdir());
+    tu_proc_t p;
+    write_runs(path, 0);
+    int rc = run_py(&p, "judge", path, NULL, NULL, NULL, NULL, NULL);
+    if (rc != 0)
+        show(&p);
+    assert_int_equal(rc, 0);
+    char *out = tu_read_file(p.out_path, NULL);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "| fair | 3 | 12.00 (11.00-20.00) | 11.20 (11.00-11.50) | "
+                                "1.09 (1.74) | 0 | 0 |"));
+    assert_non_null(strstr(out, "median 1.12x, worst 1.12x (arrival seed 2), met in every run"));
+    assert_non_null(strstr(out, "median 1.58x, worst 1.56x (arrival seed 2), met in every run"));
+    assert_non_null(strstr(out, "not met by `fifo`, `fair`"));
+    assert_non_null(strstr(out, "`fair` with paging spreads 75% of its median against 4%"));
+    assert_null(strstr(out, "`srtf` with paging spreads"));
+    free(out);
+
+    write_runs(path, 2);
+    assert_int_equal(run_py(&p, "judge", path, NULL, NULL, NULL, NULL, NULL), 1);
+    char *err = tu_read_file(p.err_path, NULL);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "training fair with paging, arrival seed 102: 2 failed "
+                                "(killed 2)"));
+    assert_null(strstr(err, "none"));
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_run),
         cmocka_unit_test(test_check_refuses),
+        cmocka_unit_test(test_judge),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -99,6 +99,9 @@ class Scale:
     unbounded: bool = True      # training: fifo and srtf again without memory limits
     swap: bool = True           # training: the Salus policies again with paging on
                                 # (not in quick: CI's bench-quick keeps its length)
+    swap_repeats: int = 1       # training: runs of each paging row (and of the
+                                # same policy without paging), each with its own
+                                # arrival order; the report gives medians and spreads
     extra: dict = field(default_factory=dict)
 
 
@@ -106,7 +109,7 @@ SCALES = {
     "full": Scale("full", train_jobs=100, count_scale=30, load=2.0,
                   hyper_models=["superres_128", "resnet50_50"], hyper_jobs=16, hyper_job_s=1.5,
                   infer_models=14, infer_copies=[1, 3, 4], infer_seconds=12.0,
-                  publish=True),
+                  publish=True, swap_repeats=3),
     "quick": Scale("quick", train_jobs=16, count_scale=40, load=2.0,
                    hyper_models=["superres_128", "resnet50_50"], hyper_jobs=6, hyper_job_s=0.6,
                    infer_models=14, infer_copies=[1, 3], infer_seconds=3.0, swap=False),

@@ -16,7 +16,7 @@ import platform
 import shutil
 import time
 
-from . import config, plots, presets
+from . import config, plots, presets, repeats
 from .report_fmt import PAPER, TARGETS, cmp_word, disturbed, f, ratio, table  # noqa: F401
 from .report_training import SWAP_KEYS, TRAINING_KEYS, section_training  # noqa: F401
 from .report_pytorch import check_pytorch, section_pytorch, summary_pytorch
@@ -596,3 +596,6 @@ def run(scale, out_dir):
             fh.write(render(out_dir, scale, pngs, img_prefix="report/"))
     print(f"bench: report: {os.path.join(out_dir, 'report.md')}, summary.json, "
           f"{len(pngs)} plots", flush=True)
+    # At the scale that runs paging (make bench), a job that failed under
+    # Salus in any run fails the bench, once the report is written.
+    return repeats.failed_runs(tr or {}) if scale.swap else []

@@ -2,7 +2,7 @@
 switching primitive with memory out of the picture, and the same trace with
 paging (training_swap), with what the figures mean against the paper.
 Every figure is read from training.json; see report.py."""
-from . import config
+from . import config, report_repeats
 from .report_fmt import PAPER, cmp_word, disturbed, f, ratio, table
 
 TRAINING_KEYS = ["fifo", "srtf", "fair", "pack", "none", "ideal_srtf"]
@@ -53,17 +53,21 @@ def section_training(tr, timing):
     U = tr.get("unbounded") or {}
     if U.get("fifo") and U.get("srtf"):
         out.append("**The switching primitive alone.** The same trace again under `fifo` and "
-                   "`srtf` with memory out of the picture (a simulated GPU too large to fill, "
-                   "no reservations: every arrived job is resident, as in the ideal):")
+                   "`srtf` (and `fair`, for the paging rows below) with memory out of the "
+                   "picture (a simulated GPU too large to fill, no reservations: every "
+                   "arrived job is resident, as in the ideal):")
         out.append("")
         out.append(table(["policy, no memory limit", "avg JCT s", "p95 s", "makespan s",
                           "utilization", "failed"],
                          [[p, f(U[p]["avg_jct_s"]), f(U[p]["p95_jct_s"]),
                            f(U[p]["makespan_s"], 1), f(U[p]["utilization"]),
-                           U[p]["failed_jobs"]] for p in ("fifo", "srtf")]))
+                           U[p]["failed_jobs"]] for p in ("fifo", "srtf", "fair") if U.get(p)]))
         out.append("")
     if tr.get("swap"):
         out += [section_training_swap(tr), ""]
+        again = report_repeats.section(tr)
+        if again:
+            out += [again, ""]
     out += [training_meaning(tr), ""]
     sal = [(p, P[p].get("salus") or {}) for p in ("fifo", "srtf", "fair", "pack")]
     sw = ", ".join(f"{p} {s.get('switches', 'n/a')}" for p, s in sal)
@@ -144,6 +148,9 @@ def section_training_swap(tr):
                    f"gate to be asked to page out: {how}; {pk.get('failed_jobs', 0)} of its "
                    f"jobs failed.")
         out.append("")
+    fair_text = swap_fair_text(tr)
+    if fair_text:
+        out += [fair_text, ""]
     ideal_jct = (P.get("ideal_srtf") or {}).get("avg_jct_s")
     srtf, fifo = (S.get("srtf") or {}).get("avg_jct_s"), (S.get("fifo") or {}).get("avg_jct_s")
     if srtf and ideal_jct and fifo:
@@ -169,6 +176,23 @@ def section_training_swap(tr):
         largest = max([j.get("peak_mib", 0) for j in tr.get("trace") or []] or [0]) / 1024
         out.append(swap_failures_text(S, why, largest))
     return "\n".join(out)
+
+
+def swap_fair_text(tr):
+    """Why `fair` with paging is slower than `fair` with admission, where it
+    is: the same policy with every job live, no paging at all."""
+    paged = ((tr.get("swap") or {}).get("fair") or {}).get("avg_jct_s")
+    plain = ((tr.get("policies") or {}).get("fair") or {}).get("avg_jct_s")
+    live = ((tr.get("unbounded") or {}).get("fair") or {}).get("avg_jct_s")
+    if not (paged and plain and live) or paged <= plain:
+        return ""
+    return (f"`fair` with paging averages {f(paged)} s against {f(plain)} s with admission; "
+            f"with memory out of the picture, where nothing pages, it averages {f(live)} s.  "
+            f"Fair shares the GPU among every job that is live, and under a queue processor "
+            f"sharing ends each job late: admission keeps few jobs live (those whose peaks "
+            f"fit), paging lets in as many as their contexts leave room for, and every job "
+            f"live averages the most.  What paging's copies cost is the makespan's share "
+            f"above.")
 
 
 def swap_gap_text(tr, srtf, ideal_jct):

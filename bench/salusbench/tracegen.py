@@ -55,11 +55,13 @@ def iter_scale_of(preset):
     return max(1.0, min(float(config.ITER_SCALE), it / config.MIN_ITER_MS))
 
 
-def training_trace(scale, train_presets):
+def training_trace(scale, train_presets, arrival_seed=None):
     """About 100 jobs of the paper's mix: a model and batch size drawn
     uniformly among the 45 workloads, a length of 1, 5 or 10 minutes
     (uniformly), compressed; Poisson arrivals whose mean gap makes the
-    offered load `scale.load` while jobs arrive."""
+    offered load `scale.load` while jobs arrive.  arrival_seed: the same
+    jobs in another arrival order (the repeats of the paging runs); by
+    default scale.seed + 1."""
     rng = random.Random(scale.seed)
     length_scale = config.ITER_SCALE * scale.count_scale
     drawn = []
@@ -77,7 +79,7 @@ def training_trace(scale, train_presets):
         j.declared_s = minutes * 60.0 / length_scale
     mean_len = sum(j.length_s for j in jobs) / len(jobs)
     mean_gap = mean_len / scale.load
-    arng = random.Random(scale.seed + 1)
+    arng = random.Random(scale.seed + 1 if arrival_seed is None else arrival_seed)
     t = 0.0
     for i, j in enumerate(jobs):
         if i:

@@ -10,7 +10,7 @@ Writes training.json (figures) and training_plot.json (what the plots need).
 import json
 import os
 
-from . import analysis, config, ideal, presets, runner, tracegen
+from . import analysis, config, ideal, presets, repeats, runner, tracegen
 
 TIMELINE_JOBS = 6
 # libsalus's default budget: the capacity less a 5% headroom for contexts.
@@ -57,6 +57,10 @@ def timeline(kernels, results, first, start_s, span_s):
 # srtf with lengths in iterations only, where admission cannot tell a job of
 # many short iterations from one of few long ones.
 SWAP_POLICIES = ("fifo", "srtf", "fair", "pack")
+# Memory out of the picture: the switching primitive (fifo, srtf), and fair
+# with every arrived job live, what it does with paging as more jobs
+# become live at once (its processor sharing, not paging's copies).
+UNBOUNDED_POLICIES = ("fifo", "srtf", "fair")
 SWAP_RUNS = tuple((p, p, True) for p in SWAP_POLICIES) + (("srtf_iterations", "srtf", False),)
 
 
@@ -146,7 +150,7 @@ def run(scale, out_dir):
     # has arrived, as the ideal does.
     unbounded = {}
     if scale.unbounded:
-        for policy in ("fifo", "srtf"):
+        for policy in UNBOUNDED_POLICIES:
             r = runner.run_jobs(jobs, policy, workdir, f"{policy}-unbounded",
                                 deadline_s=6 * work + 60, reserve=False,
                                 extra_env={"SIMGPU_MEMORY": "1T"})
@@ -159,6 +163,8 @@ def run(scale, out_dir):
                   f"{st['avg_jct_s'] or 0:.2f} s, makespan {st['makespan_s']:.1f} s "
                   f"({r.wall_s:.0f} s)", flush=True)
     swap = run_swap(jobs, work, workdir, plot, walls) if scale.swap else {}
+    swap_runs = repeats.run(scale, presets.training_presets(pre), jobs, figures, swap, workdir,
+                            walls)
     best, ideal_jct = ideal.stats(jobs)
     figures["ideal_srtf"] = best
     plot["jct"]["ideal_srtf"] = ideal_jct
@@ -181,6 +187,7 @@ def run(scale, out_dir):
         "policies": figures,
         "unbounded": unbounded,
         "swap": swap,
+        "swap_runs": swap_runs,
         "wall_s": walls,
         "seed": scale.seed,
         "trace": [{"name": j.name, "model": j.model, "minutes": j.minutes,
