@@ -9,7 +9,8 @@
 # and the plots (make bench also copies the report to bench/REPORT.md and
 # bench/report/).
 #
-#   make bench          full size (about 11 minutes on 2 cores)
+#   make bench          full size (about 40 minutes on 2 cores: the paging
+#                       rows run in three arrival orders)
 #   make bench-quick    the same experiments scaled down (about 1.5 minutes)
 
 BENCH_RUN := $(BENCH_PYTHON) bench/run.py
