@@ -1,8 +1,10 @@
 # Memory admission's micro-benchmark: ns libsalus adds per cuMemAlloc_v2 +
-# cuMemFree_v2 pair, with 1 and with 1,000 live allocations, over a null
-# driver (bench/nulldrv/nulldrv_all.c's exports, which return at once, with
-# the answers of bench/micro/alloc_nulldrv.c, VMM's included).  Writes
-# $(BENCH_OUT)/micro_memory.json (alloc_ns_per_pair: the larger of the two).
+# cuMemFree_v2 pair of 4 KiB, 1 MiB and 64 MiB, and of 1 MiB beside 1,000
+# live allocations, over a null driver (bench/nulldrv/nulldrv_all.c's
+# exports, which return at once, with the answers of
+# bench/micro/alloc_nulldrv.c, VMM's included).  Writes
+# $(BENCH_OUT)/micro_memory.json (alloc_ns_per_pair: the larger of the two
+# 1 MiB rows; alloc_ns_per_pair_any_size: the largest of all).
 
 ALLOC_NULLDRV := $(B)/bench/alloc-nulldrv/libcuda.so.1
 ALLOC_BENCH   := $(B)/bench/alloc_overhead
@@ -30,10 +32,12 @@ bench-memory-quick: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
 	    --out $(BENCH_OUT)/micro_memory.json --pairs 50000 --repeats 5 --rounds 3
 
 # The same with paging on (SALUS_SWAP=on): what libsalus adds when it serves
-# the allocations itself (1 MiB: sub-allocated by its jemalloc) over the null
-# driver's VMM calls, stream-ordered ones included (async_ns_per_pair: an
-# event recorded per free, queried at the next allocation).
-# $(BENCH_OUT)/micro_memory_swap.json.
+# the allocations itself (4 KiB and 1 MiB: blocks of its jemalloc's region,
+# the last freed kept for their size; 64 MiB: a chunk of its own, kept
+# likewise) over the null driver's VMM calls, stream-ordered ones included
+# (async_ns_per_pair: an event recorded per free, queried at the next
+# allocation).  $(BENCH_OUT)/micro_memory_swap.json; the report holds its
+# worst size to twice the worst without paging (issue 28, item 5).
 .PHONY: bench-memory-swap
 bench-memory-swap: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
 	@mkdir -p $(BENCH_OUT)

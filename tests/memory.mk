@@ -38,6 +38,9 @@ $(B)/obj/tests/test_memory_vmm_lib.o: | $(B)/.deps-test
 $(eval $(call salus_test,test_memory_vmm,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
 $(B)/tests/test_memory_vmm: $(SIM_LIB) $(B)/libsalus.so $(B)/tests/clients/vmmclient \
                             | $(MEM_JEMALLOC)
+# Small allocations kept for the next of their size (jem.c), over simgpu.
+$(eval $(call salus_test,test_memory_vmmkeep,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
+$(B)/tests/test_memory_vmmkeep: $(SIM_LIB) | $(MEM_JEMALLOC)
 # A job SIGKILLed while paged out, paging out and paging in, beside a
 # survivor, with the same allocator over simgpu.
 $(eval $(call salus_test,test_memory_pagekill,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))

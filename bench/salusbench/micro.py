@@ -2,13 +2,14 @@
 
 The scheduler's and the memory module's own benchmarks (bench/sched.mk,
 bench/memory.mk, run by `make bench` before the report) write
-micro_sched.json and micro_memory.json under the results directory.  This
-step reads them and writes micro.json with the three figures the summary
-carries: ns added per launch on the fast path, ns per alloc/free pair, and
-handoff latency p50/p99 in us; and, for the report, ns added per host sync
-alone and beside 256 idle threads, and what a fresh process's start-up
-costs (micro_startup.json, bench/startup.mk).  A figure whose file is missing is null,
-and the report says so.
+micro_sched.json, micro_memory.json and micro_memory_swap.json under the
+results directory.  This step reads them and writes micro.json with the
+three figures the summary carries: ns added per launch on the fast path, ns
+per alloc/free pair, and handoff latency p50/p99 in us; and, for the report,
+the worst pair over the sizes with paging off and on, ns added per host sync
+alone and beside 256 idle threads, and what a fresh process's start-up costs
+(micro_startup.json, bench/startup.mk).  A figure whose file is missing is
+null, and the report says so.
 """
 import json
 import os
@@ -16,7 +17,7 @@ import os
 from . import config
 
 FILES = {"sched": "micro_sched.json", "memory": "micro_memory.json",
-         "startup": "micro_startup.json"}
+         "memory_swap": "micro_memory_swap.json", "startup": "micro_startup.json"}
 
 # Where each figure may be, first match wins: key paths tried in order.
 WANTED = {
@@ -34,6 +35,8 @@ WANTED = {
     "overhead_ns_per_launch_two_devices": ("sched", [["overhead_ns_per_launch_two_devices"],
                                                      ["launch",
                                                       "overhead_ns_per_launch_two_devices"]]),
+    "alloc_ns_per_pair_any_size": ("memory", [["alloc_ns_per_pair_any_size"]]),
+    "alloc_ns_per_pair_paging": ("memory_swap", [["alloc_ns_per_pair_any_size"]]),
     "overhead_ns_per_sync": ("sched", [["overhead_ns_per_sync"]]),
     "overhead_ns_per_sync_idle_threads": ("sched", [["overhead_ns_per_sync_idle_threads"]]),
     "overhead_us_startup_first_call": ("startup", [["overhead_us_first_call"]]),

@@ -300,6 +300,25 @@ def section_infer(inf):
     return "\n".join(out)
 
 
+def twice(x):
+    return None if x is None else 2 * x
+
+
+def pair_sizes(raw):
+    """'4 KiB +36.4 / +85.1' for each size both memory benchmarks timed."""
+    off = ((raw.get("memory") or {}).get("sizes") or {})
+    on = ((raw.get("memory_swap") or {}).get("sizes") or {})
+    out = []
+    for key in sorted(off, key=lambda k: int(k) if k.isdigit() else 0):
+        a, b = off.get(key) or {}, on.get(key) or {}
+        if not key.isdigit() or "overhead_ns_per_pair" not in a or "overhead_ns_per_pair" not in b:
+            continue
+        n = int(key)
+        size = f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+        out.append(f"{size} +{f(a['overhead_ns_per_pair'], 1)} / +{f(b['overhead_ns_per_pair'], 1)}")
+    return out
+
+
 def section_micro(mi, tr=None):
     out = ["## 4. Microbenchmarks", ""]
     fig = (mi or {}).get("figures", {})
@@ -313,6 +332,10 @@ def section_micro(mi, tr=None):
              "+30 before a process joined devices at its first launch there"],
             ["ns per allocate/free pair", f(fig.get("alloc_ns_per_pair"), 1),
              f"<= {TARGETS['pair_ns']}", "HAMi-core +880, nvshare +28"],
+            ["... with paging on (SALUS_SWAP=on), the worst of 4 KiB, 1 MiB and 64 MiB",
+             f(fig.get("alloc_ns_per_pair_paging"), 1),
+             f"<= 2x off ({f(twice(fig.get('alloc_ns_per_pair_any_size')), 1)})",
+             "+397 (1 MiB) before a block kept per size in front of jemalloc"],
             ["handoff latency p50, us (drain included)", f(fig.get("handoff_us_p50"), 1),
              f"<= {TARGETS['handoff_p50_us']}", "futex wake p50 5.6"],
             ["handoff latency p99, us", f(fig.get("handoff_us_p99"), 1),
@@ -331,6 +354,11 @@ def section_micro(mi, tr=None):
              f"plain {f(fig.get('plain_us_startup_process'), 0)}"]]
     out.append(table(["figure", "measured", "target", "for reference (design.md)"], rows))
     out.append("")
+    sizes = pair_sizes((mi or {}).get("raw", {}))
+    if sizes:
+        out.append("An allocate/free pair by size, ns added with paging off and on: "
+                   + "; ".join(sizes) + ".")
+        out.append("")
     rt = ((mi or {}).get("raw", {}).get("sched") or {}).get("handoff", {})
     if isinstance(rt, dict) and rt.get("round_trip_us_per_handoff") is not None:
         out.append(f"The handoff benchmark made one handoff per "

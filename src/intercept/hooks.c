@@ -58,16 +58,3 @@ int hook_find(const char *export_name)
 #define LAUNCH_ID_COPY(export)
 #define LAUNCH_ID_RESOLVE(export)
 const hook_id_t hook_launch_ids[HOOK_LAUNCHES] = { HOOK_LIST(LAUNCH_ID_) };
-
-#define WORK_ID_(cat, export, ...) WORK_ID_##cat(export)
-#define WORK_ID_LAUNCH(export) HOOK_##export,
-#define WORK_ID_SYNC(export) HOOK_##export,
-#define WORK_ID_ALLOC(export)
-#define WORK_ID_FREE(export)
-#define WORK_ID_INFO(export)
-#define WORK_ID_LIFE(export)
-#define WORK_ID_CAPTURE(export)
-#define WORK_ID_MEMOP(export)
-#define WORK_ID_COPY(export) HOOK_##export,
-#define WORK_ID_RESOLVE(export)
-const hook_id_t hook_work_ids[HOOK_WORKS] = { HOOK_LIST(WORK_ID_) };

@@ -110,20 +110,22 @@ int hook_find(const char *export_name);
 #define HOOK_LAUNCHES (0 HOOK_LIST(HOOK_IS_LAUNCH_))
 extern const hook_id_t hook_launch_ids[HOOK_LAUNCHES];
 /* The calls that can write device memory, or wait for what did: launches,
- * copies and memsets, and every sync row (gated ones among them). */
-#define HOOK_IS_WORK_(cat, ...) + HOOK_IS_WORK_##cat
-#define HOOK_IS_WORK_LAUNCH 1
-#define HOOK_IS_WORK_SYNC 1
-#define HOOK_IS_WORK_ALLOC 0
-#define HOOK_IS_WORK_FREE 0
-#define HOOK_IS_WORK_INFO 0
-#define HOOK_IS_WORK_LIFE 0
-#define HOOK_IS_WORK_CAPTURE 0
-#define HOOK_IS_WORK_MEMOP 0
-#define HOOK_IS_WORK_COPY 1
-#define HOOK_IS_WORK_RESOLVE 0
+ * copies and memsets, and every sync row (gated ones among them).
+ * HOOK_WHEN_WORK_<category>(...) is its arguments for those categories and
+ * nothing for the others: a sum over them expands to one load per export,
+ * at a constant offset (thread.c's work_of). */
+#define HOOK_WHEN_WORK_LAUNCH(...) __VA_ARGS__
+#define HOOK_WHEN_WORK_SYNC(...) __VA_ARGS__
+#define HOOK_WHEN_WORK_ALLOC(...)
+#define HOOK_WHEN_WORK_FREE(...)
+#define HOOK_WHEN_WORK_INFO(...)
+#define HOOK_WHEN_WORK_LIFE(...)
+#define HOOK_WHEN_WORK_CAPTURE(...)
+#define HOOK_WHEN_WORK_MEMOP(...)
+#define HOOK_WHEN_WORK_COPY(...) __VA_ARGS__
+#define HOOK_WHEN_WORK_RESOLVE(...)
+#define HOOK_IS_WORK_(cat, ...) HOOK_WHEN_WORK_##cat(+ 1)
 #define HOOK_WORKS (0 HOOK_LIST(HOOK_IS_WORK_))
-extern const hook_id_t hook_work_ids[HOOK_WORKS];
 
 /* ---- the real driver -----------------------------------------------------
  * One slot per wrapped export: where its wrapper forwards.  Until the driver
@@ -254,7 +256,7 @@ hook_block_t *hook_thread_register(void);
  * the scheduler's slow path, then b follows the gate it returned, on the
  * active list. */
 void hook_thread_gated(hook_block_t *b, const void *work, CUstream stream);
-/* How many calls of hook_work_ids the process has let through to the
+/* How many calls of the work categories (HOOK_WHEN_WORK_) the process has let through to the
  * driver, over its threads (those parked in the gated path left out):
  * memory's mem_work_count, for allocations never written since. */
 uint64_t hook_work_released(void);

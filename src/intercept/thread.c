@@ -34,6 +34,7 @@ static util_list_t live;              /* blocks of running threads (on_live) */
 static util_list_t active;            /* blocks that launched since the last fold (on_active) */
 static util_list_t spare;             /* blocks of exited threads, zeroed, for reuse (on_live) */
 static hook_counts_t retired;         /* sums of exited threads */
+static uint64_t retired_work;         /* work_of(&retired) */
 static sched_token_t pending;         /* unfolded launches of exited threads */
 static hook_block_t fallback = { .s = { .gate = &sched_gate_unreg } };  /* calloc failed */
 static int armed;                     /* this process called the driver */
@@ -195,22 +196,23 @@ sched_token_t hook_threads_fold(void)
  * parked is let through or about to be (a thread between its count and
  * its gate looks let through too: an allocation looks written, never the
  * reverse). */
+#define WORK_TERM_(cat, export, ...) \
+    HOOK_WHEN_WORK_##cat(+ util_load_relaxed(&c->calls[HOOK_##export]))
 static uint64_t work_of(const hook_counts_t *c)
 {
-    uint64_t n = 0;
-    for (int i = 0; i < HOOK_WORKS; i++)
-        n += util_load_relaxed(&c->calls[hook_work_ids[i]]);
-    return n;
+    return 0 HOOK_LIST(WORK_TERM_);
 }
 
+/* Called at every paged allocation of a chunk of its own: a load per work
+ * export and live thread (the shared block is live once used), the exited
+ * threads' sum kept as one number. */
 uint64_t hook_work_released(void)
 {
     pthread_mutex_lock(&registry_lock);
-    uint64_t n = work_of(&retired) + work_of(&fallback.c);   /* the shared block: as let through */
+    uint64_t n = retired_work;
     hook_block_t *b;
-    UTIL_LIST_EACH(b, &live, hook_block_t, on_live)
-        if (b != &fallback)
-            n += work_of(&b->c) - (util_load_relaxed(&b->parked) ? 1 : 0);
+    UTIL_LIST_EACH(b, &live, hook_block_t, on_live)   /* the shared block: as let through */
+        n += work_of(&b->c) - (b != &fallback && util_load_relaxed(&b->parked) ? 1 : 0);
     pthread_mutex_unlock(&registry_lock);
     return n;
 }
@@ -250,6 +252,7 @@ static void thread_exit(void *arg)
     hook_tls = &hook_unregistered;
     pthread_mutex_lock(&registry_lock);
     counts_add(&retired, &b->c);
+    retired_work += work_of(&b->c);
     if (b->active)
         unlink_active(b);
     fold_block(b, &pending);
@@ -286,6 +289,7 @@ static void postfork_child(void)
     memset(&fallback, 0, sizeof fallback);
     fallback.s.gate = &sched_gate_unreg;
     memset(&retired, 0, sizeof retired);
+    retired_work = 0;
     memset(&pending, 0, sizeof pending);
     armed = 0;
     hook_tls = &hook_unregistered;

@@ -233,9 +233,19 @@ const char *util_describe(const char *fmt, ...)
 
 /* ---- clock -------------------------------------------------------------- */
 
-uint64_t util_now_ns(void)
+static uint64_t clock_ns(clockid_t which)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(which, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t util_now_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t util_coarse_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC_COARSE);
 }

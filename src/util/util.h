@@ -112,6 +112,9 @@ const char *util_describe(const char *fmt, ...) __attribute__((format(printf, 1,
 /* ---- clock -------------------------------------------------------------- */
 /* CLOCK_MONOTONIC in nanoseconds: the clock simgpu's trace uses too. */
 uint64_t util_now_ns(void);
+/* The same clock as of its last tick (a few ms behind at most), at a
+ * quarter of the cost: for stamps that expire in hundreds of ms. */
+uint64_t util_coarse_ns(void);
 
 /* The one list of SALUS_* variables and its readers. */
 #include "util/vars.h"

@@ -62,6 +62,7 @@ static int vdev_setup(vmem_dev_t *v, int ordinal)
         goto out_ready;
     }
     v->size = size;
+    util_or_release(&vmem_p.small_devs, 1u << ordinal);   /* after base and size */
 out_ready:
     v->ready = 1;
     return 0;
@@ -137,15 +138,20 @@ static CUresult alloc_small(vmem_dev_t *v, vmem_buf_t *a)
         if (rc != CUDA_SUCCESS)
             return rc;
     }
-    uintptr_t p = vmem_jem_alloc(&v->jem, a->size);
-    if (!p)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if ((rc = small_touch(v, p, a->size)) != CUDA_SUCCESS) {
-        vmem_jem_free(&v->jem, p);
-        return rc;
+    /* Short of memory, the blocks jemalloc's cache keeps go back first:
+     * they may be what would serve this one in granules already backed. */
+    for (int flushed = 0;; flushed = 1) {
+        uintptr_t p = vmem_jem_alloc(&v->jem, a->size);
+        if (!p)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else if ((rc = small_touch(v, p, a->size)) == CUDA_SUCCESS) {
+            a->base = p;
+            return CUDA_SUCCESS;
+        } else
+            vmem_jem_free(&v->jem, p, a->size);
+        if (rc != CUDA_ERROR_OUT_OF_MEMORY || flushed || !vmem_jem_flush(&v->jem))
+            return rc;
     }
-    a->base = p;
-    return CUDA_SUCCESS;
 }
 
 /* A chunk the table had room for (charged), which the driver may refuse
@@ -176,7 +182,10 @@ static CUresult alloc_big(vmem_dev_t *v, vmem_buf_t *a)
         a->base = kept.base;
         a->h = kept.h;
         a->charged = kept.charged;
-        a->work_at = vmem_work_now();  /* as fresh: its contents are undefined */
+        /* As written: a page-out copies it even if nothing has written it
+         * since, but taking a kept chunk stays flat in the process's
+         * threads (vmem_work_now sums each one's counters). */
+        a->work_at = UINT64_MAX;
         if (vmem_spans_add(&vmem_p.bigs, a) == 0)
             return CUDA_SUCCESS;
         vmem_cache_release_locked(v, &kept);
@@ -215,7 +224,7 @@ static CUresult valloc_locked(int ordinal, uint64_t size, CUdeviceptr *out)
     vmem_dev_t *v = vdev_of(ordinal);
     if (!v)
         return CUDA_ERROR_NOT_SUPPORTED;  /* the caller goes to the driver */
-    vmem_buf_t *a = calloc(1, sizeof *a);
+    vmem_buf_t *a = vmem_buf_new_locked();
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
     a->size = size;
@@ -235,7 +244,7 @@ static CUresult valloc_locked(int ordinal, uint64_t size, CUdeviceptr *out)
 out_undo:
     if (!a->big) {
         small_untouch(v, a->base, a->size);
-        vmem_jem_free(&v->jem, a->base);
+        vmem_jem_free(&v->jem, a->base, a->size);
     } else {
         vmem_spans_del(&vmem_p.bigs, a);
         vmem_unback(a->base, a->bytes, a->h);
@@ -245,7 +254,7 @@ out_undo:
         v->resident -= a->bytes;
     }
 out_free:
-    free(a);
+    vmem_buf_put_locked(a);
     return rc;
 }
 
@@ -306,7 +315,7 @@ static void free_locked(vmem_buf_t *a)
         if (a->exported)
             vmem_p.ipc_freed(a);
         small_untouch(v, a->base, a->size);
-        vmem_jem_free(&v->jem, a->base);
+        vmem_jem_free(&v->jem, a->base, a->size);
         return;
     }
     vmem_spans_del(&vmem_p.bigs, a);
@@ -326,6 +335,19 @@ static void free_locked(vmem_buf_t *a)
     vmem_drv()->mem_address_free(a->base, a->bytes);
 }
 
+/* Whether p is in a device's small region: made before any allocation in
+ * it was handed out (the program passed p on after that), never unmade, so
+ * read without the lock. */
+static int in_small_region(uint64_t p)
+{
+    for (unsigned m = util_load_acquire(&vmem_p.small_devs); m; m &= m - 1) {
+        const vmem_dev_t *v = &vmem_p.dev[__builtin_ctz(m)];
+        if (p - v->base < v->size)
+            return 1;
+    }
+    return 0;
+}
+
 /* The program's work ends before its memory goes, as cuMemFree's own
  * synchronize makes it: outside the lock (a wait for a kernel that waits
  * on another process must not hold every allocation of this one), and its
@@ -335,20 +357,22 @@ int vmem_free(CUdeviceptr p, CUresult *rc)
 {
     if (!vmem_on() || !p)
         return 0;
-    pthread_mutex_lock(&vmem_p.lock);
-    int ours = vmem_map_get(&vmem_p.allocs, p) != NULL;
-    pthread_mutex_unlock(&vmem_p.lock);
-    if (!ours)
-        return 0;
+    if (!in_small_region(p)) {
+        pthread_mutex_lock(&vmem_p.lock);
+        int ours = vmem_map_get(&vmem_p.allocs, p) != NULL;
+        pthread_mutex_unlock(&vmem_p.lock);
+        if (!ours)
+            return 0;
+    }
     CUresult sync = vmem_drv()->ctx_synchronize();
     pthread_mutex_lock(&vmem_p.lock);
     vmem_buf_t *a = vmem_map_get(&vmem_p.allocs, p);
     if (a) {
         vmem_map_del(&vmem_p.allocs, p);
         free_locked(a);
+        vmem_buf_put_locked(a);
     }
     pthread_mutex_unlock(&vmem_p.lock);
-    free(a);
     /* Gone meanwhile: another thread freed it first (the driver's answer
      * to the second free of a pointer). */
     *rc = !a ? CUDA_ERROR_INVALID_VALUE : sync;

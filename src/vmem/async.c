@@ -245,7 +245,7 @@ static void settle_locked(int wait)
         }
         event_put_locked(p->ev, p->ctx, r == CUDA_SUCCESS);
         vmem_free_locked(p->a);
-        free(p->a);
+        vmem_buf_put_locked(p->a);
     }
     va.npend = k;
     util_store_relaxed(&va.pending, k);
@@ -330,7 +330,6 @@ CUresult vmem_alloc_async(CUdeviceptr *out, size_t bytes, CUmemoryPool pool, int
 int vmem_free_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc)
 {
     static int said;
-    vmem_buf_t *now = NULL;
     if (!vmem_on() || !p)
         return 0;
     pthread_mutex_lock(&vmem_p.lock);
@@ -349,11 +348,10 @@ int vmem_free_async(CUdeviceptr p, CUstream stream, int captured, CUresult *rc)
         if (vmem_drv()->stream_synchronize(stream) != CUDA_SUCCESS)
             vmem_drv()->ctx_synchronize();
         vmem_free_locked(a);
-        now = a;
+        vmem_buf_put_locked(a);
     }
 out_unlock:
     pthread_mutex_unlock(&vmem_p.lock);
-    free(now);
     if (a)
         *rc = CUDA_SUCCESS;
     return a != NULL;

@@ -5,7 +5,7 @@
  * freed big allocations leave, kept for the next of their size.
  *
  * Divided into: the maps (a hash map, the big allocations' sorted array);
- * start-up; contexts, budget and physical chunks; the chunk cache.
+ * records; start-up; contexts, budget and physical chunks; the chunk cache.
  *
  * Lock: the callers hold vmem_p.lock (vmem_int.h); start-up is once; the
  * drain thread's look (vmem_keep_tick) only tries it.
@@ -145,6 +145,27 @@ vmem_buf_t *vmem_spans_find(const vmem_spans_t *s, uint64_t p)
     return p - a->base < a->bytes ? a : NULL;
 }
 
+/* ---- records ------------------------------------------------------------------ */
+
+vmem_buf_t *vmem_buf_new_locked(void)
+{
+    if (vmem_p.nspare == 0)
+        return calloc(1, sizeof(vmem_buf_t));
+    vmem_buf_t *a = vmem_p.spare[--vmem_p.nspare];
+    memset(a, 0, sizeof *a);
+    return a;
+}
+
+void vmem_buf_put_locked(vmem_buf_t *a)
+{
+    if (!a)
+        return;
+    if (vmem_p.nspare < VMEM_SPARE_BUFS)
+        vmem_p.spare[vmem_p.nspare++] = a;
+    else
+        free(a);
+}
+
 /* ---- start-up --------------------------------------------------------------- */
 
 /* Decided once the memory module has started (mem_init): paging is on when
@@ -184,6 +205,9 @@ static void copy_drv(void)
 const drv_t *vmem_drv(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
+    /* On: start() found the VMM calls in the copy before its store of 1. */
+    if (util_load_acquire(&vmem_p.on) == 1)
+        return &vmem_p.drv;
     if (!mem_driver())
         return &no_drv;
     pthread_once(&once, copy_drv);
@@ -208,6 +232,7 @@ static void forget(void)
 {
     pthread_mutex_init(&vmem_p.lock, NULL);
     memset(vmem_p.dev, 0, sizeof vmem_p.dev);
+    util_store_relaxed(&vmem_p.small_devs, 0);
     memset(&vmem_p.allocs, 0, sizeof vmem_p.allocs);
     memset(&vmem_p.bigs, 0, sizeof vmem_p.bigs);
     vmem_p.staged = 0;
@@ -396,7 +421,7 @@ int vmem_cache_put_locked(vmem_dev_t *v, const vmem_buf_t *a)
         v->ncache--;
     }
     v->cache[v->ncache++] = (vmem_cached_t){ a->base, a->bytes, a->h, a->charged,
-                                             util_now_ns() };
+                                             util_coarse_ns() };
     return 1;
 }
 

@@ -21,6 +21,19 @@
  * hook opts out): jemalloc keeps and reuses them.  Splitting and merging
  * are free (a range is only addresses).
  *
+ * In front of jemalloc, each arena keeps the last blocks freed
+ * (VMEM_JEM_KEEP of them, of any size below the granularity), and an
+ * allocation of a kept block's exact size takes it back: a program that
+ * frees and allocates one size again then costs two scans of a few words
+ * instead of an extent built and torn down in jemalloc (what made a
+ * paging-on pair ten times a plain one).  jemalloc's own thread caches
+ * cannot serve here: it serves a large size asked with an alignment over
+ * a cache line outside them, and without it offsets a large block within
+ * its first page.  A kept block is free for libsalus (its granules no
+ * longer count it: it moves without a copy), only not yet for jemalloc;
+ * what is kept is under VMEM_JEM_KEEP granules, and vmem_jem_flush gives
+ * it back when the device is short.
+ *
  * Lock: every call runs under vmem_p.lock, the hooks included (they run
  * inside mallocx and dallocx).
  */
@@ -32,6 +45,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 /* ---- the jemalloc entry points (weak: absent outside libsalus) ------------ */
@@ -137,21 +151,54 @@ static int flags_of(const vmem_jem_t *j)
     return MALLOCX_ARENA(j->index) | MALLOCX_TCACHE_NONE;
 }
 
+/* ---- blocks --------------------------------------------------------------------
+ * j->keep[0, j->kept) are the kept blocks, the newest last; a block is
+ * in jemalloc (allocated there) while kept. */
+
+static size_t rounded(size_t n)
+{
+    return (n + VMEM_ALIGN - 1) & ~(size_t)(VMEM_ALIGN - 1);
+}
+
 uintptr_t vmem_jem_alloc(vmem_jem_t *j, size_t n)
 {
-    if (!j->arena)
+    if (!j->arena || n > SIZE_MAX - VMEM_ALIGN)
         return 0;
-    if (n > SIZE_MAX - VMEM_ALIGN)
-        return 0;
-    n = (n + VMEM_ALIGN - 1) & ~(size_t)(VMEM_ALIGN - 1);
+    n = rounded(n);
+    for (unsigned i = j->kept; i-- > 0;) {
+        if (j->keep[i].size != n)
+            continue;
+        uintptr_t p = j->keep[i].devptr;
+        j->keep[i] = j->keep[--j->kept];
+        return p;
+    }
     void *p = salus_je_mallocx(n, flags_of(j) | MALLOCX_ALIGN(VMEM_ALIGN));
     if (!p)
         return 0;
     return (uintptr_t)p - j->shadow + j->dev;
 }
 
-void vmem_jem_free(vmem_jem_t *j, uintptr_t devptr)
+static void release(vmem_jem_t *j, uintptr_t devptr)
 {
-    if (j->arena)
-        salus_je_dallocx((void *)vmem_jem_shadow(j, devptr), flags_of(j));
+    salus_je_dallocx((void *)vmem_jem_shadow(j, devptr), flags_of(j));
+}
+
+void vmem_jem_free(vmem_jem_t *j, uintptr_t devptr, size_t n)
+{
+    if (!j->arena)
+        return;
+    if (j->kept == VMEM_JEM_KEEP) {          /* the oldest goes back */
+        release(j, j->keep[0].devptr);
+        memmove(&j->keep[0], &j->keep[1], (VMEM_JEM_KEEP - 1) * sizeof j->keep[0]);
+        j->kept--;
+    }
+    j->keep[j->kept++] = (vmem_jem_block_t){ .devptr = devptr, .size = rounded(n) };
+}
+
+int vmem_jem_flush(vmem_jem_t *j)
+{
+    int any = j->kept > 0;
+    while (j->kept > 0)
+        release(j, j->keep[--j->kept].devptr);
+    return any;
 }

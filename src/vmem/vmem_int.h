@@ -42,6 +42,14 @@
 #include "util/atomic.h"
 
 #define VMEM_MAX_DEVICES 16        /* CUDA ordinals that may virtualize */
+#define VMEM_SPARE_BUFS 64         /* allocation records kept for reuse */
+
+/* A freed block jem.c keeps for the next allocation of its size. */
+typedef struct vmem_jem_block {
+    uintptr_t devptr;
+    size_t size;                   /* rounded to VMEM_ALIGN */
+} vmem_jem_block_t;
+#define VMEM_JEM_KEEP 8
 
 /* The jemalloc arena of a device's small region (jem.c). */
 typedef struct vmem_jem {
@@ -51,6 +59,8 @@ typedef struct vmem_jem {
     uintptr_t dev;                 /* device base of the small region */
     size_t size;                   /* of both */
     size_t bump;                   /* handed out to jemalloc so far */
+    vmem_jem_block_t keep[VMEM_JEM_KEEP];   /* [0, kept): freed, newest last */
+    unsigned kept;
 } vmem_jem_t;
 
 /* Whether the private jemalloc is linked in (libsalus links it). */
@@ -63,7 +73,12 @@ int vmem_jem_create(vmem_jem_t *j, uintptr_t dev, size_t size);
  * alignment, and an overrun of a few bytes must not reach a neighbour). */
 #define VMEM_ALIGN 512u
 uintptr_t vmem_jem_alloc(vmem_jem_t *j, size_t n);
-void vmem_jem_free(vmem_jem_t *j, uintptr_t devptr);
+/* Free the block of n bytes (as allocated) at devptr: kept for the next
+ * allocation of its size, or back to jemalloc. */
+void vmem_jem_free(vmem_jem_t *j, uintptr_t devptr, size_t n);
+/* Give the blocks j keeps back to jemalloc, for an allocation the device
+ * is short for: 1 if any was kept, else 0. */
+int vmem_jem_flush(vmem_jem_t *j);
 /* The shadow (host) address jemalloc knows for a device address of j. */
 static inline uintptr_t vmem_jem_shadow(const vmem_jem_t *j, uintptr_t devptr)
 {
@@ -100,7 +115,7 @@ typedef struct vmem_dev {
     int ordinal;
     CUcontext ctx;                 /* where libsalus's copies run */
     CUstream stream;               /* libsalus's own, for paging copies */
-    size_t gran;                   /* the driver's granularity */
+    size_t gran;                   /* the driver's granularity: a power of two */
     /* The small region. */
     CUdeviceptr base;
     size_t size;
@@ -191,6 +206,8 @@ typedef struct vmem_state {
     unsigned charge_flags;
     int stuck;
     int pageable;                  /* a device's paging started (vmem_pageable); atomic */
+    unsigned small_devs;           /* bit i: dev[i]'s small region is made (base
+                                      and size set first); atomic */
     uint64_t (*work_count)(void);  /* vmem_set_work_count; atomic */
     /* vmm_ipc.c's, set at its first export (so before an allocation is
      * exported), called by the files below it without naming it: an
@@ -200,9 +217,17 @@ typedef struct vmem_state {
      * exports, imports and server. */
     int (*ipc_freed)(vmem_buf_t *a);
     void (*ipc_forget)(void);
+    vmem_buf_t *spare[VMEM_SPARE_BUFS];   /* [0, nspare): records for reuse */
+    unsigned nspare;
 } vmem_state_t;
 
 extern vmem_state_t vmem_p;
+
+/* core.c: an allocation's record, zeroed (NULL: no memory), and its return
+ * once the allocation is gone, under vmem_p.lock: a few are kept for the
+ * next (a pair must not cost a calloc and a free). */
+vmem_buf_t *vmem_buf_new_locked(void);
+void vmem_buf_put_locked(vmem_buf_t *a);
 
 /* core.c: the budget, under vmem_p.lock with vmem_p.charge_flags (a
  * CUresult; *charged 0 when it passed uncounted), and the physical memory
@@ -239,8 +264,9 @@ void vmem_leave(void);
 static inline void vmem_granules(const vmem_dev_t *v, uint64_t p, uint64_t n,
                                    size_t *first, size_t *last)
 {
-    *first = (p - v->base) / v->gran;
-    *last = (p + n - 1 - v->base) / v->gran;
+    unsigned shift = (unsigned)__builtin_ctzll(v->gran);   /* a power of two: no division */
+    *first = (p - v->base) >> shift;
+    *last = (p + n - 1 - v->base) >> shift;
 }
 /* alloc.c: the virtualized allocation holding p, or NULL. */
 vmem_buf_t *vmem_find_locked(uint64_t p);
