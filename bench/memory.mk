@@ -47,3 +47,27 @@ bench-memory-swap: $(ALLOC_BENCH) $(ALLOC_NULLDRV) $(B)/libsalus.so
 
 BENCH_TARGETS += bench-memory bench-memory-swap
 BENCH_QUICK_TARGETS += bench-memory-quick
+
+# Paging's throughput over simgpu (issue 28, item 4): GiB/s out to pinned
+# staging and back in through vmem.h's primitives, beside the floors (the
+# modelled PCIe and a warm memcpy on this host), bench/micro/paging.c.  The
+# program links libsalus's modules as the tests do.  Writes
+# $(BENCH_OUT)/micro_paging.json.
+PAGING_BENCH := $(B)/bench/paging
+PAGING_OBJS  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/memory/*.c src/ipc/*.c src/util/*.c \
+                                                     src/drv/*.c src/vmem/*.c))
+$(PAGING_BENCH): $(B)/obj/bench/micro/paging.o $(PAGING_OBJS) $(SIM_LIB) | $(MEM_JEMALLOC)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(MEM_JEMALLOC_LINK) -L$(B)/sim \
+	    -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim) -ldl -lrt -lm
+
+.PHONY: bench-paging bench-paging-quick
+bench-paging: $(PAGING_BENCH)
+	@mkdir -p $(BENCH_OUT)
+	$(PAGING_BENCH) --out $(BENCH_OUT)/micro_paging.json --mib 2048 --rounds 7
+bench-paging-quick: $(PAGING_BENCH)
+	@mkdir -p $(BENCH_OUT)
+	$(PAGING_BENCH) --out $(BENCH_OUT)/micro_paging.json --mib 512 --rounds 5
+
+BENCH_TARGETS += bench-paging
+BENCH_QUICK_TARGETS += bench-paging-quick

@@ -143,6 +143,34 @@ static void zero(uintptr_t d, size_t n, const sim_range_t *r)
 
 /* ---- the walk ---------------------------------------------------------------------- */
 
+/* Before a copy writes [p, p+len) of a memfd's mapping (a VMM handle's
+ * fresh memory, as a page-in writes it), the pages of its holes are made
+ * present in one call (MADV_POPULATE_WRITE, Linux 5.14) instead of one
+ * fault per 4 KiB as memcpy reaches them: the pages are the same ones the
+ * copy would make, the faults' entries and exits are what is saved (a
+ * fifth of a page-in over simgpu).  Memory with no hole in the span is left
+ * alone (populating present pages costs a walk of them), and so is memory
+ * that is not a memfd's; where the kernel refuses, memcpy faults as before. */
+static void prefault(uintptr_t p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    const sim_range_t *r = sim_range_find(p);
+    off_t at;
+    int fd = r ? memfd_of(r, &at) : -1;
+    if (fd < 0 || p + len > r->base + r->size)
+        return;
+    off_t off = at + (off_t)(p - r->base), hole = lseek(fd, off, SEEK_HOLE);
+    if (hole < 0 || hole >= off + (off_t)len)
+        return;                        /* every page there already */
+    uintptr_t lo = (p + PAGE - 1) & ~(uintptr_t)(PAGE - 1), hi = (p + len) & ~(uintptr_t)(PAGE - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
 void sim_move(void *dst, const void *src, size_t n)
 {
     uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
@@ -168,6 +196,7 @@ void sim_move(void *dst, const void *src, size_t n)
                 k += piece;
             }
         } else {
+            prefault(d + at, len);
             memcpy((void *)(d + at), (const void *)(s + at), len);
         }
         at += len;

@@ -41,6 +41,9 @@ $(B)/tests/test_memory_vmm: $(SIM_LIB) $(B)/libsalus.so $(B)/tests/clients/vmmcl
 # Small allocations kept for the next of their size (jem.c), over simgpu.
 $(eval $(call salus_test,test_memory_vmmkeep,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
 $(B)/tests/test_memory_vmmkeep: $(SIM_LIB) | $(MEM_JEMALLOC)
+# Paging's pinned staging kept from one page-out to the next (stage.c).
+$(eval $(call salus_test,test_memory_stage,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))
+$(B)/tests/test_memory_stage: $(SIM_LIB) | $(MEM_JEMALLOC)
 # A job SIGKILLed while paged out, paging out and paging in, beside a
 # survivor, with the same allocator over simgpu.
 $(eval $(call salus_test,test_memory_pagekill,$(MEM_VMM_OBJS),$(MEM_VMM_LIBS)))

@@ -8,7 +8,8 @@ three figures the summary carries: ns added per launch on the fast path, ns
 per alloc/free pair, and handoff latency p50/p99 in us; and, for the report,
 the worst pair over the sizes with paging off and on, ns added per host sync
 alone and beside 256 idle threads, and what a fresh process's start-up costs
-(micro_startup.json, bench/startup.mk).  A figure whose file is missing is
+(micro_startup.json, bench/startup.mk), and paging's GiB/s out and in over
+simgpu beside its floor (micro_paging.json, bench/memory.mk).  A figure whose file is missing is
 null, and the report says so.
 """
 import json
@@ -17,7 +18,8 @@ import os
 from . import config
 
 FILES = {"sched": "micro_sched.json", "memory": "micro_memory.json",
-         "memory_swap": "micro_memory_swap.json", "startup": "micro_startup.json"}
+         "memory_swap": "micro_memory_swap.json", "startup": "micro_startup.json",
+         "paging": "micro_paging.json"}
 
 # Where each figure may be, first match wins: key paths tried in order.
 WANTED = {
@@ -43,6 +45,12 @@ WANTED = {
     "plain_us_startup_first_call": ("startup", [["plain_us_first_call"]]),
     "overhead_us_startup_process": ("startup", [["overhead_us_process"]]),
     "plain_us_startup_process": ("startup", [["plain_us_process"]]),
+    "paging_out_gibps": ("paging", [["out_gibps"]]),
+    "paging_in_gibps": ("paging", [["in_gibps"]]),
+    "paging_first_out_gibps": ("paging", [["first_out_gibps"]]),
+    "paging_floor_gibps": ("paging", [["floor_gibps"]]),
+    "paging_memcpy_gibps": ("paging", [["memcpy_gibps"]]),
+    "paging_pcie_gibps": ("paging", [["pcie_gibps"]]),
 }
 
 

@@ -300,6 +300,11 @@ def section_infer(inf):
     return "\n".join(out)
 
 
+def eighty(fig):
+    x = fig.get("paging_floor_gibps")
+    return None if x is None else 0.8 * x
+
+
 def twice(x):
     return None if x is None else 2 * x
 
@@ -351,7 +356,14 @@ def section_micro(mi, tr=None):
              "per process, not two per export"],
             ["... the whole process, exec to exit",
              f(fig.get("overhead_us_startup_process"), 0), "-",
-             f"plain {f(fig.get('plain_us_startup_process'), 0)}"]]
+             f"plain {f(fig.get('plain_us_startup_process'), 0)}"],
+            ["GiB/s paged out to pinned host memory, over simgpu",
+             f(fig.get("paging_out_gibps"), 2), f">= 0.8x floor ({f(eighty(fig), 2)})",
+             f"floor: min(warm memcpy {f(fig.get('paging_memcpy_gibps'), 2)}, modelled PCIe "
+             f"{f(fig.get('paging_pcie_gibps'), 2)}); 1.08 before staging was kept; "
+             f"first page-out {f(fig.get('paging_first_out_gibps'), 2)}"],
+            ["GiB/s paged back in, over simgpu", f(fig.get("paging_in_gibps"), 2),
+             f">= 0.8x floor ({f(eighty(fig), 2)})", "0.86 before"]]
     out.append(table(["figure", "measured", "target", "for reference (design.md)"], rows))
     out.append("")
     sizes = pair_sizes((mi or {}).get("raw", {}))
@@ -370,7 +382,9 @@ def section_micro(mi, tr=None):
     out.append("Gathered from " + (", ".join(f"`{v}`" for v in have) if have else "nothing")
                + " (the scheduler's, memory module's and start-up's own benchmarks, "
                "bench/sched.mk, bench/memory.mk and bench/startup.mk, over a null driver "
-               "that returns at once)."
+               "that returns at once; paging's GiB/s over simgpu, whose device memory is "
+               "host memory: a page-in writes pages the host kernel must first allocate and "
+               "zero, which no GPU pays)."
                + ("" if len(have) == len(src) else "  A missing file leaves its figures n/a."))
     out.append("")
     if tr:

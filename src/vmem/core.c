@@ -1,14 +1,13 @@
 /*
  * core.c - what virtualized allocations (vmem_int.h) stand on: the maps,
  * whether paging is on, libsalus's own context, the budget of a chunk,
- * physical chunks made and unmade through the real driver, and the chunks
- * freed big allocations leave, kept for the next of their size.
+ * physical chunks made and unmade through the real driver (what is kept
+ * of them for reuse is keep.c's).
  *
  * Divided into: the maps (a hash map, the big allocations' sorted array);
- * records; start-up; contexts, budget and physical chunks; the chunk cache.
+ * records; start-up; contexts, budget and physical chunks.
  *
- * Lock: the callers hold vmem_p.lock (vmem_int.h); start-up is once; the
- * drain thread's look (vmem_keep_tick) only tries it.
+ * Lock: the callers hold vmem_p.lock (vmem_int.h); start-up is once.
  */
 #include "vmem/vmem_int.h"
 #include "util/util.h"
@@ -16,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-vmem_state_t vmem_p = { .lock = PTHREAD_MUTEX_INITIALIZER };
+vmem_state_t vmem_p = { .lock = PTHREAD_MUTEX_INITIALIZER, .cg_cap = UINT64_MAX };
 const vmem_async_ops_t *vmem_async_ops_p;   /* set by async.c */
 
 /* ---- the maps ---------------------------------------------------------------
@@ -236,6 +235,8 @@ static void forget(void)
     memset(&vmem_p.allocs, 0, sizeof vmem_p.allocs);
     memset(&vmem_p.bigs, 0, sizeof vmem_p.bigs);
     vmem_p.staged = 0;
+    memset(&vmem_p.pool, 0, sizeof vmem_p.pool);   /* the parent's pinned staging */
+    vmem_p.cg_cap = UINT64_MAX;
     util_store_relaxed(&vmem_p.ticking, 0);
     if (vmem_p.ipc_forget)
         vmem_p.ipc_forget();
@@ -350,120 +351,7 @@ void vmem_unback(CUdeviceptr at, size_t bytes, CUmemGenericAllocationHandle h)
     vmem_drv()->mem_release(h);
 }
 
-/* ---- the chunk cache ---------------------------------------------------------------
- * A training job frees and makes again its per-iteration buffers every
- * iteration; served through the driver's VMM calls, each would cost a
- * reservation, a chunk and its mapping, and their undoing (on a GPU
- * cuMemCreate and cuMemMap are far slower than cuMemAlloc from a warm
- * context; on simgpu the pair cost a job of 2 ms iterations 1.5%).  So a
- * freed big allocation is kept, mapped and charged, for the next
- * allocation of its size, as a framework's caching allocator keeps its
- * blocks: VMEM_CACHE of them per device, the oldest let go first, each
- * for VMEM_KEEP_NS, all of them at an allocation of a size none is kept
- * for (kept memory must never count against the job's own allocation: its
- * SALUS_MEM_LIMIT, a full device).  Nobody must wait for kept memory: while a peer
- * waits for memory on the device nothing is kept, and what is kept goes
- * at this process's next allocation or free there, or at the drain
- * thread's next look (vmem_keep_tick, which lets chunks go past their time
- * too: a process that stops allocating keeps nothing long); a page-out
- * lets it all go first (nothing to copy).  Until the drain thread has
- * looked once, nothing is kept.  An exported chunk is never kept (its
- * importers hold it). */
-
-static int waited_on(int ordinal)
-{
-    return mem_waited_on(ordinal);
-}
-
-void vmem_cache_release_locked(vmem_dev_t *v, const vmem_cached_t *c)
-{
-    vmem_unback(c->base, c->bytes, c->h);
-    v->resident -= c->bytes;
-    if (c->charged)
-        vmem_uncharge(v->ordinal, c->bytes);
-    vmem_drv()->mem_address_free(c->base, c->bytes);
-}
-
-/* Let the kept chunks freed before `before` go (all: UINT64_MAX); the
- * bytes that were charged. */
-static uint64_t cache_expire(vmem_dev_t *v, uint64_t before)
-{
-    uint64_t charged = 0;
-    int k = 0;
-    for (int i = 0; i < v->ncache; i++) {
-        const vmem_cached_t *c = &v->cache[i];
-        if (c->at_ns < before) {
-            charged += c->charged ? c->bytes : 0;
-            vmem_cache_release_locked(v, c);
-        } else {
-            v->cache[k++] = *c;
-        }
-    }
-    v->ncache = k;
-    return charged;
-}
-
-uint64_t vmem_cache_drop_locked(vmem_dev_t *v)
-{
-    return cache_expire(v, UINT64_MAX);
-}
-
-int vmem_cache_put_locked(vmem_dev_t *v, const vmem_buf_t *a)
-{
-    if (a->exported || a->out || !util_load_relaxed(&vmem_p.ticking) ||
-        waited_on(v->ordinal)) {
-        vmem_cache_drop_locked(v);
-        return 0;
-    }
-    if (v->ncache == VMEM_CACHE) {
-        vmem_cache_release_locked(v, &v->cache[0]);
-        memmove(&v->cache[0], &v->cache[1], (VMEM_CACHE - 1) * sizeof v->cache[0]);
-        v->ncache--;
-    }
-    v->cache[v->ncache++] = (vmem_cached_t){ a->base, a->bytes, a->h, a->charged,
-                                             util_coarse_ns() };
-    return 1;
-}
-
-/* A kept chunk of exactly `bytes` into *c (the latest kept first). */
-int vmem_cache_take_locked(vmem_dev_t *v, uint64_t bytes, vmem_cached_t *c)
-{
-    if (v->ncache && waited_on(v->ordinal)) {
-        vmem_cache_drop_locked(v);
-        return 0;
-    }
-    for (int i = v->ncache - 1; i >= 0; i--) {
-        if (v->cache[i].bytes != bytes)
-            continue;
-        *c = v->cache[i];
-        memmove(&v->cache[i], &v->cache[i + 1], (size_t)(v->ncache - 1 - i) * sizeof *c);
-        v->ncache--;
-        return 1;
-    }
-    return 0;
-}
-
 void vmem_set_work_count(vmem_work_count_fn fn)
 {
     util_store_release(&vmem_p.work_count, fn);
-}
-
-uint64_t vmem_keep_tick(void)
-{
-    uint64_t now = util_now_ns(), next = 0;
-    util_store_relaxed(&vmem_p.ticking, 1);
-    if (pthread_mutex_trylock(&vmem_p.lock) != 0)
-        return VMEM_KEEP_NS / 4;    /* busy (an allocation may wait in it): soon */
-    for (int i = 0; i < VMEM_MAX_DEVICES; i++) {
-        vmem_dev_t *v = &vmem_p.dev[i];
-        if (!v->ready || !v->ncache || vmem_enter(v) != 0)
-            continue;
-        cache_expire(v, waited_on(v->ordinal) ? UINT64_MAX :
-                        now > VMEM_KEEP_NS ? now - VMEM_KEEP_NS : 0);
-        vmem_leave();
-        if (v->ncache)
-            next = VMEM_KEEP_NS / 2;
-    }
-    pthread_mutex_unlock(&vmem_p.lock);
-    return next;
 }

@@ -4,8 +4,8 @@
  * primitives the scheduler calls in the process that owns the memory, while
  * its program is stopped at the gate or at rest with its work drained.
  *
- * Divided into: the host bound; the cgroup bound; the staging bound; big
- * allocations; small regions; the bounds' all-or-nothing; the primitives.
+ * Divided into: big allocations; small regions; the bounds' all-or-nothing;
+ * the primitives.  The staging, its bounds and its pool: stage.c.
  *
  * Out: the program's work is waited for (a context synchronize on a thread
  * of its own, bounded: quiesce.c), the live
@@ -18,7 +18,8 @@
  * the device has no room for it now: the caller waits and asks again,
  * holding none of it: the big allocations come back all or none),
  * physical memory is created and mapped at the same addresses, access set,
- * the staged bytes copied back and the staging freed.  Memory that has no
+ * the staged bytes copied back and the staging given back (to stage.c's
+ * pool, for the next page-out).  Memory that has no
  * live allocation any more (freed while out) is neither backed nor copied.
  *
  * A test seam (vmem_phase_hook) parks the process half-way through each
@@ -53,116 +54,6 @@ static void copied(uint64_t bytes)
 uint64_t vmem_copied_bytes(void)
 {
     return util_load_relaxed(&vmem_p.copied);
-}
-
-/* ---- the host bound ---------------------------------------------------------
- * What the host can spare without swapping: SALUS_SWAP_LIMIT, or half of
- * MemAvailable when first asked (several jobs may page at once; the other
- * half is left to them and to the programs' own host memory). */
-static uint64_t host_available(void)
-{
-    unsigned long long kb = 0;
-    char line[128];
-    FILE *f = fopen("/proc/meminfo", "re");
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
-static uint64_t vmem_swap_limit(void)
-{
-    static uint64_t limit;
-    uint64_t v = util_load_relaxed(&limit);
-    if (v)
-        return v;
-    const char *text = util_var_text(UTIL_VAR_SWAP_LIMIT);
-    if (!text || util_parse_size(text, host_available(), &v) != 0 || !v)
-        v = host_available() / 2;
-    util_store_relaxed(&limit, v);
-    return v;
-}
-
-/* ---- the cgroup bound -------------------------------------------------------------
- * Pinned staging is charged to the job's memory cgroup: past its limit the
- * kernel's OOM killer SIGKILLs the job mid page-out, its work lost, whatever
- * the host has.  Read once per page-out, as it is about to stage
- * (util_cgroup_mem: the room left over the cgroup and its ancestors): the
- * staging may grow by that room less a margin (what the program and the
- * copies themselves still take meanwhile), and a page-out that would pass it
- * is refused whole (bounds_allow), not served in part: a job left partly
- * out needs room to come back that its peer, waiting for memory itself,
- * never gives.  Refused, the memory stays on the GPU and the asker waits, as past
- * SALUS_SWAP_LIMIT.  Guarded by vmem_p.lock. */
-#define CG_MARGIN_MIN (16ull << 20)
-#define CG_MARGIN_MAX (256ull << 20)
-
-static uint64_t cg_cap = UINT64_MAX;   /* the staging this page-out may reach */
-static util_cgroup_mem_t cg_at;        /* what cg_cap was read from */
-static int cg_said;
-
-/* 1/32 of the limit, 16 to 256 MiB. */
-static uint64_t cg_margin(uint64_t limit)
-{
-    uint64_t m = limit / 32;
-    return m < CG_MARGIN_MIN ? CG_MARGIN_MIN : m > CG_MARGIN_MAX ? CG_MARGIN_MAX : m;
-}
-
-static void cg_read(void)
-{
-    util_cgroup_mem_t c;
-    cg_cap = UINT64_MAX;
-    if (util_cgroup_mem(&c) != 0)
-        return;                       /* no cgroup limit, or none readable */
-    uint64_t m = cg_margin(c.limit);
-    cg_cap = vmem_p.staged + (c.room > m ? c.room - m : 0);
-    cg_at = c;
-}
-
-/* Say once that the cgroup refused a page-out of `bytes` of staging. */
-static void cg_refused(uint64_t bytes)
-{
-    util_log_once(&cg_said, UTIL_LOG_WARN, "memory: a page-out of %s to the host would pass "
-                  "this job's memory cgroup's limit (%s: limit %s, %s in use; staging is bounded "
-                  "by what is left less a margin of %s, and by SALUS_SWAP_LIMIT, now %s): the "
-                  "kernel would kill the job mid page-out.  Its memory stays on the GPU and "
-                  "the job that asked for it waits; give the cgroup more memory (%s) for it to "
-                  "page", util_size(bytes).s, cg_at.path, util_size(cg_at.limit).s,
-                  util_size(cg_at.used).s, util_size(cg_margin(cg_at.limit)).s,
-                  util_size(vmem_swap_limit()).s,
-                  cg_at.v1 ? "memory.limit_in_bytes" : "memory.max");
-}
-
-/* ---- the staging bound ----------------------------------------------------------
- * SALUS_SWAP_LIMIT (vmem_swap_limit): what the host can spare; the cgroup's
- * room (cg_cap): what the job may pin before it is killed. */
-
-static int stage_fits(uint64_t more)
-{
-    return vmem_p.staged + more <= vmem_swap_limit() && vmem_p.staged + more <= cg_cap;
-}
-
-static void *stage_alloc(uint64_t bytes)
-{
-    void *p = NULL;
-    if (!stage_fits(bytes)) {
-        if (vmem_p.staged + bytes <= vmem_swap_limit())
-            cg_refused(bytes);        /* the cgroup's room, not the host's */
-        return NULL;
-    }
-    if (vmem_drv()->mem_host_alloc(&p, bytes, 0) != CUDA_SUCCESS)
-        return NULL;
-    vmem_p.staged += bytes;
-    return p;
-}
-
-static void stage_free(void *p, uint64_t bytes)
-{
-    vmem_drv()->mem_free_host(p);
-    vmem_p.staged -= bytes;
 }
 
 /* ---- big allocations -------------------------------------------------------------- */
@@ -218,12 +109,12 @@ static CUresult bigs_out(vmem_dev_t *v, uint64_t want, uint64_t *freed)
             got += a->bytes;
             continue;
         }
-        if (!(a->stage = stage_alloc(a->size)))
+        if (!(a->stage = vmem_stage_take(a->size)))
             continue;                 /* past the staging bound: a smaller one may fit */
         rc = vmem_drv()->memcpy_dtoh_async(a->stage, a->base, a->size, v->stream);
         copied(a->size);
         if (rc != CUDA_SUCCESS) {
-            stage_free(a->stage, a->size);
+            vmem_stage_give(a->stage, a->size);
             a->stage = NULL;
             break;
         }
@@ -237,7 +128,7 @@ static CUresult bigs_out(vmem_dev_t *v, uint64_t want, uint64_t *freed)
             continue;
         if (rc != CUDA_SUCCESS) {     /* the copies failed: it stays in */
             if (a->stage)
-                stage_free(a->stage, a->size);
+                vmem_stage_give(a->stage, a->size);
             a->stage = NULL;
             a->clean = 0;
             continue;
@@ -309,7 +200,7 @@ static CUresult bigs_in(vmem_dev_t *v, uint64_t *restored)
         if (!a->h)
             continue;
         if (a->stage)
-            stage_free(a->stage, a->size);
+            vmem_stage_give(a->stage, a->size);
         a->stage = NULL;
         a->clean = 0;
         a->out = 0;
@@ -324,7 +215,7 @@ void vmem_drop_stage(vmem_buf_t *a)
 {
     vmem_dev_t *v = &vmem_p.dev[a->ordinal];
     if (a->stage)
-        stage_free(a->stage, a->size);
+        vmem_stage_give(a->stage, a->size);
     a->stage = NULL;
     v->paged_out -= a->size;
 }
@@ -394,7 +285,7 @@ static CUresult small_out(vmem_dev_t *v, uint64_t *freed)
         return CUDA_ERROR_OUT_OF_MEMORY;
     for (long i = 0; i < n; i++)
         total += r[i].len;
-    void *stage = total ? stage_alloc(total) : NULL;
+    void *stage = total ? vmem_stage_take(total) : NULL;
     if (total && !stage) {
         free(r);
         return CUDA_SUCCESS;          /* the staging bound: it stays in */
@@ -408,7 +299,7 @@ static CUresult small_out(vmem_dev_t *v, uint64_t *freed)
         rc = vmem_drv()->stream_synchronize(v->stream);
     if (rc != CUDA_SUCCESS) {
         if (stage)
-            stage_free(stage, total);
+            vmem_stage_give(stage, total);
         free(r);
         return rc;
     }
@@ -472,7 +363,7 @@ CUresult vmem_small_in(vmem_dev_t *v, uint64_t *restored)
     if (v->nranges && (rc = vmem_drv()->stream_synchronize(v->stream)) != CUDA_SUCCESS)
         goto out_unback;
     if (v->stage)
-        stage_free(v->stage, v->stage_bytes);
+        vmem_stage_give(v->stage, v->stage_bytes);
     free(v->ranges);
     v->paged_out -= v->stage_bytes;
     v->resident += got;
@@ -511,15 +402,17 @@ static uint64_t stage_need(vmem_dev_t *v, uint64_t want)
     if (n < 0)
         return UINT64_MAX;
     for (k = 0; k < n && (want == 0 || got < want); k++) {
-        need += never_written(list[k], work) ? 0 : list[k]->size;
+        need += never_written(list[k], work) ? 0 : vmem_stage_size(list[k]->size);
         got += list[k]->bytes;
     }
     free(list);
     if ((want == 0 || got < want) && small_goes(v)) {
         if ((n = live_ranges(v, &r)) < 0)
             return UINT64_MAX;
+        uint64_t total = 0;
         for (k = 0; k < n; k++)
-            need += r[k].len;
+            total += r[k].len;
+        need += total ? vmem_stage_size(total) : 0;
         free(r);
     }
     return need;
@@ -560,7 +453,7 @@ static void bound_refused(uint64_t all)
 }
 
 /* Whether a page-out may start: the staging bounds (SALUS_SWAP_LIMIT and
- * the cgroup's room, cg_cap) must hold everything this process could still
+ * the cgroup's room, vmem_p.cg_cap) must hold everything this process could still
  * be asked to page out, not only what this request takes; refused whole,
  * said once, when they do not.
  *
@@ -587,10 +480,10 @@ static int bounds_allow(void)
 {
     uint64_t all = stage_all();
     if (all != UINT64_MAX && vmem_p.staged + all <= vmem_swap_limit() &&
-        vmem_p.staged + all <= cg_cap)
+        vmem_p.staged + all <= vmem_p.cg_cap)
         return 1;
     if (all != UINT64_MAX && vmem_p.staged + all <= vmem_swap_limit())
-        cg_refused(all);              /* the cgroup's room, not the host's */
+        vmem_cg_refused(all);         /* the cgroup's room, not the host's */
     else
         bound_refused(all);
     return 0;
@@ -635,7 +528,7 @@ CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed)
     }
     vmem_async_settle_locked();       /* stream-ordered frees: done now, not copied */
     got = vmem_cache_drop_locked(v);  /* kept chunks: freed, nothing to copy */
-    cg_read();
+    vmem_cg_read();
     if ((want == 0 || got < want) && !bounds_allow())
         goto out_leave;               /* refused whole: said */
     if (want == 0 || got < want)
@@ -643,7 +536,7 @@ CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed)
     if (rc == CUDA_SUCCESS && (want == 0 || got < want) && small_goes(v))
         rc = small_out(v, &got);
 out_leave:
-    cg_cap = UINT64_MAX;
+    vmem_p.cg_cap = UINT64_MAX;
     vmem_leave();
 out_unlock:
     pthread_mutex_unlock(&vmem_p.lock);

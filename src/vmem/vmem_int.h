@@ -1,8 +1,9 @@
 /*
  * vmem_int.h - the virtualized allocator's insides, private to src/vmem:
- * what core.c (the maps, start-up, chunks, the chunk cache), alloc.c
- * (allocations, frees, queries), async.c (stream-ordered frees), swap.c
- * (paging out and in), quiesce.c (a page-out's bounded wait for the
+ * what core.c (the maps, start-up, chunks), keep.c (the chunk cache, the
+ * drain thread's look), alloc.c (allocations, frees, queries), async.c
+ * (stream-ordered frees), swap.c (paging out and in), stage.c (pinned
+ * staging and its bounds), quiesce.c (a page-out's bounded wait for the
  * program's work), ipc.c (CUDA IPC on paged memory) and jem.c (the
  * private jemalloc arena) share.  vmem.h has the interface.
  *
@@ -182,6 +183,25 @@ void vmem_spans_del(vmem_spans_t *s, const vmem_buf_t *a);
 /* The allocation whose reservation holds p, NULL: none. */
 vmem_buf_t *vmem_spans_find(const vmem_spans_t *s, uint64_t p);
 
+/* Pinned staging kept for the next page-out (stage.c says the rules and
+ * the invariant): sizes rounded to VMEM_STAGE_ROUND, at most
+ * VMEM_STAGE_KEEP_N buffers, for VMEM_STAGE_KEEP_NS after the last page-in. */
+#define VMEM_STAGE_ROUND (2ull << 20)
+#define VMEM_STAGE_KEEP_N 256
+#define VMEM_STAGE_KEEP_NS (30ull * 1000000000)   /* kept after the last page-in */
+typedef struct vmem_kept_stage {
+    void *p;
+    uint64_t bytes;                /* a multiple of VMEM_STAGE_ROUND */
+    uint64_t at_ns;                /* given back (coarse clock) */
+} vmem_kept_stage_t;
+
+typedef struct vmem_pool {
+    vmem_kept_stage_t ent[VMEM_STAGE_KEEP_N];   /* [0, n): oldest first */
+    unsigned n;
+    uint64_t bytes;                /* kept, summed */
+    uint64_t last_in_ns;           /* the last give back: the trim's clock */
+} vmem_pool_t;
+
 typedef struct vmem_state {
     pthread_mutex_t lock;
     int on;                        /* 0 undecided, 1 on (SALUS_SWAP=on and
@@ -190,7 +210,12 @@ typedef struct vmem_state {
     vmem_map_t allocs;             /* base -> vmem_buf_t */
     vmem_spans_t bigs;             /* big allocations, by base */
     uint64_t next_id;
-    uint64_t staged;               /* bytes of pinned staging held */
+    uint64_t staged;               /* bytes of pinned staging in use (stage.c:
+                                      kept staging is not counted) */
+    vmem_pool_t pool;              /* stage.c's kept staging */
+    uint64_t cg_cap;               /* the staging the page-out in progress may
+                                      reach (stage.c's vmem_cg_read; UINT64_MAX:
+                                      unbounded) */
     uint64_t copied;               /* bytes paging copied, both ways (relaxed) */
     int no_fd;                     /* the driver refused chunks with a POSIX fd
                                       handle type: chunks made without, no IPC */
@@ -234,7 +259,7 @@ void vmem_buf_put_locked(vmem_buf_t *a);
  * of a chunk (create, map, set access). */
 CUresult vmem_charge(int ordinal, uint64_t bytes, int *charged);
 void vmem_uncharge(int ordinal, uint64_t bytes);
-/* core.c's chunk cache (it says the rule), under vmem_p.lock: put a
+/* keep.c's chunk cache (it says the rule), under vmem_p.lock: put a
  * freed big allocation's chunk (1 kept: its reservation, chunk and charge
  * stay; 0 the caller lets them go); take one of exactly `bytes`; release
  * one taken; drop every kept chunk of v (the bytes that were charged). */
@@ -280,6 +305,29 @@ static inline int vmem_ipc_able(void)
 CUresult vmem_small_in(vmem_dev_t *v, uint64_t *restored);
 /* The device bytes paging v back in takes. */
 uint64_t vmem_need_in(const vmem_dev_t *v);
+/* stage.c: pinned host staging, under vmem_p.lock (it says the rules).
+ * vmem_stage_take: a buffer for `bytes` (NULL: past a bound, said, or no
+ * host memory), from the pool when one of its size is kept;
+ * vmem_stage_give: it back (kept for the next page-out, or freed), with
+ * the bytes it was taken for; vmem_stage_size: what a take of `bytes`
+ * counts against the bounds.  vmem_cg_read reads the cgroup's room into
+ * vmem_p.cg_cap for the page-out about to stage (UINT64_MAX: unbounded; the
+ * page-out sets it back); vmem_stage_fits: whether `more` in use fits both
+ * bounds now.  vmem_stage_trim_locked: at the drain thread's look, the kept
+ * buffers let go (their count, into drop[VMEM_STAGE_KEEP_N]; the caller
+ * frees them once the lock is released), *next lowered to the ns until it
+ * wants the next look. */
+extern uint64_t vmem_stage_keep_ns;       /* VMEM_STAGE_KEEP_NS; tests shorten it */
+void *vmem_stage_take(uint64_t bytes);
+void vmem_stage_give(void *p, uint64_t bytes);
+uint64_t vmem_stage_size(uint64_t bytes);
+uint64_t vmem_stage_kept(void);
+void vmem_cg_read(void);
+void vmem_cg_refused(uint64_t bytes);
+int vmem_stage_fits(uint64_t more);
+uint64_t vmem_swap_limit(void);
+unsigned vmem_stage_trim_locked(uint64_t now, void **drop, uint64_t *next);
+
 /* Forget a big allocation's staged copy (freed while paged out). */
 void vmem_drop_stage(vmem_buf_t *a);
 
