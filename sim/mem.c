@@ -13,8 +13,9 @@
  * share unback releases).  Each allocation is
  * charged round_up(size, SIM_GRANULE = 512) bytes to its device in the
  * shared state (state.c) before it exists, and given back when freed; pinned
- * and registered host memory is not charged, nor are modules' variables
- * (the driver counts those as the context's own overhead).  Every allocation is a range of
+ * and registered host memory is not charged to a device (it is counted as
+ * pinned, against SIMGPU_PIN_LIMIT: host memory below), nor are modules'
+ * variables (the driver counts those as the context's own overhead).  Every allocation is a range of
  * the registry (object.c), so copies and kernels check device pointers.
  *
  * Lock: sim_p.lock guards the ranges; charging takes the state's lock under
@@ -149,11 +150,15 @@ void sim_mem_release(sim_range_t *r)
     sim_range_remove(r);
     if (r->charged)
         sim_uncharge(r->device, r->charged);
+    if (r->pinned)
+        sim_unpin(r->pinned);
     if (cache_push(r) == 0)
         return;
     unback(r);
     free(r);
 }
+
+static void drop_registered(sim_range_t *r);
 
 void sim_mem_release_ctx(sim_ctx_t *ctx)
 {
@@ -165,8 +170,7 @@ void sim_mem_release_ctx(sim_ctx_t *ctx)
         if (r->kind == SIM_R_DEVICE || r->kind == SIM_R_MANAGED || r->kind == SIM_R_HOST) {
             sim_mem_release(r);
         } else if (r->kind == SIM_R_REGISTERED) {
-            sim_range_remove(r);
-            free(r);
+            drop_registered(r);
         }
     }
 }
@@ -258,22 +262,63 @@ out_unlock:
     return rc;
 }
 
-/* ---- host memory ---------------------------------------------------------------- */
+/* ---- host memory ----------------------------------------------------------------
+ * Pinning costs what it costs on a real host, where it is one of the
+ * slowest calls a program makes (a few GB/s: the driver makes every page
+ * present and locks it before it returns): cuMemHostAlloc and
+ * cuMemHostRegister make the pages present (the first copy into them
+ * faults nothing, as into pinned memory) and take at least bytes /
+ * SIMGPU_PIN_GBPS (default SIM_BW_PIN) of the caller's time, outside the
+ * lock.  What is pinned counts against SIMGPU_PIN_LIMIT, for all processes
+ * of the state together (the host's memory; 0 or unset: unbounded): past
+ * it the call answers CUDA_ERROR_OUT_OF_MEMORY, as the driver does when the
+ * host has no more to lock.  cuMemFreeHost and cuMemHostUnregister first
+ * wait for the context's work, as the driver's do (cudaFreeHost
+ * synchronizes). */
+
+static void pin_cost(uintptr_t p, size_t size, int writable, uint64_t start)
+{
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
+    uintptr_t lo = p & ~(uintptr_t)4095, hi = (p + size + 4095) & ~(uintptr_t)4095;
+    madvise((void *)lo, hi - lo, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+#else
+    (void)p;
+    (void)writable;
+#endif
+    if (sim_p.pin_bw)
+        sim_sleep_until(start + size / sim_p.pin_bw);
+}
+
+static void drop_registered(sim_range_t *r)
+{
+    sim_range_remove(r);
+    if (r->pinned)
+        sim_unpin(r->pinned);
+    free(r);
+}
 
 static CUresult alloc_host(void **pp, size_t size, unsigned flags)
 {
     SIM_CHECK_INIT();
     if (!pp)
         return CUDA_ERROR_INVALID_VALUE;
+    uint64_t start = sim_now();
     SIM_LOCK();
     sim_ctx_t *ctx;
     sim_range_t *r;
     CUresult rc = sim_ctx_require(&ctx);
     if (rc == CUDA_SUCCESS && (rc = sim_mem_alloc(ctx, ctx->device, size, SIM_R_HOST, &r)) == 0) {
-        r->flags = flags;
-        *pp = (void *)r->base;
+        if ((rc = sim_pin(size)) != CUDA_SUCCESS) {
+            sim_mem_release(r);
+        } else {
+            r->pinned = size;
+            r->flags = flags;
+            *pp = (void *)r->base;
+        }
     }
     SIM_UNLOCK();
+    if (rc == CUDA_SUCCESS)
+        pin_cost((uintptr_t)*pp, size, 1, start);
     return rc;
 }
 
@@ -296,19 +341,22 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
     SIM_LOCK();
     sim_range_t *r = p ? sim_range_find((uintptr_t)p) : NULL;
     int ok = r && r->base == (uintptr_t)p && r->kind == SIM_R_HOST;
-    if (ok)
+    if (ok) {
+        sim_ctx_wait(r->ctx);
         sim_mem_release(r);
+    }
     SIM_UNLOCK();
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Registering pins nothing here; it makes the range known to copies and
- * kernels, and refuses overlaps as the driver does. */
+/* Registering pins the range (its cost and its count, above), makes it
+ * known to copies and kernels, and refuses overlaps as the driver does. */
 static CUresult host_register(void *p, size_t size, unsigned flags)
 {
     SIM_CHECK_INIT();
     if (!p || !size || (flags & ~0x0fu))
         return CUDA_ERROR_INVALID_VALUE;
+    uint64_t start = sim_now();
     SIM_LOCK();
     sim_ctx_t *ctx;
     CUresult rc = sim_ctx_require(&ctx);
@@ -324,9 +372,15 @@ static CUresult host_register(void *p, size_t size, unsigned flags)
     if (sim_range_add(r)) {
         free(r);
         rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    } else if ((rc = sim_pin(size)) != CUDA_SUCCESS) {
+        drop_registered(r);
+    } else {
+        r->pinned = size;
     }
 out_unlock:
     SIM_UNLOCK();
+    if (rc == CUDA_SUCCESS)
+        pin_cost((uintptr_t)p, size, !(flags & CU_MEMHOSTREGISTER_READ_ONLY), start);
     return rc;
 }
 
@@ -347,8 +401,8 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
     sim_range_t *r = p ? sim_range_find((uintptr_t)p) : NULL;
     int ok = r && r->base == (uintptr_t)p && r->kind == SIM_R_REGISTERED;
     if (ok) {
-        sim_range_remove(r);
-        free(r);
+        sim_ctx_wait(r->ctx);
+        drop_registered(r);
     }
     SIM_UNLOCK();
     return ok ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;

@@ -60,6 +60,9 @@
 #define SIM_BW_HOST          25ull     /* host <-> device, PCIe 5 x16: the default
                                           of SIMGPU_PCIE_GBPS (sim_p.pcie_bw) */
 #define SIM_BW_DEVICE        1500ull   /* device <-> device (HBM3) */
+#define SIM_BW_PIN           6ull      /* host memory pinned (cuMemHostAlloc,
+                                          cuMemHostRegister): a few GB/s on real
+                                          hosts; SIMGPU_PIN_GBPS (sim_p.pin_bw) */
 #define SIM_CTX_STACK        32        /* context stack depth per thread */
 /* The devices' architecture, sm_90: what images must be built for. */
 #define SIM_ARCH             90
@@ -86,7 +89,7 @@
 #define SIM_FATBIN_WRAPPER_MAGIC 0x466243b1u
 
 #define SIM_STATE_MAGIC      0x3147504d49535953ull   /* "SYSIMPG1" */
-#define SIM_STATE_VERSION    2u
+#define SIM_STATE_VERSION    3u
 
 /* Helpers of entry points that an older cuda.h may not declare. */
 #define SIM_MAYBE_UNUSED __attribute__((unused))
@@ -134,6 +137,7 @@ static inline void sim_device_uuid_of(const char *state, int dev, char out[16])
  * Invariants (under lock):
  *   used[d] == sum over slots s with s.live of s.used[d]
  *   used[d] <= capacity
+ *   pinned == sum over slots s with s.live of s.pinned  <=  pin_limit (when set)
  * A slot is live while its process holds the record lock on the byte at
  * sim_slot_lock_offset(i) of the state's shm fd; the kernel drops that lock
  * when the process dies, which is how peers detect death (PID-reuse proof).
@@ -142,6 +146,7 @@ typedef struct sim_slot {
     uint32_t live;                      /* 1: claimed by pid */
     int32_t  pid;
     uint64_t used[SIM_MAX_DEVICES];     /* bytes charged by the process */
+    uint64_t pinned;                    /* host bytes the process pinned */
 } sim_slot_t;
 
 /* The compute engine of one device, serialized across processes.
@@ -171,9 +176,12 @@ typedef struct sim_shared {
     int32_t  creator;                   /* pid of the creator */
     uint64_t capacity;                  /* bytes per device, fixed */
     uint64_t switch_ns;                 /* context-switch penalty, fixed */
+    uint64_t pin_limit;                 /* SIMGPU_PIN_LIMIT: host bytes all processes
+                                           may pin together, 0 unbounded; fixed */
     pthread_mutex_t lock;               /* robust, process-shared */
     _Atomic uint64_t next_ctx_id;       /* context ids, unique in the state */
     uint64_t used[SIM_MAX_DEVICES];     /* bytes charged, all processes */
+    uint64_t pinned;                    /* host bytes pinned, all processes */
     sim_engine_t engine[SIM_MAX_DEVICES];
     sim_slot_t slot[SIM_MAX_PROCS];
 } sim_shared_t;
@@ -332,6 +340,8 @@ typedef struct sim_range {
     uintptr_t base;
     size_t size;
     uint64_t charged;                   /* bytes charged to the device */
+    uint64_t pinned;                    /* SIM_R_HOST, SIM_R_REGISTERED: bytes counted
+                                           in the state's pinned (sim_pin) */
     void *raw;                          /* what to free / unmap */
     size_t raw_size;
     int kind;                           /* SIM_R_* */
@@ -371,6 +381,8 @@ typedef struct sim_process {
     struct sim_kernel_rule *rules;      /* SIMGPU_KERNEL_TABLE, read at cuInit */
     int nrules;
     uint64_t pcie_bw;                   /* SIMGPU_PCIE_GBPS: host <-> device, bytes/ns */
+    uint64_t pin_bw;                    /* SIMGPU_PIN_GBPS: host memory pinned, bytes/ns
+                                           (0: pinning costs what the pages cost) */
     uint64_t ctx_memory;                /* SIMGPU_CTX_MEMORY: per context */
     int eager;                          /* CUDA_MODULE_LOADING=EAGER (module.c) */
     int trace_fd;                       /* SIMGPU_TRACE, -1 if off */
@@ -396,6 +408,10 @@ CUresult sim_init(unsigned flags);
  * they don't fit even after reclaiming the slots of dead processes. */
 CUresult sim_charge(int dev, uint64_t bytes);
 void sim_uncharge(int dev, uint64_t bytes);
+/* Host memory pinned and unpinned, counted against SIMGPU_PIN_LIMIT for all
+ * processes of the state (CUDA_ERROR_OUT_OF_MEMORY past it). */
+CUresult sim_pin(uint64_t bytes);
+void sim_unpin(uint64_t bytes);
 /* Free bytes of device dev (capacity - used), after reclaiming the dead. */
 uint64_t sim_free_bytes(int dev);
 /* The engine: run a kernel of dur ns on dev for context ctx_id, submitted at

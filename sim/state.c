@@ -7,8 +7,8 @@
  * lock; liveness and reclaim; accounting; engines; opening the state;
  * initialization and fork.
  *
- * Locks: sim_shared_t.lock (robust, process-shared) guards the slots and
- * used[]; sim_engine_t.lock guards one engine (its free time, last context
+ * Locks: sim_shared_t.lock (robust, process-shared) guards the slots,
+ * used[] and pinned; sim_engine_t.lock guards one engine (its free time, last context
  * and each slot's queued tail, by which a dead process's work is cut).  sim_p.lock is taken around
  * initialization and by the fork handlers.
  *
@@ -21,10 +21,13 @@
  * state once per process and keeps that fd.
  *
  * Accounting invariant (whenever the state's lock is free):
- *   used[d] == sum over live slots s of s.used[d]  <=  capacity.
+ *   used[d] == sum over live slots s of s.used[d]  <=  capacity,
+ *   pinned  == sum over live slots s of s.pinned   <=  pin_limit (when set).
  * Every change to a slot's used[] and to used[] happens under the lock; a
  * holder that dies mid-change is detected by EOWNERDEAD, and the next holder
- * recomputes used[] from the slots (reclaim), which restores the equation.
+ * recomputes used[] and pinned from the slots (reclaim), which restores the
+ * equations.  A dead process's pinned memory is the host's again, as its
+ * device memory is the device's.
  */
 #include "sim.h"
 #include "loader/loader.h"
@@ -146,9 +149,9 @@ uint64_t sim_env_u64(const char *name, uint64_t def, uint64_t max, int *set)
 }
 
 typedef struct sim_config {
-    uint64_t capacity, switch_ns;
+    uint64_t capacity, switch_ns, pin_limit;
     uint32_t ndevices;
-    int capacity_set, ndevices_set, switch_set;
+    int capacity_set, ndevices_set, switch_set, pin_limit_set;
 } sim_config_t;
 
 static void read_config(sim_config_t *c)
@@ -171,6 +174,16 @@ static void read_config(sim_config_t *c)
     }
     c->switch_ns = sim_env_u64("SIMGPU_CTX_SWITCH_US", SIM_DEFAULT_SWITCH_US, 10000000,
                            &c->switch_set) * 1000;
+    c->pin_limit = 0;
+    c->pin_limit_set = 0;
+    const char *pin = getenv("SIMGPU_PIN_LIMIT");
+    if (pin && *pin) {
+        if (parse_size_z(pin, 1, &c->pin_limit) == 0)
+            c->pin_limit_set = 1;
+        else
+            sim_note("SIMGPU_PIN_LIMIT=%s is not a size (like 4G, 0 for no limit): "
+                     "pinned host memory is not limited", pin);
+    }
 }
 
 /* ---- the state's lock --------------------------------------------------- */
@@ -230,11 +243,11 @@ static int slot_alive(int i)
 }
 
 /* Under the state's lock: free the slots of dead processes and recompute
- * used[] from the live slots (the accounting invariant). */
+ * used[] and pinned from the live slots (the accounting invariants). */
 static void reclaim_locked(void)
 {
     sim_shared_t *s = sim_p.shared;
-    uint64_t used[SIM_MAX_DEVICES] = { 0 };
+    uint64_t used[SIM_MAX_DEVICES] = { 0 }, pinned = 0;
     for (int i = 0; i < SIM_MAX_PROCS; i++) {
         sim_slot_t *sl = &s->slot[i];
         if (!sl->live)
@@ -242,12 +255,15 @@ static void reclaim_locked(void)
         if (i != sim_p.slot && !slot_alive(i)) {
             sl->live = 0;
             memset(sl->used, 0, sizeof sl->used);
+            sl->pinned = 0;
             continue;
         }
         for (int d = 0; d < SIM_MAX_DEVICES; d++)
             used[d] += sl->used[d];
+        pinned += sl->pinned;
     }
     memcpy(s->used, used, sizeof used);
+    s->pinned = pinned;
 }
 
 static CUresult claim_slot(void)
@@ -268,6 +284,7 @@ static CUresult claim_slot(void)
         s->slot[i].live = 1;
         s->slot[i].pid = (int32_t)getpid();
         memset(s->slot[i].used, 0, sizeof s->slot[i].used);
+        s->slot[i].pinned = 0;
         sim_p.slot = i;
         rc = CUDA_SUCCESS;
         break;
@@ -307,6 +324,35 @@ void sim_uncharge(int dev, uint64_t bytes)
         bytes = sl->used[dev];
     sl->used[dev] -= bytes;
     s->used[dev] -= bytes < s->used[dev] ? bytes : s->used[dev];
+    state_unlock();
+}
+
+CUresult sim_pin(uint64_t bytes)
+{
+    sim_shared_t *s = sim_p.shared;
+    CUresult rc = CUDA_SUCCESS;
+    state_lock();
+    if (s->pin_limit && bytes > s->pin_limit - sim_min(s->pinned, s->pin_limit))
+        reclaim_locked();
+    if (s->pin_limit && bytes > s->pin_limit - sim_min(s->pinned, s->pin_limit)) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        s->pinned += bytes;
+        s->slot[sim_p.slot].pinned += bytes;
+    }
+    state_unlock();
+    return rc;
+}
+
+void sim_unpin(uint64_t bytes)
+{
+    sim_shared_t *s = sim_p.shared;
+    state_lock();
+    sim_slot_t *sl = &s->slot[sim_p.slot];
+    if (bytes > sl->pinned)             /* never below zero, whatever happened */
+        bytes = sl->pinned;
+    sl->pinned -= bytes;
+    s->pinned -= bytes < s->pinned ? bytes : s->pinned;
     state_unlock();
 }
 
@@ -455,6 +501,7 @@ static void init_shared(sim_shared_t *s, const sim_config_t *c)
     s->creator = (int32_t)getpid();
     s->capacity = c->capacity;
     s->switch_ns = c->switch_ns;
+    s->pin_limit = c->pin_limit;
     robust_init(&s->lock);
     for (int d = 0; d < SIM_MAX_DEVICES; d++)
         robust_init(&s->engine[d].lock);
@@ -530,6 +577,9 @@ static void note_ignored(const sim_config_t *c, const sim_shared_t *s)
     if (c->switch_set && c->switch_ns != s->switch_ns)
         sim_note("SIMGPU_CTX_SWITCH_US ignored: state %s was created with %llu us",
                  state_name, (unsigned long long)(s->switch_ns / 1000));
+    if (c->pin_limit_set && c->pin_limit != s->pin_limit)
+        sim_note("SIMGPU_PIN_LIMIT ignored: state %s was created with %llu bytes "
+                 "(0: no limit)", state_name, (unsigned long long)s->pin_limit);
 }
 
 static CUresult open_state(void)
@@ -630,6 +680,7 @@ CUresult sim_init(unsigned flags)
     sim_p.pcie_bw = sim_env_u64("SIMGPU_PCIE_GBPS", SIM_BW_HOST, 1000, NULL);
     if (sim_p.pcie_bw == 0)
         sim_p.pcie_bw = SIM_BW_HOST;
+    sim_p.pin_bw = sim_env_u64("SIMGPU_PIN_GBPS", SIM_BW_PIN, 1000, NULL);
     open_trace();
     sim_p.pid = (int)getpid();
     rc = claim_slot();

@@ -5,7 +5,8 @@
  * arrays (size from the descriptor, copies), texture and surface objects
  * over arrays and memory (the driver's checks), the VMM API (granularity,
  * handles charged to the device, reserve / map / access / unmap with data),
- * and managed-memory hints (modules' variables: test_simgpu_globals.c).
+ * and managed-memory hints (modules' variables: test_simgpu_globals.c;
+ * pinned host memory: test_simgpu_state.c).
  *
  * Every size is checked against cuMemGetInfo: the accounting is exact
  * (allocations in 512-byte granules, VMM handles by their size).
