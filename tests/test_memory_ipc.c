@@ -15,7 +15,13 @@
  *     refused at once.
  *   - the exporter frees an allocation an importer maps: the importer's
  *     bytes stay, and the allocation stays charged to the exporter (the
- *     table's view of its slot) until the importer closes it.
+ *     table's view of its slot) until the importer closes it; the exporter
+ *     says so once.
+ *   - an exporter serves as many imports at once as half its open-file
+ *     limit allows: 160 under a limit of 1024 (more than the 128 it once
+ *     served at most), 100 of 160 under a limit of 200, the others refused
+ *     with CUDA_ERROR_OUT_OF_MEMORY and one line on each side saying why
+ *     and what to raise; every import served reads its exporter's bytes.
  *   - without libsalus, with paging off and with it on, cuIpcGetMemHandle
  *     of the program's own VMM mapping is the driver's answer
  *     (CUDA_ERROR_INVALID_VALUE, as the driver answers for VMM memory); of
@@ -264,9 +270,61 @@ static void test_ipc_freed_while_imported(void **state)
     assert_int_equal(v.pinned, 0);
     touch("stop");
     finish(&lender, "freed 0", "exporter");
+    /* It said once that the freed memory stays, and where it shows. */
+    char *err = tu_read_file(lender.err_path, NULL);
+    int said = err ? tu_count_lines(err, "pinned_bytes") : 0;
+    if (said != 1)
+        fail_msg("the exporter said %d times that its freed memory stays: %s", said,
+                 err ? err : "");
+    free(err);
     shm_close_table(t);
     shm_unlink(state_name);
     shm_unlink(table_name);
+}
+
+/* lendmany under `nofile` and takemany of 160 handles: the importer's
+ * line must be `want`; `said`: whether both sides said why some were
+ * refused. */
+static void many(const char *nofile, const char *want, int said)
+{
+    char prog[512];
+    char *lend[] = { (char *)tu_build_path("tests/clients/ipcclient", prog, sizeof prog),
+                     "lendmany", dir, "160", (char *)nofile, NULL };
+    char *take[] = { prog, "takemany", dir, "160", NULL };
+    tu_proc_t lender, taker;
+    names();
+    spawn(&lender, lend, 1, "on", 10);
+    await_said(&lender, "exported 160", "exporter");
+    spawn(&taker, take, 1, "on", 10);
+    await_said(&taker, "opened", "importer");
+    char *out = tu_read_file(taker.out_path, NULL), *err = tu_read_file(taker.err_path, NULL);
+    if (!out || !strstr(out, want))
+        fail_msg("under an open-file limit of %s the importer said \"%s\", not \"%s\": %s",
+                 nofile, out ? out : "", want, err ? err : "");
+    free(out);
+    free(err);
+    touch("stop");
+    finish(&taker, "closed 0", "importer");
+    finish(&lender, "exported 160", "exporter");
+    char *lerr = tu_read_file(lender.err_path, NULL), *terr = tu_read_file(taker.err_path, NULL);
+    int lsaid = lerr ? tu_count_lines(lerr, "serves 100 imports at once already") : 0;
+    int tsaid = terr ? tu_count_lines(terr, "raise the exporter's ulimit -n") : 0;
+    if (lsaid != said || tsaid != said)
+        fail_msg("the refusals were said %d and %d times, not %d: %s / %s", lsaid, tsaid, said,
+                 lerr ? lerr : "", terr ? terr : "");
+    free(lerr);
+    free(terr);
+    shm_unlink(state_name);
+    shm_unlink(table_name);
+}
+
+static void test_ipc_many_imports(void **state)
+{
+    (void)state;
+    if (!built())
+        skip();
+    many("1024", "opened 160 refused 0 rc 0 bad 0", 0);
+    many("200", "opened 100 refused 60 rc 2 bad 0", 1);
 }
 
 /* plain's two answers under libsalus (salus), with paging swap. */
@@ -307,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_ipc_passes_through),
         cmocka_unit_test(test_ipc_paged_out_while_exported),
         cmocka_unit_test(test_ipc_freed_while_imported),
+        cmocka_unit_test(test_ipc_many_imports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

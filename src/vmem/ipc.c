@@ -38,14 +38,21 @@
  * Handles the driver made pass to it untouched, and so does a
  * cuIpcGetMemHandle of memory that is not virtualized.
  *
- * Divided into: the handle; exports (records, pins, the handle); the
- * server (socket, thread, requests); imports.
+ * What the two sides say is ipc_wire.h's; imports are ipcopen.c's.  An
+ * exporter serves as many imports at once as half its open-file limit
+ * allows (each is a descriptor); past it, and when no descriptor is left,
+ * an importer is told why and the exporter says it once.
  *
- * Lock: vmem_p.lock guards the export records, the small pins, the import
- * records and the server's start; no socket call is made under it but the
- * server's short non-blocking ones.
+ * Divided into: exports (records, pins, the handle); the server (its
+ * connections, socket, thread, requests); a fork() child's forget.
+ *
+ * Lock: vmem_p.lock guards the export records, the small pins and the
+ * server's start; the server thread alone touches its connections; no
+ * socket call is made under the lock but the server's short non-blocking
+ * ones.
  */
 #include "vmem/vmem_int.h"
+#include "vmem/ipc_wire.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -57,65 +64,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#define IPC_MAGIC    0x53414c53u       /* "SLAS" */
-#define IPC_VERSION  1u
-#define IPC_MAX_FDS  2                 /* a big chunk, or the granules of a small one */
-#define IPC_MAX_CONN 128               /* live imports served at once */
-#define IPC_DEADLINE_MS 30000          /* an importer's wait for the exporter (which
-                                          may be paging, its lock held, for seconds) */
-
-/* ---- the handle ---------------------------------------------------------------- */
-
-typedef struct ipc_handle {
-    uint32_t magic, version;
-    uint32_t pid, check;               /* check: FNV-1a of every other byte */
-    uint64_t start;                    /* the exporter's start time (clock ticks) */
-    uint64_t token;                    /* the exporter's random word */
-    uint64_t id;                       /* the allocation's id in the exporter */
-    uint64_t offset;                   /* of the pointer in the allocation */
-    uint64_t size;                     /* the allocation's */
-} ipc_handle_t;
-_Static_assert(sizeof(ipc_handle_t) <= CU_IPC_HANDLE_SIZE, "IPC handle");
-
-/* What an importer asks, and what the exporter answers (with the fds). */
-typedef struct ipc_req {
-    uint32_t magic, version;
-    uint64_t token, id;
-} ipc_req_t;
-
-typedef struct ipc_rep {
-    uint32_t magic;
-    int32_t status;                    /* a CUresult */
-    uint32_t nfds, pad;
-    uint64_t chunk;                    /* each descriptor's bytes */
-    uint64_t delta;                    /* the allocation's base in the chunks */
-    uint64_t size;                     /* the allocation's */
-} ipc_rep_t;
-
-static uint32_t checksum(const ipc_handle_t *h)
-{
-    ipc_handle_t c = *h;
-    const unsigned char *b = (const unsigned char *)&c;
-    uint32_t x = 2166136261u;
-    c.check = 0;
-    for (size_t i = 0; i < sizeof c; i++)
-        x = (x ^ b[i]) * 16777619u;
-    return x;
-}
-
-static void socket_name(struct sockaddr_un *sa, socklen_t *len, uint32_t pid, uint64_t start)
-{
-    memset(sa, 0, sizeof *sa);
-    sa->sun_family = AF_UNIX;
-    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "salus-ipc-%u-%llu", pid,
-                     (unsigned long long)start);
-    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
+#define IPC_MIN_CONN 16                /* live imports served at once: at least, */
+#define IPC_CONN_SHARE 2               /* and up to 1/2 of the open-file limit */
+#define IPC_PAUSE_NS (100ull * 1000000) /* the listener's rest when no fd is left */
 
 /* This process's start time, field 22 of /proc/self/stat; 0 if unreadable. */
 static uint64_t start_time(void)
@@ -149,7 +106,6 @@ typedef struct ipc_export {
 
 static struct {
     vmem_map_t exports;                /* id -> ipc_export_t */
-    vmem_map_t imports;                /* address -> ipc_import_t */
     int listen_fd;                     /* while up */
     int up;                            /* the server runs */
     uint64_t start, token;
@@ -199,6 +155,13 @@ static int ipc_freed(vmem_buf_t *a)
         export_drop_locked(a->id, e);
         return 0;
     }
+    static int said;
+    util_log_once(&said, UTIL_LOG_WARN, "memory: %s of paged memory freed by the program "
+                  "stays on the GPU, charged to this process and never paged out, while %u "
+                  "import(s) of it in other processes stay open (until they call "
+                  "cuIpcCloseMemHandle or end; caches of imported handles, as NCCL's and "
+                  "UCX's, keep it for their lifetime); salus-top --json shows it as "
+                  "pinned_bytes", util_size(e->bytes).s, e->imports);
     e->kept = e->big && a->charged;
     return e->kept;
 }
@@ -232,7 +195,7 @@ static CUresult export_locked(vmem_buf_t *a, CUdeviceptr p, ipc_handle_t *h)
     *h = (ipc_handle_t){ .magic = IPC_MAGIC, .version = IPC_VERSION, .pid = (uint32_t)getpid(),
                          .start = ipc.start, .token = ipc.token, .id = a->id,
                          .offset = p - a->base, .size = a->size };
-    h->check = checksum(h);
+    h->check = ipc_checksum(h);
     return CUDA_SUCCESS;
 }
 
@@ -292,8 +255,43 @@ typedef struct ipc_conn {
     uint64_t id;                       /* 0 until it imported */
 } ipc_conn_t;
 
-static ipc_conn_t conns[IPC_MAX_CONN];  /* the server thread's own */
-static int nconns;
+/* The server thread's own: conns[0, nconns) in an array of room entries
+ * (pf has room + 1), grown by doubling up to limit (conn_limit). */
+static ipc_conn_t *conns;
+static struct pollfd *pf;
+static int nconns, room, limit;
+static uint64_t paused_until;          /* no fd was left: the listener rests */
+
+/* How many imports are served at once: half the open-file limit (each is a
+ * descriptor here; the program needs the rest), IPC_MIN_CONN at least. */
+static int conn_limit(void)
+{
+    struct rlimit rl;
+    rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    n = n == RLIM_INFINITY || n > (1u << 20) ? (1u << 20) : n;
+    return n / IPC_CONN_SHARE > IPC_MIN_CONN ? (int)(n / IPC_CONN_SHARE) : IPC_MIN_CONN;
+}
+
+/* Room for one more connection: 0, or -1 at the limit (or no memory). */
+static int conn_room(void)
+{
+    if (nconns < room)
+        return 0;
+    if (!limit)
+        limit = conn_limit();
+    if (room >= limit)
+        return -1;
+    int want = room ? (room > limit / 2 ? limit : 2 * room) : IPC_MIN_CONN;
+    ipc_conn_t *c = realloc(conns, (size_t)want * sizeof *c);
+    if (c)
+        conns = c;
+    struct pollfd *p = c ? realloc(pf, ((size_t)want + 1) * sizeof *p) : NULL;
+    if (!p)
+        return -1;                     /* conns grew, room did not: still consistent */
+    pf = p;
+    room = want;
+    return 0;
+}
 
 /* The descriptors of e's chunks and their layout; CUDA_SUCCESS or why not. */
 static CUresult chunks_locked(const ipc_export_t *e, int fds[IPC_MAX_FDS], ipc_rep_t *rep)
@@ -390,16 +388,49 @@ static void conn_end(int k)
     conns[k] = conns[--nconns];
 }
 
+/* A connection this exporter cannot serve: its importer is told why, and
+ * this process says it once.  Its request is read first (it comes right
+ * after the connect; 100 ms at most): closing a socket with unread data
+ * resets the connection, and the importer would read the reset, not why. */
+static void refuse_busy(int fd, const struct ucred *cr)
+{
+    static int said;
+    ipc_req_t req;
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    ipc_rep_t rep = { .magic = IPC_MAGIC, .status = CUDA_ERROR_OUT_OF_MEMORY,
+                      .why = IPC_WHY_BUSY, .chunk = (uint64_t)nconns };
+    if (poll(&p, 1, 100) == 1)
+        (void)!recv(fd, &req, sizeof req, MSG_DONTWAIT);
+    send_rep(fd, &rep, NULL);
+    close(fd);
+    util_log_once(&said, UTIL_LOG_WARN, "memory: an import of this process's paged memory "
+                  "(cuIpcOpenMemHandle in process %d) was refused: it serves %d imports at "
+                  "once already, half its open-file limit; raise that limit (ulimit -n) to "
+                  "serve more", (int)cr->pid, nconns);
+}
+
 static void accept_one(int lfd)
 {
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     struct ucred cr;
     socklen_t len = sizeof cr;
-    if (fd < 0)
+    if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE) {
+            static int said;
+            paused_until = util_now_ns() + IPC_PAUSE_NS;   /* no busy loop on it */
+            util_log_once(&said, UTIL_LOG_WARN, "memory: this process has no file "
+                          "descriptor left to serve an import of its paged memory "
+                          "(cuIpcOpenMemHandle elsewhere): raise its open-file limit "
+                          "(ulimit -n)");
+        }
         return;
-    if (nconns == IPC_MAX_CONN || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 ||
-        cr.uid != getuid()) {
-        close(fd);                     /* another user's, or too many */
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != getuid()) {
+        close(fd);                     /* another user's: its importer says why */
+        return;
+    }
+    if (conn_room() != 0) {
+        refuse_busy(fd, &cr);
         return;
     }
     conns[nconns++] = (ipc_conn_t){ .fd = fd, .id = 0 };
@@ -408,13 +439,16 @@ static void accept_one(int lfd)
 static void *server(void *arg)
 {
     int lfd = (int)(intptr_t)arg;
-    struct pollfd pf[IPC_MAX_CONN + 1];
+    if (conn_room() != 0)
+        return NULL;                   /* no memory for the first: no server */
     for (;;) {
-        pf[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+        uint64_t now = util_now_ns();
+        int rest = paused_until > now ? (int)((paused_until - now) / 1000000) + 1 : -1;
+        pf[0] = (struct pollfd){ .fd = rest < 0 ? lfd : -1, .events = POLLIN };
         for (int k = 0; k < nconns; k++)
             pf[k + 1] = (struct pollfd){ .fd = conns[k].fd, .events = POLLIN };
         int n = nconns;
-        if (poll(pf, (nfds_t)n + 1, -1) < 0) {
+        if (poll(pf, (nfds_t)n + 1, rest) < 0) {
             if (errno == EINTR)
                 continue;
             return NULL;
@@ -449,7 +483,7 @@ static int server_up_locked(void)
     if (getrandom(&ipc.token, sizeof ipc.token, GRND_NONBLOCK) != sizeof ipc.token)
         ipc.token = util_now_ns() ^ ((uint64_t)getpid() << 32);
     ipc.start = start_time();
-    socket_name(&sa, &len, (uint32_t)getpid(), ipc.start);
+    ipc_socket_name(&sa, &len, (uint32_t)getpid(), ipc.start);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -1;
@@ -472,227 +506,6 @@ out_close:
     return -1;
 }
 
-/* ---- imports ---------------------------------------------------------------------------- */
-
-typedef struct ipc_import {
-    CUdeviceptr base;                  /* the reservation */
-    uint64_t span, chunk;              /* its bytes; each mapping's */
-    int fd;                            /* the connection: its end ends the import */
-} ipc_import_t;
-
-/* The parsed and checked handle, or -1 (not ours: 1 when it carries our
- * magic, so that a garbled handle of ours is refused, not passed on). */
-static int parse(const CUipcMemHandle *raw, ipc_handle_t *h, int *ours)
-{
-    memcpy(h, raw, sizeof *h);
-    *ours = h->magic == IPC_MAGIC;
-    if (!*ours || h->version != IPC_VERSION || h->check != checksum(h) || h->pid == 0 ||
-        h->id == 0 || h->size == 0 || h->size > MEM_MAX_BYTES || h->offset >= h->size)
-        return -1;
-    for (size_t i = sizeof *h; i < sizeof *raw; i++)
-        if (raw->reserved[i])
-            return -1;
-    return 0;
-}
-
-/* Connect to h's exporter, check it, ask, and receive the answer and its
- * descriptors (nfds of them in fds).  The connection, or -1 with *why. */
-static int ask(const ipc_handle_t *h, ipc_rep_t *rep, int fds[IPC_MAX_FDS], const char **why)
-{
-    struct sockaddr_un sa;
-    socklen_t len;
-    struct timeval tv = { IPC_DEADLINE_MS / 1000, (IPC_DEADLINE_MS % 1000) * 1000 };
-    struct ucred cr;
-    socklen_t crlen = sizeof cr;
-    union { char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)]; struct cmsghdr align; } u;
-    ipc_req_t req = { IPC_MAGIC, IPC_VERSION, h->token, h->id };
-    struct iovec iov = { rep, sizeof *rep };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof u.buf };
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    *why = "no socket";
-    if (fd < 0)
-        return -1;
-    socket_name(&sa, &len, h->pid, h->start);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    *why = "its exporter has ended";
-    if (connect(fd, (struct sockaddr *)&sa, len) != 0)
-        goto out_close;
-    *why = "the socket is not its exporter's";
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 ||
-        (uint32_t)cr.pid != h->pid || cr.uid != getuid())
-        goto out_close;
-    *why = "its exporter did not answer within 30 s";
-    if (send(fd, &req, sizeof req, MSG_NOSIGNAL) != (ssize_t)sizeof req)
-        goto out_close;
-    ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-    int got = 0;
-    for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            for (int i = 0; i < k; i++) {
-                int x;
-                memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof x);
-                if (got < IPC_MAX_FDS)
-                    fds[got++] = x;
-                else
-                    close(x);
-            }
-        }
-    *why = "its exporter's answer is malformed";
-    if (n == (ssize_t)sizeof *rep && !(m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) &&
-        rep->magic == IPC_MAGIC && (rep->status != CUDA_SUCCESS || rep->nfds == (uint32_t)got))
-        return fd;
-    while (got-- > 0)
-        close(fds[got]);
-out_close:
-    close(fd);
-    return -1;
-}
-
-/* Import rep's chunks (nfds descriptors, closed here) at a new reservation:
- * CUDA_SUCCESS and *base, or why not (nothing left). */
-static CUresult map_chunks(const ipc_rep_t *rep, const int *fds, int ordinal, CUdeviceptr *base)
-{
-    const drv_t *d = vmem_drv();        /* an importer's paging may be off */
-    CUmemGenericAllocationHandle hs[IPC_MAX_FDS] = { 0 };
-    CUmemAccessDesc acc = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, ordinal },
-                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    uint64_t span = rep->chunk * rep->nfds;
-    uint32_t mapped = 0, i;
-    CUdeviceptr at = 0;
-    CUresult rc = CUDA_SUCCESS;
-    for (i = 0; i < rep->nfds && rc == CUDA_SUCCESS; i++)
-        rc = d->mem_import_from_shareable_handle(&hs[i], (void *)(intptr_t)fds[i],
-                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    for (i = 0; i < rep->nfds; i++)
-        close(fds[i]);
-    if (rc != CUDA_SUCCESS)
-        goto out_release;
-    if ((rc = d->mem_address_reserve(&at, span, 0, 0, 0)) != CUDA_SUCCESS)
-        goto out_release;
-    for (; mapped < rep->nfds && rc == CUDA_SUCCESS; mapped++)
-        rc = d->mem_map(at + mapped * rep->chunk, rep->chunk, 0, hs[mapped], 0);
-    if (rc != CUDA_SUCCESS)
-        mapped--;
-    else
-        rc = d->mem_set_access(at, span, &acc, 1);
-    if (rc == CUDA_SUCCESS) {
-        *base = at;
-        goto out_release;              /* the mappings keep the memory */
-    }
-    for (i = 0; i < mapped; i++)
-        d->mem_unmap(at + i * rep->chunk, rep->chunk);
-    d->mem_address_free(at, span);
-out_release:
-    for (i = 0; i < rep->nfds; i++)
-        if (hs[i])
-            d->mem_release(hs[i]);
-    return rc;
-}
-
-static int rep_fits(const ipc_rep_t *rep, const ipc_handle_t *h)
-{
-    return rep->nfds >= 1 && rep->nfds <= IPC_MAX_FDS && rep->chunk > 0 &&
-           rep->chunk <= MEM_MAX_BYTES && rep->size == h->size &&
-           rep->delta < rep->chunk * rep->nfds &&
-           rep->size <= rep->chunk * rep->nfds - rep->delta;
-}
-
-static CUresult open_checked(const ipc_handle_t *h, int ordinal, CUdeviceptr *out)
-{
-    ipc_rep_t rep;
-    int fds[IPC_MAX_FDS];
-    const char *why;
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    int fd = ask(h, &rep, fds, &why);
-    if (fd < 0)
-        goto out_say;
-    why = "its exporter refused it (freed, or not exported)";
-    if (rep.status != CUDA_SUCCESS)
-        goto out_close;
-    why = "its exporter's answer does not fit the handle";
-    if (!rep_fits(&rep, h)) {
-        for (uint32_t i = 0; i < rep.nfds; i++)
-            close(fds[i]);
-        goto out_close;
-    }
-    CUdeviceptr base = 0;
-    why = "the driver could not map its memory";
-    if ((rc = map_chunks(&rep, fds, ordinal, &base)) != CUDA_SUCCESS)
-        goto out_close;
-    ipc_import_t *im = malloc(sizeof *im);
-    CUdeviceptr p = base + rep.delta + h->offset;
-    pthread_mutex_lock(&vmem_p.lock);
-    int ok = im && !vmem_map_get(&ipc.imports, p) && vmem_map_put(&ipc.imports, p, im) == 0;
-    if (ok)
-        *im = (ipc_import_t){ base, rep.chunk * rep.nfds, rep.chunk, fd };
-    pthread_mutex_unlock(&vmem_p.lock);
-    if (ok) {
-        *out = p;
-        return CUDA_SUCCESS;
-    }
-    free(im);
-    for (uint32_t i = 0; i < rep.nfds; i++)
-        vmem_drv()->mem_unmap(base + i * rep.chunk, rep.chunk);
-    vmem_drv()->mem_address_free(base, rep.chunk * rep.nfds);
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-    why = "no memory for its record";
-out_close:
-    close(fd);
-out_say:;
-    static int said;
-    util_log_once(&said, UTIL_LOG_WARN, "memory: cuIpcOpenMemHandle of a handle of process "
-                  "%u (paged memory, SALUS_SWAP=on there) failed: %s", h->pid, why);
-    return rc;
-}
-
-int vmem_ipc_open(CUdeviceptr *out, const CUipcMemHandle *handle, unsigned int flags,
-                 CUresult *rc)
-{
-    const drv_t *d = vmem_drv();        /* paging on or off here */
-    ipc_handle_t h;
-    int ours, ordinal;
-    int bad = parse(handle, &h, &ours);
-    if (!ours)
-        return 0;                      /* the driver's */
-    *rc = CUDA_ERROR_INVALID_VALUE;
-    if (bad || !out || (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) {
-        static int said;
-        util_log_once(&said, UTIL_LOG_WARN, "memory: cuIpcOpenMemHandle: a handle that "
-                      "claims to be libsalus's is garbled (refused)");
-        return 1;
-    }
-    if (!d->mem_import_from_shareable_handle || !d->mem_address_reserve || !d->mem_map ||
-        !d->mem_set_access || !d->mem_unmap || !d->mem_address_free || !d->mem_release) {
-        *rc = CUDA_ERROR_NOT_SUPPORTED;
-        return 1;
-    }
-    if (drv_current_device(d, &ordinal) != 0) {
-        *rc = CUDA_ERROR_INVALID_CONTEXT;
-        return 1;
-    }
-    *rc = open_checked(&h, ordinal, out);
-    return 1;
-}
-
-int vmem_ipc_close(CUdeviceptr p, CUresult *rc)
-{
-    pthread_mutex_lock(&vmem_p.lock);
-    ipc_import_t *im = p ? vmem_map_del(&ipc.imports, p) : NULL;
-    pthread_mutex_unlock(&vmem_p.lock);
-    if (!im)
-        return 0;                      /* the driver's */
-    for (uint64_t off = 0; off < im->span; off += im->chunk)
-        vmem_drv()->mem_unmap(im->base + off, im->chunk);
-    vmem_drv()->mem_address_free(im->base, im->span);
-    close(im->fd);
-    free(im);
-    *rc = CUDA_SUCCESS;
-    return 1;
-}
-
 /* The child's copies of the parent's sockets are closed, so that the
  * parent's imports and connections end when the parent ends them. */
 static void ipc_forget(void)
@@ -701,11 +514,13 @@ static void ipc_forget(void)
         close(ipc.listen_fd);
     for (int k = 0; k < nconns; k++)
         close(conns[k].fd);
-    for (size_t i = 0; ipc.imports.key && i <= ipc.imports.mask; i++) {
-        const ipc_import_t *im = ipc.imports.val[i];
-        if (im)
-            close(im->fd);
-    }
+    free(conns);                       /* the parent's server thread is not ours */
+    free(pf);
+    conns = NULL;
+    pf = NULL;
+    room = limit = 0;
+    paused_until = 0;
+    vmem_ipc_imports_forget();
     memset(&ipc, 0, sizeof ipc);
     ipc.listen_fd = -1;
     nconns = 0;

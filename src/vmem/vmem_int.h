@@ -4,8 +4,9 @@
  * drain thread's look), alloc.c (allocations, frees, queries), async.c
  * (stream-ordered frees), swap.c (paging out and in), stage.c (pinned
  * staging and its bounds), quiesce.c (a page-out's bounded wait for the
- * program's work), ipc.c (CUDA IPC on paged memory) and jem.c (the
- * private jemalloc arena) share.  vmem.h has the interface.
+ * program's work), ipc.c and ipcopen.c (CUDA IPC on paged memory: the
+ * exporter, the importer) and jem.c (the private jemalloc arena) share.
+ * vmem.h has the interface.
  *
  * With paging on (SALUS_SWAP), cuMemAlloc_v2 and cuMemAllocPitch_v2 are
  * served from device address ranges libsalus reserves and backs itself
@@ -301,6 +302,8 @@ static inline int vmem_ipc_able(void)
 {
     return !vmem_p.no_fd && vmem_drv()->mem_export_to_shareable_handle != NULL;
 }
+/* ipcopen.c: a fork() child forgets its parent's imports (ipc.c's forget). */
+void vmem_ipc_imports_forget(void);
 /* swap.c: bring a paged-out small region back. */
 CUresult vmem_small_in(vmem_dev_t *v, uint64_t *restored);
 /* The device bytes paging v back in takes. */

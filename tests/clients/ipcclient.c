@@ -30,6 +30,15 @@
  *       "fuzz <CUresult of the valid open> refused <n> of 72".
  *   ipcclient dead <dir>
  *       opens X's handle, whose exporter has ended: "refused <CUresult>".
+ *   ipcclient lendmany <dir> <n> <nofile>
+ *       with its open-file limit at <nofile>, allocates and exports <n>
+ *       allocations of 64 KiB (allocation i filled with pattern 10 + i):
+ *       "exported <n>"; exits once <dir>/stop exists.
+ *   ipcclient takemany <dir> <n>
+ *       opens each of the <n> handles in turn and checks its pattern:
+ *       "opened <succeeded> refused <failed> rc <the first failure's
+ *       CUresult> bad <n>"; once <dir>/stop exists closes every one opened:
+ *       "closed <CUresult>".
  *   ipcclient plain
  *       cuIpcGetMemHandle on a cuMemAlloc_v2 allocation and on a mapping of
  *       the program's own VMM handle: "plain <CUresult> <CUresult>".
@@ -42,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -320,6 +330,74 @@ static CUresult plain(int *bad)
     return CUDA_SUCCESS;
 }
 
+/* ---- many imports -------------------------------------------------------------- */
+
+#define MANY_BYTES (64u << 10)
+#define MANY_MAX   1024
+
+static int many_file(const char *mode, FILE **f)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/many", dir);
+    *f = fopen(path, mode);
+    return *f ? 0 : -1;
+}
+
+static CUresult lend_many(int n, unsigned long nofile)
+{
+    static CUipcMemHandle h[MANY_MAX];
+    struct rlimit rl;
+    FILE *f;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || (rl.rlim_cur = nofile, 0) ||
+        setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    TRY(context());
+    for (int i = 0; i < n; i++) {
+        CUdeviceptr p;
+        TRY(cuMemAlloc_v2(&p, MANY_BYTES));
+        TRY(fill(p, MANY_BYTES, 10 + (unsigned)i));
+        TRY(cuIpcGetMemHandle(&h[i], p));
+    }
+    if (many_file("wb", &f) != 0 || fwrite(h, sizeof h[0], (size_t)n, f) != (size_t)n ||
+        fclose(f) != 0)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    say("exported %ld\n", n, 0);
+    return await_file("stop") == 0 ? CUDA_SUCCESS : CUDA_ERROR_TIMEOUT;
+}
+
+static CUresult take_many(int n, int *bad)
+{
+    static CUipcMemHandle h[MANY_MAX];
+    static CUdeviceptr x[MANY_MAX];
+    int opened = 0, refused = 0;
+    CUresult first = CUDA_SUCCESS;
+    FILE *f;
+    if (many_file("rb", &f) != 0)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    int got = (int)fread(h, sizeof h[0], (size_t)n, f);
+    fclose(f);
+    if (got != n)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    TRY(context());
+    for (int i = 0; i < n; i++) {
+        CUresult rc = cuIpcOpenMemHandle(&x[opened], h[i], 0);
+        if (rc != CUDA_SUCCESS) {
+            first = refused++ ? first : rc;
+            continue;
+        }
+        TRY(check(x[opened++], MANY_BYTES, 10 + (unsigned)i, bad));
+    }
+    printf("opened %d refused %d rc %d bad %d\n", opened, refused, (int)first, *bad);
+    fflush(stdout);
+    if (await_file("stop") != 0)
+        return CUDA_ERROR_TIMEOUT;
+    CUresult rc = CUDA_SUCCESS;
+    for (int i = 0; i < opened && rc == CUDA_SUCCESS; i++)
+        rc = cuIpcCloseMemHandle(x[i]);
+    say("closed %ld\n", rc, 0);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int bad = 0;
@@ -344,6 +422,12 @@ int main(int argc, char **argv)
         rc = fuzz(&bad);
     } else if (!strcmp(argv[1], "dead") && argc == 3) {
         rc = dead(&bad);
+    } else if (!strcmp(argv[1], "lendmany") && argc == 5 && atoi(argv[3]) > 0 &&
+               atoi(argv[3]) <= MANY_MAX) {
+        rc = lend_many(atoi(argv[3]), strtoul(argv[4], NULL, 10));
+    } else if (!strcmp(argv[1], "takemany") && argc == 4 && atoi(argv[3]) > 0 &&
+               atoi(argv[3]) <= MANY_MAX) {
+        rc = take_many(atoi(argv[3]), &bad);
     } else if (!strcmp(argv[1], "plain") && argc == 2) {
         rc = plain(&bad);
     } else {
@@ -355,6 +439,6 @@ int main(int argc, char **argv)
 usage:
     fprintf(stderr, "usage: ipcclient produce <dir> <kernels.cubin> <MiB> <kernel_us> | "
                     "consume <dir> | lend <dir> | keep <dir> | fuzz <dir> | dead <dir> | "
-                    "plain\n");
+                    "lendmany <dir> <n> <nofile> | takemany <dir> <n> | plain\n");
     return 2;
 }
