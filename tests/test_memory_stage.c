@@ -13,7 +13,11 @@
  *   - kept staging goes back to the driver at the drain thread's look once
  *     its time is past (vmem_stage_keep_ns), and not before;
  *   - before the drain thread's first look nothing is kept (nobody would
- *     let it go).
+ *     let it go);
+ *   - SALUS_SWAP_LIMIT bounds the table's processes together: a page-out
+ *     is refused whole while a peer of the table holds a reservation the
+ *     two would pass, and served once the peer is all back in (its
+ *     reservation gone) or once it is dead.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,8 +25,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib/testutil.h"
 #include "test_memory_vmm_lib.h"
@@ -204,6 +212,78 @@ static void test_nothing_kept_unticked(void **state)
     run_child(unticked_child, NULL);
 }
 
+/* ---- the table's processes together ----------------------------------------------- */
+
+/* One byte over fd within 20 s: it, or 0. */
+static char hear(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    char c = 0;
+    if (poll(&p, 1, 20000) != 1 || read(fd, &c, 1) != 1)
+        return 0;
+    return c;
+}
+
+/* The peer: 16 MiB, paged out ('o') and in ('i') when told, each answered
+ * with the same letter (or 'x' on failure); killed by the test. */
+static void peer(int cmd, int ans)
+{
+    CUdeviceptr a;
+    uint64_t buf[4096], n = 0;
+    char c;
+    if (setup(1) || vmem_alloc(MEM_KIND_DEVICE, &a, NULL, 16 * MiB, 1, 0) != CUDA_SUCCESS ||
+        fill(a, 16 * MiB, 4, buf, sizeof buf))
+        _exit(1);
+    while ((c = hear(cmd)) != 0) {
+        CUresult rc = c == 'o' ? vmem_page_out(0, 0, &n) : vmem_page_in(0, &n);
+        char r = rc == CUDA_SUCCESS && n == 16 * MiB ? c : 'x';
+        if (write(ans, &r, 1) != 1)
+            _exit(1);
+    }
+    _exit(0);
+}
+
+static int ask_peer(int cmd, int ans, char c)
+{
+    return write(cmd, &c, 1) == 1 && hear(ans) == c ? 0 : -1;
+}
+
+static int table_child(void *arg)
+{
+    (void)arg;
+    int cmd[2], ans[2];
+    CUdeviceptr b;
+    uint64_t buf[4096], freed = 0, restored = 0;
+    setenv("SALUS_SWAP_LIMIT", "24M", 1);     /* each 16 MiB fits alone, not beside */
+    setenv("SIMGPU_CTX_MEMORY", "0", 1);      /* two contexts in 1 GiB */
+    TRUE(pipe(cmd) == 0 && pipe(ans) == 0);
+    pid_t pid = fork();
+    if (pid == 0)
+        peer(cmd[0], ans[1]);
+    TRUE(pid > 0);
+    int ok = ask_peer(cmd[1], ans[0], 'o') == 0 && setup(1) == 0 &&
+             vmem_alloc(MEM_KIND_DEVICE, &b, NULL, 16 * MiB, 1, 0) == CUDA_SUCCESS &&
+             fill(b, 16 * MiB, 5, buf, sizeof buf) == 0 &&
+             vmem_page_out(0, 0, &freed) == CUDA_SUCCESS && freed == 0;   /* refused whole */
+    ok = ok && ask_peer(cmd[1], ans[0], 'i') == 0 &&                     /* back in: */
+         vmem_page_out(0, 0, &freed) == CUDA_SUCCESS && freed == 16 * MiB &&
+         vmem_page_in(0, &restored) == CUDA_SUCCESS && restored == 16 * MiB;
+    ok = ok && ask_peer(cmd[1], ans[0], 'o') == 0 &&
+         vmem_page_out(0, 0, &freed) == CUDA_SUCCESS && freed == 0;       /* out again */
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ok = ok && vmem_page_out(0, 0, &freed) == CUDA_SUCCESS && freed == 16 * MiB &&
+         vmem_page_in(0, &restored) == CUDA_SUCCESS && restored == 16 * MiB;   /* dead */
+    TRUE(ok);
+    return check(b, 16 * MiB, 5, buf, sizeof buf);
+}
+
+static void test_table_bounds_peers(void **state)
+{
+    (void)state;
+    run_child(table_child, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_kept_never_refuses),
         cmocka_unit_test(test_let_go_past_its_time),
         cmocka_unit_test(test_nothing_kept_unticked),
+        cmocka_unit_test(test_table_bounds_peers),
     };
     return cmocka_run_group_tests_name("memory stage", tests, NULL, NULL);
 }

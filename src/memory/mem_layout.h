@@ -105,7 +105,13 @@ typedef struct mem_slot {
      * over CUDA IPC (vmm_ipc.c), on table device pinned_dev - 1 (0: none).
      * The owner's; paging leaves it out of what a peer can page out. */
     uint64_t pinned;
-    uint32_t pinned_dev, pad_pinned;
+    uint32_t pinned_dev;
+    /* The pinned host staging this process has reserved for paging out, in
+     * MiB, rounded up (src/vmem: all it could be asked to stage, from its
+     * first page-out until it is all back in), judged against the others'
+     * under the table lock (pagestate.c).  The owner's.  It was padding,
+     * always 0, before: a process of an earlier version reserves nothing. */
+    uint32_t staging_mib;
     /* Of swap_bytes, what paging copied (both ways): memory never written
      * moves without a copy (vmm_page.c).  The owner's, relaxed. */
     uint64_t swap_copied;

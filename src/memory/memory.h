@@ -402,6 +402,21 @@ void mem_charge_refresh(int ordinal);
 int mem_room_at(int ordinal, uint64_t *room);
 /* A peer waits for memory on `ordinal` now: 1 or 0.  One relaxed load. */
 int mem_waited_on(int ordinal);
+/* Pinned host staging, bounded for all processes of the table together
+ * (src/vmem's SALUS_SWAP_LIMIT; pagestate.c).  mem_stage_reserve: this
+ * process reserves `bytes` in all, judged under the table lock against
+ * what the others have reserved (their sum into *others, as judged):
+ * MEM_STAGE_TAKEN (now its reservation), MEM_STAGE_FULL (others + bytes
+ * would pass `limit`; its reservation unchanged), MEM_STAGE_UNCOUNTED (no
+ * table or its lock unusable: judge alone).  mem_stage_release: it needs
+ * none now.  mem_stage_others: the others' reservations, read without
+ * the lock (a snapshot, for what may be kept beside them). */
+typedef enum mem_stage {
+    MEM_STAGE_TAKEN, MEM_STAGE_FULL, MEM_STAGE_UNCOUNTED
+} mem_stage_t;
+mem_stage_t mem_stage_reserve(uint64_t bytes, uint64_t limit, uint64_t *others);
+void mem_stage_release(void);
+uint64_t mem_stage_others(void);
 /* What paging cannot move in this process (exported over CUDA IPC), for
  * monitors and paging's rules: `bytes` on `ordinal` (-1 or 0 bytes: none). */
 void mem_set_pinned(int ordinal, uint64_t bytes);

@@ -7,7 +7,8 @@
  * struct of this module: it calls these (memory.h's "for paging").
  *
  * Divided into: the process and its devices; the own slot's paging words;
- * peers and devices (under the table lock); the lock, waits and wakes.
+ * staging across the table; peers and devices (under the table lock); the
+ * lock, waits and wakes.
  *
  * Locking: the own slot's words are the owner's, written with atomics
  * (peers read them under the table lock, monitors without it); a request
@@ -165,6 +166,59 @@ uint64_t mem_page_out_now(void)
 {
     mem_slot_t *a = util_load_acquire(&mem_p.area);
     return a ? util_load_relaxed(&a->swapped_out) : 0;
+}
+
+/* ---- staging across the table -----------------------------------------------
+ * Pinned host staging is bounded for the table's processes together:
+ * each taking its own SALUS_SWAP_LIMIT of the host (half its memory by
+ * default) would swap it.  What counts is a reservation, not the bytes
+ * staged now: src/vmem reserves all it could be asked to page out before
+ * its first page-out and keeps it until it is all back in, so that a peer
+ * staging meanwhile can never leave it paged out in part (vmem/swap.c's
+ * bounds_allow says why that would hang).  Judged and written under the
+ * table lock, so that two page-outs at once cannot both pass; a dead
+ * slot's reservation counts no more once it is not alive; each word read
+ * is bounded (MEM_MAX_BYTES), so that a stray one cannot wrap the sum. */
+
+static uint64_t others_staging(shm_table_t *t, int self)
+{
+    uint64_t sum = 0;
+    for (int j = 0; j < SHM_MAX_SLOTS; j++) {
+        const mem_slot_t *a = j == self ? NULL : shm_slot_area(t, j, SHM_AREA_MEM);
+        if (!a || shm_slot_gen(t, j) == 0 || util_load_relaxed(&a->magic) != MEM_SLOT_MAGIC)
+            continue;
+        uint64_t s = mem_umin((uint64_t)util_load_relaxed(&a->staging_mib) << 20, MEM_MAX_BYTES);
+        if (s && shm_slot_alive(t, j))
+            sum += s;
+    }
+    return sum;
+}
+
+mem_stage_t mem_stage_reserve(uint64_t bytes, uint64_t limit, uint64_t *others)
+{
+    mem_slot_t *a = util_load_acquire(&mem_p.area);
+    if (!a || !mem_p.t || mem_lock() != 0)
+        return MEM_STAGE_UNCOUNTED;
+    uint64_t o = others_staging(mem_p.t, mem_p.slot);
+    int fits = o <= limit && bytes <= limit - o;
+    if (fits)
+        util_store_relaxed(&a->staging_mib, (uint32_t)((mem_umin(bytes, MEM_MAX_BYTES) +
+                                                        (1u << 20) - 1) >> 20));
+    shm_unlock(mem_p.t);
+    *others = o;
+    return fits ? MEM_STAGE_TAKEN : MEM_STAGE_FULL;
+}
+
+void mem_stage_release(void)
+{
+    mem_slot_t *a = util_load_acquire(&mem_p.area);
+    if (a)
+        util_store_relaxed(&a->staging_mib, 0);
+}
+
+uint64_t mem_stage_others(void)
+{
+    return mem_p.t && util_load_acquire(&mem_p.area) ? others_staging(mem_p.t, mem_p.slot) : 0;
 }
 
 /* ---- peers and devices (under the table lock) ------------------------------ */

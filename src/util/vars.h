@@ -69,8 +69,8 @@
       "page this job's device memory to the host while it waits for the GPU, so that "  \
       "jobs whose memory does not fit together can share the GPU (default off)")        \
     X(SWAP_LIMIT, "SALUS_SWAP_LIMIT", SIZE, 1, 0, 0, NULL, "swap-limit", "SIZE",        \
-      "host memory this job may page its device memory to (default: half the host's "   \
-      "available memory when it starts)")                                               \
+      "host memory this job, and all jobs of its table together, may page device "      \
+      "memory to (default: half the host's available memory when it starts)")           \
     X(MEM_HEADROOM, "SALUS_MEM_HEADROOM", SIZE, 0, 0, 0, NULL, "headroom", "SIZE",      \
       "memory left to contexts, if this job is the first on its GPU (5%)")              \
     X(NAME, "SALUS_NAME", NAME, 0, 0, 0, NULL, "name", "NAME",                          \

@@ -220,8 +220,8 @@ static int may_keep(uint64_t n)
     util_cgroup_mem_t c;
     if (!util_load_relaxed(&vmem_p.ticking))
         return 0;                     /* nobody would let it go */
-    if (P->bytes + n > vmem_swap_limit())
-        return 0;
+    if (P->bytes + n + vmem_p.staged + mem_stage_others() > vmem_swap_limit())
+        return 0;                     /* beside the table's reservations */
     return util_cgroup_mem(&c) != 0 || c.room >= P->bytes + n + cg_margin(c.limit);
 }
 
@@ -231,6 +231,8 @@ void vmem_stage_give(void *p, uint64_t bytes)
     if (!p)
         return;
     vmem_p.staged -= n;
+    if (vmem_p.staged == 0)
+        mem_stage_release();          /* all back in: the reservation goes */
     P->last_in_ns = util_coarse_ns();
     if (!may_keep(n)) {
         vmem_drv()->mem_free_host(p);

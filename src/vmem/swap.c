@@ -452,10 +452,24 @@ static void bound_refused(uint64_t all)
                   all == UINT64_MAX ? "its memory" : util_size(vmem_p.staged + all).s);
 }
 
-/* Whether a page-out may start: the staging bounds (SALUS_SWAP_LIMIT and
- * the cgroup's room, vmem_p.cg_cap) must hold everything this process could still
- * be asked to page out, not only what this request takes; refused whole,
- * said once, when they do not.
+static void table_refused(uint64_t all, uint64_t others)
+{
+    static int said;
+    util_log_once(&said, UTIL_LOG_WARN, "memory: a page-out to the host was refused whole: "
+                  "the other processes of this table have reserved %s of host staging, and "
+                  "this job's %s beside them would pass SALUS_SWAP_LIMIT (%s), which bounds "
+                  "them all together.  Its memory stays on the GPU; the job that asked for it "
+                  "waits for it to end, or for a peer to page back in; raise SALUS_SWAP_LIMIT "
+                  "(the same in every job) for more jobs to page at once",
+                  util_size(others).s, util_size(vmem_p.staged + all).s,
+                  util_size(vmem_swap_limit()).s);
+}
+
+/* Whether a page-out may start: the staging bounds (SALUS_SWAP_LIMIT, for
+ * this process and for the table's processes together, and the cgroup's
+ * room, vmem_p.cg_cap) must hold everything this process could still be
+ * asked to page out, not only what this request takes; refused whole, said
+ * once, when they do not.
  *
  * Why everything, not the request: a page-out served in part, or a request
  * served whole whose successor the bound then refuses, leaves the job
@@ -478,10 +492,17 @@ static void bound_refused(uint64_t all)
  * job may then still be left partly out (page.c says so once). */
 static int bounds_allow(void)
 {
-    uint64_t all = stage_all();
+    uint64_t all = stage_all(), others = 0;
     if (all != UINT64_MAX && vmem_p.staged + all <= vmem_swap_limit() &&
-        vmem_p.staged + all <= vmem_p.cg_cap)
-        return 1;
+        vmem_p.staged + all <= vmem_p.cg_cap) {
+        /* The table's processes together (memory.h): reserved until all of
+         * it is back in (stage.c's give lets it go), so that what holds now
+         * holds at every page-out until then, whatever the peers stage. */
+        if (mem_stage_reserve(vmem_p.staged + all, vmem_swap_limit(), &others) != MEM_STAGE_FULL)
+            return 1;
+        table_refused(all, others);
+        return 0;
+    }
     if (all != UINT64_MAX && vmem_p.staged + all <= vmem_swap_limit())
         vmem_cg_refused(all);         /* the cgroup's room, not the host's */
     else
