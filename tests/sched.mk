@@ -13,6 +13,7 @@
 #   test_sched_capture a graph captured while a peer waits (the client
 #                     tests/clients/capclient), judged from the trace
 #   test_sched_seam   the drain and a capture that begins between its passes
+#   test_sched_tenure what a tenure's start costs fair's pay-back rule
 #                     or during one of its synchronizes (one process, over
 #                     simgpu linked as the driver)
 #   test_sched_devices which device a process is scheduled on: CUDA 13's
@@ -89,3 +90,5 @@ $(B)/tests/test_sched_devices: $(LIBSALUS) $(SIM_LIB) $(WL_PROGS) $(WL_CUBIN) $(
 SCHED_SIM_LIBS := -L$(B)/sim -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim)
 $(eval $(call salus_test,test_sched_seam,$(SCHED_TEST_OBJS),$(SCHED_SIM_LIBS)))
 $(B)/tests/test_sched_seam: $(SIM_LIB) $(WL_CUBIN)
+$(eval $(call salus_test,test_sched_tenure,$(SCHED_TEST_OBJS),$(SCHED_SIM_LIBS)))
+$(B)/tests/test_sched_tenure: $(SIM_LIB)
