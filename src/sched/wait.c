@@ -620,22 +620,17 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
 static int tenure_begins(sched_proc_t *p, int d)
 {
     shm_set_state(p->t, p->slot, SHM_RUNNING);
-    /* Only a page-in is a switch's cost to pay back: with nothing out the
-     * hook returns at once, and what the clock shows then is this thread
-     * preempted (a busy host), which would keep the holder 8 times a
-     * time slice of the CPU's. */
+    /* A page-in is paid back, not this thread's preemption (test_sched_tenure). */
     int out = sched_hook_paged_out();
     uint64_t t0 = sched_now();
     sched_hook_tenure(d);
-    if (out)
-        p->switch_acc_ns += sched_now() - t0;
+    p->switch_acc_ns += out ? sched_now() - t0 : 0;
     sched_dev_t *dev = sched_dev(p->t, d);
     int kept = ungated(dev) || util_load_acquire(&dev->lease) == my_lease(p) ||
                util_load_acquire(&p->state) != SCHED_P_ACTIVE;
     if (kept) {                       /* fair's quantum grows with it (SCHED_SWITCH_FACTOR) */
         uint64_t us = p->switch_acc_ns / 1000;
-        __atomic_store_n(&p->me->switch_us, us > 60000000 ? 60000000u : (uint32_t)us,
-                         __ATOMIC_RELAXED);
+        util_store_relaxed(&p->me->switch_us, us > 60000000 ? 60000000u : (uint32_t)us);
         p->switch_acc_ns = 0;
     }
     return kept ? 0 : -1;
