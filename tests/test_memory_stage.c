@@ -17,7 +17,8 @@
  *   - SALUS_SWAP_LIMIT bounds the table's processes together: a page-out
  *     is refused whole while a peer of the table holds a reservation the
  *     two would pass, and served once the peer is all back in (its
- *     reservation gone) or once it is dead.
+ *     reservation gone) or once it is dead; a reservation for memory that
+ *     went out and came back without staging (never written) goes too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -261,7 +262,15 @@ static int table_child(void *arg)
     if (pid == 0)
         peer(cmd[0], ans[1]);
     TRUE(pid > 0);
-    int ok = ask_peer(cmd[1], ans[0], 'o') == 0 && setup(1) == 0 &&
+    /* Memory never written goes out and comes back without staging: its
+     * reservation goes all the same, or the peer's page-out is refused. */
+    CUdeviceptr clean;
+    CUresult rc;
+    TRUE(setup(1) == 0 &&
+         vmem_alloc(MEM_KIND_DEVICE, &clean, NULL, 16 * MiB, 1, 0) == CUDA_SUCCESS &&
+         vmem_page_out(0, 0, &freed) == CUDA_SUCCESS && freed == 16 * MiB &&
+         vmem_page_in(0, &restored) == CUDA_SUCCESS && vmem_free(clean, &rc) == 1);
+    int ok = ask_peer(cmd[1], ans[0], 'o') == 0 &&
              vmem_alloc(MEM_KIND_DEVICE, &b, NULL, 16 * MiB, 1, 0) == CUDA_SUCCESS &&
              fill(b, 16 * MiB, 5, buf, sizeof buf) == 0 &&
              vmem_page_out(0, 0, &freed) == CUDA_SUCCESS && freed == 0;   /* refused whole */

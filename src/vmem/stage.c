@@ -231,8 +231,6 @@ void vmem_stage_give(void *p, uint64_t bytes)
     if (!p)
         return;
     vmem_p.staged -= n;
-    if (vmem_p.staged == 0)
-        mem_stage_release();          /* all back in: the reservation goes */
     P->last_in_ns = util_coarse_ns();
     if (!may_keep(n)) {
         vmem_drv()->mem_free_host(p);

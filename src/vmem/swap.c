@@ -496,7 +496,7 @@ static int bounds_allow(void)
     if (all != UINT64_MAX && vmem_p.staged + all <= vmem_swap_limit() &&
         vmem_p.staged + all <= vmem_p.cg_cap) {
         /* The table's processes together (memory.h): reserved until all of
-         * it is back in (stage.c's give lets it go), so that what holds now
+         * it is back in (reservation_settle_locked), so that what holds now
          * holds at every page-out until then, whatever the peers stage. */
         if (mem_stage_reserve(vmem_p.staged + all, vmem_swap_limit(), &others) != MEM_STAGE_FULL)
             return 1;
@@ -508,6 +508,23 @@ static int bounds_allow(void)
     else
         bound_refused(all);
     return 0;
+}
+
+/* The table's staging reservation (bounds_allow) lasts while anything of
+ * this process is out, staged or not (memory never written moves without
+ * a copy, yet a job partly out is the state the reservation guards): let
+ * go once all of it is back in.  Under vmem_p.lock. */
+static void reservation_settle_locked(void)
+{
+    int out = vmem_p.staged != 0;
+    for (int o = 0; !out && o < VMEM_MAX_DEVICES; o++)
+        out = vmem_p.dev[o].small_out;
+    for (size_t i = 0; !out && vmem_p.allocs.key && i <= vmem_p.allocs.mask; i++) {
+        const vmem_buf_t *a = vmem_p.allocs.val[i];
+        out = a && a->big && a->out;
+    }
+    if (!out)
+        mem_stage_release();
 }
 
 /* ---- the primitives --------------------------------------------------------------- */
@@ -559,6 +576,7 @@ CUresult vmem_page_out(int ordinal, uint64_t want, uint64_t *freed)
 out_leave:
     vmem_p.cg_cap = UINT64_MAX;
     vmem_leave();
+    reservation_settle_locked();      /* a page-out that left nothing out */
 out_unlock:
     pthread_mutex_unlock(&vmem_p.lock);
     if (rc == CUDA_SUCCESS && freed)
@@ -617,6 +635,7 @@ CUresult vmem_page_in(int ordinal, uint64_t *restored)
         rc = bigs_in(v, &got);
     vmem_p.charge_flags = 0;
     vmem_leave();
+    reservation_settle_locked();
 out_unlock:
     pthread_mutex_unlock(&vmem_p.lock);
     if (rc == CUDA_SUCCESS && restored)
