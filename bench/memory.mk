@@ -56,7 +56,8 @@ BENCH_QUICK_TARGETS += bench-memory-quick
 PAGING_BENCH := $(B)/bench/paging
 PAGING_OBJS  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard src/memory/*.c src/ipc/*.c src/util/*.c \
                                                      src/drv/*.c src/vmem/*.c))
-$(PAGING_BENCH): $(B)/obj/bench/micro/paging.o $(PAGING_OBJS) $(SIM_LIB) | $(MEM_JEMALLOC)
+$(PAGING_BENCH): $(B)/obj/bench/micro/paging.o $(B)/obj/bench/micro/micro.o $(PAGING_OBJS) \
+                 $(SIM_LIB) | $(MEM_JEMALLOC)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(MEM_JEMALLOC_LINK) -L$(B)/sim \
 	    -l:libcuda.so.1 -Wl,-rpath,$(abspath $(B)/sim) -ldl -lrt -lm

@@ -28,10 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "drv/drv.h"
+#include "micro.h"
 #include "memory/memory.h"
 #include "vmem/vmem.h"
 
@@ -49,21 +49,7 @@ typedef struct opts {
 
 static double now_s(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return (double)micro_now_ns() * 1e-9;
 }
 
 static int parse(int argc, char **argv, opts_t *o)
@@ -114,7 +100,7 @@ static double memcpy_gibps(size_t bytes)
     }
     free(a);
     free(b);
-    return median(t, 9);
+    return micro_median(t, 9);
 }
 
 /* ---- the memory paged ------------------------------------------------------------------ */
@@ -230,7 +216,8 @@ static int report(const opts_t *o, figures_t *f, double mc)
     pcie = pcie * 1e9 / (1u << 30);
     double floor = mc < pcie ? mc : pcie;
     double first_out = f->out[0], first_in = f->in[0];
-    double out = median(f->out + 1, o->rounds - 1), in = median(f->in + 1, o->rounds - 1);
+    double out = micro_median(f->out + 1, (int)o->rounds - 1),
+           in = micro_median(f->in + 1, (int)o->rounds - 1);
     FILE *j = fopen(o->out, "w");
     if (!j)
         return perror(o->out), -1;

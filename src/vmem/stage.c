@@ -175,7 +175,8 @@ void vmem_cg_refused(uint64_t bytes)
                   cg_at.v1 ? "memory.limit_in_bytes" : "memory.max");
 }
 
-int vmem_stage_fits(uint64_t more)
+/* Whether `more` in use fits both bounds now. */
+static int stage_fits(uint64_t more)
 {
     return vmem_p.staged + more <= vmem_swap_limit() && vmem_p.staged + more <= vmem_p.cg_cap;
 }
@@ -191,7 +192,7 @@ void *vmem_stage_take(uint64_t bytes)
 {
     void *p = NULL;
     uint64_t n = vmem_stage_size(bytes);
-    if (!vmem_stage_fits(n)) {
+    if (!stage_fits(n)) {
         if (vmem_p.staged + n <= vmem_swap_limit())
             vmem_cg_refused(n);       /* the cgroup's room, not the host's */
         return NULL;
@@ -238,7 +239,7 @@ void vmem_stage_give(void *p, uint64_t bytes)
     }
     if (P->n == VMEM_STAGE_KEEP_N)
         pool_release_oldest();
-    P->ent[P->n++] = (vmem_kept_stage_t){ p, n, P->last_in_ns };
+    P->ent[P->n++] = (vmem_kept_stage_t){ p, n };
     P->bytes += n;
     pool_check();
 }

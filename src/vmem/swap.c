@@ -516,15 +516,10 @@ static int bounds_allow(void)
  * go once all of it is back in.  Under vmem_p.lock. */
 static void reservation_settle_locked(void)
 {
-    int out = vmem_p.staged != 0;
-    for (int o = 0; !out && o < VMEM_MAX_DEVICES; o++)
-        out = vmem_p.dev[o].small_out;
-    for (size_t i = 0; !out && vmem_p.allocs.key && i <= vmem_p.allocs.mask; i++) {
-        const vmem_buf_t *a = vmem_p.allocs.val[i];
-        out = a && a->big && a->out;
-    }
-    if (!out)
-        mem_stage_release();
+    for (int o = 0; o < VMEM_MAX_DEVICES; o++)
+        if (vmem_p.dev[o].paged_out || vmem_p.dev[o].small_out)
+            return;                   /* paged_out counts clean allocations too */
+    mem_stage_release();
 }
 
 /* ---- the primitives --------------------------------------------------------------- */

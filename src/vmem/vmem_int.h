@@ -193,7 +193,6 @@ vmem_buf_t *vmem_spans_find(const vmem_spans_t *s, uint64_t p);
 typedef struct vmem_kept_stage {
     void *p;
     uint64_t bytes;                /* a multiple of VMEM_STAGE_ROUND */
-    uint64_t at_ns;                /* given back (coarse clock) */
 } vmem_kept_stage_t;
 
 typedef struct vmem_pool {
@@ -315,8 +314,7 @@ uint64_t vmem_need_in(const vmem_dev_t *v);
  * the bytes it was taken for; vmem_stage_size: what a take of `bytes`
  * counts against the bounds.  vmem_cg_read reads the cgroup's room into
  * vmem_p.cg_cap for the page-out about to stage (UINT64_MAX: unbounded; the
- * page-out sets it back); vmem_stage_fits: whether `more` in use fits both
- * bounds now.  vmem_stage_trim_locked: at the drain thread's look, the kept
+ * page-out sets it back).  vmem_stage_trim_locked: at the drain thread's look, the kept
  * buffers let go (their count, into drop[VMEM_STAGE_KEEP_N]; the caller
  * frees them once the lock is released), *next lowered to the ns until it
  * wants the next look. */
@@ -327,7 +325,6 @@ uint64_t vmem_stage_size(uint64_t bytes);
 uint64_t vmem_stage_kept(void);
 void vmem_cg_read(void);
 void vmem_cg_refused(uint64_t bytes);
-int vmem_stage_fits(uint64_t more);
 uint64_t vmem_swap_limit(void);
 unsigned vmem_stage_trim_locked(uint64_t now, void **drop, uint64_t *next);
 
