@@ -5,13 +5,17 @@
 #                    while a peer waits for the GPU, and with a context on
 #                    a second device it does not use
 #   handoff          lease handoff latency p50/p99 between two processes
-#                    ping-ponging the GPU (SALUS_ITER_SYNC=every, quantum 0)
+#                    ping-ponging the GPU (SALUS_ITER_SYNC=every, quantum 0),
+#                    on an idle machine and beside one CPU hog, with a plain
+#                    futex wake's p50/p99 beside the same hog (the floor)
 #   sync_overhead    ns libsalus adds to a launch-and-sync round, alone and
 #                    beside 256 idle threads that launched once
 # Each writes JSON; bench/results/micro_sched.json gathers them:
 #   {"overhead_ns_per_launch": ..., "overhead_ns_per_launch_contended": ...,
 #    "overhead_ns_per_launch_two_devices": ...,
 #    "handoff_us": {"p50": ..., "p99": ...},
+#    "handoff_under_hog": {"handoff_us": {...}, "futex_floor_us": {...},
+#                          "p99_over_floor": ...},
 #    "overhead_ns_per_sync": ..., "overhead_ns_per_sync_idle_threads": ...,
 #    "launch": {...}, "handoff": {...}, "sync": {...}}
 
@@ -52,6 +56,7 @@ SCHED_BENCH_RUN = \
 	               "overhead_ns_per_launch_contended": l["overhead_ns_per_launch_contended"], \
 	               "overhead_ns_per_launch_two_devices": l["overhead_ns_per_launch_two_devices"], \
 	               "handoff_us": h["handoff_us"], \
+	               "handoff_under_hog": h["under_hog"], \
 	               "overhead_ns_per_sync": s["overhead_ns_per_sync"], \
 	               "overhead_ns_per_sync_idle_threads": s["overhead_ns_per_sync_idle_threads"], \
 	               "launch": l, "handoff": h, "sync": s}, \
@@ -60,10 +65,10 @@ SCHED_BENCH_RUN = \
 .PHONY: bench-sched bench-sched-quick
 bench-sched: $(SCHED_BENCH_DEPS)
 	@mkdir -p $(BENCH_OUT)
-	$(call SCHED_BENCH_RUN,--rounds 9 --repeats 9 --launches 2000000,--runs 5 --ms 1000,--rounds 7 --repeats 7 --syncs 20000)
+	$(call SCHED_BENCH_RUN,--rounds 9 --repeats 9 --launches 2000000,--runs 5 --ms 1000 --hog 1,--rounds 7 --repeats 7 --syncs 20000)
 bench-sched-quick: $(SCHED_BENCH_DEPS)
 	@mkdir -p $(BENCH_OUT)
-	$(call SCHED_BENCH_RUN,--rounds 5 --repeats 5 --launches 500000,--runs 3 --ms 200,--rounds 3 --repeats 5 --syncs 5000)
+	$(call SCHED_BENCH_RUN,--rounds 5 --repeats 5 --launches 500000,--runs 3 --ms 200 --hog 1,--rounds 3 --repeats 5 --syncs 5000)
 
 BENCH_TARGETS += bench-sched
 BENCH_QUICK_TARGETS += bench-sched-quick
