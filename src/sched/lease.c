@@ -535,37 +535,6 @@ int sched_lease_own_check_locked(shm_table_t *t, int d)
     return 1;
 }
 
-/* Fair's memory is bounded, as a CPU scheduler bounds a task's lag: a
- * holder ends its tenure at most SCHED_LAG_QUANTA quanta of virtual time
- * over the least of the jobs waiting for d.  Unbounded, a job that held
- * the GPU through a long set-up (a first step building cuDNN plans on a
- * loaded machine: seconds without a boundary to hand over at) made its
- * peer the sole holder for as long afterwards, and the two took turns
- * only once that was paid back; bounded, they take turns from the first
- * quantum.  A quantum here is the holder's turn, its quantum or what its
- * switches make it (SCHED_SWITCH_FACTOR), whichever is longer: a tenure
- * its policy granted is never forgiven.  Slots of another generation are
- * stale waiters, left out. */
-static uint64_t lag_capped_locked(shm_table_t *t, const sched_dev_t *dev, int d, int from,
-                                  uint64_t vt)
-{
-    uint64_t least = UINT64_MAX;
-    for (int w = 0; w < SCHED_WAIT_WORDS; w++)
-        for (uint64_t bits = dev->waiters[w]; bits; bits &= bits - 1) {
-            int s = w * 64 + __builtin_ctzll(bits);
-            if (s == from || dev->wait[s].gen != shm_slot_gen(t, s))
-                continue;
-            uint64_t v = sched_slot(t, s)->vtime[d];
-            least = v < least ? v : least;
-        }
-    const sched_slot_t *f = sched_slot(t, from);
-    uint64_t turn = sched_vtime_charge(f->priority, SCHED_SWITCH_FACTOR * 1000ull *
-                                       util_load_relaxed(&f->switch_us));
-    uint64_t q = dev_quantum_ns(dev);
-    uint64_t cap = SCHED_LAG_QUANTA * (turn > q ? turn : q);
-    return least != UINT64_MAX && vt > least && vt - least > cap ? least + cap : vt;
-}
-
 static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wake)
 {
     sched_dev_t *dev = sched_dev(t, d);
@@ -576,8 +545,7 @@ static void grant_one_locked(shm_table_t *t, int d, int to, uint64_t now, int wa
         sched_slot_t *f = sched_slot(t, from);
         uint64_t held = now > dev->since_ns ? now - dev->since_ns : 0;
         util_add_relaxed(&f->held_ns, held);
-        f->vtime[d] = lag_capped_locked(t, dev, d, from,
-                                        f->vtime[d] + sched_vtime_charge(f->priority, held));
+        f->vtime[d] += sched_vtime_charge(f->priority, held);
     }
     if (to < 0 || !slot_ready(t, to)) {
         lease_set_locked(dev, 0);

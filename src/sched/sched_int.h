@@ -307,9 +307,6 @@ int  sched_kseq_at_anchor(const sched_kseq_t *k);
  * quantum grows with what a switch costs, so that switches take at most
  * about 1 / (1 + factor) of the GPU's time however many jobs share it. */
 #define SCHED_SWITCH_FACTOR 8
-/* A holder's virtual time ends a tenure at most this many quanta over the
- * least waiter's (lease.c, lag_capped_locked): what fair remembers. */
-#define SCHED_LAG_QUANTA 2
 #define SCHED_REMAINING_UNKNOWN UINT64_MAX
 
 typedef struct sched_cand {
