@@ -246,6 +246,9 @@ typedef struct mem_proc {
     uint64_t ctx_peak;             /* the most its contexts took at once (table lock) */
     mem_local_dev_t dev[MEM_MAX_ORDINALS];
     mem_local_dev_t *by_index[SHM_MAX_DEVICES];   /* registered, by table device */
+    /* bit d: by_index[d] and its sd are set (released after both): what
+     * runs at every iteration boundary visits these devices only. */
+    uint32_t registered_set;
     mem_pool_t pools[MEM_MAX_POOLS];              /* records claimed under pool.c's lock */
     uint8_t cur_pool[MEM_MAX_ORDINALS];           /* each device's current pool; 0: unknown */
     int pools_used;                               /* records ever claimed (atomic) */

@@ -270,6 +270,7 @@ static mem_local_dev_t *register_locked(CUdevice ord)
     ld->shrink_at = 2 * ld->chunk;
     mem_p.by_index[d] = ld;
     util_store_release(&ld->sd, sd);
+    util_or_release(&mem_p.registered_set, 1u << d);
     return ld;
 }
 
@@ -336,6 +337,7 @@ static void postfork_child(void)
     for (int i = 0; i < MEM_MAX_ORDINALS; i++)
         memset(&mem_p.dev[i], 0, sizeof mem_p.dev[i]);
     memset(mem_p.by_index, 0, sizeof mem_p.by_index);
+    mem_p.registered_set = 0;
     memset(mem_p.pools, 0, sizeof mem_p.pools);   /* its pools are its parent's */
     memset(mem_p.cur_pool, 0, sizeof mem_p.cur_pool);
     mem_p.pools_used = 0;
@@ -586,10 +588,8 @@ void mem_iteration_end(void)
 {
     if (!is_on())
         return;
-    for (int d = 0; d < SHM_MAX_DEVICES; d++) {
-        mem_local_dev_t *ld = util_load_acquire(&mem_p.by_index[d]);
-        if (!ld || !ld->sd)
-            continue;
+    for (uint32_t set = util_load_acquire(&mem_p.registered_set); set; set &= set - 1) {
+        mem_local_dev_t *ld = mem_p.by_index[__builtin_ctz(set)];
         mem_sdev_t *sd = ld->sd;
         uint64_t used = util_load_relaxed(&ld->charged);   /* its own count (owncheck.c) */
         uint64_t peak = util_xchg_relaxed(&ld->iter_peak, used);

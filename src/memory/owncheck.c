@@ -188,8 +188,8 @@ void mem_own_check_locked(void)
 int mem_own_words_suspect(void)
 {
     int look = 0;
-    for (int d = 0; d < SHM_MAX_DEVICES && !look; d++) {
-        mem_local_dev_t *ld = registered(d);
+    for (uint32_t set = util_load_acquire(&mem_p.registered_set); set && !look; set &= set - 1) {
+        mem_local_dev_t *ld = registered(__builtin_ctz(set));
         if (!ld)
             continue;
         mem_sdev_t *sd = ld->sd;

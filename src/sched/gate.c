@@ -53,10 +53,11 @@ static void mark_rest(sched_slot_t *me)
  * inside an iteration is no rest that a waiter may take the GPU at. */
 static void note_host_gap(sched_proc_t *p)
 {
-    uint64_t from = util_load_relaxed(&p->gap_from_ns), now = sched_now();
+    uint64_t from = util_load_relaxed(&p->gap_from_ns);
     if (!from || util_load_relaxed(&p->me->activity) !=
                      util_load_relaxed(&p->gap_activity))
         return;
+    uint64_t now = sched_now();
     util_store_relaxed(&p->gap_from_ns, 0);      /* one sample a phase */
     if (now <= from || now - from > 10ull * 1000000000ull)      /* idle, not a phase */
         return;
@@ -70,13 +71,24 @@ static void note_host_gap(sched_proc_t *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* A host phase to sample begins at `now` (after the activity bump of the
- * sync that ends before it); the next launch takes the slow path to end it. */
+/* A host phase begins at `now` (after the activity bump of the sync that
+ * ends before it); the next launch takes the slow path (the probe, which
+ * rest detection needs at every boundary), and ends the phase's sample.
+ * A process nobody waits for samples one phase in SCHED_GAP_EVERY once it
+ * knows its loop: the samples matter when a waiter comes, and then every
+ * phase is one; the others cost the sample's clock read (20-50 ns) for
+ * nothing. */
+#define SCHED_GAP_EVERY 8
+
+static int waited_for(const sched_proc_t *p);
+
 static void open_host_gap(sched_proc_t *p, uint64_t now)
 {
+    int sample = !p->det.period || waited_for(p) ||
+                 util_add_relaxed(&p->gap_opened, 1) % SCHED_GAP_EVERY == 1;
     __atomic_store_n(&p->gap_activity, util_load_relaxed(&p->me->activity),
                      __ATOMIC_RELAXED);
-    util_store_relaxed(&p->gap_from_ns, now);
+    util_store_relaxed(&p->gap_from_ns, sample ? now : 0);
     sched_probe_boundary(p->me);
 }
 
@@ -617,7 +629,7 @@ void sched_sync_begin(sched_thread_t *th, sched_sync_kind_t kind, const void *ob
     if (util_add_relaxed(&me->in_sync, 1) == 1) {
         util_store_relaxed(&me->sync_kind, (uint32_t)kind);
         util_store_relaxed(&me->sync_obj, (uint64_t)(uintptr_t)object);
-        util_store_relaxed(&me->sync_since_ns, sched_now());
+        util_store_relaxed(&me->sync_since_ns, sched_now_coarse());   /* vs the max slice */
     }
 }
 
@@ -685,19 +697,22 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
         th->gate = &sched_gate_unreg;
     if (!ok || util_load_acquire(&p->state) != SCHED_P_ACTIVE)
         return;
-    uint64_t now = sched_now();
     pthread_mutex_lock(&p->mu);
     sched_token_t tok = { 0, 0 };
     if (fold)
         tok = fold();
     int boundary = sched_detect_feed(&p->det, tok);
+    /* Iterations and host phases are timed to the ns; a sync inside an
+     * iteration only shows the process still syncs (SCHED_NOSYNC_NS). */
+    uint64_t now = boundary || p->det.relocked || !p->det.period ? sched_now()
+                                                                 : sched_now_coarse();
     util_debug("sync: %llu launches since the last, period %d, %s", (unsigned long long)tok.launches,
                p->det.period, boundary ? "iteration boundary" : "inside an iteration");
     if (p->det.relocked)
         iteration_restart(p, boundary, now);
     else if (boundary)
         iteration_done(p, now);
-    p->last_sync_ns = now;
+    util_store_relaxed(&p->last_sync_ns, now);   /* read unlocked: sched_holder_launch */
     int learning = !p->det.period;
     pthread_mutex_unlock(&p->mu);
     bump_activity(p->me);

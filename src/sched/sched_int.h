@@ -408,6 +408,7 @@ typedef struct sched_proc {
     uint64_t switch_acc_ns;       /* tenure starts that lost the lease while paging in:
                                      added to the one that keeps it (switch_us) */
     uint32_t gap_n;               /* samples taken */
+    uint32_t gap_opened;          /* phases opened alone (atomic): one in SCHED_GAP_EVERY sampled */
     uint64_t gap_from_ns;         /* a host phase to sample began (atomic), 0: none */
     uint64_t gap_activity;        /* me->activity then (atomic): unchanged = still in it */
     uint64_t suspended_ns;        /* SUSPENDED since (atomic) */
@@ -425,6 +426,9 @@ const drv_t *sched_drv(void);
 /* Whether sched_init was called (else the module is dormant). */
 int sched_enabled(void);
 uint64_t sched_now(void);
+/* The clock to a tick (1-4 ms, never ahead of sched_now), for thresholds of
+ * milliseconds and more: a fifth of sched_now's cost (proc.c). */
+uint64_t sched_now_coarse(void);
 /* The gate word every thread of the process follows once registered:
  * sched_gate_unreg before, the slot's gate, or the OPEN word after a
  * fail-open or at exit (release store; acquire load). */

@@ -742,10 +742,15 @@ int sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
     if (!shares(dev))
         return 0;
     int waiter = sched_any_waiter(dev);
-    uint64_t now = sched_now();
-    pthread_mutex_lock(&p->mu);
-    uint64_t quiet = p->last_sync_ns ? p->last_sync_ns : p->registered_ns;
+    uint64_t now = sched_now_coarse();     /* vs a quantum, a slice, a second: ms */
+    uint64_t last = util_load_relaxed(&p->last_sync_ns);
+    uint64_t quiet = last ? last : p->registered_ns;
     int no_sync = now > quiet && now - quiet >= SCHED_NOSYNC_NS;
+    /* Alone, syncing and not recording: nothing to do, and no lock (the
+     * record changes under p->mu only, and starts only when no_sync). */
+    if (!waiter && !no_sync && !util_load_relaxed(&p->kseq_on))
+        return 0;
+    pthread_mutex_lock(&p->mu);
     if (waiter)
         p->waiter_seen_ns = now;
     /* The kernel sequence must see every launch, or the gaps it measures
@@ -757,7 +762,7 @@ int sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
         sched_kseq_reset(&p->kseq);
     if (p->kseq_on != watch)                 /* the gate probes while it watches */
         util_store_relaxed(&p->me->kwatch, (uint32_t)watch);
-    p->kseq_on = watch;
+    util_store_relaxed(&p->kseq_on, watch);
     if (watch)
         sched_kseq_push(&p->kseq, handle);
     if (!waiter) {
