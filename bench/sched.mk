@@ -8,8 +8,10 @@
 #                    ping-ponging the GPU (SALUS_ITER_SYNC=every, quantum 0),
 #                    on an idle machine and beside one CPU hog, with a plain
 #                    futex wake's p50/p99 beside the same hog (the floor)
-#   sync_overhead    ns libsalus adds to a launch-and-sync round, alone and
-#                    beside 256 idle threads that launched once
+#   sync_overhead    ns libsalus adds to a launch-and-sync round, alone,
+#                    beside 256 idle threads that launched once, and under
+#                    priority beside 0, 1, 4 and 16 waiting processes that
+#                    the holder keeps the GPU from (every boundary decides)
 # Each writes JSON; bench/results/micro_sched.json gathers them:
 #   {"overhead_ns_per_launch": ..., "overhead_ns_per_launch_contended": ...,
 #    "overhead_ns_per_launch_two_devices": ...,
@@ -17,6 +19,7 @@
 #    "handoff_under_hog": {"handoff_us": {...}, "futex_floor_us": {...},
 #                          "p99_over_floor": ...},
 #    "overhead_ns_per_sync": ..., "overhead_ns_per_sync_idle_threads": ...,
+#    "overhead_ns_per_sync_waiters": {"0": ..., "16": ...},
 #    "launch": {...}, "handoff": {...}, "sync": {...}}
 
 SCHED_NULLDRV := $(B)/bench/nulldrv/libcuda.so.1
@@ -59,16 +62,17 @@ SCHED_BENCH_RUN = \
 	               "handoff_under_hog": h["under_hog"], \
 	               "overhead_ns_per_sync": s["overhead_ns_per_sync"], \
 	               "overhead_ns_per_sync_idle_threads": s["overhead_ns_per_sync_idle_threads"], \
+	               "overhead_ns_per_sync_waiters": s["overhead_ns_per_sync_waiters"], \
 	               "launch": l, "handoff": h, "sync": s}, \
 	              open(o + "/micro_sched.json", "w"), indent=1)' $(BENCH_OUT)
 
 .PHONY: bench-sched bench-sched-quick
 bench-sched: $(SCHED_BENCH_DEPS)
 	@mkdir -p $(BENCH_OUT)
-	$(call SCHED_BENCH_RUN,--rounds 9 --repeats 9 --launches 2000000,--runs 5 --ms 1000 --hog 1,--rounds 7 --repeats 7 --syncs 20000)
+	$(call SCHED_BENCH_RUN,--rounds 9 --repeats 9 --launches 2000000,--runs 5 --ms 1000 --hog 1,--rounds 7 --repeats 7 --syncs 20000 --waiters 0$(comma)1$(comma)4$(comma)16)
 bench-sched-quick: $(SCHED_BENCH_DEPS)
 	@mkdir -p $(BENCH_OUT)
-	$(call SCHED_BENCH_RUN,--rounds 5 --repeats 5 --launches 500000,--runs 3 --ms 200 --hog 1,--rounds 3 --repeats 5 --syncs 5000)
+	$(call SCHED_BENCH_RUN,--rounds 5 --repeats 5 --launches 500000,--runs 3 --ms 200 --hog 1,--rounds 3 --repeats 5 --syncs 5000 --waiters 0$(comma)16)
 
 BENCH_TARGETS += bench-sched
 BENCH_QUICK_TARGETS += bench-sched-quick

@@ -334,6 +334,10 @@ typedef struct mem_page_peer {
     uint64_t wait_bytes;      /* what it waits for */
 } mem_page_peer_t;
 int mem_page_peer(shm_table_t *t, int d, int j, mem_page_peer_t *p);
+/* Slot j's swapped_out word as it reads, no liveness test (a system call):
+ * a slot with nothing out needs no more looking at.  0 for a slot without
+ * a registered area. */
+uint64_t mem_page_peer_out(shm_table_t *t, int j);
 /* Under the lock: raise slot j's request to page out to `want` on table
  * device d; what is pending now; *raised: 1 when it was raised (the asker
  * wakes it). */

@@ -248,6 +248,14 @@ int mem_page_peer(shm_table_t *t, int d, int j, mem_page_peer_t *p)
     return 0;
 }
 
+uint64_t mem_page_peer_out(shm_table_t *t, int j)
+{
+    const mem_slot_t *a = t && j >= 0 && j < SHM_MAX_SLOTS ? shm_slot_area(t, j, SHM_AREA_MEM)
+                                                          : NULL;
+    return a && util_load_relaxed(&a->magic) == MEM_SLOT_MAGIC
+               ? util_load_relaxed(&a->swapped_out) : 0;
+}
+
 uint64_t mem_page_ask_slot_locked(shm_table_t *t, int j, int d, uint64_t want, int *raised)
 {
     mem_slot_t *a = t ? shm_slot_area(t, j, SHM_AREA_MEM) : NULL;

@@ -597,13 +597,15 @@ int page_keep_locked(shm_table_t *t, int device, int slot)
  * what it paged out from coming back (granted, it would hold the GPU
  * through a page-in its limit never lets through), until the limit is
  * raised.  Under the table lock; reads the table only, every word
- * checked. */
+ * checked.  Every waiter is asked at every boundary of a holder that
+ * keeps the GPU: one with nothing out is answered from one word, before
+ * the liveness test (a system call) of the full look. */
 int page_blocked_locked(shm_table_t *t, int device, int slot)
 {
     mem_page_peer_t p;
     mem_page_dev_t f;
     if (!t || device < 0 || device >= SHM_MAX_DEVICES || slot < 0 || slot >= SHM_MAX_SLOTS ||
-        mem_page_peer(t, device, slot, &p) != 0)
+        mem_page_peer_out(t, slot) == 0 || mem_page_peer(t, device, slot, &p) != 0)
         return 0;
     uint64_t out = p.swapped_out;
     if (!out || out > MEM_MAX_BYTES)
