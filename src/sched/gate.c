@@ -40,17 +40,15 @@ static void mark_rest(sched_slot_t *me)
 }
 
 /* The first launch since a boundary (every boundary PROBEs the gate, so it
- * comes here): the host time since the boundary is a sample of the
+ * comes here): the host time since a sampled boundary is a sample of the
  * process's host phase, which fair fills with a waiter's work.  Before the
  * detector has found the loop's period, the host time after every sync is
- * a sample too: the first boundary then finds the phase measured, instead
- * of leaving a newcomer's first iterations unfilled (two host phases of
- * each job of a pair; an early sample too long only hands over at a
- * boundary more, which costs a handoff, never a stall).  The slot shows
- * the least of the last SCHED_GAP_SAMPLES (of those there are, from the
- * first).  The phase is the process's own record (gap_from_ns, and the
- * activity then), not the slot's boundary_ns and rest_activity: a sync
- * inside an iteration is no rest that a waiter may take the GPU at. */
+ * a sample too: the first boundary then finds the phase measured (an early
+ * sample too long only hands over at a boundary more: a handoff, never a
+ * stall).  The slot shows the least of the last SCHED_GAP_SAMPLES.  The
+ * phase is the process's own record (gap_from_ns, and the activity then),
+ * not the slot's boundary_ns and rest_activity: a sync inside an iteration
+ * is no rest that a waiter may take the GPU at. */
 static void note_host_gap(sched_proc_t *p)
 {
     uint64_t from = util_load_relaxed(&p->gap_from_ns);
@@ -71,30 +69,9 @@ static void note_host_gap(sched_proc_t *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* A host phase begins at `now` (after the activity bump of the sync that
- * ends before it); the next launch takes the slow path (the probe, which
- * rest detection needs at every boundary), and ends the phase's sample.
- * A process nobody waits for samples one phase in SCHED_GAP_EVERY once it
- * knows its loop: the samples matter when a waiter comes, and then every
- * phase is one; the others cost the sample's clock read (20-50 ns) for
- * nothing. */
-#define SCHED_GAP_EVERY 8
-
-static int waited_for(const sched_proc_t *p);
-
-static void open_host_gap(sched_proc_t *p, uint64_t now)
-{
-    int sample = !p->det.period || waited_for(p) ||
-                 util_add_relaxed(&p->gap_opened, 1) % SCHED_GAP_EVERY == 1;
-    __atomic_store_n(&p->gap_activity, util_load_relaxed(&p->me->activity),
-                     __ATOMIC_RELAXED);
-    util_store_relaxed(&p->gap_from_ns, sample ? now : 0);
-    sched_probe_boundary(p->me);
-}
-
 /* Whether anyone waits on a device the process uses (seq_cst: see below).
  * Only the devices of devset are visited (most processes use one): this
- * runs at every iteration boundary's first launch, twice. */
+ * runs at every boundary and at its first launch, twice. */
 static int waited_for(const sched_proc_t *p)
 {
     uint32_t devset = util_load_relaxed(&p->devset);
@@ -109,6 +86,24 @@ static int waited_for(const sched_proc_t *p)
                 return 1;
     }
     return 0;
+}
+
+/* A host phase begins at `now` (after the activity bump of the sync that
+ * ends before it); the next launch takes the slow path (the probe, which
+ * rest detection needs at every boundary), and ends the phase's sample.
+ * Alone, once it knows its loop, a process samples one phase in
+ * SCHED_GAP_EVERY: samples matter when a waiter comes (then every phase
+ * is one), and each costs a clock read (20-50 ns). */
+#define SCHED_GAP_EVERY 8
+
+static void open_host_gap(sched_proc_t *p, uint64_t now)
+{
+    int sample = !p->det.period || waited_for(p) ||
+                 util_add_relaxed(&p->gap_opened, 1) % SCHED_GAP_EVERY == 1;
+    __atomic_store_n(&p->gap_activity, util_load_relaxed(&p->me->activity),
+                     __ATOMIC_RELAXED);
+    util_store_relaxed(&p->gap_from_ns, sample ? now : 0);
+    sched_probe_boundary(p->me);
 }
 
 /* The holder's launch looked (a PROBEd gate): the gate goes back to what the
@@ -702,8 +697,7 @@ void sched_sync_end(sched_thread_t *th, sched_sync_kind_t kind, int ok,
     if (fold)
         tok = fold();
     int boundary = sched_detect_feed(&p->det, tok);
-    /* Iterations and host phases are timed to the ns; a sync inside an
-     * iteration only shows the process still syncs (SCHED_NOSYNC_NS). */
+    /* Iterations are timed to the ns; other syncs only show it still syncs. */
     uint64_t now = boundary || p->det.relocked || !p->det.period ? sched_now()
                                                                  : sched_now_coarse();
     util_debug("sync: %llu launches since the last, period %d, %s", (unsigned long long)tok.launches,

@@ -595,6 +595,36 @@ int  sched_gang_priority_locked(shm_table_t *t, int slot, int priority);
 /* ---- the lease (lease.c): under the table lock unless said ---------------- */
 /* A usable policy number of a device (fair when the word is corrupt). */
 sched_policy_t sched_dev_policy(const sched_dev_t *dev);
+
+/* The small words both sides of the lease read (wait.c, yield.c). */
+/* The table lock, or -1 having suspended the process (said once). */
+static inline int sched_lock_or_fail(sched_proc_t *p)
+{
+    int rc = shm_lock(p->t);
+    if (rc == 0)
+        return 0;
+    sched_lock_failed(p, rc);
+    return -1;
+}
+
+static inline int sched_dev_ungated(const sched_dev_t *dev)
+{
+    return !(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED);
+}
+
+static inline int sched_dev_shares(const sched_dev_t *dev)
+{
+    return (sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_SHARES) != 0;
+}
+
+static inline uint64_t sched_my_lease(const sched_proc_t *p)
+{
+    return sched_lease_of(p->slot, p->gen);
+}
+
+/* A holder at rest since its last boundary this long is idle between
+ * iterations (wait.c's poll_rest; yield.c nudges at half of it). */
+#define SCHED_REST_NS (5ull * 1000000)
 uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev);
 /* Fair's host phase worth filling on the device, 0: off. */
 uint64_t sched_dev_fill_ns(const sched_dev_t *dev);

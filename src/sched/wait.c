@@ -2,10 +2,10 @@
  * wait.c - a process's side of the lease: acquiring it (or waiting for it),
  * watching the holder while waiting, and handing the GPU over at boundaries.
  *
- * Divided into: decisions; acquiring and waiting; watching the holder (dead,
- * stopped, idle, gone, past its slice; what a waiter says of a blocked or
- * stopped one is blocked.c's); yielding at syncs, hints and kernel boundaries;
- * exit.
+ * Divided into: watching the holder (dead, stopped, idle, gone, past its
+ * slice; what a waiter says of a blocked or stopped one is blocked.c's);
+ * acquiring and waiting.  The holder's side, yielding at syncs, hints and
+ * kernel boundaries and at exit, is yield.c.
  *
  * Waiting.  A process without the lease enqueues itself under the table
  * lock (which marks the holder CONTENDED, so that it looks at its next
@@ -64,119 +64,12 @@
 #define SCHED_IDLE_MIN_NS      (200ull * 1000000)   /* well above CPU scheduling stalls */
 #define SCHED_IDLE_MAX_NS      (5000ull * 1000000)
 #define SCHED_IDLE_UNKNOWN_NS  (500ull * 1000000)   /* before a first iteration */
-#define SCHED_REST_NS          (5ull * 1000000)     /* idle at rest between iterations */
-#define SCHED_NOSYNC_NS        (1000ull * 1000000)  /* no host sync this long: no-sync program */
 #define SCHED_SPIN_NS          (20ull * 1000)       /* a waiter's spin before it sleeps */
 #define SCHED_STOP_NS          (30ull * 1000000)    /* stopped this long: not a stray look */
 #define SCHED_SLICE_GRACE_NS   (200ull * 1000000)   /* the holder's own slice check first */
 #define SCHED_RECHECK_NS       (1000ull * 1000000)  /* a waiter re-examines its standing */
 
 enum { W_WAIT, W_GOT, W_PASS };
-
-static int lock_or_fail(sched_proc_t *p)
-{
-    int rc = shm_lock(p->t);
-    if (rc == 0)
-        return 0;
-    sched_lock_failed(p, rc);
-    return -1;
-}
-
-static int ungated(const sched_dev_t *dev)
-{
-    return !(sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_GATED);
-}
-
-static int shares(const sched_dev_t *dev)
-{
-    return (sched_policy_ops(sched_dev_policy(dev))->flags & SCHED_POL_SHARES) != 0;
-}
-
-static uint64_t my_lease(const sched_proc_t *p)
-{
-    return sched_lease_of(p->slot, p->gen);
-}
-
-/* ---- decisions ------------------------------------------------------------ */
-
-/* The holder keeps the GPU at a boundary while others wait: wake one waiter
- * (without a grant) so that it times its watch of the rest that may follow
- * (poll_rest) from this boundary rather than from its next periodic look.
- * At most one a SCHED_NUDGE_NS: a waiter woken by an earlier boundary
- * looks again at that one's rest horizon, finds the newer boundary and
- * times its look from it, so the rest is seen as soon; what a nudge per
- * boundary added was a wake-up of a peer per iteration (a fifth of the
- * holder's boundary, and a CPU taken from it). */
-#define SCHED_NUDGE_NS (SCHED_REST_NS / 2)
-
-static void nudge_watcher(sched_proc_t *p, int d)
-{
-    uint64_t now = sched_now_coarse(), last = util_load_relaxed(&p->nudged_ns);
-    if (now >= last && now - last < SCHED_NUDGE_NS)
-        return;
-    util_store_relaxed(&p->nudged_ns, now);
-    sched_dev_t *dev = sched_dev(p->t, d);
-    for (int w = 0; w < SCHED_WAIT_WORDS; w++) {
-        uint64_t bits = util_load_relaxed(&dev->waiters[w]);
-        if (w * 64 <= p->slot && p->slot < w * 64 + 64)
-            bits &= ~(1ull << (p->slot - w * 64));
-        if (bits) {
-            sched_slot_t *s = sched_slot(p->t, w * 64 + __builtin_ctzll(bits));
-            if (s)
-                shm_futex_wake(&s->grant, 1);
-            return;
-        }
-    }
-}
-
-/* Hand device d over if the policy says so, then drain: the grant closed
- * this process's gate and asked it to drain (the mark the new holder waits
- * for), and this thread serves that request at once (drain.c: every context
- * the process launched into synchronized; a stream or event sync leaves its
- * other streams running).  1 if handed over. */
-/* The grant marks d drain-pending and closes our gates; this thread drains
- * (the GPU is nearly done at a boundary) and answers before it wakes the new
- * holder, which then finds the answer and starts: one wake-up per handoff,
- * not a second for the answer (nor one of our drain thread).  Should the
- * drain not happen here (a capture opened meanwhile on another thread), the
- * drain thread is woken for it. */
-int sched_hand_over(sched_proc_t *p, int d, int to)
-{
-    sched_grant_self_drain(p->slot);
-    if (to == SCHED_PICK)
-        to = sched_grant_pick_locked(p->t, d, sched_now(), 0);
-    else
-        sched_grant_locked(p->t, d, to, sched_now(), 0);
-    sched_grant_self_drain(-1);
-    shm_unlock(p->t);
-    if (sched_drain_serve(p->me) != 0)
-        shm_futex_wake(&p->me->drain_req, INT_MAX);
-    if (to >= 0)
-        sched_wake(p->t, to);
-    return to;
-}
-
-static int yield_device(sched_proc_t *p, int d, int boundary)
-{
-    if (sched_captures() > 0)        /* the drain would break it: wait for its end */
-        return 0;
-    if (lock_or_fail(p))
-        return 0;
-    if (sched_own_slot_spoiled_locked(p))
-        return 0;                    /* given up, unlocked, said */
-    int to = sched_decide_locked(p->t, d, p->slot, boundary, sched_now());
-    if (to == SCHED_NO_SLOT) {
-        shm_unlock(p->t);
-        if (boundary)
-            nudge_watcher(p, d);
-        return 0;
-    }
-    shm_set_state(p->t, p->slot, SHM_IDLE);
-    sched_hand_over(p, d, to);
-    util_debug("device %d: the GPU goes to slot %d at a %s", d, to,
-               boundary ? "boundary" : "sync past the max slice");
-    return 1;
-}
 
 /* ---- watching the holder --------------------------------------------------- */
 
@@ -285,7 +178,7 @@ static uint64_t idle_ns(const sched_slot_t *h)
 
 static int got(const sched_proc_t *p, const sched_dev_t *dev)
 {
-    return util_load_acquire(&dev->lease) == my_lease(p) ? W_GOT : W_WAIT;
+    return util_load_acquire(&dev->lease) == sched_my_lease(p) ? W_GOT : W_WAIT;
 }
 
 /* Grant device d by policy if `lease` still names its holder (or none) and,
@@ -297,7 +190,7 @@ static int regrant(sched_proc_t *p, int d, uint64_t lease, uint64_t activity, in
                    uint64_t idle_ns)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
-    if (lock_or_fail(p))
+    if (sched_lock_or_fail(p))
         return W_PASS;
     int to = SCHED_NO_SLOT;
     int h = sched_lease_holder(p->t, dev->lease);
@@ -323,7 +216,7 @@ static int regrant(sched_proc_t *p, int d, uint64_t lease, uint64_t activity, in
 static int take_over(sched_proc_t *p, int d, uint64_t lease, uint64_t stopped_ns)
 {
     sched_dev_t *dev = sched_dev(p->t, d);
-    if (lock_or_fail(p))
+    if (sched_lock_or_fail(p))
         return W_PASS;
     int to = SCHED_NO_SLOT, h = sched_lease_holder(p->t, dev->lease);
     uint64_t now = sched_now();
@@ -352,7 +245,7 @@ static int poll_partial(sched_proc_t *p, int d, int h, uint64_t lease)
     sched_dev_t *dev = sched_dev(p->t, d);
     if (!util_load_relaxed(&sched_slot(p->t, h)->gang))
         return -1;
-    if (lock_or_fail(p))
+    if (sched_lock_or_fail(p))
         return W_PASS;
     if (dev->lease == lease && sched_gang_dead_locked(p->t, h)) {
         shm_reap_dead(p->t, 1);              /* the reap hook hands the devices on */
@@ -420,7 +313,7 @@ static int lease_forged(sched_proc_t *p, sched_dev_t *dev, int d)
 {
     if (util_load_acquire(&dev->lease) == util_load_relaxed(&dev->granted))
         return 0;
-    if (lock_or_fail(p))
+    if (sched_lock_or_fail(p))
         return -1;
     int forged = sched_lease_own_check_locked(p->t, d);
     shm_unlock(p->t);
@@ -434,7 +327,7 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     if (forged)
         return forged < 0 ? W_PASS : got(p, dev);
     uint64_t lease = util_load_acquire(&dev->lease);
-    if (lease == my_lease(p))
+    if (lease == sched_my_lease(p))
         return W_GOT;
     int h = sched_lease_holder(p->t, lease);
     if (h < 0) {
@@ -449,7 +342,7 @@ static int poll_holder(sched_proc_t *p, int d, idle_track_t *track)
     int stuck = poll_stopped(p, d, h, lease, track);
     if (stuck >= 0)
         return stuck;
-    if (!shares(dev) || sched_hook_paged_out())
+    if (!sched_dev_shares(dev) || sched_hook_paged_out())
         return W_WAIT;                       /* paged out: waits for a grant (sched.h) */
     sched_note_blocked(p, d, h);
     stuck = poll_partial(p, d, h, lease);
@@ -502,7 +395,7 @@ static int poll_rest(sched_proc_t *p, int d, uint64_t *next_ns)
     uint64_t lease = util_load_acquire(&dev->lease);
     int h = sched_lease_holder(p->t, lease);
     *next_ns = SCHED_POLL_NS;
-    if (h < 0 || lease == my_lease(p) || !shares(dev) || sched_hook_paged_out())
+    if (h < 0 || lease == sched_my_lease(p) || !sched_dev_shares(dev) || sched_hook_paged_out())
         return W_WAIT;
     sched_slot_t *hs = sched_slot(p->t, h);
     uint64_t act = util_load_relaxed(&hs->activity);
@@ -543,7 +436,7 @@ static int spin_for_grant(const sched_proc_t *p, const sched_dev_t *dev)
         return 0;
     uint64_t end = util_now_ns() + SCHED_SPIN_NS;
     for (unsigned i = 1;; i++) {
-        if (util_load_acquire(&dev->lease) == my_lease(p))
+        if (util_load_acquire(&dev->lease) == sched_my_lease(p))
             return 1;
         if (i % 64 == 0 && util_now_ns() >= end)
             return 0;
@@ -557,7 +450,7 @@ static int spin_for_grant(const sched_proc_t *p, const sched_dev_t *dev)
  * have dropped it).  W_WAIT, or W_PASS. */
 static int recheck(sched_proc_t *p, int d)
 {
-    if (lock_or_fail(p))
+    if (sched_lock_or_fail(p))
         return W_PASS;
     if (shm_slot_gen(p->t, p->slot) != p->gen ||
         util_load_relaxed(&p->me->magic) != SCHED_SLOT_MAGIC) {
@@ -567,7 +460,7 @@ static int recheck(sched_proc_t *p, int d)
         return W_PASS;
     }
     sched_unmark_stopped_locked(p->t, p->slot);
-    if (sched_dev(p->t, d)->lease != my_lease(p))
+    if (sched_dev(p->t, d)->lease != sched_my_lease(p))
         sched_enqueue_locked(p->t, d, p->slot, sched_now());
     shm_unlock(p->t);
     return W_WAIT;
@@ -595,7 +488,7 @@ static int wait_loop(sched_proc_t *p, int d, int *by_other)
             *by_other = 1;
             return W_GOT;
         }
-        if (ungated(dev) || util_load_acquire(&p->state) != SCHED_P_ACTIVE)
+        if (sched_dev_ungated(dev) || util_load_acquire(&p->state) != SCHED_P_ACTIVE)
             return W_PASS;
         uint64_t now = sched_now();
         if (util_load_relaxed(&me->stopped_ns) || now >= recheck_at) {
@@ -637,7 +530,7 @@ static int tenure_begins(sched_proc_t *p, int d)
     sched_hook_tenure(d);
     p->switch_acc_ns += out ? sched_now() - t0 : 0;
     sched_dev_t *dev = sched_dev(p->t, d);
-    int kept = ungated(dev) || util_load_acquire(&dev->lease) == my_lease(p) ||
+    int kept = sched_dev_ungated(dev) || util_load_acquire(&dev->lease) == sched_my_lease(p) ||
                util_load_acquire(&p->state) != SCHED_P_ACTIVE;
     if (kept) {                       /* fair's quantum grows with it (SCHED_SWITCH_FACTOR) */
         uint64_t us = p->switch_acc_ns / 1000;
@@ -673,9 +566,9 @@ static int acquire_once(sched_proc_t *p, int d)
 {
     shm_table_t *t = p->t;
     sched_dev_t *dev = sched_dev(t, d);
-    if (lock_or_fail(p))
+    if (sched_lock_or_fail(p))
         return 0;
-    if (ungated(dev) || dev->lease == my_lease(p)) {
+    if (sched_dev_ungated(dev) || dev->lease == sched_my_lease(p)) {
         if (!util_load_relaxed(&p->hold))   /* set and cleared under the lock */
             util_store_relaxed(&p->me->hold, 0);
         sched_gate_update_locked(t, p->slot);
@@ -717,99 +610,4 @@ static int acquire_once(sched_proc_t *p, int d)
     if (by_other && rel >= t0 && rel <= now)
         sched_hist_add(me, now - rel);       /* the handoff includes the drain */
     return tenure_begins(p, d);
-}
-
-/* ---- yielding ---------------------------------------------------------------- */
-
-void sched_yield_point(sched_proc_t *p, int boundary)
-{
-    uint32_t devset = util_load_relaxed(&p->devset);
-    while (devset) {                     /* at every boundary: the devices used only */
-        int d = __builtin_ctz(devset);
-        devset &= devset - 1;
-        sched_dev_t *dev = sched_dev(p->t, d);
-        if (!dev || util_load_relaxed(&dev->lease) != my_lease(p) ||
-            (!sched_any_waiter(dev) &&
-             !util_load_relaxed(&p->me->gang_yield)))  /* its gang yields */
-            continue;
-        yield_device(p, d, boundary);
-    }
-}
-
-/* A launch by the holder while others wait, PROBEd: one in a while for a
- * program that syncs (which is handed over at its syncs), every one for a
- * program that does not (its gate stays PROBE), whose kernels are recorded
- * from then on.  For one that does not (no host sync for
- * SCHED_NOSYNC_NS, since it registered if it never synced), the boundary is
- * before the kernel its sequence launches once per iteration (detect.c),
- * once the quantum is used.  Not
- * "no sync in this tenure": a holder that was granted the GPU while it was
- * not scheduled has used its quantum before its first sync, and would be
- * cut mid-iteration.  Past the max slice without a boundary, any launch.
- * The context is synchronized before the handover. */
-int sched_holder_launch(sched_proc_t *p, int d, uint64_t handle)
-{
-    sched_dev_t *dev = sched_dev(p->t, d);
-    if (!shares(dev))
-        return 0;
-    int waiter = sched_any_waiter(dev);
-    uint64_t now = sched_now_coarse();     /* vs a quantum, a slice, a second: ms */
-    uint64_t last = util_load_relaxed(&p->last_sync_ns);
-    uint64_t quiet = last ? last : p->registered_ns;
-    int no_sync = now > quiet && now - quiet >= SCHED_NOSYNC_NS;
-    /* Alone, syncing and not recording: nothing to do, and no lock (the
-     * record changes under p->mu only, and starts only when no_sync). */
-    if (!waiter && !no_sync && !util_load_relaxed(&p->kseq_on))
-        return 0;
-    pthread_mutex_lock(&p->mu);
-    if (waiter)
-        p->waiter_seen_ns = now;
-    /* The kernel sequence must see every launch, or the gaps it measures
-     * are wrong: a no-sync holder keeps its gate probing (slow) for a while
-     * after the last waiter went, so that a peer's host phase leaves no
-     * hole in it; with nobody waiting for that long, its launches go fast. */
-    int watch = no_sync && now - p->waiter_seen_ns < SCHED_NOSYNC_NS;
-    if (watch && !p->kseq_on)                /* every launch from now on: a clean record */
-        sched_kseq_reset(&p->kseq);
-    if (p->kseq_on != watch)                 /* the gate probes while it watches */
-        util_store_relaxed(&p->me->kwatch, (uint32_t)watch);
-    util_store_relaxed(&p->kseq_on, watch);
-    if (watch)
-        sched_kseq_push(&p->kseq, handle);
-    if (!waiter) {
-        pthread_mutex_unlock(&p->mu);
-        return watch;
-    }
-    uint64_t since = util_load_relaxed(&dev->since_ns);
-    uint64_t held = now > since ? now - since : 0;
-    uint32_t q = util_load_relaxed(&dev->quantum_ms);
-    uint64_t slice = sched_dev_max_slice_ns(dev);
-    int at = watch && held >= (uint64_t)q * 1000000ull &&
-             sched_kseq_find(&p->kseq) && sched_kseq_at_anchor(&p->kseq);
-    pthread_mutex_unlock(&p->mu);
-    int over = sched_since_boundary(p->t, d, p->slot, now) >= slice;
-    if (at)                                  /* a boundary, whatever the policy says */
-        util_store_relaxed(&p->me->boundary_ns, now);
-
-    if ((at || over) && yield_device(p, d, at))
-        sched_acquire(p, d);                 /* this launch waits its turn */
-    return watch;
-}
-
-/* ---- exit --------------------------------------------------------------------- */
-
-void sched_release_all(sched_proc_t *p)
-{
-    if (shm_lock(p->t) != 0)
-        return;
-    uint64_t now = sched_now();
-    sched_dev_t *dev;
-    SCHED_FOR_EACH_DEV(p->t, d, dev) {
-        sched_dequeue_locked(p->t, d, p->slot);
-        if (dev->lease == my_lease(p))
-            sched_grant_pick_locked(p->t, d, now, 1);
-    }
-    util_store_relaxed(&p->me->devset, 0);
-    sched_gate_update_locked(p->t, p->slot);
-    shm_unlock(p->t);
 }
