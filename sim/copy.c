@@ -1,9 +1,11 @@
 /*
- * copy.c - copies and memsets: cuMemcpy* (1D, peer, arrays, 2D, 3D) and
+ * copy.c - copies and memsets: cuMemcpy* (1D, peer, arrays, 2D, 3D, 3D peer,
+ * batches of 1D) and
  * cuMemset* (8/16/32-bit, 2D), synchronous and asynchronous.
  *
  * Divided into: timing; 1D copies; memsets; 2D/3D copies; entry points
- * (one macro per family, for the _v2, _ptds and _ptsz exports).
+ * (one macro per family, for the _v2, _ptds and _ptsz exports); batches
+ * and 3D peer copies.
  *
  * The bytes move at call time; the transfer then occupies its stream for
  * size / bandwidth (SIMGPU_PCIE_GBPS, 25 GB/s, to or from the host, both
@@ -481,4 +483,106 @@ CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream s) { return
 CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *c, CUstream s)
 {
     return copy_3d(c, s, 1, 0);
+}
+
+/* ---- batches and 3D peer copies ---------------------------------------------------
+ * cuMemcpyBatchAsync (CUDA 12.8; _v2 from 13.0 drops failIdx): count 1D
+ * copies, each between any two kinds of memory, on a stream that is not
+ * the legacy one; attrs[k] applies from copy attrsIdxs[k] on (the first
+ * index 0, increasing), and each names a source access order.  A bad copy
+ * stops the batch there: *failIdx is its index, SIZE_MAX for an error of
+ * the whole call, and the copies before it are done (the driver's, too,
+ * may have run them).  cuMemcpy3DBatchAsync is not served. */
+
+static CUresult batch_check(size_t count, const CUmemcpyAttributes *attrs, const size_t *idxs,
+                            size_t nattrs, CUstream hs)
+{
+    if (!count || !attrs || !idxs || nattrs < 1 || nattrs > count || idxs[0] != 0 ||
+        hs == NULL || hs == CU_STREAM_LEGACY)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < nattrs; k++)
+        if ((k && idxs[k] <= idxs[k - 1]) || idxs[k] >= count ||
+            attrs[k].srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+            attrs[k].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                      CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, size_t *fail,
+                      CUstream hs, int ptds)
+{
+    SIM_CHECK_INIT();
+    if (fail)
+        *fail = SIZE_MAX;
+    CUresult rc = dsts && srcs && sizes ? batch_check(count, attrs, idxs, nattrs, hs)
+                                        : CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++)
+        if ((rc = copy_1d(PTR(dsts[i]), PTR(srcs[i]), sizes[i], D_ANY, hs, ptds, 0)) !=
+                CUDA_SUCCESS && fail)
+            *fail = i;
+    return rc;
+}
+
+CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count,
+                                    CUmemcpyAttributes *a, size_t *ai, size_t na, size_t *fail,
+                                    CUstream st)
+{
+    return batch(d, s, n, count, a, ai, na, fail, st, 0);
+}
+CUresult CUDAAPI cuMemcpyBatchAsync_ptsz(CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count,
+                                         CUmemcpyAttributes *a, size_t *ai, size_t na,
+                                         size_t *fail, CUstream st)
+{
+    return batch(d, s, n, count, a, ai, na, fail, st, 1);
+}
+CUresult CUDAAPI cuMemcpyBatchAsync_v2(CUdeviceptr *d, CUdeviceptr *s, size_t *n, size_t count,
+                                       CUmemcpyAttributes *a, size_t *ai, size_t na, CUstream st)
+{
+    return batch(d, s, n, count, a, ai, na, NULL, st, 0);
+}
+CUresult CUDAAPI cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *d, CUdeviceptr *s, size_t *n,
+                                            size_t count, CUmemcpyAttributes *a, size_t *ai,
+                                            size_t na, CUstream st)
+{
+    return batch(d, s, n, count, a, ai, na, NULL, st, 1);
+}
+
+/* A 3D copy between contexts: both must be live (one ignored for an array
+ * side, as the driver ignores it); then a 3D copy as any other. */
+static CUresult copy_3d_peer(const CUDA_MEMCPY3D_PEER *c, CUstream hs, int ptds, int sync)
+{
+    SIM_CHECK_INIT();
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_LOCK();
+    int ok = (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || sim_ctx_get(c->srcContext)) &&
+             (c->dstMemoryType == CU_MEMORYTYPE_ARRAY || sim_ctx_get(c->dstContext));
+    SIM_UNLOCK();
+    if (!ok)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUDA_MEMCPY3D m = {
+        .srcXInBytes = c->srcXInBytes, .srcY = c->srcY, .srcZ = c->srcZ, .srcLOD = c->srcLOD,
+        .srcMemoryType = c->srcMemoryType, .srcHost = c->srcHost, .srcDevice = c->srcDevice,
+        .srcArray = c->srcArray, .srcPitch = c->srcPitch, .srcHeight = c->srcHeight,
+        .dstXInBytes = c->dstXInBytes, .dstY = c->dstY, .dstZ = c->dstZ, .dstLOD = c->dstLOD,
+        .dstMemoryType = c->dstMemoryType, .dstHost = c->dstHost, .dstDevice = c->dstDevice,
+        .dstArray = c->dstArray, .dstPitch = c->dstPitch, .dstHeight = c->dstHeight,
+        .WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = c->Depth,
+    };
+    return copy_3d(&m, hs, ptds, sync);
+}
+
+CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *c) { return copy_3d_peer(c, NULL, 0, 1); }
+CUresult CUDAAPI cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *c)
+{
+    return copy_3d_peer(c, NULL, 1, 1);
+}
+CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *c, CUstream s)
+{
+    return copy_3d_peer(c, s, 0, 0);
+}
+CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *c, CUstream s)
+{
+    return copy_3d_peer(c, s, 1, 0);
 }

@@ -17,6 +17,8 @@
 #   test_simgpu_memop stream memory operations (cuStreamWaitValue/WriteValue,
 #                    batches): conditions, time model, a wait on another
 #                    process's write, a wait that never comes
+#   test_simgpu_copy batched copies (cuMemcpyBatchAsync, _v2) and 3D peer
+#                    copies: bytes, refusals, a batch stopped at a bad copy
 #   test_simgpu_xla  the calls XLA's CUDA backend adds: generic graph nodes,
 #                    executable graphs' kernel parameters, graph launches in
 #                    the trace, tensor maps
@@ -51,13 +53,14 @@ $(eval $(call salus_test,test_simgpu_mp,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_state,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_ipc,$(SIM_MP_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_memop,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
+$(eval $(call salus_test,test_simgpu_copy,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_xla,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 $(eval $(call salus_test,test_simgpu_nccl,$(SIM_TEST_OBJS),$(SIM_TEST_LIBS)))
 
 # The tests load the workloads' cubin and PTX.
 $(B)/tests/test_simgpu $(B)/tests/test_simgpu_exec $(B)/tests/test_simgpu_capture \
     $(B)/tests/test_simgpu_kmodel \
-    $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_globals $(B)/tests/test_simgpu_memop $(B)/tests/test_simgpu_xla \
+    $(B)/tests/test_simgpu_mem $(B)/tests/test_simgpu_globals $(B)/tests/test_simgpu_memop $(B)/tests/test_simgpu_copy $(B)/tests/test_simgpu_xla \
     $(B)/tests/test_simgpu_nccl \
     $(B)/tests/test_simgpu_mp $(B)/tests/test_simgpu_state \
     $(B)/tests/test_simgpu_ipc: | $(WL_CUBIN) $(WL_PTX)
