@@ -3,7 +3,8 @@
  * driver: the variants the map picks for version and flags, the
  * self-lookup, the driver's own answers (no function, errors), version
  * skew, and the guard: a driver whose answer is not the export our wrapper
- * calls gets its answer handed through.
+ * calls gets its answer handed through, and paging stops when what was
+ * handed through writes device memory.
  *
  * The binary links the intercept objects themselves (the resolver under
  * test is libsalus's) and swaps the real-function table for a fake one (the
@@ -302,6 +303,29 @@ static void test_resolver_guard_passes_other_abi(void **state)
     free(text);
 }
 
+/* A writer of device memory handed through unwrapped stops paging for the
+ * process (page_stop), for good; one that writes nothing does not.  First
+ * of the binary's tests: the flag is the process's. */
+static void test_resolver_passed_writer_stops_paging(void **state)
+{
+    (void)state;
+    assert_int_equal(page_stopped(), 0);
+    gpa.skew_symbol = "cuMemFree";               /* frees: no write */
+    gpa.skew_version = 12000;
+    gpa.skew_answer = &answers[2];
+    assert_ptr_equal(resolve("cuMemFree", 12000, 0), &answers[2]);
+    assert_ptr_equal(resolve("cuMemGetInfo", 12000, 0), WRAPPER(cuMemGetInfo_v2));
+    assert_int_equal(page_stopped(), 0);
+    gpa.skew_symbol = "cuMemcpyHtoDAsync";       /* a copy the driver answers otherwise */
+    gpa.skew_answer = &answers[3];
+    assert_ptr_equal(resolve("cuMemcpyHtoDAsync", 12000, 0), &answers[3]);
+    assert_int_equal(page_stopped(), 1);
+    assert_int_equal(hook_base_writes("cuLaunchKernel"), 1);
+    assert_int_equal(hook_base_writes("cuMemAllocAsync"), 1);
+    assert_int_equal(hook_base_writes("cuMemAllocHost"), 0);
+    assert_int_equal(hook_base_writes("cuStreamSynchronize"), 0);
+}
+
 /* The driver hands out a function it does not export under the map's name
  * (an export it lacks: its slot keeps the lazy stub), or one unknown to us:
  * passed through, never our wrapper. */
@@ -325,6 +349,7 @@ static void test_resolver_guard_unknown_function(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_resolver_passed_writer_stops_paging, setup_resolver),
         cmocka_unit_test_setup(test_resolver_variants, setup_resolver),
         cmocka_unit_test_setup(test_resolver_self_lookup, setup_resolver),
         cmocka_unit_test_setup(test_resolver_driver_answers, setup_resolver),

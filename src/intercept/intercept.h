@@ -95,6 +95,10 @@ extern const unsigned char hook_per_thread[HOOK_COUNT];
 extern void *const hook_wrappers[HOOK_COUNT];
 /* The id of a wrapped export, or -1. */
 int hook_find(const char *export_name);
+/* 1 when a driver base name (cuGetProcAddress's symbol, the map's base)
+ * launches, copies, sets, writes or allocates device memory: work paging
+ * must see (resolver.c). */
+int hook_base_writes(const char *base);
 /* The LAUNCH exports' ids, in the list's order. */
 #define HOOK_IS_LAUNCH_(cat, ...) + HOOK_IS_LAUNCH_##cat
 #define HOOK_IS_LAUNCH_LAUNCH 1

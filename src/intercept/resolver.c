@@ -23,6 +23,11 @@
  * flags and return the newest variant, a program gets the ABI it asked for,
  * and never a wrapper of another ABI than the driver's answer.
  *
+ * An export handed through that launches, copies, sets or allocates device
+ * memory (hook_base_writes) is work libsalus cannot see or gate: paging
+ * stops for the process (page_stop), since it could move memory such a
+ * call writes, or have it run while the memory is out.
+ *
  * Also the table of every wrapper's address (hook_wrappers).
  *
  * No lock: the map and the table are read-only once loaded; counters are the
@@ -32,6 +37,8 @@
 #include "intercept/intercept.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 /* Every wrapper, by hook id: what the resolver and the dlsym override
  * answer.  Here, beside the two it defines, so that the file that reads the
@@ -75,6 +82,29 @@ static int resolve_choose(const char *symbol, void *fn, int version, cuuint64_t 
     return id;
 }
 
+int hook_base_writes(const char *base)
+{
+    static const char *const prefixes[] = { "cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset",
+                                            "cuStreamWriteValue", "cuStreamBatchMemOp",
+                                            "cuMemAlloc", "cuMemCreate" };
+    if (!base || strcmp(base, "cuMemAllocHost") == 0)
+        return 0;                     /* host memory */
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(base, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+static void passed_writer(const char *symbol, int version, const char *why)
+{
+    if (!hook_base_writes(symbol) || page_stopped())
+        return;
+    char text[192];
+    snprintf(text, sizeof text, "the program resolved %s (version %d), and libsalus handed the "
+             "driver's function through unwrapped: %s", symbol, version, why);
+    page_stop(text);
+}
+
 static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t flags,
                         CUdriverProcAddressQueryResult *status, int five)
 {
@@ -92,6 +122,8 @@ static CUresult resolve(const char *symbol, void **pfn, int version, cuuint64_t 
         hook_add(&b->c.resolver_wrapped, 1);
     } else {
         hook_add(&b->c.resolver_passed, 1);
+        if (rc == CUDA_SUCCESS && pfn && *pfn)
+            passed_writer(symbol, version, why);
     }
     util_debug("resolve %s@%d flags=%llu -> %s %s (rc %d)", symbol ? symbol : "(null)", version,
                (unsigned long long)flags, export_name, why, (int)rc);

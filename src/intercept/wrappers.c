@@ -25,6 +25,20 @@ static inline CUstream hook_config_stream(const CUlaunchConfig *config)
     return config ? config->hStream : NULL;
 }
 
+/* cuLaunchCooperativeKernelMultiDevice (deprecated since CUDA 11.3): one
+ * kernel per device of the list; gated as its first, on the first's stream
+ * (a process sharing all its devices holds their leases together only in
+ * a gang). */
+static inline CUfunction hook_multi_fn(const CUDA_LAUNCH_PARAMS *list, unsigned n)
+{
+    return list && n ? list[0].function : NULL;
+}
+
+static inline CUstream hook_multi_stream(const CUDA_LAUNCH_PARAMS *list, unsigned n)
+{
+    return list && n ? list[0].hStream : NULL;
+}
+
 /* A 2D or 3D copy makes the host wait when it writes host memory; with
  * unified addressing the destination may be host memory too. */
 #define hook_copy_to_host(desc) \

@@ -58,6 +58,12 @@ typedef struct page_pager {
     uint64_t (*copied_bytes)(void);
 } page_pager_t;
 void page_set_pager(const page_pager_t *pager);
+/* Nothing pages this process out again, for good (what is out comes back
+ * as usual); said once on stderr with `why` when SALUS_SWAP=on.  For a
+ * writer of device memory libsalus cannot see: the resolver handing out an
+ * export it does not wrap.  page_stopped: 1 since. */
+void page_stop(const char *why);
+int  page_stopped(void);
 
 /* What paging asks of the scheduler (sched.h's functions by default):
  *   rank      the policy's order on table device d: 0 the holder, 1 + its

@@ -49,10 +49,12 @@ static const mem_paging_t paging = { page_ask_locked, page_movable_locked, stuck
 static const page_pager_t vm_pager = { vmem_page_out, vmem_page_in, vmem_paged_out_bytes,
                                        vmem_resident_bytes, vmem_copied_bytes };
 static int vm_pager_set;
+static int stopped;                  /* page_stop: never paged out again (atomic) */
 
 void page_set_pager(const page_pager_t *p)
 {
-    int on = p && p->page_out && p->page_in && p->paged_out_bytes;
+    int on = p && p->page_out && p->page_in && p->paged_out_bytes &&
+             !util_load_acquire(&stopped);
     if (on) {
         page_pager_store(p);
         mem_set_paging(&paging);
@@ -61,6 +63,27 @@ void page_set_pager(const page_pager_t *p)
         page_pager_store(NULL);
     }
     mem_page_set_able(on);
+}
+
+/* Paging out needs the MEM_PAGE_ABLE flag, both when a peer asks and for
+ * the stuck rule: cleared for good, nothing pages this process out again.
+ * What is out now still comes back before it runs (the pager stays). */
+void page_stop(const char *why)
+{
+    static int said;
+    if (util_xchg_acq_rel(&stopped, 1))
+        return;
+    mem_page_set_able(0);
+    if (mem_swap_configured())
+        util_log_once(&said, UTIL_LOG_WARN, "paging is off for this process from now on: %s; "
+                      "its memory stays on the GPU (SALUS_SWAP=on pages only what libsalus "
+                      "sees written and gated; run without it, or tell us which call it was)",
+                      why);
+}
+
+int page_stopped(void)
+{
+    return util_load_acquire(&stopped);
 }
 
 /* vmem pages this process once it has virtualized memory: its primitives
