@@ -1,6 +1,6 @@
 /*
  * copy.c - copies and memsets: cuMemcpy* (1D, peer, arrays, 2D, 3D, 3D peer,
- * batches of 1D) and
+ * batches of 1D and of 3D copies) and
  * cuMemset* (8/16/32-bit, 2D), synchronous and asynchronous.
  *
  * Divided into: timing; 1D copies; memsets; 2D/3D copies; entry points
@@ -492,7 +492,10 @@ CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *c, CUstream s)
  * index 0, increasing), and each names a source access order.  A bad copy
  * stops the batch there: *failIdx is its index, SIZE_MAX for an error of
  * the whole call, and the copies before it are done (the driver's, too,
- * may have run them).  cuMemcpy3DBatchAsync is not served. */
+ * may have run them).  cuMemcpy3DBatchAsync (the same; _v2 without failIdx):
+ * each op a 3D copy between pointers and arrays, its extent in elements
+ * (bytes between pointers, the array's element otherwise, equal between
+ * two arrays), a pointer's rows and layers tightly packed where 0. */
 
 static CUresult batch_check(size_t count, const CUmemcpyAttributes *attrs, const size_t *idxs,
                             size_t nattrs, CUstream hs)
@@ -585,4 +588,97 @@ CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *c, CUstream s)
 CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *c, CUstream s)
 {
     return copy_3d_peer(c, s, 1, 0);
+}
+
+/* Bytes of one element of an operand: 1 for a pointer, the array's own; 0
+ * for a handle that is not an array.  Under sim_p.lock. */
+static size_t operand_elem(const CUmemcpy3DOperand *o)
+{
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (o->type == CU_MEMCPY_OPERAND_TYPE_POINTER)
+        return 1;
+    if (o->type != CU_MEMCPY_OPERAND_TYPE_ARRAY || sim_array_desc(o->op.array.array, &d) != 0)
+        return 0;
+    return sim_format_size(d.Format) * d.NumChannels;
+}
+
+static void operand_side(const CUmemcpy3DOperand *o, const CUextent3D *e, size_t elem,
+                         CUmemorytype *mt, CUdeviceptr *dev, CUarray *arr, size_t *x, size_t *y,
+                         size_t *z, size_t *pitch, size_t *height)
+{
+    if (o->type == CU_MEMCPY_OPERAND_TYPE_ARRAY) {
+        *mt = CU_MEMORYTYPE_ARRAY, *arr = o->op.array.array;
+        *x = o->op.array.offset.x * elem, *y = o->op.array.offset.y, *z = o->op.array.offset.z;
+        return;
+    }
+    *mt = CU_MEMORYTYPE_UNIFIED, *dev = o->op.ptr.ptr;
+    *pitch = (o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width) * elem;
+    *height = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height;
+}
+
+static CUresult batch3d_op(const CUDA_MEMCPY3D_BATCH_OP *op, CUstream hs, int ptds)
+{
+    const CUextent3D *e = &op->extent;
+    SIM_LOCK();                       /* the arrays' descriptors */
+    size_t se = operand_elem(&op->src), de = operand_elem(&op->dst);
+    SIM_UNLOCK();
+    size_t elem = op->src.type == CU_MEMCPY_OPERAND_TYPE_ARRAY ? se : de;
+    if (!se || !de || (se != 1 && de != 1 && se != de) || !e->width || !e->height ||
+        !e->depth || op->srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+        op->srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY)
+        return CUDA_ERROR_INVALID_VALUE;
+    const CUmemcpy3DOperand *sides[2] = { &op->src, &op->dst };
+    for (int i = 0; i < 2; i++)
+        if (sides[i]->type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
+            ((sides[i]->op.ptr.rowLength && sides[i]->op.ptr.rowLength < e->width) ||
+             (sides[i]->op.ptr.layerHeight && sides[i]->op.ptr.layerHeight < e->height)))
+            return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY3D m;
+    memset(&m, 0, sizeof m);
+    operand_side(&op->src, e, elem, &m.srcMemoryType, &m.srcDevice, &m.srcArray, &m.srcXInBytes,
+                 &m.srcY, &m.srcZ, &m.srcPitch, &m.srcHeight);
+    operand_side(&op->dst, e, elem, &m.dstMemoryType, &m.dstDevice, &m.dstArray, &m.dstXInBytes,
+                 &m.dstY, &m.dstZ, &m.dstPitch, &m.dstHeight);
+    m.WidthInBytes = e->width * elem, m.Height = e->height, m.Depth = e->depth;
+    return copy_3d(&m, hs, ptds, 0);
+}
+
+static CUresult batch3d(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail,
+                        unsigned long long flags, CUstream hs, int ptds)
+{
+    SIM_CHECK_INIT();
+    if (fail)
+        *fail = SIZE_MAX;
+    if (!n || !ops || flags || hs == NULL || hs == CU_STREAM_LEGACY)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        CUresult rc = batch3d_op(&ops[i], hs, ptds);
+        if (rc != CUDA_SUCCESS) {
+            if (fail)
+                *fail = i;
+            return rc;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail,
+                                      unsigned long long flags, CUstream s)
+{
+    return batch3d(n, ops, fail, flags, s, 0);
+}
+CUresult CUDAAPI cuMemcpy3DBatchAsync_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail,
+                                           unsigned long long flags, CUstream s)
+{
+    return batch3d(n, ops, fail, flags, s, 1);
+}
+CUresult CUDAAPI cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops,
+                                         unsigned long long flags, CUstream s)
+{
+    return batch3d(n, ops, NULL, flags, s, 0);
+}
+CUresult CUDAAPI cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops,
+                                              unsigned long long flags, CUstream s)
+{
+    return batch3d(n, ops, NULL, flags, s, 1);
 }

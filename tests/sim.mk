@@ -17,8 +17,9 @@
 #   test_simgpu_memop stream memory operations (cuStreamWaitValue/WriteValue,
 #                    batches): conditions, time model, a wait on another
 #                    process's write, a wait that never comes
-#   test_simgpu_copy batched copies (cuMemcpyBatchAsync, _v2) and 3D peer
-#                    copies: bytes, refusals, a batch stopped at a bad copy
+#   test_simgpu_copy batched copies (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync,
+#                    both forms) and 3D peer copies: bytes, pitches, arrays,
+#                    refusals, a batch stopped at a bad copy
 #   test_simgpu_xla  the calls XLA's CUDA backend adds: generic graph nodes,
 #                    executable graphs' kernel parameters, graph launches in
 #                    the trace, tensor maps

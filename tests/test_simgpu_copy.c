@@ -9,7 +9,9 @@
  *                call (failIdx SIZE_MAX); copy 2 reading past its source's
  *                end stops the batch there (failIdx 2), copies 0 and 1 done;
  *   3D peer      a box between two contexts' allocations, synchronous and
- *                on a stream, and a context that is not one refused.
+ *                on a stream, and a context that is not one refused;
+ *   3D batches   pointer boxes with row and layer pitches both ways, an
+ *                array's row (its elements' bytes), and the refusals.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -182,6 +184,92 @@ static void test_3d_peer(void **state)
     CK(cuCtxSetCurrent(simt_ctx));
 }
 
+static CUmemcpy3DOperand ptr_op(CUdeviceptr p, size_t row, size_t layer)
+{
+    CUmemcpy3DOperand o;
+    memset(&o, 0, sizeof o);
+    o.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+    o.op.ptr.ptr = p, o.op.ptr.rowLength = row, o.op.ptr.layerHeight = layer;
+    return o;
+}
+
+static CUDA_MEMCPY3D_BATCH_OP op3(CUmemcpy3DOperand src, CUmemcpy3DOperand dst, size_t w,
+                                  size_t h, size_t d)
+{
+    CUDA_MEMCPY3D_BATCH_OP op;
+    memset(&op, 0, sizeof op);
+    op.src = src, op.dst = dst;
+    op.extent.width = w, op.extent.height = h, op.extent.depth = d;
+    op.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    return op;
+}
+
+/* A 16 x 4 x 2 box: packed on the host, into rows of 32 and layers of 8
+ * on the device, back out packed; then 16 floats into an array row and
+ * back (elements of the array's 4 bytes). */
+static void test_3d_batches(void **state)
+{
+    (void)state;
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, 32 * 8 * 2));
+    CK(cuMemsetD8(d, 0xee, 32 * 8 * 2));
+    unsigned char in[16 * 4 * 2], out[16 * 4 * 2];
+    for (size_t i = 0; i < sizeof in; i++)
+        in[i] = (unsigned char)(i * 5 + 1);
+    memset(out, 0, sizeof out);
+    CUDA_MEMCPY3D_BATCH_OP ops[2] = {
+        op3(ptr_op((CUdeviceptr)(uintptr_t)in, 0, 0), ptr_op(d, 32, 8), 16, 4, 2),
+        op3(ptr_op(d, 32, 8), ptr_op((CUdeviceptr)(uintptr_t)out, 0, 0), 16, 4, 2),
+    };
+    CK(cuMemcpy3DBatchAsync(2, ops, 0, s));
+    CK(cuStreamSynchronize(s));
+    assert_memory_equal(in, out, sizeof in);
+    unsigned char row[32];                               /* the padding is untouched */
+    CK(cuMemcpyDtoH(row, d + 32, 32));
+    assert_memory_equal(row, in + 16, 16);
+    for (int i = 16; i < 32; i++)
+        assert_int_equal(row[i], 0xee);
+    CUDA_ARRAY_DESCRIPTOR ad = { .Width = 16, .Height = 1, .Format = CU_AD_FORMAT_FLOAT,
+                                 .NumChannels = 1 };
+    CUarray arr;
+    CK(cuArrayCreate(&arr, &ad));
+    float f[16], g[16];
+    for (int i = 0; i < 16; i++)
+        f[i] = (float)i * 1.5f, g[i] = 0;
+    CUmemcpy3DOperand ao;
+    memset(&ao, 0, sizeof ao);
+    ao.type = CU_MEMCPY_OPERAND_TYPE_ARRAY, ao.op.array.array = arr;
+    CUDA_MEMCPY3D_BATCH_OP aops[2] = {
+        op3(ptr_op((CUdeviceptr)(uintptr_t)f, 0, 0), ao, 16, 1, 1),
+        op3(ao, ptr_op((CUdeviceptr)(uintptr_t)g, 0, 0), 16, 1, 1),
+    };
+    CK(cuMemcpy3DBatchAsync(2, aops, 0, s));
+    CK(cuStreamSynchronize(s));
+    assert_memory_equal(f, g, sizeof f);
+    /* Refusals: flags, the legacy stream, a zero extent, a row shorter
+     * than the copy's (failIdx at that op, in the 12.8 form). */
+    CKE(cuMemcpy3DBatchAsync(2, ops, 1, s), CUDA_ERROR_INVALID_VALUE);
+    CKE(cuMemcpy3DBatchAsync(2, ops, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEMCPY3D_BATCH_OP bad[2] = { ops[0], ops[1] };
+    bad[0].extent.depth = 0;
+    CKE(cuMemcpy3DBatchAsync(1, bad, 0, s), CUDA_ERROR_INVALID_VALUE);
+    bad[0] = ops[0];
+    bad[1].src.op.ptr.rowLength = 8;
+    PFN_cuMemcpy3DBatchAsync_v12080 legacy = NULL;
+    CUdriverProcAddressQueryResult q;
+    CK(cuGetProcAddress("cuMemcpy3DBatchAsync", (void **)&legacy, 12080,
+                        CU_GET_PROC_ADDRESS_DEFAULT, &q));
+    size_t fail = 0;
+    CKE(legacy(2, bad, &fail, 0, s), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(fail, 1);
+    CK(cuStreamSynchronize(s));
+    CK(cuArrayDestroy(arr));
+    CK(cuMemFree(d));
+    CK(cuStreamDestroy(s));
+}
+
 int main(void)
 {
     if (simt_init("simgpu-copy"))
@@ -190,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_batch_refusals),
         cmocka_unit_test(test_3d_peer),
+        cmocka_unit_test(test_3d_batches),
     };
     return cmocka_run_group_tests_name("simgpu batched and 3D peer copies", tests, NULL, NULL);
 }
