@@ -408,7 +408,6 @@ typedef struct sched_proc {
     uint64_t switch_acc_ns;       /* tenure starts that lost the lease while paging in:
                                      added to the one that keeps it (switch_us) */
     uint32_t gap_n;               /* samples taken */
-    uint64_t nudged_ns;           /* the last nudge of a waiter (atomic; wait.c) */
     uint32_t gap_opened;          /* phases opened alone (atomic): one in SCHED_GAP_EVERY sampled */
     uint64_t gap_from_ns;         /* a host phase to sample began (atomic), 0: none */
     uint64_t gap_activity;        /* me->activity then (atomic): unchanged = still in it */
