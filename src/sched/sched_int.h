@@ -620,10 +620,6 @@ static inline uint64_t sched_my_lease(const sched_proc_t *p)
 {
     return sched_lease_of(p->slot, p->gen);
 }
-
-/* A holder at rest since its last boundary this long is idle between
- * iterations (wait.c's poll_rest; yield.c nudges at half of it). */
-#define SCHED_REST_NS (5ull * 1000000)
 uint64_t sched_dev_max_slice_ns(const sched_dev_t *dev);
 /* Fair's host phase worth filling on the device, 0: off. */
 uint64_t sched_dev_fill_ns(const sched_dev_t *dev);

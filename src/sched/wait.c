@@ -64,6 +64,7 @@
 #define SCHED_IDLE_MIN_NS      (200ull * 1000000)   /* well above CPU scheduling stalls */
 #define SCHED_IDLE_MAX_NS      (5000ull * 1000000)
 #define SCHED_IDLE_UNKNOWN_NS  (500ull * 1000000)   /* before a first iteration */
+#define SCHED_REST_NS          (5ull * 1000000)     /* idle at rest between iterations */
 #define SCHED_SPIN_NS          (20ull * 1000)       /* a waiter's spin before it sleeps */
 #define SCHED_STOP_NS          (30ull * 1000000)    /* stopped this long: not a stray look */
 #define SCHED_SLICE_GRACE_NS   (200ull * 1000000)   /* the holder's own slice check first */

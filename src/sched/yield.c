@@ -16,6 +16,8 @@
 
 #include <limits.h>
 
+#define SCHED_NOSYNC_NS (1000ull * 1000000)  /* no host sync this long: a no-sync program */
+
 /* ---- decisions ------------------------------------------------------------ */
 
 /* The holder keeps the GPU at a boundary while others wait: wake one waiter
@@ -25,7 +27,6 @@
  * boundary costs beside 16 waiters (1.8 us against 3.2) but left a waiter
  * asleep when the grant came, and beside one busy CPU the handoff's p99
  * went from 8-18 us to 2.9 ms (bench/micro/handoff.c --hog 1). */
-#define SCHED_NOSYNC_NS (1000ull * 1000000)  /* no host sync this long: a no-sync program */
 
 static void nudge_watcher(sched_proc_t *p, int d)
 {
